@@ -1,0 +1,304 @@
+"""Configuration: TOML files, ``-c key=value`` overrides and provider tables (SPEC §1.4).
+
+:func:`load_config` merges the sources into one plain dict, checks every key against the attrs
+classes below (an unknown key is an error naming it), then structures it. Nothing reads the
+environment except :func:`resolve_api_key`, and the key it returns is never stored in a config.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+import cattrs
+
+from ._errors import ConfigError
+
+
+@attrs.frozen
+class ProviderConfig:
+    """A model provider table."""
+
+    name: str
+    """Display name."""
+    base_url: str | None = None
+    """Base URL of the API (``.../v1``)."""
+    env_key: str | None = None
+    """Environment variable that holds the API key."""
+    wire_api: Literal["responses", "chat"] = "responses"
+    """Which HTTP API to speak."""
+    remote_compaction: Literal["unsupported", "v1", "v2"] = "unsupported"
+    """Which remote compaction the provider offers."""
+    stream_max_retries: int = 5
+    """Retries of a failed sampling request."""
+    request_max_retries: int = 4
+    """Retries of a failed non-streaming request."""
+    stream_idle_timeout_ms: int = 300_000
+    """A stream silent for this long is a retryable error."""
+    http_headers: Mapping[str, str] = attrs.field(factory=dict)
+    """Extra request headers."""
+    query_params: Mapping[str, str] = attrs.field(factory=dict)
+    """Extra query parameters."""
+
+
+BUILTIN_PROVIDERS: Mapping[str, ProviderConfig] = {
+    "scripted": ProviderConfig(name="scripted", wire_api="responses"),
+    "openai": ProviderConfig(
+        name="OpenAI",
+        base_url="https://api.openai.com/v1",
+        env_key="OPENAI_API_KEY",
+        wire_api="responses",
+        remote_compaction="v1",
+    ),
+    "ollama": ProviderConfig(name="Ollama", base_url="http://127.0.0.1:11434/v1", wire_api="chat"),
+}
+
+
+@attrs.frozen
+class Features:
+    """Feature switches."""
+
+    token_budget: bool = False
+    """Use the token-budget compaction backend."""
+    remote_compaction_v2: bool = False
+    """Allow the remote V2 compaction backend."""
+
+
+@attrs.frozen
+class HookCommand:
+    """A compaction hook run as a command."""
+
+    command: tuple[str, ...] = attrs.field(converter=tuple)
+    """argv; never run through a shell."""
+    timeout_ms: int = 10_000
+    """The hook is stopped after this long."""
+
+
+@attrs.frozen
+class Hooks:
+    """Compaction hooks."""
+
+    pre_compact: tuple[HookCommand, ...] = attrs.field(converter=tuple, factory=tuple)
+    """Run before a compaction; may stop it."""
+    post_compact: tuple[HookCommand, ...] = attrs.field(converter=tuple, factory=tuple)
+    """Run after a compaction is installed."""
+
+
+@attrs.frozen
+class RolloutConfig:
+    """Persistence."""
+
+    enabled: bool = True
+    """Write a rollout file."""
+    dir: str | None = None
+    """Where; default ``$RELAY_HOME/sessions``."""
+
+
+@attrs.frozen
+class Config:
+    """Everything that configures a session. Build it in code or with :func:`load_config`."""
+
+    model: str = "scripted"
+    """Model name sent to the provider."""
+    model_provider: str = "scripted"
+    """Name of a provider table."""
+    model_script: str | None = None
+    """Model script for the ``scripted`` provider."""
+    model_context_window: int | None = None
+    """Context window in tokens; overrides the model default."""
+    model_auto_compact_token_limit: int | None = None
+    """Auto-compaction threshold."""
+    compact_prompt: str | None = None
+    """Replaces the default summarization prompt."""
+    experimental_compact_prompt_file: str | None = None
+    """File whose text is used when ``compact_prompt`` is unset."""
+    base_instructions: str | None = None
+    """The request's ``instructions``."""
+    base_instructions_file: str | None = None
+    """File holding the request's ``instructions``."""
+    developer_instructions: str | None = None
+    """A developer message in the initial context."""
+    project_doc: str = "AGENTS.md"
+    """File name of project instructions looked up in ``cwd``."""
+    cwd: str | None = None
+    """Working directory; default the process's."""
+    features: Features = Features()
+    """Feature switches."""
+    model_providers: Mapping[str, ProviderConfig] = attrs.field(factory=dict)
+    """Provider tables, added to (or replacing) the built-ins."""
+    hooks: Hooks = Hooks()
+    """Compaction hooks."""
+    tools: Mapping[str, bool] = attrs.field(factory=dict)
+    """Built-in tools switched on or off."""
+    rollout: RolloutConfig = RolloutConfig()
+    """Persistence."""
+
+    def provider(self) -> ProviderConfig:
+        """The selected provider table."""
+        providers = {**BUILTIN_PROVIDERS, **self.model_providers}
+        try:
+            return providers[self.model_provider]
+        except KeyError:
+            raise ConfigError(
+                f"unknown model_provider {self.model_provider!r} "
+                f"(known: {', '.join(sorted(providers))})"
+            ) from None
+
+    def effective_compact_prompt(self) -> str | None:
+        """``compact_prompt`` trimmed, or None when unset or blank."""
+        if self.compact_prompt is None:
+            return None
+        text = self.compact_prompt.strip()
+        return text or None
+
+
+def relay_home() -> Path:
+    """``$RELAY_HOME``, default ``~/.relay``."""
+    return Path(os.environ.get("RELAY_HOME") or Path.home() / ".relay")
+
+
+def resolve_api_key(provider: ProviderConfig) -> str | None:
+    """The provider's API key from its ``env_key`` variable; an unset or empty one is an error."""
+    if provider.env_key is None:
+        return None
+    value = os.environ.get(provider.env_key, "")
+    if not value:
+        raise ConfigError(
+            f"provider {provider.name!r} needs an API key in the environment variable "
+            f"{provider.env_key}, which is unset or empty"
+        )
+    return value
+
+
+_converter = cattrs.Converter(forbid_extra_keys=True)
+
+
+def _strict(kind: type) -> Any:
+    def structure(value: Any, _: Any) -> Any:
+        if isinstance(value, bool) and kind is not bool:
+            raise TypeError(f"expected {kind.__name__}, got a boolean")
+        if not isinstance(value, kind):
+            raise TypeError(f"expected {kind.__name__}, got {type(value).__name__}")
+        return value
+
+    return structure
+
+
+for _kind in (str, int, bool):
+    _converter.register_structure_hook(_kind, _strict(_kind))
+
+
+def _check_keys(data: Mapping[str, Any], cls: type, prefix: str) -> None:
+    fields = {field.name: field for field in attrs.fields(cls)}
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        field = fields.get(key)
+        if field is None:
+            raise ConfigError(f"unknown config key {path!r}")
+        kind = typing.get_type_hints(cls)[key]
+        nested = _nested_class(kind)
+        if nested is not None and isinstance(value, Mapping):
+            _check_keys(value, nested, f"{path}.")
+        elif key == "model_providers" and isinstance(value, Mapping):
+            for name, table in value.items():
+                if isinstance(table, Mapping):
+                    _check_keys(table, ProviderConfig, f"{path}.{name}.")
+        elif key in {"pre_compact", "post_compact"} and isinstance(value, Sequence):
+            for index, table in enumerate(value):
+                if isinstance(table, Mapping):
+                    _check_keys(table, HookCommand, f"{path}[{index}].")
+
+
+def _nested_class(kind: Any) -> type | None:
+    return kind if isinstance(kind, type) and attrs.has(kind) else None
+
+
+def config_from_dict(data: Mapping[str, Any]) -> Config:
+    """Build a :class:`Config` from plain data; unknown keys and wrong types are errors."""
+    _check_keys(data, Config, "")
+    providers = data.get("model_providers")
+    if isinstance(providers, Mapping):
+        data = {
+            **data,
+            "model_providers": {
+                name: {"name": name, **table} if isinstance(table, Mapping) else table
+                for name, table in providers.items()
+            },
+        }
+    try:
+        config = _converter.structure(data, Config)
+    except Exception as exc:
+        details = (
+            "; ".join(cattrs.transform_error(exc))
+            if isinstance(exc, cattrs.BaseValidationError)
+            else str(exc)
+        )
+        raise ConfigError(f"invalid config: {details}") from exc
+    # Non-positive limits are ignored (SPEC §5.6): they read as unset.
+    if config.model_context_window is not None and config.model_context_window <= 0:
+        config = attrs.evolve(config, model_context_window=None)
+    limit = config.model_auto_compact_token_limit
+    if limit is not None and limit <= 0:
+        config = attrs.evolve(config, model_auto_compact_token_limit=None)
+    return config
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Parse ``key=value``: the value as TOML, else as a plain string."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"invalid override {text!r}: expected key=value")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return key.split("."), value
+
+
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> Config:
+    """Load ``path`` (else ``$RELAY_HOME/config.toml`` if it exists) and apply overrides."""
+    data: dict[str, Any] = {}
+    file = Path(path) if path is not None else relay_home() / "config.toml"
+    if path is not None or file.exists():
+        try:
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {file}: {exc.strerror}") from exc
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"invalid TOML in config file {file}: {exc}") from exc
+    for override in overrides:
+        keys, value = parse_override(override)
+        node = data
+        for key in keys[:-1]:
+            child = node.setdefault(key, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"invalid override {override!r}: {key!r} is not a table")
+            node = child
+        node[keys[-1]] = value
+    return config_from_dict(data)
+
+
+#: Context windows of well-known models, used when ``model_context_window`` is unset.
+_KNOWN_WINDOWS: tuple[tuple[str, int], ...] = (
+    ("gpt-5", 272_000),
+    ("gpt-4.1", 1_047_576),
+    ("gpt-4o", 128_000),
+    ("o3", 200_000),
+    ("o4-mini", 200_000),
+)
+
+
+def context_window_for(model: str, configured: int | None) -> int | None:
+    """The context window of ``model``: the configured value, else a known default."""
+    if configured is not None:
+        return configured
+    for prefix, window in _KNOWN_WINDOWS:
+        if model.startswith(prefix):
+            return window
+    return None

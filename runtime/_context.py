@@ -1,0 +1,120 @@
+"""The initial context of a window: developer instructions, project instructions, environment.
+
+Pure functions from the world state and settings to the messages a model sees first
+(SPEC §5.2), and from a change of settings to the messages that record it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+import attrs
+
+from . import _protocol as p
+from ._templates import template
+
+
+@attrs.frozen
+class TurnSettings:
+    """What a turn runs with; the session's defaults change with overrides."""
+
+    model: str
+    """Model name."""
+    cwd: str
+    """Working directory."""
+    effort: str | None = None
+    """Reasoning effort."""
+
+
+@attrs.frozen
+class WorldState:
+    """The facts behind the environment context, snapshotted at the start of a window."""
+
+    cwd: str
+    """Working directory."""
+    shell: str
+    """The user's shell."""
+    current_date: str
+    """``YYYY-MM-DD``."""
+    timezone: str
+    """IANA name or UTC offset."""
+
+
+def world_state(cwd: str, now: Callable[[], datetime], shell: str | None) -> WorldState:
+    """Snapshot the world: ``now`` is the session's clock (aware datetime)."""
+    moment = now()
+    zone = moment.tzname() or moment.strftime("%z") or "UTC"
+    return WorldState(
+        cwd=cwd,
+        shell=Path(shell).name if shell else "sh",
+        current_date=moment.date().isoformat(),
+        timezone=zone,
+    )
+
+
+def environment_context(world: WorldState) -> p.Message:
+    """The ``<environment_context>`` user message."""
+    lines = [
+        "<environment_context>",
+        f"  <cwd>{escape(world.cwd)}</cwd>",
+        f"  <shell>{escape(world.shell)}</shell>",
+        f"  <current_date>{world.current_date}</current_date>",
+        f"  <timezone>{escape(world.timezone)}</timezone>",
+        "</environment_context>",
+    ]
+    return p.user_message("\n".join(lines))
+
+
+def project_instructions(path: str, text: str) -> p.Message:
+    """The user message that carries the project instructions file."""
+    return p.user_message(
+        f'<project_instructions path="{escape(path)}">\n{text.rstrip()}\n</project_instructions>'
+    )
+
+
+def read_project_doc(cwd: str, name: str) -> tuple[str, str] | None:
+    """``(path, text)`` of the project instructions file in ``cwd``, if there is one."""
+    if not name:
+        return None
+    path = Path(cwd) / name
+    try:
+        return str(path), path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def initial_context(
+    world: WorldState,
+    *,
+    developer_instructions: str | None,
+    project_doc: tuple[str, str] | None,
+) -> list[p.Message]:
+    """The full initial context of a window, in order (SPEC §5.2)."""
+    out: list[p.Message] = []
+    if developer_instructions:
+        out.append(p.Message("developer", (p.InputText(developer_instructions),)))
+    if project_doc is not None:
+        out.append(project_instructions(*project_doc))
+    out.append(environment_context(world))
+    return out
+
+
+def context_changes(previous: WorldState, current: WorldState) -> list[p.Message]:
+    """What to record when the world changed since the reference context."""
+    if previous == current:
+        return []
+    return [environment_context(current)]
+
+
+def turn_aborted_marker() -> p.Message:
+    """The model-visible marker recorded when a turn is interrupted."""
+    return p.user_message(f"<turn_aborted>\n{template('turn_aborted.md')}\n</turn_aborted>")
+
+
+def instructions_hash(instructions: str) -> str:
+    """A short stable hash of the instructions, for ``turn_context`` rollout lines."""
+    return hashlib.sha256(instructions.encode("utf-8")).hexdigest()[:16]

@@ -1,0 +1,149 @@
+"""relay's exceptions.
+
+Every exception relay raises on purpose derives from :class:`RelayError`::
+
+    RelayError
+    ├── ConfigError            bad configuration: unknown key, wrong type, missing API key
+    ├── InvalidOpError         an op that cannot be decoded or has invalid field values
+    ├── ScriptError            an unreadable or malformed op script / model script
+    ├── RolloutError           a rollout file that cannot be written or read
+    ├── ClosedSessionError     the session was shut down: your code closed it
+    └── ModelError             the model call failed (carries an ErrorCode and retry advice)
+        ├── ContextWindowExceeded
+        └── StreamError        transport broke mid-stream (retryable)
+
+Errors from the outside world (HTTP, the SDK, hook processes) are translated into this tree in
+exactly one place each (:func:`classify_http_error` for model servers), with ``raise ... from``.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ErrorCode(enum.StrEnum):
+    """The ``code`` of an ``error`` event (SPEC §7.4)."""
+
+    CONTEXT_WINDOW_EXCEEDED = "context_window_exceeded"
+    QUOTA_EXCEEDED = "quota_exceeded"
+    USAGE_LIMIT = "usage_limit"
+    UNAUTHORIZED = "unauthorized"
+    BAD_REQUEST = "bad_request"
+    SERVER_ERROR = "server_error"
+    STREAM = "stream"
+    INVALID_OP = "invalid_op"
+    ACTIVE_TURN_NOT_STEERABLE = "active_turn_not_steerable"
+    HOOK = "hook"
+    INTERNAL = "internal"
+
+
+class RelayError(Exception):
+    """Base class of every error relay raises on purpose."""
+
+
+class ConfigError(RelayError):
+    """The configuration is invalid; the message names the key or variable."""
+
+
+class InvalidOpError(RelayError, ValueError):
+    """An op could not be decoded or has invalid field values."""
+
+
+class ScriptError(RelayError):
+    """An op script or model script is unreadable or malformed."""
+
+
+class RolloutError(RelayError):
+    """A rollout file cannot be written or read."""
+
+
+class ClosedSessionError(RelayError):
+    """The session has shut down; no more ops are accepted."""
+
+
+#: Error codes after which retrying the same request is pointless.
+_NOT_RETRYABLE = frozenset(
+    {
+        ErrorCode.CONTEXT_WINDOW_EXCEEDED,
+        ErrorCode.QUOTA_EXCEEDED,
+        ErrorCode.USAGE_LIMIT,
+        ErrorCode.UNAUTHORIZED,
+        ErrorCode.BAD_REQUEST,
+    }
+)
+
+
+class ModelError(RelayError):
+    """A model request failed.
+
+    Attributes:
+        code: the error code reported in the ``error`` event.
+        retry_after: seconds the server asked to wait before retrying, if it said.
+    """
+
+    def __init__(self, message: str, code: ErrorCode, *, retry_after: float | None = None):
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.retry_after = retry_after
+
+    @property
+    def retryable(self) -> bool:
+        """Whether the same request may succeed if sent again."""
+        return self.code not in _NOT_RETRYABLE
+
+
+class ContextWindowExceeded(ModelError):
+    """The prompt does not fit the model's context window."""
+
+    def __init__(self, message: str = "the prompt exceeds the model's context window"):
+        super().__init__(message, ErrorCode.CONTEXT_WINDOW_EXCEEDED)
+
+
+class StreamError(ModelError):
+    """The response stream broke before it completed; retryable."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None):
+        super().__init__(message, ErrorCode.STREAM, retry_after=retry_after)
+
+
+_CONTEXT_MARKERS = (
+    "context_length_exceeded",
+    "exceed_context_size_error",
+    "maximum context length",
+    "context window",
+)
+
+
+def classify_http_error(
+    status: int | None,
+    *,
+    code: str | None = None,
+    message: str = "",
+    type_: str | None = None,
+    retry_after: float | None = None,
+) -> ModelError:
+    """Translate what a model server said about a failure into a :class:`ModelError`.
+
+    This is the one place where server error forms (HTTP status + body, in-stream ``error``
+    events, ``response.failed``) become relay error codes. ``status`` is None for errors that
+    arrived inside a stream.
+    """
+    text = " ".join(part for part in (code, type_, message) if part).lower()
+    if any(marker in text for marker in _CONTEXT_MARKERS):
+        return ContextWindowExceeded(message or "the prompt exceeds the model's context window")
+    if code == "insufficient_quota" or type_ == "insufficient_quota":
+        return ModelError(message or "quota exceeded", ErrorCode.QUOTA_EXCEEDED)
+    if code in {"usage_limit_reached", "usage_not_included"}:
+        return ModelError(message or "usage limit reached", ErrorCode.USAGE_LIMIT)
+    if status in {401, 403} or code in {"invalid_api_key", "unauthorized"}:
+        return ModelError(message or "unauthorized", ErrorCode.UNAUTHORIZED)
+    if status == 429 or code in {"rate_limit_exceeded", "rate_limit"}:
+        return ModelError(
+            message or "rate limited", ErrorCode.SERVER_ERROR, retry_after=retry_after
+        )
+    if status is not None and 400 <= status < 500 and status not in {408, 409}:
+        return ModelError(message or f"HTTP {status}", ErrorCode.BAD_REQUEST)
+    if status is None:
+        return StreamError(message or "the model reported an error", retry_after=retry_after)
+    return ModelError(message or f"HTTP {status}", ErrorCode.SERVER_ERROR, retry_after=retry_after)

@@ -1,0 +1,176 @@
+"""The history: recording, prompt normalisation and token accounting.
+
+The pure functions here decide what a model sees; :class:`History` is the session's mutable
+list of items with a per-item token estimate cache, so that accounting after each response costs
+work proportional to what the response added (SPEC §7.5).
+
+Invariant kept by :class:`History`: ``estimates[i]`` is the approximate token count of
+``items[i]``, and ``tokens_since_model`` is the sum of estimates of the items recorded after the
+last model-generated item (or since the last reset).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import attrs
+
+from . import _protocol as p
+from ._tokens import item_tokens
+
+#: Markers that make a user message contextual (harness-written, never a real user message).
+CONTEXTUAL_MARKERS = (
+    "<environment_context>",
+    "<project_instructions",
+    "<turn_aborted>",
+)
+
+ABORTED_OUTPUT = "aborted"
+
+
+def is_contextual(item: p.ResponseItem) -> bool:
+    """Whether ``item`` is a user message written by the harness (context, abort marker)."""
+    if not (isinstance(item, p.Message) and item.role == "user"):
+        return False
+    text = item.text().lstrip()
+    return text.startswith(CONTEXTUAL_MARKERS)
+
+
+def is_user_message(item: p.ResponseItem) -> bool:
+    """Whether ``item`` is a message with role ``user``."""
+    return isinstance(item, p.Message) and item.role == "user"
+
+
+def call_id_of(item: p.ResponseItem) -> str | None:
+    """The call id of a tool call or tool output, else None."""
+    if isinstance(
+        item, p.FunctionCall | p.CustomToolCall | p.FunctionCallOutput | p.CustomToolCallOutput
+    ):
+        return item.call_id
+    return None
+
+
+def _output_for(call: p.ToolCall, output: str) -> p.ToolOutput:
+    if isinstance(call, p.CustomToolCall):
+        return p.CustomToolCallOutput(call.call_id, output)
+    return p.FunctionCallOutput(call.call_id, output)
+
+
+def missing_outputs(items: Sequence[p.ResponseItem]) -> list[p.ToolOutput]:
+    """Synthetic ``"aborted"`` outputs for the calls in ``items`` that have none, in call order."""
+    answered = {
+        item.call_id
+        for item in items
+        if isinstance(item, p.FunctionCallOutput | p.CustomToolCallOutput)
+    }
+    return [
+        _output_for(item, ABORTED_OUTPUT)
+        for item in items
+        if isinstance(item, p.FunctionCall | p.CustomToolCall) and item.call_id not in answered
+    ]
+
+
+def normalize_for_prompt(
+    items: Iterable[p.ResponseItem], *, images: bool = True
+) -> list[p.ResponseItem]:
+    """The history as a model may see it (SPEC §5.3).
+
+    Every call without an output gets an ``"aborted"`` output right after it; outputs without a
+    call are dropped; ``ghost_snapshot`` and ``other`` items are dropped; images are dropped
+    when the model takes none.
+    """
+    source = [item for item in items if not isinstance(item, p.GhostSnapshot | p.Other)]
+    calls = {item.call_id for item in source if isinstance(item, p.FunctionCall | p.CustomToolCall)}
+    answered = {
+        item.call_id
+        for item in source
+        if isinstance(item, p.FunctionCallOutput | p.CustomToolCallOutput) and item.call_id in calls
+    }
+    out: list[p.ResponseItem] = []
+    for item in source:
+        if isinstance(item, p.FunctionCallOutput | p.CustomToolCallOutput):
+            if item.call_id not in calls:
+                continue
+        elif (
+            not images
+            and isinstance(item, p.Message)
+            and any(isinstance(c, p.InputImage) for c in item.content)
+        ):
+            kept = tuple(c for c in item.content if not isinstance(c, p.InputImage))
+            if not kept:
+                continue
+            item = attrs.evolve(item, content=kept)
+        out.append(item)
+        if isinstance(item, p.FunctionCall | p.CustomToolCall) and item.call_id not in answered:
+            out.append(_output_for(item, ABORTED_OUTPUT))
+    return out
+
+
+def last_agent_text(items: Iterable[p.ResponseItem]) -> str | None:
+    """The text of the last assistant message in ``items``, or None."""
+    last: str | None = None
+    for item in items:
+        if isinstance(item, p.Message) and item.role == "assistant":
+            last = item.text()
+    return last
+
+
+class History:
+    """The session's conversation history with cached token estimates."""
+
+    def __init__(self, items: Iterable[p.ResponseItem] = ()) -> None:
+        self._items: list[p.ResponseItem] = []
+        self._estimates: list[int] = []
+        self.last_response_tokens = 0
+        """``total_tokens`` of the last completed response (0 after a reset)."""
+        self.tokens_since_model = 0
+        """Estimated tokens of items recorded after the last model-generated item."""
+        self.replace(items)
+
+    @property
+    def items(self) -> Sequence[p.ResponseItem]:
+        """The items, oldest first (a read-only view: record through the methods)."""
+        return self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def snapshot(self) -> list[p.ResponseItem]:
+        """A copy of the items."""
+        return list(self._items)
+
+    def record(self, item: p.ResponseItem, *, from_model: bool = False) -> None:
+        """Append an item; ``from_model`` marks items the model generated."""
+        estimate = item_tokens(item)
+        self._items.append(item)
+        self._estimates.append(estimate)
+        if from_model:
+            self.tokens_since_model = 0
+        else:
+            self.tokens_since_model += estimate
+
+    def response_completed(self, total_tokens: int) -> None:
+        """Note the ``total_tokens`` a completed response reported."""
+        self.last_response_tokens = total_tokens
+        self.tokens_since_model = 0
+
+    def replace(self, items: Iterable[p.ResponseItem]) -> None:
+        """Replace every item; usage becomes the estimate of the new items."""
+        self._items = list(items)
+        self._estimates = [item_tokens(item) for item in self._items]
+        self.last_response_tokens = 0
+        self.tokens_since_model = sum(self._estimates)
+
+    def restore_usage(self, last_response_tokens: int, tokens_since_model: int) -> None:
+        """Set the usage counters (used when resuming from a rollout)."""
+        self.last_response_tokens = last_response_tokens
+        self.tokens_since_model = tokens_since_model
+
+    @property
+    def usage_tokens(self) -> int:
+        """Usage compared with the auto-compaction limit (SPEC §7.5)."""
+        return self.last_response_tokens + self.tokens_since_model
+
+    def estimated_tokens(self) -> int:
+        """The estimate of every item, from the cache."""
+        return sum(self._estimates)

@@ -1,0 +1,127 @@
+"""A readable rendering of events for a terminal (``relay run --pretty``).
+
+:class:`PrettyPrinter` turns each event into text. On a terminal it keeps a one-line live
+indicator while a model request or a compaction is in flight, redrawn in place; in a pipe it
+prints plain lines only.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TextIO
+
+from . import _protocol as p
+
+_SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+
+def _short(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class PrettyPrinter:
+    """Writes events to ``out`` as a transcript."""
+
+    def __init__(self, out: TextIO, *, live: bool) -> None:
+        self.out = out
+        self.live = live
+        self._status: str | None = None
+        self._frame = 0
+        self._in_message = False
+
+    def _clear_status(self) -> None:
+        if self.live and self._status is not None:
+            self.out.write("\r\x1b[2K")
+            self._status = None
+
+    def _show_status(self, text: str) -> None:
+        if not self.live:
+            return
+        self._frame = (self._frame + 1) % len(_SPINNER)
+        self._status = text
+        self.out.write(f"\r\x1b[2K{_SPINNER[self._frame]} {text}")
+
+    def _line(self, text: str) -> None:
+        self._clear_status()
+        if self._in_message:
+            self.out.write("\n")
+            self._in_message = False
+        self.out.write(text + "\n")
+
+    def tick(self) -> None:
+        """Advance the live indicator (called periodically while something is in flight)."""
+        if self._status is not None:
+            self._show_status(self._status)
+            self.out.flush()
+
+    def event(self, event: p.Event) -> None:
+        """Render one event."""
+        msg = event.msg
+        match msg:
+            case p.TurnStarted(turn_id=turn_id):
+                self._line(f"▶ turn {turn_id}")
+                self._show_status("waiting for the model…")
+            case p.UserMessage(message=text):
+                self._line(f"  you › {_short(text)}")
+                self._show_status("waiting for the model…")
+            case p.AgentMessageDelta(delta=delta):
+                self._clear_status()
+                if not self._in_message:
+                    self.out.write("  model › ")
+                    self._in_message = True
+                self.out.write(delta)
+            case p.ItemCompleted(item=p.AgentMessageItem(text=text)):
+                if not self._in_message:
+                    self._line(f"  model › {text}")
+                else:
+                    self.out.write("\n")
+                    self._in_message = False
+            case p.ItemStarted(item=p.ToolCallItem(name=name, arguments=arguments)):
+                self._line(f"  ⚙ {name} {_short(arguments, 80)}")
+                self._show_status(f"running {name}…")
+            case p.ItemCompleted(item=p.ToolCallItem(output=output)):
+                first = (output or "").strip().splitlines()
+                self._line(f"    ↳ {_short(first[0]) if first else '(no output)'}")
+                self._show_status("waiting for the model…")
+            case p.ItemStarted(item=p.ContextCompactionItem()):
+                self._line("  ⇣ compacting the conversation…")
+                self._show_status("compacting…")
+            case p.ItemCompleted(item=p.ContextCompactionItem(receipt=receipt)):
+                if receipt is not None:
+                    self._line(
+                        f"  ━━ checkpoint: {receipt.tokens_before} → {receipt.tokens_after} "
+                        f"tokens ({receipt.backend}, {receipt.trigger.value}, "
+                        f"{receipt.duration_ms} ms)"
+                    )
+                else:
+                    self._line("  ━━ checkpoint")
+            case p.TokenCount(info=info) if info is not None:
+                window = info.model_context_window
+                used = info.last_token_usage.total_tokens
+                share = f" ({used * 100 // window}% of {window})" if window else ""
+                self._line(f"  · tokens {used}{share}")
+            case p.TurnComplete(turn_id=turn_id, duration_ms=ms):
+                self._line(f"✓ turn {turn_id} done in {ms} ms")
+            case p.TurnAborted(turn_id=turn_id, reason=reason, duration_ms=ms):
+                self._line(f"✗ turn {turn_id} aborted ({reason.value}) after {ms} ms")
+            case p.ErrorEvent(message=message, code=code):
+                self._line(f"  ! error [{code.value}]: {message}")
+            case p.WarningEvent(message=message):
+                self._line(f"  ⚠ {message}")
+            case p.StreamErrorEvent(message=message, detail=detail):
+                self._line(f"  ↻ {message} ({_short(detail, 80)})")
+            case p.BackgroundEvent(message=message):
+                self._line(f"  · {message}")
+            case p.HookCompleted(hook=hook, event=point, outcome=outcome, duration_ms=ms):
+                self._line(f"  ⚑ hook {point} {hook}: {outcome} ({ms} ms)")
+            case p.ShutdownComplete():
+                self._line("■ session shut down")
+            case _:
+                pass
+        self.out.flush()
+
+
+def render_json(msg: object) -> str:
+    """Compact JSON for a value already in JSON form."""
+    return json.dumps(msg, ensure_ascii=False)

@@ -1,0 +1,119 @@
+"""Drives a session from an op script and hands every event to a sink (SPEC §9.1)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any, assert_never
+
+import anyio
+
+from . import _protocol as p
+from ._codec import to_json
+from ._errors import ScriptError
+from ._op_script import BadOpLine, OpLine, Sleep, Step, WaitFor, matches
+from ._session import Session
+
+
+class ScriptRunner:
+    """Submits the steps of an op script and reads the session's events meanwhile.
+
+    Every event reaches ``sink`` in order. ``wait_for`` steps count events from the start of
+    the session; one that can no longer be met (the session is idle and every event has been
+    read) fails with :class:`ScriptError` instead of hanging.
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        sink: Callable[[p.Event, dict[str, Any]], None],
+        *,
+        script_name: str = "script",
+    ) -> None:
+        self.session = session
+        self.sink = sink
+        self.script_name = script_name
+        self.seen: list[dict[str, Any]] = []
+        self._changed = anyio.Event()
+        self._done = anyio.Event()
+
+    async def _consume(self) -> None:
+        try:
+            async for event in self.session.events():
+                msg = to_json(event.msg)
+                self.seen.append(msg)
+                self.sink(event, msg)
+                self._changed.set()
+                self._changed = anyio.Event()
+        finally:
+            self._done.set()
+            self._changed.set()
+
+    def _count(self, wait: WaitFor) -> int:
+        return sum(1 for msg in self.seen if matches(wait, msg))
+
+    async def _wait(self, wait: WaitFor) -> None:
+        while self._count(wait) < wait.count:
+            stats = self.session.statistics()
+            idle = (
+                stats.submissions_pending == 0
+                and stats.running_turn is None
+                and stats.queued_turns == 0
+            )
+            caught_up = len(self.seen) >= stats.events_emitted
+            if (idle and caught_up) or self._done.is_set():
+                raise ScriptError(
+                    f"{self.script_name} line {wait.line}: wait_for {wait.type!r} "
+                    f"(count {wait.count}) can no longer be met: the session is idle after "
+                    f"{self._count(wait)} matching event(s)"
+                )
+            changed = self._changed
+            if idle:
+                await changed.wait()
+            else:
+                async with anyio.create_task_group() as tg:
+
+                    async def first(waiter: Callable[[], Any]) -> None:
+                        await waiter()
+                        tg.cancel_scope.cancel()
+
+                    tg.start_soon(first, changed.wait)
+                    tg.start_soon(first, self.session.wait_idle)
+
+    async def run(self, steps: Sequence[Step]) -> None:
+        """Run every step, then wait for idleness, shut down and read the last event."""
+        shutdown_sent = False
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._consume)
+            for step in steps:
+                if self.session.closed:
+                    raise ScriptError(
+                        f"{self.script_name} line {step.line}: the session has already shut down"
+                    )
+                match step:
+                    case OpLine(line=line, id=sub_id, op=op):
+                        self.session.submit_json_nowait(
+                            op, id=sub_id, origin=f"{self.script_name} line {line}"
+                        )
+                        if isinstance(op, dict) and op.get("type") == "shutdown":
+                            shutdown_sent = True
+                    case BadOpLine(line=line, error=error):
+                        self.session.submit_invalid_nowait(
+                            f"{self.script_name} line {line}: {error}"
+                        )
+                    case WaitFor():
+                        await self._wait(step)
+                    case Sleep(ms=ms):
+                        await anyio.sleep(ms / 1000)
+                    case _:
+                        assert_never(step)
+            if not shutdown_sent:
+                await self.session.wait_idle()
+                if not self.session.closed:
+                    self.session.submit_nowait(p.Shutdown())
+            await self._done.wait()
+
+
+def json_line(event: p.Event) -> str:
+    """The JSON-lines form of an event."""
+    return json.dumps(to_json(event), ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,100 @@
+"""The embedded ``scripted`` provider: a model that runs in-process from a model script.
+
+It goes through the same request body builder and stream parser as the HTTP wire, and its
+scripted HTTP errors through the same classification, so a session cannot tell it from a server
+except by speed. It never imports the openai SDK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from ._codec import encode_response_item
+from ._errors import StreamError, classify_http_error
+from ._model import CompactRequest, ModelEvent, Prompt
+from ._model_script import ModelScript, ReplyPlan, load_model_script, parse_model_script
+from ._responses import ResponseStreamParser, request_body
+
+
+class ScriptedModel:
+    """An in-process model driven by a model script (SPEC §9.2).
+
+    Attributes:
+        requests: the JSON body of every ``/responses`` request, in order.
+        prompts: the :class:`Prompt` of every request, in order.
+        compact_requests: the JSON body of every ``/responses/compact`` request.
+    """
+
+    def __init__(self, script: ModelScript | Mapping[str, Any] | str | Path | None = None):
+        if script is None:
+            self.script = ModelScript()
+        elif isinstance(script, ModelScript):
+            self.script = script
+        elif isinstance(script, Mapping):
+            self.script = parse_model_script(script)
+        else:
+            self.script = load_model_script(script)
+        self.requests: list[dict[str, Any]] = []
+        self.prompts: list[Prompt] = []
+        self.compact_requests: list[dict[str, Any]] = []
+
+    @asynccontextmanager
+    async def stream(self, prompt: Prompt) -> AsyncIterator[AsyncIterator[ModelEvent]]:
+        body = request_body(prompt)
+        self.requests.append(body)
+        self.prompts.append(prompt)
+        plan = self.script.plan(body, purpose=prompt.purpose)
+        if plan.delay_ms:
+            await anyio.sleep(plan.delay_ms / 1000)
+        if plan.http_error is not None:
+            error = plan.http_error
+            raise classify_http_error(
+                error.status,
+                code=error.code,
+                message=error.message,
+                type_=error.type,
+                retry_after=error.retry_after,
+            )
+        yield _play(plan)
+
+    async def compact(self, request: CompactRequest) -> Any:
+        body: dict[str, Any] = {
+            "model": request.model,
+            "input": [encode_response_item(item) for item in request.input],
+            "instructions": request.instructions,
+            "tools": [tool.to_wire() for tool in request.tools],
+            "parallel_tool_calls": request.parallel_tool_calls,
+        }
+        if request.effort is not None:
+            body["reasoning"] = {"effort": request.effort}
+        self.compact_requests.append(body)
+        reply = self.script.plan_compact(body)
+        if reply.delay_ms:
+            await anyio.sleep(reply.delay_ms / 1000)
+        if reply.http_error is not None:
+            error = reply.http_error
+            raise classify_http_error(
+                error.status,
+                code=error.code,
+                message=error.message,
+                type_=error.type,
+                retry_after=error.retry_after,
+            )
+        return reply.body
+
+
+async def _play(plan: ReplyPlan) -> AsyncIterator[ModelEvent]:
+    parser = ResponseStreamParser()
+    for index, event in enumerate(plan.events):
+        if plan.cut_after_events is not None and index >= plan.cut_after_events:
+            raise StreamError("connection closed before response.completed")
+        if plan.stall_ms and index:
+            await anyio.sleep(plan.stall_ms / 1000)
+        for model_event in parser.feed(event):
+            yield model_event
+    parser.finish()

@@ -1,0 +1,134 @@
+"""Token estimates and truncation: plain functions over plain data.
+
+Approximate tokens are ``ceil(utf8_bytes / 4)`` (SPEC §7.5). Every budget of the compaction
+backends uses these estimates, so that budgets are deterministic and cheap; the exact
+``tiktoken`` counter (:mod:`runtime._tiktoken`) is for usage estimates only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Protocol
+
+from . import _protocol as p
+from ._codec import to_json
+
+#: Bytes an image counts for, whatever its size.
+IMAGE_BYTES = 340
+
+
+class TokenEstimator(Protocol):
+    """Counts tokens of a text."""
+
+    name: str
+
+    def count(self, text: str) -> int:
+        """Tokens of ``text``."""
+        ...
+
+
+class ApproxEstimator:
+    """``ceil(utf8_bytes / 4)``: the estimate every budget uses."""
+
+    name = "approx"
+
+    def count(self, text: str) -> int:
+        return approx_tokens(text)
+
+
+def tokens_for_bytes(n: int) -> int:
+    """Approximate tokens of ``n`` bytes."""
+    return -(-max(0, n) // 4)
+
+
+def approx_tokens(text: str) -> int:
+    """Approximate tokens of a text."""
+    return tokens_for_bytes(len(text.encode("utf-8")))
+
+
+def _encrypted_bytes(encrypted: str) -> int:
+    return max(0, len(encrypted) * 3 // 4 - 650)
+
+
+def item_bytes(item: p.ResponseItem) -> int:
+    """The approximate byte size of a history item, as SPEC §7.5 counts it."""
+    match item:
+        case p.GhostSnapshot():
+            return 0
+        case p.Compaction(encrypted_content=encrypted):
+            return _encrypted_bytes(encrypted)
+        case p.Reasoning(encrypted_content=str() as encrypted):
+            return _encrypted_bytes(encrypted)
+        case p.Message(content=content) if any(isinstance(c, p.InputImage) for c in content):
+            images = sum(1 for c in content if isinstance(c, p.InputImage))
+            stripped = p.Message(
+                item.role,
+                tuple(c for c in content if not isinstance(c, p.InputImage)),
+                id=item.id,
+            )
+            return _json_bytes(stripped) + images * IMAGE_BYTES
+        case _:
+            return _json_bytes(item)
+
+
+def _json_bytes(item: p.ResponseItem) -> int:
+    data = to_json(item)
+    if isinstance(data, dict):
+        data.pop("metadata", None)
+    return len(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
+def item_tokens(item: p.ResponseItem) -> int:
+    """Approximate tokens of a history item."""
+    return tokens_for_bytes(item_bytes(item))
+
+
+def items_tokens(items: Iterable[p.ResponseItem]) -> int:
+    """Approximate tokens of several items."""
+    return sum(item_tokens(item) for item in items)
+
+
+def truncation_marker(removed_tokens: int) -> str:
+    """The text that stands where a truncated text lost its middle."""
+    return f"…{removed_tokens} tokens truncated…"
+
+
+def truncate_text(text: str, max_tokens: int) -> str:
+    """Keep the head and tail of ``text`` within ``max_tokens`` approximate tokens.
+
+    Keeps the first ``floor(4T/2)`` and the last ``4T - floor(4T/2)`` bytes, cut on character
+    boundaries, with a marker in between that says how many tokens went. A text that fits is
+    returned unchanged; ``max_tokens <= 0`` leaves only the marker.
+    """
+    data = text.encode("utf-8")
+    budget = max(0, max_tokens) * 4
+    if len(data) <= budget and max_tokens > 0:
+        return text
+    head_bytes = budget // 2
+    tail_bytes = budget - head_bytes
+    head_end = _boundary_at_or_before(data, head_bytes)
+    tail_start = _boundary_at_or_after(data, len(data) - tail_bytes)
+    tail_start = max(tail_start, head_end)
+    removed = tail_start - head_end
+    head = data[:head_end].decode("utf-8")
+    tail = data[tail_start:].decode("utf-8")
+    return head + truncation_marker(tokens_for_bytes(removed)) + tail
+
+
+def _is_continuation(byte: int) -> bool:
+    return byte & 0xC0 == 0x80
+
+
+def _boundary_at_or_before(data: bytes, index: int) -> int:
+    index = max(0, min(index, len(data)))
+    while 0 < index < len(data) and _is_continuation(data[index]):
+        index -= 1
+    return index
+
+
+def _boundary_at_or_after(data: bytes, index: int) -> int:
+    index = max(0, min(index, len(data)))
+    while index < len(data) and _is_continuation(data[index]):
+        index += 1
+    return index

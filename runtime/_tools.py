@@ -1,0 +1,291 @@
+"""Tools: the registry, the context a tool runs with, and the built-in tools (SPEC §5.4).
+
+A tool is a name, a JSON schema and an async callable ``(args, ctx) -> str``. Errors a tool
+raises on purpose (:class:`ToolError`) become its output; the model reads them and can try
+again. Paths are confined to the session's ``cwd``; commands are argv lists, never a shell.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import attrs
+
+from . import _protocol as p
+from ._errors import ConfigError
+from ._model import ToolSpec
+
+
+class ToolError(Exception):
+    """A tool failed in a way the model should read (becomes the tool's output)."""
+
+
+@attrs.frozen
+class ToolContext:
+    """What a tool may use of the session."""
+
+    turn_id: str
+    """The turn that called the tool."""
+    cwd: str
+    """The working directory of the turn."""
+    emit: Callable[[p.EventMsg], None]
+    """Report an event in the turn (dropped once the turn has ended)."""
+
+
+ToolHandler = Callable[[Mapping[str, Any], ToolContext], Awaitable[str]]
+
+
+@attrs.frozen
+class Tool:
+    """A tool the model can call."""
+
+    name: str
+    """Tool name."""
+    description: str
+    """What it does, for the model."""
+    parameters: Mapping[str, Any]
+    """JSON schema of its arguments."""
+    handler: ToolHandler
+    """The implementation."""
+
+    def spec(self) -> ToolSpec:
+        """The tool as the model sees it."""
+        return ToolSpec(self.name, self.description, self.parameters)
+
+
+def unsupported_output(name: str) -> str:
+    """The output of a call to a tool the session does not have."""
+    return f"unsupported call: {name}"
+
+
+class ToolRegistry:
+    """The tools of a session, by name, in registration order."""
+
+    def __init__(self, tools: Mapping[str, Tool] | None = None) -> None:
+        self._tools: dict[str, Tool] = dict(tools or {})
+
+    def register(self, tool: Tool) -> None:
+        """Add or replace a tool."""
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        """The tool called ``name``, if registered."""
+        return self._tools.get(name)
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        """Every tool as the model sees it."""
+        return tuple(tool.spec() for tool in self._tools.values())
+
+    def names(self) -> list[str]:
+        """Registered tool names."""
+        return list(self._tools)
+
+    async def call(self, call: p.FunctionCall, ctx: ToolContext) -> str:
+        """Run a call; returns the output to record (never raises for tool-level failures)."""
+        tool = self._tools.get(call.name)
+        if tool is None:
+            return unsupported_output(call.name)
+        try:
+            args = json.loads(call.arguments) if call.arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            return f"invalid arguments for {call.name}: {exc.msg}"
+        if not isinstance(args, Mapping):
+            return f"invalid arguments for {call.name}: expected a JSON object"
+        try:
+            return await tool.handler(args, ctx)
+        except ToolError as exc:
+            return f"error: {exc}"
+
+
+# ----------------------------------------------------------------------------- built-ins
+
+
+def resolve_in_cwd(cwd: str, raw: object) -> Path:
+    """Resolve ``raw`` inside ``cwd``; a path that escapes it (``..``, absolute, symlink) fails."""
+    if not isinstance(raw, str) or not raw:
+        raise ToolError("path must be a non-empty string")
+    root = Path(cwd).resolve()
+    candidate = (root / raw).resolve()
+    if candidate != root and root not in candidate.parents:
+        raise ToolError(f"path {raw!r} is outside the working directory")
+    return candidate
+
+
+_READ_LIMIT = 256 * 1024
+
+
+async def _read_file(args: Mapping[str, Any], ctx: ToolContext) -> str:
+    path = resolve_in_cwd(ctx.cwd, args.get("path"))
+    try:
+        data = await anyio.Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ToolError(f"no such file: {args.get('path')}") from None
+    except IsADirectoryError:
+        raise ToolError(f"{args.get('path')} is a directory") from None
+    except OSError as exc:
+        raise ToolError(f"cannot read {args.get('path')}: {exc.strerror}") from None
+    text = data[:_READ_LIMIT].decode("utf-8", errors="replace")
+    if len(data) > _READ_LIMIT:
+        text += f"\n[file truncated at {_READ_LIMIT} bytes of {len(data)}]"
+    return text
+
+
+async def _list_dir(args: Mapping[str, Any], ctx: ToolContext) -> str:
+    path = resolve_in_cwd(ctx.cwd, args.get("path") or ".")
+    try:
+        entries = sorted(
+            [entry async for entry in anyio.Path(path).iterdir()], key=lambda e: e.name
+        )
+    except FileNotFoundError:
+        raise ToolError(f"no such directory: {args.get('path')}") from None
+    except NotADirectoryError:
+        raise ToolError(f"{args.get('path')} is not a directory") from None
+    lines = []
+    for entry in entries:
+        suffix = "/" if await entry.is_dir() else ""
+        lines.append(entry.name + suffix)
+    return "\n".join(lines) if lines else "(empty)"
+
+
+async def _sleep(args: Mapping[str, Any], ctx: ToolContext) -> str:
+    seconds = args.get("seconds", 1)
+    if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0:
+        raise ToolError("seconds must be a non-negative number")
+    await anyio.sleep(float(seconds))
+    return f"slept {seconds} seconds"
+
+
+_SHELL_OUTPUT_LIMIT = 64 * 1024
+
+
+async def _shell(args: Mapping[str, Any], ctx: ToolContext) -> str:
+    argv = args.get("argv")
+    if (
+        not isinstance(argv, list)
+        or not argv
+        or not all(isinstance(a, str) and "\0" not in a for a in argv)
+    ):
+        raise ToolError("argv must be a non-empty list of strings")
+    timeout_ms = args.get("timeout_ms", 10_000)
+    if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or timeout_ms <= 0:
+        raise ToolError("timeout_ms must be a positive integer")
+    try:
+        process = await anyio.open_process(
+            argv,
+            cwd=ctx.cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise ToolError(f"cannot start {argv[0]!r}: {exc.strerror}") from None
+    chunks: list[bytes] = []
+    size = 0
+    timed_out = False
+    try:
+        with anyio.move_on_after(timeout_ms / 1000) as scope:
+            assert process.stdout is not None
+            async for chunk in process.stdout:
+                if size < _SHELL_OUTPUT_LIMIT:
+                    chunks.append(chunk)
+                size += len(chunk)
+            await process.wait()
+        timed_out = scope.cancelled_caught
+    finally:
+        if process.returncode is None:
+            # The command runs in its own process group; kill the whole group so that
+            # children it started do not outlive the turn.
+            _kill_group(process.pid)
+            with anyio.move_on_after(5, shield=True):
+                await process.wait()
+    output = b"".join(chunks).decode("utf-8", errors="replace")
+    if size > _SHELL_OUTPUT_LIMIT:
+        output += f"\n[output truncated at {_SHELL_OUTPUT_LIMIT} bytes of {size}]"
+    if timed_out:
+        return f"{output}\n[timed out after {timeout_ms} ms; process killed]"
+    return f"{output}\n[exit code {process.returncode}]"
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+BUILTIN_TOOLS: Mapping[str, tuple[Tool, bool]] = {
+    "read_file": (
+        Tool(
+            "read_file",
+            "Read a text file inside the working directory.",
+            {
+                "type": "object",
+                "properties": {"path": {"type": "string", "description": "Path relative to cwd"}},
+                "required": ["path"],
+            },
+            _read_file,
+        ),
+        True,
+    ),
+    "list_dir": (
+        Tool(
+            "list_dir",
+            "List a directory inside the working directory.",
+            {
+                "type": "object",
+                "properties": {"path": {"type": "string", "description": "Path relative to cwd"}},
+            },
+            _list_dir,
+        ),
+        True,
+    ),
+    "sleep": (
+        Tool(
+            "sleep",
+            "Wait for a number of seconds.",
+            {
+                "type": "object",
+                "properties": {"seconds": {"type": "number", "minimum": 0}},
+                "required": ["seconds"],
+            },
+            _sleep,
+        ),
+        True,
+    ),
+    "shell": (
+        Tool(
+            "shell",
+            "Run a command (an argv list, no shell) in the working directory.",
+            {
+                "type": "object",
+                "properties": {
+                    "argv": {"type": "array", "items": {"type": "string"}},
+                    "timeout_ms": {"type": "integer", "minimum": 1},
+                },
+                "required": ["argv"],
+            },
+            _shell,
+        ),
+        False,
+    ),
+}
+
+
+def builtin_registry(enabled: Mapping[str, bool]) -> ToolRegistry:
+    """The built-in tools, each on by its default unless ``enabled`` says otherwise."""
+    unknown = set(enabled) - set(BUILTIN_TOOLS)
+    if unknown:
+        raise ConfigError(f"unknown tool in config: tools.{sorted(unknown)[0]}")
+    registry = ToolRegistry()
+    for name, (tool, default) in BUILTIN_TOOLS.items():
+        if enabled.get(name, default):
+            registry.register(tool)
+    return registry
