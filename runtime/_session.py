@@ -89,6 +89,7 @@ _PERSISTED_EVENTS: tuple[type, ...] = (
     p.HookCompleted,
     p.ShutdownComplete,
 )
+_TERMINAL_EVENTS = (p.TurnComplete, p.TurnAborted, p.ShutdownComplete)
 
 
 @attrs.frozen
@@ -318,10 +319,16 @@ class Session:
             self._idle = anyio.Event()
 
     def emit(self, event_id: str, msg: p.EventMsg) -> None:
-        """Number ``msg``, send it to the reader and persist it if it is a persisted kind."""
+        """Number ``msg``, persist it if it is a persisted kind, and send it to the reader.
+
+        A terminal event (``turn_complete``, ``turn_aborted``, ``shutdown_complete``) is
+        flushed to the rollout, with everything before it, before anyone can see it.
+        """
         self._seq += 1
         if self.rollout is not None and isinstance(msg, _PERSISTED_EVENTS):
             self.rollout.write("event_msg", to_json(msg))
+            if isinstance(msg, _TERMINAL_EVENTS):
+                self.rollout.flush()
         try:
             self._event_send.send_nowait(p.Event(event_id, self._seq, msg))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -333,10 +340,6 @@ class Session:
         self.history.record(item, from_model=from_model)
         if self.rollout is not None:
             self.rollout.write("response_item", to_json(item))
-
-    def _flush(self) -> None:
-        if self.rollout is not None:
-            self.rollout.flush()
 
     def new_item_id(self, prefix: str = "item") -> str:
         """A fresh item id, unique in the session."""
@@ -497,7 +500,6 @@ class Session:
         for items in handle.pending_input:
             self._record_user_input_now(handle.turn_id, items)
         handle.pending_input.clear()
-        self._flush()
         self.emit(handle.turn_id, p.TurnComplete(handle.turn_id, result, handle.duration_ms()))
         handle.detached = True
         self._running = None
@@ -525,7 +527,6 @@ class Session:
             handle.pending_input.clear()
         if reason is p.AbortReason.INTERRUPTED:
             self.record(turn_aborted_marker())
-        self._flush()
         self.emit(handle.turn_id, p.TurnAborted(handle.turn_id, reason, handle.duration_ms()))
         self._running = None
         self._refresh_idle()
@@ -534,7 +535,6 @@ class Session:
         self._queue.clear()
         await self._abort(p.AbortReason.SHUTDOWN)
         self._closed = True
-        self._flush()
         self.emit(sub_id, p.ShutdownComplete())
         if self.rollout is not None:
             self.rollout.close()

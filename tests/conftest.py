@@ -1,0 +1,13 @@
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _relay_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    # No test may read or write the developer's ~/.relay.
+    monkeypatch.setenv("RELAY_HOME", str(tmp_path_factory.mktemp("relay-home")))
+    monkeypatch.setenv("SHELL", "/bin/bash")
+    os.environ.pop("OPENAI_API_KEY", None)

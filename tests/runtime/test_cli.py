@@ -1,0 +1,148 @@
+"""The ``relay`` command line, run as a real subprocess (SPEC §1.3, §9.1)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def relay(*args: str, stdin: str | None = None, cwd: Path | None = None,
+          env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "runtime", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        timeout=60,
+        check=False,
+    )
+
+
+def events(stdout: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stdout.splitlines()]
+
+
+def test_hello_example_runs_offline(tmp_path: Path) -> None:
+    result = relay("run", str(EXAMPLES / "hello.jsonl"),
+                   "--model-script", str(EXAMPLES / "hello.model.json"),
+                   "--rollout-dir", str(tmp_path / "sessions"), cwd=EXAMPLES)
+    assert result.returncode == 0, result.stderr
+    out = events(result.stdout)
+    assert [e["seq"] for e in out] == list(range(1, len(out) + 1))
+    kinds = [e["msg"]["type"] for e in out]
+    assert kinds.count("turn_started") == 2 and kinds.count("turn_complete") == 2
+    assert kinds[-1] == "shutdown_complete"
+    tool = [e["msg"]["item"] for e in out if e["msg"]["type"] == "item_completed"
+            and e["msg"]["item"]["type"] == "tool_call"]
+    assert tool[0]["name"] == "list_dir" and "hello.jsonl" in tool[0]["output"]
+    rollouts = list((tmp_path / "sessions").rglob("rollout-*.jsonl"))
+    assert len(rollouts) == 1
+    assert rollouts[0].stat().st_mode & 0o777 == 0o600
+
+
+def test_script_from_stdin_and_json_output(tmp_path: Path) -> None:
+    script = '{"op": {"type": "user_input", "items": [{"type": "text", "text": "ping"}]}}\n'
+    result = relay("run", "-", "-c", "rollout.enabled=false", stdin=script, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    out = events(result.stdout)
+    complete = [e for e in out if e["msg"]["type"] == "turn_complete"]
+    assert complete[0]["id"] == "sub-1"
+    assert complete[0]["msg"]["last_agent_message"] == "echo: ping"
+
+
+def test_bad_op_lines_are_reported_and_the_session_goes_on(tmp_path: Path) -> None:
+    script = tmp_path / "bad.jsonl"
+    script.write_text(
+        "# comment\n"
+        "{not json\n"
+        '{"op": {"type": "teleport"}}\n'
+        '{"op": {"type": "user_turn", "items": [{"type": "text", "text": 5}]}}\n'
+        '{"what": 1}\n'
+        '{"id": "ok", "op": {"type": "user_turn", "items": [{"type": "text", "text": "hi"}]}}\n'
+    )
+    result = relay("run", str(script), "-c", "rollout.enabled=false", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    out = events(result.stdout)
+    errors = [e["msg"] for e in out if e["msg"]["type"] == "error"]
+    assert [e["code"] for e in errors] == ["invalid_op"] * 4
+    assert [e["message"].split(":")[0] for e in errors] == [
+        "bad.jsonl line 2", "bad.jsonl line 3", "bad.jsonl line 4", "bad.jsonl line 5"]
+    assert "unknown type 'teleport'" in errors[1]["message"]
+    assert any(e["msg"]["type"] == "turn_complete" and e["id"] == "ok" for e in out)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["-c", "bogus_key=1"], "unknown config key 'bogus_key'"),
+        (["-c", "features.warp=true"], "unknown config key 'features.warp'"),
+        (["-c", "model_provider=openai"], "OPENAI_API_KEY"),
+        (["-c", "model_provider=nowhere"], "unknown model_provider 'nowhere'"),
+        (["--config", "/nonexistent/config.toml"], "cannot read config file"),
+        (["--model-script", "/nonexistent/model.json"], "cannot read model script"),
+    ],
+)
+def test_bad_configuration_exits_2_before_running(
+    tmp_path: Path, args: list[str], needle: str
+) -> None:
+    script = tmp_path / "s.jsonl"
+    script.write_text('{"op": {"type": "user_input", "items": [{"type": "text", "text": "x"}]}}\n')
+    result = relay("run", str(script), *args, cwd=tmp_path, env={"OPENAI_API_KEY": ""})
+    assert result.returncode == 2
+    assert needle in result.stderr
+    assert result.stdout == ""
+    assert not (Path(os.environ["RELAY_HOME"]) / "sessions").exists()
+
+
+def test_unreadable_script_exits_2(tmp_path: Path) -> None:
+    result = relay("run", str(tmp_path / "missing.jsonl"), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "cannot read op script" in result.stderr and "missing.jsonl" in result.stderr
+    assert result.stdout == ""
+
+
+def test_malformed_wait_for_exits_2(tmp_path: Path) -> None:
+    script = tmp_path / "s.jsonl"
+    script.write_text('{"wait_for": {"count": 2}}\n')
+    result = relay("run", str(script), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "line 1" in result.stderr
+
+
+def test_unsatisfiable_wait_for_fails_instead_of_hanging(tmp_path: Path) -> None:
+    script = tmp_path / "s.jsonl"
+    script.write_text(
+        '{"op": {"type": "user_input", "items": [{"type": "text", "text": "x"}]}}\n'
+        '{"wait_for": {"type": "turn_complete", "count": 2}}\n'
+    )
+    result = relay("run", str(script), "-c", "rollout.enabled=false", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "s.jsonl line 2" in result.stderr and "can no longer be met" in result.stderr
+
+
+def test_version_and_usage() -> None:
+    version = relay("--version")
+    assert version.returncode == 0 and version.stdout.startswith("relay ")
+    usage = relay("run", "--no-such-flag")
+    assert usage.returncode == 2 and "relay:" in usage.stderr
+
+
+def test_pretty_output_reads_as_a_transcript(tmp_path: Path) -> None:
+    result = relay("run", str(EXAMPLES / "interrupt.jsonl"),
+                   "--model-script", str(EXAMPLES / "interrupt.model.json"),
+                   "--pretty", "-c", "rollout.enabled=false", cwd=EXAMPLES)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "▶ turn nap"
+    assert "✗ turn nap aborted (interrupted)" in result.stdout
+    assert lines[-1] == "■ session shut down"
