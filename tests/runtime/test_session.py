@@ -252,12 +252,11 @@ async def test_leaving_the_block_shuts_the_session_down(
     recorder = testing.EventRecorder()
     model = testing.ScriptedModel({"responses": [sleep_call(60)]})
     config = runtime.Config(rollout=runtime.RolloutConfig(enabled=False))
-    async with trio.open_nursery() as nursery:
-        async with runtime.open_session(config, model=model) as session:
-            nursery.start_soon(recorder.consume, session)
-            await session.submit(runtime.UserTurn(items=[runtime.Text("go")]), id="t1")
-            await recorder.wait_for(lambda e: isinstance(e.msg, runtime.ItemStarted)
-                                    and isinstance(e.msg.item, runtime.ToolCallItem))
+    async with trio.open_nursery() as nursery, runtime.open_session(config, model=model) as session:
+        nursery.start_soon(recorder.consume, session)
+        await session.submit(runtime.UserTurn(items=[runtime.Text("go")]), id="t1")
+        await recorder.wait_for(lambda e: isinstance(e.msg, runtime.ItemStarted)
+                                and isinstance(e.msg.item, runtime.ToolCallItem))
     assert [type(m).__name__ for m in recorder.msgs[-2:]] == ["TurnAborted", "ShutdownComplete"]
     assert recorder.msgs[-2].reason is runtime.AbortReason.SHUTDOWN
 
@@ -338,7 +337,8 @@ async def test_context_window_exceeded_is_not_retried(
     assert t.recorder.types("t1")[-3:] == ["token_count", "error", "turn_complete"]
     count = t.recorder.of_type(runtime.TokenCount)[-1]
     assert count.info.last_token_usage.total_tokens == 1000
-    assert t.recorder.of_type(runtime.ErrorEvent)[0].code is runtime.ErrorCode.CONTEXT_WINDOW_EXCEEDED
+    error = t.recorder.of_type(runtime.ErrorEvent)[0]
+    assert error.code is runtime.ErrorCode.CONTEXT_WINDOW_EXCEEDED
     assert len(t.model.requests) == 1
 
 
