@@ -5,10 +5,14 @@ import trio
 import runtime
 from runtime.testing import ScriptedModel
 
-MODEL = ScriptedModel({"responses": [
-    {"function_call": {"name": "list_dir", "arguments": {"path": "."}, "call_id": "c1"}},
-    {"text": "I looked around; the listing is above."},
-]})
+MODEL = ScriptedModel(
+    {
+        "responses": [
+            {"function_call": {"name": "list_dir", "arguments": {"path": "."}, "call_id": "c1"}},
+            {"text": "I looked around; the listing is above."},
+        ]
+    }
+)
 
 
 async def main() -> None:

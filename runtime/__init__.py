@@ -4,6 +4,7 @@ Open a session with :func:`open_session`, submit ops (:class:`UserTurn`, :class:
 :class:`Interrupt`, ...) and read events (:class:`TurnStarted`, :class:`TurnComplete`, ...).
 """
 
+from . import compaction as compaction
 from ._codec import DecodeError as DecodeError
 from ._codec import decode_op as decode_op
 from ._codec import decode_response_item as decode_response_item

@@ -500,7 +500,11 @@ class Session:
         for items in handle.pending_input:
             self._record_user_input_now(handle.turn_id, items)
         handle.pending_input.clear()
-        self.emit(handle.turn_id, p.TurnComplete(handle.turn_id, result, handle.duration_ms()))
+        if handle.end_reason is not None:
+            end: p.EventMsg = p.TurnAborted(handle.turn_id, handle.end_reason, handle.duration_ms())
+        else:
+            end = p.TurnComplete(handle.turn_id, result, handle.duration_ms())
+        self.emit(handle.turn_id, end)
         handle.detached = True
         self._running = None
         self._start_queued()
@@ -605,6 +609,11 @@ class TaskContext:
         self._handle.pending_input.clear()
         return pending
 
+    def end_aborted(self, reason: p.AbortReason) -> None:
+        """End this task with ``turn_aborted{reason}`` instead of ``turn_complete`` when it
+        returns (a hook stopped it)."""
+        self._handle.end_reason = reason
+
     def has_pending(self) -> bool:
         """Whether steered input is waiting."""
         return bool(self._handle.pending_input)
@@ -629,17 +638,7 @@ class TaskContext:
         if not self.active:
             return
         session.reference_world = world
-        if session.rollout is not None:
-            session.rollout.write(
-                "turn_context",
-                {
-                    "model": self.settings.model,
-                    "cwd": self.settings.cwd,
-                    "effort": self.settings.effort,
-                    "instructions_hash": instructions_hash(session.instructions),
-                    "world": to_json_world(world),
-                },
-            )
+        self._write_turn_context(world)
 
     async def record_user_input(self, items: tuple[p.InputItem, ...]) -> None:
         """Record user input as a user message, with its item and legacy events."""
@@ -676,19 +675,25 @@ class TaskContext:
         return self.session.model_context_window(self.settings.model)
 
     async def sample(
-        self, prompt: Prompt, *, record: bool = True, max_retries: int | None = None
+        self,
+        prompt: Prompt,
+        *,
+        record: bool = True,
+        report: bool = True,
+        max_retries: int | None = None,
     ) -> SampleResult:
         """Stream one response, retrying retryable failures with ``stream_error`` events.
 
         The output is recorded in the history when the response completes (``record``), and a
-        ``token_count`` follows. Raises the last :class:`ModelError` when retries run out or
-        the error is not retryable.
+        ``token_count`` follows. With ``report`` off (a summarization request), no item,
+        delta or token events are emitted. Raises the last :class:`ModelError` when retries
+        run out or the error is not retryable.
         """
         limit = self.session.provider.stream_max_retries if max_retries is None else max_retries
         attempt = 0
         while True:
             try:
-                return await self._sample_once(prompt, record=record)
+                return await self._sample_once(prompt, record=record, report=report)
             except ModelError as error:
                 attempt += 1
                 delay = retry_delay(error, attempt, limit, self.session.rng)
@@ -697,8 +702,9 @@ class TaskContext:
                 self.emit(p.StreamErrorEvent(reconnecting_message(attempt, limit), error.message))
                 await anyio.sleep(delay)
 
-    async def _sample_once(self, prompt: Prompt, *, record: bool) -> SampleResult:
+    async def _sample_once(self, prompt: Prompt, *, record: bool, report: bool) -> SampleResult:
         session = self.session
+        emit = self.emit if report else _ignore
         output: list[p.ResponseItem] = []
         open_messages: dict[str, list[str]] = {}
         usage: p.TokenUsage | None = None
@@ -709,14 +715,13 @@ class TaskContext:
                         case OutputTextDelta(item_id=item_id, delta=delta):
                             if item_id not in open_messages:
                                 open_messages[item_id] = []
-                                self.emit(
-                                    p.ItemStarted(self.turn_id, p.AgentMessageItem(item_id, ""))
-                                )
+                                emit(p.ItemStarted(self.turn_id, p.AgentMessageItem(item_id, "")))
                             open_messages[item_id].append(delta)
-                            self.emit(p.AgentMessageDelta(self.turn_id, item_id, delta))
+                            emit(p.AgentMessageDelta(self.turn_id, item_id, delta))
                         case OutputItemDone(item=item):
                             output.append(item)
-                            self._report_output_item(item, open_messages)
+                            if report:
+                                self._report_output_item(item, open_messages)
                         case Completed(usage=reported):
                             usage = reported
                         case _:
@@ -724,9 +729,7 @@ class TaskContext:
         except ModelError:
             # Items that were started must be completed (invariant 3), with what arrived.
             for item_id, parts in open_messages.items():
-                self.emit(
-                    p.ItemCompleted(self.turn_id, p.AgentMessageItem(item_id, "".join(parts)))
-                )
+                emit(p.ItemCompleted(self.turn_id, p.AgentMessageItem(item_id, "".join(parts))))
             raise
         if usage is None:
             estimate = session.history.estimated_tokens() + sum(
@@ -738,7 +741,10 @@ class TaskContext:
                 self.record(item, from_model=True)
             if self.active:
                 session.history.response_completed(usage.total_tokens)
-        self.report_usage(usage)
+        if report:
+            self.report_usage(usage)
+        elif self.active:
+            session.total_usage = session.total_usage + usage
         return SampleResult(tuple(output), usage)
 
     def _report_output_item(
@@ -774,9 +780,7 @@ class TaskContext:
     def report_model_error(self, error: ModelError) -> None:
         """Report a failed sampling step (SPEC §5.5)."""
         if isinstance(error, ContextWindowExceeded):
-            window = self.model_context_window
-            full = p.TokenUsage(total_tokens=window or self.session.history.usage_tokens)
-            self.emit(p.TokenCount(p.TokenUsageInfo(self.session.total_usage, full, window)))
+            self.report_window_full()
             self.emit(
                 p.ErrorEvent(
                     "The conversation no longer fits the model's context window. Start a new "
@@ -786,6 +790,81 @@ class TaskContext:
             )
             return
         self.emit(p.ErrorEvent(error.message, error.code))
+
+    # -- compaction
+
+    def initial_context_items(self) -> list[p.ResponseItem]:
+        """The full initial context for this turn's world, as recorded at a window start."""
+        return list(
+            initial_context(
+                self.session.world(self.settings.cwd),
+                developer_instructions=self.session.config.developer_instructions,
+                project_doc=read_project_doc(self.settings.cwd, self.session.config.project_doc),
+            )
+        )
+
+    def report_window_full(self) -> None:
+        """Emit a ``token_count`` that shows the context window full."""
+        window = self.model_context_window
+        full = p.TokenUsage(total_tokens=window or self.session.history.usage_tokens)
+        self.emit(p.TokenCount(p.TokenUsageInfo(self.session.total_usage, full, window)))
+
+    def install_compaction(
+        self,
+        items: Sequence[p.ResponseItem],
+        *,
+        message: str,
+        receipt: p.CompactionReceipt,
+        clear_reference: bool,
+    ) -> None:
+        """Install a compacted history in one step (SPEC §6.9).
+
+        Replaces the history (and the reference context), starts a new window, persists
+        ``compacted``, ``world_state`` and ``turn_context`` (when there is a reference context),
+        recomputes usage and emits ``token_count``.
+        """
+        if not self.active:
+            return
+        session = self.session
+        session.history.replace(items)
+        session.window_number += 1
+        session.previous_window_id = session.window_id
+        session.window_id = str(uuid.uuid4())
+        world = session.world(self.settings.cwd)
+        session.reference_world = None if clear_reference else world
+        if session.rollout is not None:
+            session.rollout.write(
+                "compacted",
+                {
+                    "message": message,
+                    "replacement_history": [to_json(item) for item in items],
+                    "window_number": session.window_number,
+                    "first_window_id": session.first_window_id,
+                    "previous_window_id": session.previous_window_id,
+                    "window_id": session.window_id,
+                    "receipt": to_json(receipt),
+                },
+            )
+            session.rollout.write("world_state", to_json_world(world))
+            if session.reference_world is not None:
+                self._write_turn_context(world)
+        usage = p.TokenUsage(total_tokens=session.history.usage_tokens)
+        self.emit(
+            p.TokenCount(p.TokenUsageInfo(session.total_usage, usage, self.model_context_window))
+        )
+
+    def _write_turn_context(self, world: WorldState) -> None:
+        if self.session.rollout is not None:
+            self.session.rollout.write(
+                "turn_context",
+                {
+                    "model": self.settings.model,
+                    "cwd": self.settings.cwd,
+                    "effort": self.settings.effort,
+                    "instructions_hash": instructions_hash(self.session.instructions),
+                    "world": to_json_world(world),
+                },
+            )
 
     # -- tools
 
@@ -806,6 +885,10 @@ class TaskContext:
             self.record(p.CustomToolCallOutput(call.call_id, output))
         self.emit(p.ItemCompleted(self.turn_id, attrs.evolve(item, output=output)))
         return output
+
+
+def _ignore(msg: p.EventMsg) -> None:
+    del msg
 
 
 def to_json_world(world: WorldState) -> dict[str, Any]:

@@ -9,9 +9,11 @@ from collections.abc import Callable
 
 from runtime import TaskKind
 
+from .compact import CompactTask
 from .regular import RegularTurn
 
 
 def register(register_kind: Callable[..., None]) -> None:
     """Register every task kind of this package with the runtime."""
     register_kind(TaskKind.REGULAR, RegularTurn)
+    register_kind(TaskKind.COMPACT, CompactTask)

@@ -16,8 +16,15 @@ PROGRAMS = sorted(EXAMPLES.glob("[0-9][0-9]_*.py"))
 
 
 def run(args: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, capture_output=True, text=True, cwd=EXAMPLES, timeout=120,
-                          env={**os.environ}, check=False)
+    return subprocess.run(
+        args,
+        capture_output=True,
+        text=True,
+        cwd=EXAMPLES,
+        timeout=120,
+        env={**os.environ},
+        check=False,
+    )
 
 
 @pytest.mark.parametrize("script", OP_SCRIPTS, ids=lambda p: p.name)
@@ -31,13 +38,20 @@ def test_op_script_example_runs(script: Path) -> None:
     events = [json.loads(line)["msg"] for line in result.stdout.splitlines()]
     assert events[-1]["type"] == "shutdown_complete"
     assert not [e for e in events if e["type"] == "error"], "examples run without errors"
+    if script.name == "compact.jsonl":
+        assert "context_compacted" in {e["type"] for e in events}
     started = sum(e["type"] == "turn_started" for e in events)
     ended = sum(e["type"] in {"turn_complete", "turn_aborted"} for e in events)
     assert started == ended >= 1
 
 
 def test_every_op_script_example_is_covered() -> None:
-    assert {p.name for p in OP_SCRIPTS} >= {"hello.jsonl", "replace.jsonl", "interrupt.jsonl"}
+    assert {p.name for p in OP_SCRIPTS} >= {
+        "hello.jsonl",
+        "replace.jsonl",
+        "interrupt.jsonl",
+        "compact.jsonl",
+    }
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.name)

@@ -12,23 +12,47 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_wheel_ships_templates_and_loads_them_when_installed(tmp_path: Path) -> None:
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(tmp_path / "dist"), str(ROOT)],
-        check=True, capture_output=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path / "dist"),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
     )
     wheel = next((tmp_path / "dist").glob("relay_runtime-*.whl"))
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         archive.extractall(tmp_path / "site")
-    for name in ["base_instructions.md", "turn_aborted.md", "compact/prompt.md",
-                 "compact/summary_prefix.md"]:
+    for name in [
+        "base_instructions.md",
+        "turn_aborted.md",
+        "compact/prompt.md",
+        "compact/summary_prefix.md",
+    ]:
         assert f"runtime/templates/{name}" in names
     assert "runtime/py.typed" in names
     # Import the unpacked wheel, away from the checkout, and load a template from it.
-    code = ("import runtime._templates as t, pathlib; "
-            "print(pathlib.Path(t.__file__).parent); print(t.template('compact/prompt.md'))")
-    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                            text=True, env={"PYTHONPATH": str(tmp_path / "site")}, check=True)
+    code = (
+        "import runtime._templates as t, pathlib; "
+        "print(pathlib.Path(t.__file__).parent); print(t.template('compact/prompt.md'))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(tmp_path / "site")},
+        check=True,
+    )
     location, text = result.stdout.split("\n", 1)
     assert Path(location) == tmp_path / "site" / "runtime"
     assert text.strip() == (ROOT / "templates/compact/prompt.md").read_text().strip()

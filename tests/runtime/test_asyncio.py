@@ -9,9 +9,13 @@ from runtime import testing
 
 
 def test_two_turns_with_a_tool_call_on_asyncio() -> None:
-    script = {"responses": [
-        {"function_call": {"name": "sleep", "arguments": {"seconds": 0}, "call_id": "c1"}},
-        {"text": "slept"}, {"text": "bye"}]}
+    script = {
+        "responses": [
+            {"function_call": {"name": "sleep", "arguments": {"seconds": 0}, "call_id": "c1"}},
+            {"text": "slept"},
+            {"text": "bye"},
+        ]
+    }
 
     async def main() -> testing.TestSession:
         async with testing.open_test_session(script) as t:
@@ -29,15 +33,23 @@ def test_two_turns_with_a_tool_call_on_asyncio() -> None:
 
 
 def test_interrupt_and_replace_on_asyncio() -> None:
-    script = {"responses": [
-        {"function_call": {"name": "sleep", "arguments": {"seconds": 30}, "call_id": "c1"}},
-        {"text": "slow", "delay_ms": 30000}, {"text": "fast"}]}
+    script = {
+        "responses": [
+            {"function_call": {"name": "sleep", "arguments": {"seconds": 30}, "call_id": "c1"}},
+            {"text": "slow", "delay_ms": 30000},
+            {"text": "fast"},
+        ]
+    }
 
     async def main() -> testing.TestSession:
         async with testing.open_test_session(script) as t:
             await t.turn("nap", id="t1")
-            await t.wait_for(lambda e: isinstance(e.msg, runtime.ItemStarted)
-                             and isinstance(e.msg.item, runtime.ToolCallItem))
+            await t.wait_for(
+                lambda e: (
+                    isinstance(e.msg, runtime.ItemStarted)
+                    and isinstance(e.msg.item, runtime.ToolCallItem)
+                )
+            )
             await t.submit(runtime.Interrupt())
             await t.wait_for(runtime.TurnAborted)
             await t.turn("slow one", id="t2")
@@ -47,8 +59,11 @@ def test_interrupt_and_replace_on_asyncio() -> None:
         return t
 
     t = asyncio.run(main())
-    ends = [(e.id, type(e.msg).__name__) for e in t.recorder.events
-            if isinstance(e.msg, runtime.TurnAborted | runtime.TurnComplete)]
+    ends = [
+        (e.id, type(e.msg).__name__)
+        for e in t.recorder.events
+        if isinstance(e.msg, runtime.TurnAborted | runtime.TurnComplete)
+    ]
     assert ends == [("t1", "TurnAborted"), ("t2", "TurnAborted"), ("t3", "TurnComplete")]
     reasons = [m.reason for m in t.recorder.of_type(runtime.TurnAborted)]
     assert reasons == [runtime.AbortReason.INTERRUPTED, runtime.AbortReason.REPLACED]

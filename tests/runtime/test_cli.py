@@ -14,8 +14,9 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def relay(*args: str, stdin: str | None = None, cwd: Path | None = None,
-          env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def relay(
+    *args: str, stdin: str | None = None, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "runtime", *args],
         input=stdin,
@@ -33,17 +34,26 @@ def events(stdout: str) -> list[dict[str, Any]]:
 
 
 def test_hello_example_runs_offline(tmp_path: Path) -> None:
-    result = relay("run", str(EXAMPLES / "hello.jsonl"),
-                   "--model-script", str(EXAMPLES / "hello.model.json"),
-                   "--rollout-dir", str(tmp_path / "sessions"), cwd=EXAMPLES)
+    result = relay(
+        "run",
+        str(EXAMPLES / "hello.jsonl"),
+        "--model-script",
+        str(EXAMPLES / "hello.model.json"),
+        "--rollout-dir",
+        str(tmp_path / "sessions"),
+        cwd=EXAMPLES,
+    )
     assert result.returncode == 0, result.stderr
     out = events(result.stdout)
     assert [e["seq"] for e in out] == list(range(1, len(out) + 1))
     kinds = [e["msg"]["type"] for e in out]
     assert kinds.count("turn_started") == 2 and kinds.count("turn_complete") == 2
     assert kinds[-1] == "shutdown_complete"
-    tool = [e["msg"]["item"] for e in out if e["msg"]["type"] == "item_completed"
-            and e["msg"]["item"]["type"] == "tool_call"]
+    tool = [
+        e["msg"]["item"]
+        for e in out
+        if e["msg"]["type"] == "item_completed" and e["msg"]["item"]["type"] == "tool_call"
+    ]
     assert tool[0]["name"] == "list_dir" and "hello.jsonl" in tool[0]["output"]
     rollouts = list((tmp_path / "sessions").rglob("rollout-*.jsonl"))
     assert len(rollouts) == 1
@@ -76,7 +86,11 @@ def test_bad_op_lines_are_reported_and_the_session_goes_on(tmp_path: Path) -> No
     errors = [e["msg"] for e in out if e["msg"]["type"] == "error"]
     assert [e["code"] for e in errors] == ["invalid_op"] * 4
     assert [e["message"].split(":")[0] for e in errors] == [
-        "bad.jsonl line 2", "bad.jsonl line 3", "bad.jsonl line 4", "bad.jsonl line 5"]
+        "bad.jsonl line 2",
+        "bad.jsonl line 3",
+        "bad.jsonl line 4",
+        "bad.jsonl line 5",
+    ]
     assert "unknown type 'teleport'" in errors[1]["message"]
     assert any(e["msg"]["type"] == "turn_complete" and e["id"] == "ok" for e in out)
 
@@ -138,9 +152,16 @@ def test_version_and_usage() -> None:
 
 
 def test_pretty_output_reads_as_a_transcript(tmp_path: Path) -> None:
-    result = relay("run", str(EXAMPLES / "interrupt.jsonl"),
-                   "--model-script", str(EXAMPLES / "interrupt.model.json"),
-                   "--pretty", "-c", "rollout.enabled=false", cwd=EXAMPLES)
+    result = relay(
+        "run",
+        str(EXAMPLES / "interrupt.jsonl"),
+        "--model-script",
+        str(EXAMPLES / "interrupt.model.json"),
+        "--pretty",
+        "-c",
+        "rollout.enabled=false",
+        cwd=EXAMPLES,
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == "▶ turn nap"

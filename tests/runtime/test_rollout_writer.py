@@ -21,19 +21,27 @@ def read_lines(path: Path) -> list[dict[str, Any]]:
 async def test_rollout_lines_modes_and_flush_before_terminal_events(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    config = runtime.Config(rollout=runtime.RolloutConfig(dir=str(tmp_path / "sessions")),
-                            developer_instructions="Be brief.")
-    script = {"responses": [
-        {"function_call": {"name": "sleep", "arguments": {"seconds": 1}, "call_id": "c1"}},
-        {"text": "done"}, {"function_call": {"name": "sleep", "arguments": {"seconds": 60},
-                                             "call_id": "c2"}}]}
+    config = runtime.Config(
+        rollout=runtime.RolloutConfig(dir=str(tmp_path / "sessions")),
+        developer_instructions="Be brief.",
+    )
+    script = {
+        "responses": [
+            {"function_call": {"name": "sleep", "arguments": {"seconds": 1}, "call_id": "c1"}},
+            {"text": "done"},
+            {"function_call": {"name": "sleep", "arguments": {"seconds": 60}, "call_id": "c2"}},
+        ]
+    }
     seen_at_terminal: dict[str, list[dict[str, Any]]] = {}
     async with testing.open_test_session(script, config=config) as t:
         path = t.session.rollout.path  # type: ignore[union-attr]
 
         async def watch() -> None:
-            for cls, name in [(runtime.TurnComplete, "complete"), (runtime.TurnAborted, "aborted"),
-                              (runtime.ShutdownComplete, "shutdown")]:
+            for cls, name in [
+                (runtime.TurnComplete, "complete"),
+                (runtime.TurnAborted, "aborted"),
+                (runtime.ShutdownComplete, "shutdown"),
+            ]:
                 await t.wait_for(cls)
                 seen_at_terminal[name] = read_lines(path)
 
@@ -42,8 +50,13 @@ async def test_rollout_lines_modes_and_flush_before_terminal_events(
             await t.turn("first", id="t1")
             await t.wait_for(runtime.TurnComplete)
             await t.turn("second", id="t2")
-            await t.wait_for(lambda e: isinstance(e.msg, runtime.ItemStarted)
-                             and isinstance(e.msg.item, runtime.ToolCallItem), 2)
+            await t.wait_for(
+                lambda e: (
+                    isinstance(e.msg, runtime.ItemStarted)
+                    and isinstance(e.msg.item, runtime.ToolCallItem)
+                ),
+                2,
+            )
             await t.submit(runtime.Interrupt())
             await t.wait_for(runtime.TurnAborted)
             await t.shutdown()
@@ -55,8 +68,11 @@ async def test_rollout_lines_modes_and_flush_before_terminal_events(
     assert path.name.startswith("rollout-2026-01-02T03-04-05-")
 
     # Each terminal event is on disk, with everything before it, when the reader sees it.
-    for name, kind in [("complete", "turn_complete"), ("aborted", "turn_aborted"),
-                       ("shutdown", "shutdown_complete")]:
+    for name, kind in [
+        ("complete", "turn_complete"),
+        ("aborted", "turn_aborted"),
+        ("shutdown", "shutdown_complete"),
+    ]:
         lines = seen_at_terminal[name]
         assert lines[-1]["type"] == "event_msg" and lines[-1]["payload"]["type"] == kind
 
@@ -69,8 +85,11 @@ async def test_rollout_lines_modes_and_flush_before_terminal_events(
     assert types == {"session_meta", "event_msg", "response_item", "turn_context", "world_state"}
     events = [line["payload"]["type"] for line in lines if line["type"] == "event_msg"]
     assert "agent_message_delta" not in events and "item_started" not in events
-    items = [runtime.decode_response_item(line["payload"]) for line in lines
-             if line["type"] == "response_item"]
+    items = [
+        runtime.decode_response_item(line["payload"])
+        for line in lines
+        if line["type"] == "response_item"
+    ]
     assert items == list(t.session.history.items)
     contexts = [line["payload"] for line in lines if line["type"] == "turn_context"]
     assert [c["model"] for c in contexts] == ["scripted", "scripted"]

@@ -18,8 +18,9 @@ TEXT = {"type": "text", "text": "x"}
 
 
 def sleep_call(seconds: float, call_id: str = "call-sleep") -> dict[str, Any]:
-    return {"function_call": {"name": "sleep", "arguments": {"seconds": seconds},
-                              "call_id": call_id}}
+    return {
+        "function_call": {"name": "sleep", "arguments": {"seconds": seconds}, "call_id": call_id}
+    }
 
 
 def turn_events(rec: testing.EventRecorder, turn_id: str) -> list[str]:
@@ -33,9 +34,17 @@ async def test_a_turn_reports_its_events_in_order(autojump_clock: trio.testing.M
         await t.wait_for(runtime.TurnComplete)
     assert t.recorder.types() == [
         "turn_started",
-        "item_started", "item_completed", "user_message",
-        "item_started", "agent_message_delta", "agent_message_delta", "item_completed",
-        "agent_message", "token_count", "turn_complete", "shutdown_complete",
+        "item_started",
+        "item_completed",
+        "user_message",
+        "item_started",
+        "agent_message_delta",
+        "agent_message_delta",
+        "item_completed",
+        "agent_message",
+        "token_count",
+        "turn_complete",
+        "shutdown_complete",
     ]
     assert [e.seq for e in t.recorder.events] == list(range(1, 13))
     complete = t.recorder.of_type(runtime.TurnComplete)[0]
@@ -59,11 +68,12 @@ async def test_replacement_aborts_the_old_turn_before_the_new_one_starts(
     assert [m for m in t.recorder.msgs if isinstance(m, runtime.TurnAborted)] == [
         runtime.TurnAborted("t1", runtime.AbortReason.REPLACED, 0)
     ]
-    assert not any(e.id == "t1" for e in t.recorder.events[aborted + 1:])
+    assert not any(e.id == "t1" for e in t.recorder.events[aborted + 1 :])
     # The replaced turn's request never finished: the second request sees both user messages.
     second = t.model.requests[1]["input"]
-    texts = [part["text"] for item in second if item["type"] == "message"
-             for part in item["content"]]
+    texts = [
+        part["text"] for item in second if item["type"] == "message" for part in item["content"]
+    ]
     assert "first" in texts and "second" in texts and "slow" not in texts
 
 
@@ -73,8 +83,12 @@ async def test_interrupt_during_a_tool_call_records_marker_and_synthetic_output(
     script = {"responses": [sleep_call(60), {"text": "after"}]}
     async with testing.open_test_session(script) as t:
         await t.turn("wait a minute", id="t1")
-        await t.wait_for(lambda e: isinstance(e.msg, runtime.ItemStarted)
-                         and isinstance(e.msg.item, runtime.ToolCallItem))
+        await t.wait_for(
+            lambda e: (
+                isinstance(e.msg, runtime.ItemStarted)
+                and isinstance(e.msg.item, runtime.ToolCallItem)
+            )
+        )
         started = trio.current_time()
         await t.submit(runtime.Interrupt(), id="int")
         await t.wait_for(runtime.TurnAborted)
@@ -88,7 +102,10 @@ async def test_interrupt_during_a_tool_call_records_marker_and_synthetic_output(
     kinds = [item["type"] for item in next_input]
     call_at = kinds.index("function_call")
     assert next_input[call_at + 1] == {
-        "type": "function_call_output", "call_id": "call-sleep", "output": "aborted"}
+        "type": "function_call_output",
+        "call_id": "call-sleep",
+        "output": "aborted",
+    }
     marker = next_input[call_at + 2]
     assert marker["role"] == "user"
     text = marker["content"][0]["text"]
@@ -101,15 +118,22 @@ async def test_abort_is_idempotent(autojump_clock: trio.testing.MockClock) -> No
     async with testing.open_test_session(script) as t:
         await t.submit(runtime.Interrupt(), id="idle-int")  # nothing runs: nothing happens
         await t.turn("go", id="t1")
-        await t.wait_for(lambda e: isinstance(e.msg, runtime.ItemStarted)
-                         and isinstance(e.msg.item, runtime.ToolCallItem))
+        await t.wait_for(
+            lambda e: (
+                isinstance(e.msg, runtime.ItemStarted)
+                and isinstance(e.msg.item, runtime.ToolCallItem)
+            )
+        )
         await t.submit(runtime.Interrupt())
         await t.submit(runtime.Interrupt())
         await t.session.wait_idle()
         assert len(t.recorder.of_type(runtime.TurnAborted)) == 1
     assert "idle-int" not in {e.id for e in t.recorder.events}
-    markers = [i for i in t.session.history.items
-               if isinstance(i, runtime.Message) and i.text().startswith("<turn_aborted>")]
+    markers = [
+        i
+        for i in t.session.history.items
+        if isinstance(i, runtime.Message) and i.text().startswith("<turn_aborted>")
+    ]
     assert len(markers) == 1
 
 
@@ -128,18 +152,26 @@ def stubborn_tool(linger: float) -> runtime.Tool:
     return runtime.Tool("stubborn", "lingers", {"type": "object"}, handler)
 
 
-@pytest.mark.parametrize(("linger", "aborted_at", "cleanup_reported"),
-                         [(0.05, 0.05, True), (0.5, 0.1, False)])
+@pytest.mark.parametrize(
+    ("linger", "aborted_at", "cleanup_reported"), [(0.05, 0.05, True), (0.5, 0.1, False)]
+)
 async def test_abort_grace_lets_a_task_finish_within_100ms_then_cuts_it(
     autojump_clock: trio.testing.MockClock,
-    linger: float, aborted_at: float, cleanup_reported: bool,
+    linger: float,
+    aborted_at: float,
+    cleanup_reported: bool,
 ) -> None:
-    script = {"responses": [{"function_call": {"name": "stubborn", "arguments": {},
-                                               "call_id": "c1"}}]}
+    script = {
+        "responses": [{"function_call": {"name": "stubborn", "arguments": {}, "call_id": "c1"}}]
+    }
     async with testing.open_test_session(script, tools=[stubborn_tool(linger)]) as t:
         await t.turn("go", id="t1")
-        await t.wait_for(lambda e: isinstance(e.msg, runtime.ItemStarted)
-                         and isinstance(e.msg.item, runtime.ToolCallItem))
+        await t.wait_for(
+            lambda e: (
+                isinstance(e.msg, runtime.ItemStarted)
+                and isinstance(e.msg.item, runtime.ToolCallItem)
+            )
+        )
         start = trio.current_time()
         await t.submit(runtime.Interrupt())
         await t.wait_for(runtime.TurnAborted)
@@ -155,8 +187,12 @@ async def test_steer_adds_input_to_the_running_turn(autojump_clock: trio.testing
     script = {"responses": [sleep_call(10), {"text": "done"}]}
     async with testing.open_test_session(script) as t:
         await t.turn("first", id="t1")
-        await t.wait_for(lambda e: isinstance(e.msg, runtime.ItemStarted)
-                         and isinstance(e.msg.item, runtime.ToolCallItem))
+        await t.wait_for(
+            lambda e: (
+                isinstance(e.msg, runtime.ItemStarted)
+                and isinstance(e.msg.item, runtime.ToolCallItem)
+            )
+        )
         await t.turn("also this", id="s1")  # default on_busy: steer
         await t.wait_for(runtime.TurnComplete)
     assert len(t.recorder.of_type(runtime.TurnStarted)) == 1
@@ -185,8 +221,12 @@ async def test_steered_input_of_an_interrupted_turn_is_kept(
 ) -> None:
     async with testing.open_test_session({"responses": [sleep_call(60)]}) as t:
         await t.turn("first", id="t1")
-        await t.wait_for(lambda e: isinstance(e.msg, runtime.ItemStarted)
-                         and isinstance(e.msg.item, runtime.ToolCallItem))
+        await t.wait_for(
+            lambda e: (
+                isinstance(e.msg, runtime.ItemStarted)
+                and isinstance(e.msg.item, runtime.ToolCallItem)
+            )
+        )
         await t.turn("never mind", id="s1")
         await t.submit(runtime.Interrupt())
         await t.wait_for(runtime.TurnAborted)
@@ -203,10 +243,17 @@ async def test_queue_starts_the_next_turn_when_the_running_one_ends(
         await t.turn("second", id="t2", on_busy="queue")
         await t.wait_for(runtime.TurnComplete, 2)
         assert trio.current_time() == pytest.approx(1.0)
-    lifecycle = [(e.id, type(e.msg).__name__) for e in t.recorder.events
-                 if isinstance(e.msg, runtime.TurnStarted | runtime.TurnComplete)]
-    assert lifecycle == [("t1", "TurnStarted"), ("t1", "TurnComplete"),
-                         ("t2", "TurnStarted"), ("t2", "TurnComplete")]
+    lifecycle = [
+        (e.id, type(e.msg).__name__)
+        for e in t.recorder.events
+        if isinstance(e.msg, runtime.TurnStarted | runtime.TurnComplete)
+    ]
+    assert lifecycle == [
+        ("t1", "TurnStarted"),
+        ("t1", "TurnComplete"),
+        ("t2", "TurnStarted"),
+        ("t2", "TurnComplete"),
+    ]
 
 
 async def test_interrupt_lets_a_queued_turn_start(autojump_clock: trio.testing.MockClock) -> None:
@@ -214,23 +261,37 @@ async def test_interrupt_lets_a_queued_turn_start(autojump_clock: trio.testing.M
     async with testing.open_test_session(script) as t:
         await t.turn("first", id="t1")
         await t.turn("second", id="t2", on_busy="queue")
-        await t.wait_for(lambda e: isinstance(e.msg, runtime.ItemStarted)
-                         and isinstance(e.msg.item, runtime.ToolCallItem))
+        await t.wait_for(
+            lambda e: (
+                isinstance(e.msg, runtime.ItemStarted)
+                and isinstance(e.msg.item, runtime.ToolCallItem)
+            )
+        )
         await t.submit(runtime.Interrupt())
         await t.wait_for(runtime.TurnComplete)
-    lifecycle = [(e.id, type(e.msg).__name__) for e in t.recorder.events
-                 if isinstance(e.msg, runtime.TurnStarted | runtime.TurnComplete
-                               | runtime.TurnAborted)]
-    assert lifecycle == [("t1", "TurnStarted"), ("t1", "TurnAborted"),
-                         ("t2", "TurnStarted"), ("t2", "TurnComplete")]
+    lifecycle = [
+        (e.id, type(e.msg).__name__)
+        for e in t.recorder.events
+        if isinstance(e.msg, runtime.TurnStarted | runtime.TurnComplete | runtime.TurnAborted)
+    ]
+    assert lifecycle == [
+        ("t1", "TurnStarted"),
+        ("t1", "TurnAborted"),
+        ("t2", "TurnStarted"),
+        ("t2", "TurnComplete"),
+    ]
 
 
 async def test_shutdown_during_a_turn(autojump_clock: trio.testing.MockClock) -> None:
     script = {"responses": [sleep_call(60)]}
     async with testing.open_test_session(script) as t:
         await t.turn("first", id="t1")
-        await t.wait_for(lambda e: isinstance(e.msg, runtime.ItemStarted)
-                         and isinstance(e.msg.item, runtime.ToolCallItem))
+        await t.wait_for(
+            lambda e: (
+                isinstance(e.msg, runtime.ItemStarted)
+                and isinstance(e.msg.item, runtime.ToolCallItem)
+            )
+        )
         await t.submit(runtime.Shutdown(), id="bye")
         await t.wait_for(runtime.ShutdownComplete)
         with pytest.raises(runtime.ClosedSessionError):
@@ -241,8 +302,7 @@ async def test_shutdown_during_a_turn(autojump_clock: trio.testing.MockClock) ->
         ("bye", runtime.ShutdownComplete()),
     ]
     items = t.session.history.items
-    assert not any(isinstance(i, runtime.Message) and "<turn_aborted>" in i.text()
-                   for i in items)
+    assert not any(isinstance(i, runtime.Message) and "<turn_aborted>" in i.text() for i in items)
     assert items[-1] == runtime.FunctionCallOutput("call-sleep", "aborted")
 
 
@@ -255,8 +315,12 @@ async def test_leaving_the_block_shuts_the_session_down(
     async with trio.open_nursery() as nursery, runtime.open_session(config, model=model) as session:
         nursery.start_soon(recorder.consume, session)
         await session.submit(runtime.UserTurn(items=[runtime.Text("go")]), id="t1")
-        await recorder.wait_for(lambda e: isinstance(e.msg, runtime.ItemStarted)
-                                and isinstance(e.msg.item, runtime.ToolCallItem))
+        await recorder.wait_for(
+            lambda e: (
+                isinstance(e.msg, runtime.ItemStarted)
+                and isinstance(e.msg.item, runtime.ToolCallItem)
+            )
+        )
     assert [type(m).__name__ for m in recorder.msgs[-2:]] == ["TurnAborted", "ShutdownComplete"]
     assert recorder.msgs[-2].reason is runtime.AbortReason.SHUTDOWN
 
@@ -277,10 +341,15 @@ async def test_invalid_ops_through_the_api_raise_and_leave_the_session_usable(
         t.session.submit_json_nowait({"type": "dance"}, id="bad2", origin="script line 7")
         await t.turn("still here?", id="t1")
         await t.wait_for(runtime.TurnComplete)
-    errors = [(e.id, e.msg.code, e.msg.message) for e in t.recorder.events
-              if isinstance(e.msg, runtime.ErrorEvent)]
-    assert [(i, c) for i, c, _ in errors] == [("bad", runtime.ErrorCode.INVALID_OP),
-                                              ("bad2", runtime.ErrorCode.INVALID_OP)]
+    errors = [
+        (e.id, e.msg.code, e.msg.message)
+        for e in t.recorder.events
+        if isinstance(e.msg, runtime.ErrorEvent)
+    ]
+    assert [(i, c) for i, c, _ in errors] == [
+        ("bad", runtime.ErrorCode.INVALID_OP),
+        ("bad2", runtime.ErrorCode.INVALID_OP),
+    ]
     assert errors[1][2].startswith("script line 7: invalid op: unknown type 'dance'")
     assert t.recorder.of_type(runtime.TurnComplete)[0].last_agent_message == "echo: still here?"
 
@@ -300,13 +369,18 @@ async def test_override_turn_context_changes_later_turns_only(
 
 
 async def test_unknown_tool_gets_unsupported_call(autojump_clock: trio.testing.MockClock) -> None:
-    script = {"responses": [{"function_call": {"name": "teleport", "arguments": {},
-                                               "call_id": "c9"}}, {"text": "ok"}]}
+    script = {
+        "responses": [
+            {"function_call": {"name": "teleport", "arguments": {}, "call_id": "c9"}},
+            {"text": "ok"},
+        ]
+    }
     async with testing.open_test_session(script) as t:
         await t.turn("go")
         await t.wait_for(runtime.TurnComplete)
     assert runtime.FunctionCallOutput("c9", "unsupported call: teleport") in (
-        t.session.history.items)
+        t.session.history.items
+    )
 
 
 async def test_model_errors_are_retried_then_reported(
@@ -317,8 +391,9 @@ async def test_model_errors_are_retried_then_reported(
     async with testing.open_test_session(script) as t:
         await t.turn("go", id="t1")
         await t.wait_for(runtime.TurnComplete)
-    msgs = [m for m in t.recorder.msgs
-            if isinstance(m, runtime.StreamErrorEvent | runtime.ErrorEvent)]
+    msgs = [
+        m for m in t.recorder.msgs if isinstance(m, runtime.StreamErrorEvent | runtime.ErrorEvent)
+    ]
     assert [m.message for m in msgs] == [f"Reconnecting... {n}/5" for n in range(1, 6)] + ["boom"]
     assert msgs[-1].code is runtime.ErrorCode.SERVER_ERROR
     assert len(t.model.requests) == 6
@@ -327,10 +402,18 @@ async def test_model_errors_are_retried_then_reported(
 async def test_context_window_exceeded_is_not_retried(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    script = {"responses": [{"http_error": {"status": 400, "code": "context_length_exceeded",
-                                            "message": "too long"}}]}
-    config = runtime.Config(model_context_window=1000,
-                            rollout=runtime.RolloutConfig(enabled=False))
+    script = {
+        "responses": [
+            {
+                "http_error": {
+                    "status": 400,
+                    "code": "context_length_exceeded",
+                    "message": "too long",
+                }
+            }
+        ]
+    }
+    config = runtime.Config(model_context_window=1000, rollout=runtime.RolloutConfig(enabled=False))
     async with testing.open_test_session(script, config=config) as t:
         await t.turn("go", id="t1")
         await t.wait_for(runtime.TurnComplete)
@@ -346,8 +429,10 @@ async def test_prompt_input_is_normalised_history(autojump_clock: trio.testing.M
     async with testing.open_test_session({"responses": [{"text": "a"}]}) as t:
         await t.turn("hello")
         await t.wait_for(runtime.TurnComplete)
-        expected = [runtime.encode_response_item(i)
-                    for i in normalize_for_prompt(t.session.history.items[:-1])]
+        expected = [
+            runtime.encode_response_item(i)
+            for i in normalize_for_prompt(t.session.history.items[:-1])
+        ]
     assert t.model.requests[0]["input"] == expected
     kinds = [(i["role"], i["content"][0]["text"].split("\n")[0]) for i in expected]
     assert kinds == [("user", "<environment_context>"), ("user", "hello")]

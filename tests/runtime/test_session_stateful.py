@@ -17,12 +17,16 @@ from tests.invariants import check_event_invariants
 EXAMPLES = int(os.environ.get("RELAY_STATEFUL_EXAMPLES", "300"))
 
 replies = st.one_of(
-    st.builds(lambda text, delay, stall: {"text": text, "delay_ms": delay, "stall_ms": stall},
-              st.text(min_size=1, max_size=20), st.sampled_from([0, 10, 500]),
-              st.sampled_from([0, 5, 200])),
-    st.builds(lambda seconds: {"function_call": {"name": "sleep",
-                                                 "arguments": {"seconds": seconds}}},
-              st.sampled_from([0, 0.05, 1, 30])),
+    st.builds(
+        lambda text, delay, stall: {"text": text, "delay_ms": delay, "stall_ms": stall},
+        st.text(min_size=1, max_size=20),
+        st.sampled_from([0, 10, 500]),
+        st.sampled_from([0, 5, 200]),
+    ),
+    st.builds(
+        lambda seconds: {"function_call": {"name": "sleep", "arguments": {"seconds": seconds}}},
+        st.sampled_from([0, 0.05, 1, 30]),
+    ),
     st.just({"function_call": {"name": "nope", "arguments": {}}}),
     st.just({"http_error": {"status": 503, "message": "busy"}}),
     st.just({"http_error": {"status": 400, "code": "context_length_exceeded"}}),
@@ -39,8 +43,11 @@ actions = st.one_of(
 )
 
 
-@settings(max_examples=EXAMPLES, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(script=st.lists(replies, max_size=8), data=st.data())
 def test_random_op_sequences_keep_the_event_invariants(
     script: list[dict[str, Any]], data: st.DataObject

@@ -24,10 +24,15 @@ async def test_interrupt_kills_the_shell_process_group(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     # The command starts a grandchild and reports its pid through the fifo, then waits.
     argv = ["sh", "-c", f"sleep 1000 & echo $! > {fifo}; wait"]
-    script = {"responses": [{"function_call": {"name": "shell", "arguments": {"argv": argv},
-                                               "call_id": "sh1"}}, {"text": "ok"}]}
-    config = runtime.Config(tools={"shell": True}, cwd=str(tmp_path),
-                            rollout=runtime.RolloutConfig(enabled=False))
+    script = {
+        "responses": [
+            {"function_call": {"name": "shell", "arguments": {"argv": argv}, "call_id": "sh1"}},
+            {"text": "ok"},
+        ]
+    }
+    config = runtime.Config(
+        tools={"shell": True}, cwd=str(tmp_path), rollout=runtime.RolloutConfig(enabled=False)
+    )
     async with testing.open_test_session(script, config=config) as t:
         await t.turn("run it", id="t1")
         async with await trio.open_file(fifo) as reader:

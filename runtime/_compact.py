@@ -1,0 +1,281 @@
+"""Compaction as plain functions: which backend, which prompt, which history comes out.
+
+Everything the compaction backends decide that does not need a model lives here, so that it
+is tested without an event loop and shared by the live session and by rollout reconstruction.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+import attrs
+
+from . import _protocol as p
+from ._config import Config, ProviderConfig
+from ._errors import ConfigError
+from ._history import call_id_of, is_contextual
+from ._templates import template
+from ._tokens import approx_tokens, item_tokens, truncate_text
+
+#: Budget of recent user messages kept by the local backend (approximate tokens).
+LOCAL_USER_MESSAGE_BUDGET = 20_000
+#: Budget of recent user messages kept by the remote V2 backend (approximate tokens).
+REMOTE_V2_USER_MESSAGE_BUDGET = 64_000
+#: The text that replaces the body of tool outputs that do not fit a remote request.
+TRUNCATED_OUTPUT_NOTE = "Output exceeded the available model context and was truncated"
+#: The summary text used when the model wrote nothing.
+NO_SUMMARY = "(no summary available)"
+
+
+class Backend(enum.StrEnum):
+    """The compaction backends (SPEC §6.1)."""
+
+    TOKEN_BUDGET = "token_budget"
+    REMOTE_V2 = "remote_v2"
+    REMOTE_V1 = "remote_v1"
+    LOCAL = "local"
+
+
+class Injection(enum.Enum):
+    """Where the initial context goes after a compaction (SPEC §6.8)."""
+
+    DO_NOT_INJECT = "do_not_inject"
+    """Add nothing and clear the reference context (manual and pre-turn compaction)."""
+    BEFORE_LAST_USER_MESSAGE = "before_last_user_message"
+    """Insert it before the last user message (mid-turn compaction)."""
+
+
+def select_backend(config: Config, provider: ProviderConfig) -> Backend:
+    """The backend a compaction uses, in the order of SPEC §6.1."""
+    if config.features.token_budget:
+        return Backend.TOKEN_BUDGET
+    if provider.remote_compaction == "v2" and config.features.remote_compaction_v2:
+        return Backend.REMOTE_V2
+    if provider.remote_compaction in {"v1", "v2"}:
+        return Backend.REMOTE_V1
+    return Backend.LOCAL
+
+
+def summary_prefix() -> str:
+    """The stable opening of every summary message."""
+    return template("compact/summary_prefix.md")
+
+
+def compaction_prompt(config: Config, instructions: str | None = None) -> str:
+    """The summarization prompt: ``compact_prompt``, else the prompt file, else the template;
+    ``instructions`` (from a ``compact`` op) is appended."""
+    prompt = config.effective_compact_prompt()
+    if prompt is None and config.experimental_compact_prompt_file:
+        path = Path(config.experimental_compact_prompt_file)
+        try:
+            prompt = path.read_text(encoding="utf-8").strip() or None
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot read experimental_compact_prompt_file {path}: {exc.strerror}"
+            ) from exc
+    if prompt is None:
+        prompt = template("compact/prompt.md")
+    extra = (instructions or "").strip()
+    return f"{prompt}\n\n{extra}" if extra else prompt
+
+
+def summary_text(summary: str) -> str:
+    """The text of a summary message: the prefix, a newline, the summary."""
+    return f"{summary_prefix()}\n{summary or NO_SUMMARY}"
+
+
+def is_summary(item: p.ResponseItem) -> bool:
+    """Whether ``item`` is a summary message written by an earlier local compaction."""
+    return (
+        isinstance(item, p.Message)
+        and item.role == "user"
+        and item.text().startswith(summary_prefix() + "\n")
+    )
+
+
+def is_real_user_message(item: p.ResponseItem) -> bool:
+    """A user message that the user wrote: not contextual, not a summary."""
+    return (
+        isinstance(item, p.Message)
+        and item.role == "user"
+        and not is_contextual(item)
+        and not is_summary(item)
+    )
+
+
+def real_user_messages(items: Iterable[p.ResponseItem]) -> list[p.Message]:
+    """The real user messages of ``items``, in order."""
+    return [item for item in items if isinstance(item, p.Message) and is_real_user_message(item)]
+
+
+def keep_recent_user_messages(messages: Sequence[p.Message], budget: int) -> list[p.Message]:
+    """Recent user messages within ``budget`` approximate tokens (local backend, SPEC §6.3).
+
+    Walks newest to oldest keeping whole messages while they fit; the first one that does not
+    fit is truncated to what is left of the budget and the walk stops. Each kept message
+    becomes a single ``input_text`` part and keeps its metadata. Chronological order is kept.
+    """
+    kept: list[p.Message] = []
+    remaining = budget
+    for message in reversed(messages):
+        text = message.text()
+        cost = approx_tokens(text)
+        if cost <= remaining:
+            kept.append(_text_message(message, text))
+            remaining -= cost
+            continue
+        if remaining > 0:
+            kept.append(_text_message(message, truncate_text(text, remaining)))
+        break
+    kept.reverse()
+    return kept
+
+
+def _text_message(message: p.Message, text: str) -> p.Message:
+    return p.Message("user", (p.InputText(text),), metadata=message.metadata)
+
+
+def build_compacted_history(
+    user_messages: Sequence[p.Message],
+    summary: str,
+    *,
+    budget: int = LOCAL_USER_MESSAGE_BUDGET,
+    ghosts: Sequence[p.GhostSnapshot] = (),
+) -> list[p.ResponseItem]:
+    """The history a local compaction installs: kept user messages, ghosts, the summary last."""
+    history: list[p.ResponseItem] = list(keep_recent_user_messages(user_messages, budget))
+    history.extend(ghosts)
+    history.append(p.user_message(summary_text(summary)))
+    return history
+
+
+def keep_user_messages_v2(messages: Sequence[p.Message], budget: int) -> list[p.Message]:
+    """Recent user messages within ``budget`` for the remote V2 backend (SPEC §6.5).
+
+    Newest first; a message costs at least 1 token; a message over the remaining budget has
+    its text parts truncated to it; empty text parts and messages are dropped; images are kept
+    (and cost nothing beyond the minimum).
+    """
+    kept: list[p.Message] = []
+    remaining = budget
+    for message in reversed(messages):
+        if remaining <= 0:
+            break
+        texts = [part for part in message.content if isinstance(part, p.InputText | p.OutputText)]
+        cost = max(1, sum(approx_tokens(part.text) for part in texts))
+        parts: list[p.ContentPart] = []
+        if cost <= remaining:
+            parts = [part for part in message.content if not _empty(part)]
+            remaining -= cost
+        else:
+            for part in message.content:
+                if isinstance(part, p.InputText | p.OutputText):
+                    if remaining <= 0 or not part.text:
+                        continue
+                    text = truncate_text(part.text, remaining)
+                    remaining -= min(remaining, approx_tokens(part.text))
+                    parts.append(attrs.evolve(part, text=text))
+                else:
+                    parts.append(part)
+            remaining = 0
+        if parts:
+            kept.append(attrs.evolve(message, content=tuple(parts)))
+    kept.reverse()
+    return kept
+
+
+def _empty(part: p.ContentPart) -> bool:
+    return isinstance(part, p.InputText | p.OutputText) and not part.text
+
+
+def place_initial_context(
+    history: Sequence[p.ResponseItem],
+    initial: Sequence[p.ResponseItem],
+    injection: Injection,
+) -> list[p.ResponseItem]:
+    """Put the initial context into a compacted history (SPEC §6.8).
+
+    ``before_last_user_message`` inserts it before, in order of preference, the last real user
+    message, the last user message of any kind, the last ``compaction`` item, else at the end.
+    The summary or compaction item stays last in every case the history ends with one.
+    """
+    items = list(history)
+    if injection is Injection.DO_NOT_INJECT or not initial:
+        return items
+    index = _last_index(items, is_real_user_message)
+    if index is None:
+        index = _last_index(items, lambda i: isinstance(i, p.Message) and i.role == "user")
+    if index is None:
+        index = _last_index(items, lambda i: isinstance(i, p.Compaction))
+    if index is None:
+        return items + list(initial)
+    return items[:index] + list(initial) + items[index:]
+
+
+def _last_index(
+    items: Sequence[p.ResponseItem], test: Callable[[p.ResponseItem], bool]
+) -> int | None:
+    for index in range(len(items) - 1, -1, -1):
+        if test(items[index]):
+            return index
+    return None
+
+
+def drop_oldest(items: Sequence[p.ResponseItem]) -> tuple[list[p.ResponseItem], int]:
+    """Drop the oldest item, and its call/output partner; returns the rest and how many went."""
+    if not items:
+        return [], 0
+    first = items[0]
+    partner = call_id_of(first)
+    if partner is None:
+        return list(items[1:]), 1
+    rest = [item for item in items[1:] if call_id_of(item) != partner]
+    return rest, len(items) - len(rest)
+
+
+def fit_to_window(
+    items: Sequence[p.ResponseItem], instructions: str, window: int | None
+) -> list[p.ResponseItem]:
+    """Make a remote compaction request fit the window (SPEC §6.4 step 2).
+
+    Walking from the newest item backwards while the estimate (instructions + items) exceeds
+    the window, the body of each tool output is replaced by a short note; the walk stops at
+    the first item that is not a tool output.
+    """
+    out = list(items)
+    if window is None:
+        return out
+    total = approx_tokens(instructions) + sum(item_tokens(item) for item in out)
+    for index in range(len(out) - 1, -1, -1):
+        if total <= window:
+            break
+        item = out[index]
+        if not isinstance(item, p.FunctionCallOutput | p.CustomToolCallOutput):
+            break
+        replaced = attrs.evolve(item, output=TRUNCATED_OUTPUT_NOTE)
+        total += item_tokens(replaced) - item_tokens(item)
+        out[index] = replaced
+    return out
+
+
+def filter_remote_output(items: Iterable[p.ResponseItem]) -> list[p.ResponseItem]:
+    """What a remote V1 compaction may install (SPEC §6.4 step 4)."""
+    kept: list[p.ResponseItem] = []
+    for item in items:
+        match item:
+            case p.Message(role="user") if is_contextual(item):
+                continue
+            case p.Message(role="user" | "assistant"):
+                kept.append(item)
+            case p.Compaction():
+                kept.append(item)
+            case _:
+                continue
+    return kept
+
+
+def ghost_snapshots(items: Iterable[p.ResponseItem]) -> list[p.GhostSnapshot]:
+    """The ghost snapshots of ``items``, in order."""
+    return [item for item in items if isinstance(item, p.GhostSnapshot)]

@@ -1,0 +1,216 @@
+"""Compaction's pure functions: budgets, truncation, placement, selection (SPEC §6)."""
+
+from __future__ import annotations
+
+import hypothesis.strategies as st
+import pytest
+from hypothesis import given
+
+import runtime
+from runtime import compaction as c
+from runtime._config import BUILTIN_PROVIDERS, Config, Features, ProviderConfig
+from runtime._tokens import approx_tokens
+
+
+def user(text: str, **metadata: object) -> runtime.Message:
+    return runtime.user_message(text, metadata=metadata or None)
+
+
+def test_build_token_limited_compacted_history_truncates_overlong_user_messages() -> None:
+    overlong = "x" * 400  # 100 tokens
+    history = c.build_compacted_history([user(overlong)], "the summary", budget=16)
+    assert len(history) == 2
+    first, last = history
+    assert isinstance(first, runtime.Message)
+    assert "tokens truncated" in first.text() and overlong not in first.text()
+    assert isinstance(last, runtime.Message) and last.text() == c.summary_text("the summary")
+
+
+def test_build_compacted_history_preserves_user_message_metadata() -> None:
+    messages = [user("one", source="cli"), user("two", source="api", n=2)]
+    history = c.build_compacted_history(messages, "sum")
+    assert [m.metadata for m in history if isinstance(m, runtime.Message)] == [
+        {"source": "cli"},
+        {"source": "api", "n": 2},
+        None,
+    ]
+
+
+def test_keep_recent_walks_newest_first_and_stops_after_truncating() -> None:
+    messages = [user("a" * 40), user("b" * 40), user("c" * 40)]  # 10 tokens each
+    kept = c.keep_recent_user_messages(messages, 25)
+    texts = [m.text() for m in kept]
+    assert texts[1:] == ["b" * 40, "c" * 40]
+    assert texts[0].startswith("aaaaaaaaaa") and "…5 tokens truncated…" in texts[0]
+
+
+def test_summary_text_and_empty_summary() -> None:
+    assert c.summary_text("") == f"{c.summary_prefix()}\n{c.NO_SUMMARY}"
+    assert c.is_summary(user(c.summary_text("x")))
+    assert not c.is_summary(user(c.summary_prefix()))  # the prefix alone, no newline
+
+
+def test_real_user_messages_exclude_context_markers_and_summaries() -> None:
+    items: list[runtime.ResponseItem] = [
+        user("<environment_context>\n</environment_context>"),
+        user("real one"),
+        user(c.summary_text("old summary")),
+        runtime.assistant_message("answer"),
+        user("<turn_aborted>\nstop\n</turn_aborted>"),
+        user("real two"),
+        runtime.Message("developer", [runtime.InputText("dev")]),
+    ]
+    assert [m.text() for m in c.real_user_messages(items)] == ["real one", "real two"]
+
+
+messages_st = st.lists(st.builds(lambda text: user(text), st.text(max_size=200)), max_size=12)
+
+
+@given(messages=messages_st, budget=st.integers(min_value=0, max_value=150))
+def test_kept_messages_are_a_suffix_within_budget(
+    messages: list[runtime.Message], budget: int
+) -> None:
+    kept = c.keep_recent_user_messages(messages, budget)
+    n = len(kept)
+    assert n <= len(messages)
+    originals = messages[len(messages) - n :] if n else []
+    # Order is kept and every kept message is the original, except maybe the oldest one.
+    for index, (k, o) in enumerate(zip(kept, originals, strict=True)):
+        if index == 0 and k.text() != o.text():
+            assert "tokens truncated…" in k.text()
+        else:
+            assert k.text() == o.text()
+    marker_allowance = approx_tokens("…9999999 tokens truncated…")
+    assert sum(approx_tokens(k.text()) for k in kept) <= budget + marker_allowance
+
+
+def test_v2_retention_budget_three_keeps_truncated_middle_and_new() -> None:
+    messages = [user("old-old"), user("middle1234"), user("new")]
+    kept = c.keep_user_messages_v2(messages, 3)
+    texts = [m.text() for m in kept]
+    assert texts[1] == "new"
+    # Truncated to the 2 tokens left (8 bytes), head and tail as SPEC §6.9 truncates.
+    assert texts[0] == "midd…1 tokens truncated…1234"
+    assert len(kept) == 2
+
+
+@pytest.mark.parametrize(("budget", "kept"), [(1, 1), (2, 2)])
+def test_v2_image_only_message_costs_one(budget: int, kept: int) -> None:
+    image = runtime.Message("user", [runtime.InputImage("data:image/png;base64,AAAA")])
+    result = c.keep_user_messages_v2([image, user("abcd")], budget)
+    assert len(result) == kept
+    if kept == 2:
+        assert result[0] == image
+
+
+def test_place_initial_context_rules() -> None:
+    env = user("<environment_context>\n</environment_context>")
+    summary = user(c.summary_text("s"))
+    real = user("question")
+    comp = runtime.Compaction("enc")
+    before = c.Injection.BEFORE_LAST_USER_MESSAGE
+    assert c.place_initial_context([real, summary], [env], before) == [env, real, summary]
+    assert c.place_initial_context([summary], [env], before) == [env, summary]
+    assert c.place_initial_context([comp], [env], before) == [env, comp]
+    assert c.place_initial_context([], [env], before) == [env]
+    assert c.place_initial_context([real, summary], [env], c.Injection.DO_NOT_INJECT) == [
+        real,
+        summary,
+    ]
+
+
+def test_drop_oldest_takes_the_call_partner_along() -> None:
+    call = runtime.FunctionCall("f", "{}", "c1")
+    out = runtime.FunctionCallOutput("c1", "r")
+    rest, n = c.drop_oldest([call, user("u"), out, user("v")])
+    assert n == 2 and rest == [user("u"), user("v")]
+    rest, n = c.drop_oldest([user("u"), call, out])
+    assert n == 1 and rest == [call, out]
+
+
+@pytest.mark.parametrize(
+    ("token_budget", "v2_feature", "capability", "expected"),
+    [
+        (tb, v2, cap, exp)
+        for tb in (False, True)
+        for v2 in (False, True)
+        for cap, exp in (("unsupported", "local"), ("v1", "remote_v1"), ("v2", None))
+        for exp in [exp if exp else ("remote_v2" if v2 else "remote_v1")]
+    ],
+)
+def test_select_backend_over_every_combination(
+    token_budget: bool, v2_feature: bool, capability: str, expected: str
+) -> None:
+    config = Config(features=Features(token_budget=token_budget, remote_compaction_v2=v2_feature))
+    provider = ProviderConfig(name="p", remote_compaction=capability)  # type: ignore[arg-type]
+    want = "token_budget" if token_budget else expected
+    assert c.select_backend(config, provider).value == want
+
+
+def test_builtin_providers_select_their_backends() -> None:
+    assert c.select_backend(Config(), BUILTIN_PROVIDERS["openai"]) is c.Backend.REMOTE_V1
+    assert c.select_backend(Config(), BUILTIN_PROVIDERS["ollama"]) is c.Backend.LOCAL
+    v2 = Config(features=Features(remote_compaction_v2=True))
+    assert c.select_backend(v2, BUILTIN_PROVIDERS["ollama"]) is c.Backend.LOCAL
+
+
+def test_compaction_prompt_choice(tmp_path: object) -> None:
+    from pathlib import Path
+
+    default = c.compaction_prompt(Config())
+    assert default.startswith("Pause the task.")
+    assert c.compaction_prompt(Config(compact_prompt="  Mine.  ")) == "Mine."
+    assert c.compaction_prompt(Config(compact_prompt="   ")) == default
+    file = Path(str(tmp_path)) / "prompt.md"
+    file.write_text("From a file.\n")
+    assert c.compaction_prompt(Config(experimental_compact_prompt_file=str(file))) == (
+        "From a file."
+    )
+    assert (
+        c.compaction_prompt(
+            Config(compact_prompt="Mine.", experimental_compact_prompt_file=str(file))
+        )
+        == "Mine."
+    )
+    assert c.compaction_prompt(Config(), "Focus on tests.") == default + "\n\nFocus on tests."
+    with pytest.raises(runtime.ConfigError, match="experimental_compact_prompt_file"):
+        c.compaction_prompt(Config(experimental_compact_prompt_file=str(file) + ".missing"))
+
+
+def test_fit_to_window_rewrites_trailing_tool_outputs_only() -> None:
+    big = "z" * 4000
+    items: list[runtime.ResponseItem] = [
+        runtime.FunctionCall("f", "{}", "c0"),
+        runtime.FunctionCallOutput("c0", big),
+        user("question"),
+        runtime.FunctionCall("f", "{}", "c1"),
+        runtime.FunctionCallOutput("c1", big),
+        runtime.FunctionCall("f", "{}", "c2"),
+        runtime.FunctionCallOutput("c2", big),
+    ]
+    fitted = c.fit_to_window(items, "instr", 600)
+    outputs = [i.output for i in fitted if isinstance(i, runtime.FunctionCallOutput)]
+    # The walk stops at the call c2 (not an output), so only the last output is rewritten.
+    assert outputs == [big, big, c.TRUNCATED_OUTPUT_NOTE]
+    assert c.fit_to_window(items, "instr", None) == items
+    assert c.fit_to_window(items, "instr", 10**6) == items
+
+
+def test_filter_remote_output() -> None:
+    items: list[runtime.ResponseItem] = [
+        runtime.Message("developer", [runtime.InputText("d")]),
+        runtime.Message("system", [runtime.InputText("s")]),
+        user("<environment_context>\n</environment_context>"),
+        user("real"),
+        runtime.assistant_message("answer"),
+        runtime.Reasoning("r1"),
+        runtime.FunctionCall("f", "{}", "c"),
+        runtime.FunctionCallOutput("c", "o"),
+        runtime.Compaction("enc"),
+        runtime.Other({"type": "mystery"}),
+    ]
+    assert c.filter_remote_output(items) == [
+        user("real"),
+        runtime.assistant_message("answer"),
+        runtime.Compaction("enc"),
+    ]
