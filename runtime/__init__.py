@@ -99,6 +99,7 @@ from ._protocol import UserTurn as UserTurn
 from ._protocol import WarningEvent as WarningEvent
 from ._protocol import assistant_message as assistant_message
 from ._protocol import user_message as user_message
+from ._session import ResumedState as ResumedState
 from ._session import SampleResult as SampleResult
 from ._session import Session as Session
 from ._session import SessionStatistics as SessionStatistics

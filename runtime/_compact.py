@@ -47,6 +47,20 @@ class Injection(enum.Enum):
     """Insert it before the last user message (mid-turn compaction)."""
 
 
+def auto_compact_limit(configured: int | None, window: int | None) -> int | None:
+    """The auto-compaction threshold (SPEC §5.6).
+
+    ``min(configured, 90 % of the window)`` when both exist, whichever exists, else None
+    (never). Non-positive values count as unset.
+    """
+    limits = []
+    if configured is not None and configured > 0:
+        limits.append(configured)
+    if window is not None and window > 0:
+        limits.append(window * 9 // 10)
+    return min(limits) if limits else None
+
+
 def select_backend(config: Config, provider: ProviderConfig) -> Backend:
     """The backend a compaction uses, in the order of SPEC §6.1."""
     if config.features.token_budget:

@@ -111,6 +111,36 @@ class SessionStatistics:
 
 
 @attrs.frozen
+class ResumedState:
+    """What a session resumes from: the state rebuilt from its rollout (SPEC §8)."""
+
+    session_id: str
+    """The resumed session's id."""
+    rollout_path: Path | None
+    """The rollout file to append to."""
+    history: tuple[p.ResponseItem, ...]
+    """The history as of the last completed write."""
+    reference_world: WorldState | None = None
+    """The reference context, unless a later compaction cleared it."""
+    defaults: TurnSettings | None = None
+    """Model, cwd and effort of the latest ``turn_context``."""
+    window_number: int = 0
+    """Compactions so far."""
+    first_window_id: str | None = None
+    """Id of the session's first window."""
+    previous_window_id: str | None = None
+    """Id of the window before the current one."""
+    window_id: str | None = None
+    """Id of the current window."""
+    last_response_tokens: int = 0
+    """Restored usage: ``total_tokens`` of the last response."""
+    tokens_since_model: int = 0
+    """Restored usage: estimate of the items after the last model item."""
+    total_usage: p.TokenUsage = attrs.field(factory=p.TokenUsage)
+    """Usage summed over the session so far."""
+
+
+@attrs.frozen
 class _RawSubmission:
     id: str
     payload: Any
@@ -204,6 +234,18 @@ class Session:
         self._event_send, self._event_recv = anyio.create_memory_object_stream[p.Event](math.inf)
         self._events_taken = False
         self.instructions = _base_instructions(config)
+
+    def _restore(self, state: ResumedState) -> None:
+        self.history.replace(state.history)
+        self.history.restore_usage(state.last_response_tokens, state.tokens_since_model)
+        self.reference_world = state.reference_world
+        if state.defaults is not None:
+            self.defaults = state.defaults
+        self.window_number = state.window_number
+        self.window_id = state.window_id or self.window_id
+        self.first_window_id = state.first_window_id or self.window_id
+        self.previous_window_id = state.previous_window_id
+        self.total_usage = state.total_usage
 
     # ------------------------------------------------------------------ public surface
 
@@ -955,6 +997,7 @@ async def open_session(
     session_id: str | None = None,
     clock: Callable[[], datetime] | None = None,
     rng: random.Random | None = None,
+    resume: ResumedState | None = None,
 ) -> AsyncIterator[Session]:
     """Open a session that runs until the block exits or a ``shutdown`` op ends it.
 
@@ -968,6 +1011,8 @@ async def open_session(
         session_id: the session id (default: a new UUID).
         clock: the wall clock used for dates and timestamps in events.
         rng: the random source of retry jitter.
+        resume: state rebuilt from a rollout; the session continues it and appends to its
+            rollout file (see :func:`runtime.resume_session`).
 
     Raises:
         ConfigError: the configuration is invalid (unknown provider, missing API key, ...).
@@ -977,15 +1022,18 @@ async def open_session(
     registry = builtin_registry(config.tools)
     for tool in tools:
         registry.register(tool)
-    sid = session_id or str(uuid.uuid4())
+    sid = resume.session_id if resume is not None else session_id or str(uuid.uuid4())
     now = clock or _default_clock
     async with AsyncExitStack() as stack:
         if model is None:
             model = await _open_model(config, provider, stack)
         rollout: RolloutWriter | None = None
         if config.rollout.enabled:
-            root = Path(config.rollout.dir) if config.rollout.dir else relay_home() / "sessions"
-            rollout = RolloutWriter.create(root, sid, now())
+            if resume is not None and resume.rollout_path is not None:
+                rollout = RolloutWriter.append_to(resume.rollout_path)
+            else:
+                root = Path(config.rollout.dir) if config.rollout.dir else relay_home() / "sessions"
+                rollout = RolloutWriter.create(root, sid, now())
             stack.callback(rollout.close)
         try:
             async with anyio.create_task_group() as tg:
@@ -999,7 +1047,9 @@ async def open_session(
                     rng=rng or random.Random(),
                     rollout=rollout,
                 )
-                if rollout is not None:
+                if resume is not None:
+                    session._restore(resume)
+                elif rollout is not None:
                     rollout.write(
                         "session_meta",
                         {

@@ -13,6 +13,7 @@ from ._compact import REMOTE_V2_USER_MESSAGE_BUDGET as REMOTE_V2_USER_MESSAGE_BU
 from ._compact import TRUNCATED_OUTPUT_NOTE as TRUNCATED_OUTPUT_NOTE
 from ._compact import Backend as Backend
 from ._compact import Injection as Injection
+from ._compact import auto_compact_limit as auto_compact_limit
 from ._compact import build_compacted_history as build_compacted_history
 from ._compact import compaction_prompt as compaction_prompt
 from ._compact import drop_oldest as drop_oldest
