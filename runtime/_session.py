@@ -37,6 +37,7 @@ import attrs
 
 from . import _protocol as p
 from ._codec import decode_op, to_json
+from ._compact import auto_compact_limit
 from ._config import Config, ProviderConfig, context_window_for, relay_home, resolve_api_key
 from ._context import (
     TurnSettings,
@@ -211,6 +212,8 @@ class Session:
         """Model, cwd and effort of the next turn."""
         self.reference_world: WorldState | None = None
         """The world state the history's initial context describes; None = record it in full."""
+        self.last_turn_model: str | None = None
+        """The model of the last regular turn (for model downshift)."""
         self.window_number = 0
         self.window_id = str(uuid.uuid4())
         self.first_window_id = self.window_id
@@ -680,6 +683,7 @@ class TaskContext:
         if not self.active:
             return
         session.reference_world = world
+        session.last_turn_model = self.settings.model
         self._write_turn_context(world)
 
     async def record_user_input(self, items: tuple[p.InputItem, ...]) -> None:
@@ -715,6 +719,18 @@ class TaskContext:
     def model_context_window(self) -> int | None:
         """The context window of this turn's model."""
         return self.session.model_context_window(self.settings.model)
+
+    def auto_compact_limit(self, model: str | None = None) -> int | None:
+        """The auto-compaction threshold for ``model`` (default: this turn's), or None."""
+        return auto_compact_limit(
+            self.session.config.model_auto_compact_token_limit,
+            self.session.model_context_window(model or self.settings.model),
+        )
+
+    @property
+    def usage_tokens(self) -> int:
+        """The usage compared with the auto-compaction limit (SPEC §7.5)."""
+        return self.session.history.usage_tokens
 
     async def sample(
         self,

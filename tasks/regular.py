@@ -1,4 +1,4 @@
-"""The regular turn: sample the model, run the tools it asks for, repeat (SPEC §5.1)."""
+"""The regular turn: sample the model, run the tools it asks for, repeat (SPEC §5.1, §5.6)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,19 @@ import attrs
 
 import runtime
 from runtime import TaskContext, TaskKind
+from runtime.compaction import Injection
+
+from .compaction import CompactionRequest, run_compaction
 
 
 @attrs.frozen
 class RegularTurn:
-    """A user turn: record the input, then sample and run tools until the model is done."""
+    """A user turn: record the input, then sample and run tools until the model is done.
+
+    Auto-compaction runs inline, under this turn's id: before anything of the turn is recorded
+    (pre-turn, or model downshift), and between two sampling steps when the model needs a
+    follow-up and usage reached the limit (mid-turn). A failed auto-compaction ends the turn.
+    """
 
     items: tuple[runtime.InputItem, ...]
     """The user's input."""
@@ -20,12 +28,17 @@ class RegularTurn:
         return TaskKind.REGULAR
 
     async def run(self, ctx: TaskContext) -> str | None:
+        if not await _compact_before_turn(ctx):
+            return None
         ctx.record_context()
         await ctx.record_user_input(self.items)
         last: str | None = None
+        drain = True
         while True:
-            for pending in ctx.drain_pending():
-                await ctx.record_user_input(pending)
+            if drain:
+                for pending in ctx.drain_pending():
+                    await ctx.record_user_input(pending)
+            drain = True
             try:
                 result = await ctx.sample(ctx.build_prompt())
             except runtime.ModelError as error:
@@ -37,3 +50,38 @@ class RegularTurn:
                 await ctx.run_tool_call(call)
             if not calls and not ctx.has_pending():
                 return last
+            limit = ctx.auto_compact_limit()
+            if limit is not None and ctx.usage_tokens >= limit:
+                request = CompactionRequest(
+                    runtime.CompactionTrigger.MID_TURN, Injection.BEFORE_LAST_USER_MESSAGE
+                )
+                if not await run_compaction(ctx, request):
+                    return last
+                # Input steered during a tool follow-up waits one more step, so that the
+                # next request answers the tool outputs first.
+                drain = not calls
+
+
+async def _compact_before_turn(ctx: TaskContext) -> bool:
+    """Pre-turn and model-downshift compaction; False when it failed (the turn ends)."""
+    previous = ctx.session.last_turn_model
+    if previous is not None and previous != ctx.settings.model:
+        old_window = ctx.session.model_context_window(previous)
+        new_window = ctx.model_context_window
+        new_limit = ctx.auto_compact_limit()
+        if (
+            old_window is not None
+            and new_window is not None
+            and new_window < old_window
+            and new_limit is not None
+            and ctx.usage_tokens > new_limit
+        ):
+            request = CompactionRequest(
+                runtime.CompactionTrigger.MODEL_DOWNSHIFT, Injection.DO_NOT_INJECT, model=previous
+            )
+            return bool(await run_compaction(ctx, request))
+    limit = ctx.auto_compact_limit()
+    if limit is not None and ctx.usage_tokens >= limit:
+        request = CompactionRequest(runtime.CompactionTrigger.PRE_TURN, Injection.DO_NOT_INJECT)
+        return bool(await run_compaction(ctx, request))
+    return True

@@ -1,0 +1,248 @@
+"""Auto-compaction inside the regular turn: pre-turn, mid-turn, model downshift (SPEC §5.6)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+import trio.testing
+
+import runtime
+from runtime import compaction as c
+from runtime import testing
+
+NO_ROLLOUT = runtime.RolloutConfig(enabled=False)
+
+
+def config(**kwargs: Any) -> runtime.Config:
+    return runtime.Config(rollout=NO_ROLLOUT, **kwargs)
+
+
+def user_texts(body: dict[str, Any]) -> list[str]:
+    return [
+        item["content"][0]["text"]
+        for item in body["input"]
+        if item["type"] == "message" and item["role"] == "user"
+    ]
+
+
+def is_compaction_request(body: dict[str, Any]) -> bool:
+    texts = user_texts(body)
+    return bool(texts) and texts[-1] == c.compaction_prompt(runtime.Config())
+
+
+async def turns(t: testing.TestSession, *texts: str, **kwargs: Any) -> None:
+    """Run user turns one after the other, each to its end."""
+    done = sum(isinstance(m, runtime.TurnComplete | runtime.TurnAborted) for m in t.recorder.msgs)
+    for n, text in enumerate(texts, start=done + 1):
+        await t.turn(text, **kwargs)
+        await t.wait_for(lambda e: isinstance(e.msg, runtime.TurnComplete | runtime.TurnAborted), n)
+
+
+def receipts(t: testing.TestSession) -> list[runtime.CompactionReceipt]:
+    return [
+        m.item.receipt
+        for m in t.recorder.msgs
+        if isinstance(m, runtime.ItemCompleted)
+        and isinstance(m.item, runtime.ContextCompactionItem)
+        and m.item.receipt
+    ]
+
+
+def test_limit_rule() -> None:
+    assert c.auto_compact_limit(200_000, None) == 200_000
+    assert c.auto_compact_limit(None, 100) == 90
+    assert c.auto_compact_limit(200, 100) == 90
+    assert c.auto_compact_limit(50, 100) == 50
+    assert c.auto_compact_limit(None, None) is None
+    assert c.auto_compact_limit(0, None) is None
+    assert c.auto_compact_limit(-5, 100) == 90
+
+
+async def test_auto_compact_runs_after_token_limit_hit(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    script = {
+        "responses": [
+            {"text": "a1", "total_tokens": 70_000},
+            {"text": "a2", "total_tokens": 330_000},
+            {"text": "SUMMARY"},
+            {"text": "a3"},
+        ]
+    }
+    cfg = config(model_auto_compact_token_limit=200_000)
+    async with testing.open_test_session(script, config=cfg) as t:
+        await turns(t, "one", "two", "three")
+    requests = t.model.requests
+    assert [is_compaction_request(r) for r in requests] == [False, False, True, False]
+    follow_up = [u for u in user_texts(requests[3]) if not u.startswith("<environment_context>")]
+    assert follow_up == ["one", "two", c.summary_text("SUMMARY"), "three"]
+    # The compaction request does not contain the incoming message (pre-turn).
+    assert "three" not in user_texts(requests[2])
+    # Auto-compaction runs under the third turn's id, after its turn_started.
+    third = t.recorder.types("sub-3")
+    assert third[:2] == ["turn_started", "item_started"]
+    assert third.count("turn_started") == 1
+    assert [r.trigger for r in receipts(t)] == [runtime.CompactionTrigger.PRE_TURN]
+
+
+async def test_auto_compact_clamps_config_limit_to_context_window(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    script = {"responses": [{"text": "a1", "total_tokens": 91}, {"text": "S"}, {"text": "a2"}]}
+    cfg = config(model_context_window=100, model_auto_compact_token_limit=200)
+    async with testing.open_test_session(script, config=cfg) as t:
+        await turns(t, "one", "two")
+    assert [is_compaction_request(r) for r in t.model.requests] == [False, True, False]
+
+
+async def test_usage_just_under_the_limit_does_not_compact(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    script = {"responses": [{"text": "a1", "total_tokens": 89}, {"text": "a2"}]}
+    cfg = config(model_context_window=100)
+    async with testing.open_test_session(script, config=cfg) as t:
+        await turns(t, "one", "two")
+    assert [is_compaction_request(r) for r in t.model.requests] == [False, False]
+
+
+async def test_mid_turn_compaction_after_tool_call(autojump_clock: trio.testing.MockClock) -> None:
+    script = {
+        "responses": [
+            {
+                "function_call": {"name": "sleep", "arguments": {"seconds": 0}, "call_id": "c1"},
+                "total_tokens": 5000,
+            },
+            {"text": "SUMMARY"},
+            {"text": "done"},
+        ]
+    }
+    cfg = config(model_auto_compact_token_limit=1000, developer_instructions="Dev.")
+    async with testing.open_test_session(script, config=cfg) as t:
+        await turns(t, "do it")
+    _, compaction_request, follow_up = t.model.requests
+    kinds = [i["type"] for i in compaction_request["input"]]
+    assert kinds[-3:] == ["function_call", "function_call_output", "message"]
+    assert is_compaction_request(compaction_request)
+    roles = [(i["role"], i["content"][0]["text"].split("\n")[0]) for i in follow_up["input"]]
+    assert roles == [
+        ("developer", "Dev."),
+        ("user", "<environment_context>"),
+        ("user", "do it"),
+        ("user", c.summary_prefix().split("\n")[0]),
+    ]
+    assert [r.trigger for r in receipts(t)] == [runtime.CompactionTrigger.MID_TURN]
+    assert t.recorder.of_type(runtime.TurnComplete)[0].last_agent_message == "done"
+
+
+async def test_multiple_auto_compactions_in_one_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    def call(n: int) -> dict[str, Any]:
+        return {
+            "function_call": {"name": "sleep", "arguments": {"seconds": 0}, "call_id": f"c{n}"},
+            "total_tokens": 5000,
+        }
+
+    script = {
+        "responses": [
+            call(1),
+            {"text": "S1"},
+            call(2),
+            {"text": "S2"},
+            call(3),
+            {"text": "S3"},
+            {"text": "finished"},
+        ]
+    }
+    cfg = config(model_auto_compact_token_limit=1000)
+    async with testing.open_test_session(script, config=cfg) as t:
+        await turns(t, "loop")
+    requests = t.model.requests
+    assert [is_compaction_request(r) for r in requests] == [
+        False,
+        True,
+        False,
+        True,
+        False,
+        True,
+        False,
+    ]
+    for index in (2, 4, 6):
+        summaries = [
+            u for u in user_texts(requests[index]) if c.is_summary(runtime.user_message(u))
+        ]
+        assert len(summaries) == 1
+    assert len(receipts(t)) == 3
+    assert t.recorder.types("sub-1").count("turn_started") == 1
+
+
+async def test_turn_ending_over_the_limit_compacts_at_the_next_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    script = {
+        "responses": [{"text": "big", "total_tokens": 5000}, {"text": "S"}, {"text": "small"}]
+    }
+    cfg = config(model_auto_compact_token_limit=1000)
+    async with testing.open_test_session(script, config=cfg) as t:
+        await turns(t, "one")
+        assert len(t.model.requests) == 1
+        await turns(t, "two")
+    assert [is_compaction_request(r) for r in t.model.requests] == [False, True, False]
+
+
+async def test_pre_turn_compaction_excludes_incoming_message(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    script = {"responses": [{"text": "a1", "total_tokens": 5000}, {"text": "S"}, {"text": "a2"}]}
+    cfg = config(model_auto_compact_token_limit=1000)
+    async with testing.open_test_session(script, config=cfg) as t:
+        await turns(t, "old message", "incoming message")
+    compaction_request = t.model.requests[1]
+    assert "incoming message" not in user_texts(compaction_request)
+    assert "old message" in user_texts(compaction_request)
+    follow = user_texts(t.model.requests[2])
+    assert follow[-2].startswith("<environment_context>") and follow[-1] == "incoming message"
+
+
+async def test_failing_auto_compaction_ends_the_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    failure = {"http_error": {"status": 500, "message": "down"}}
+    script = {"responses": [{"text": "a1", "total_tokens": 5000}] + [failure] * 6}
+    cfg = config(model_auto_compact_token_limit=1000)
+    async with testing.open_test_session(script, config=cfg) as t:
+        await turns(t, "one", "two")
+    assert len(t.model.requests) == 1 + 6
+    second = t.recorder.types("sub-2")
+    assert second[-2:] == ["error", "turn_complete"]
+    assert "user_message" not in second
+    assert not any(
+        isinstance(i, runtime.Message) and i.text() == "two" for i in t.session.history.items
+    )
+
+
+async def test_model_downshift_compacts_with_the_previous_model(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    script = {"responses": [{"text": "a1", "total_tokens": 200_000}, {"text": "S"}, {"text": "a2"}]}
+    cfg = runtime.Config(model="gpt-4.1", rollout=NO_ROLLOUT)
+    async with testing.open_test_session(script, config=cfg) as t:
+        await turns(t, "one")
+        await turns(t, "two", model="gpt-4o")
+    models = [r["model"] for r in t.model.requests]
+    assert models == ["gpt-4.1", "gpt-4.1", "gpt-4o"]
+    assert is_compaction_request(t.model.requests[1])
+    assert [r.trigger for r in receipts(t)] == [runtime.CompactionTrigger.MODEL_DOWNSHIFT]
+
+
+async def test_switching_to_a_larger_model_does_not_compact(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    script = {"responses": [{"text": "a1", "total_tokens": 100_000}, {"text": "a2"}]}
+    cfg = runtime.Config(model="gpt-4o", rollout=NO_ROLLOUT)
+    async with testing.open_test_session(script, config=cfg) as t:
+        await turns(t, "one")
+        await turns(t, "two", model="gpt-4.1")
+    assert [r["model"] for r in t.model.requests] == ["gpt-4o", "gpt-4.1"]
+    assert receipts(t) == []
