@@ -8,6 +8,7 @@ response items, where an unknown type from a model becomes :class:`~runtime.Othe
 
 from __future__ import annotations
 
+import enum
 import re
 import typing
 from collections.abc import Callable, Mapping
@@ -28,8 +29,14 @@ class DecodeError(ValueError):
     """JSON that does not decode into the expected protocol type."""
 
 
+#: Tags the naming rule cannot give (SPEC §2.3 names this event ``background_event``).
+_TAG_OVERRIDES: dict[type, str] = {p.BackgroundEvent: "background_event"}
+
+
 def type_tag(cls: type) -> str:
     """The ``"type"`` of a protocol class: snake_case name without an ``Event``/``Item`` suffix."""
+    if cls in _TAG_OVERRIDES:
+        return _TAG_OVERRIDES[cls]
     name = cls.__name__
     for suffix in ("Event", "Item"):
         if name.endswith(suffix) and name != suffix:
@@ -125,6 +132,18 @@ def _strict(kind: type) -> Callable[[Any, Any], Any]:
 
 for _kind in (str, int, float, bool):
     converter.register_structure_hook(_kind, _strict(_kind))
+
+
+def _structure_enum(obj: Any, cls: type[enum.StrEnum]) -> enum.StrEnum:
+    try:
+        return cls(obj)
+    except ValueError:
+        expected = ", ".join(member.value for member in cls)
+        raise DecodeError(f"expected one of: {expected}; got {obj!r}") from None
+
+
+# StrEnum precedes str in every StrEnum's MRO, so this wins over the strict str hook.
+converter.register_structure_hook(enum.StrEnum, _structure_enum)
 
 # Nested classes get their hooks before the classes that hold them: the generated hook of a
 # class captures the hooks of its fields when it is made.

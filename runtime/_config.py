@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import tomllib
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import attrs
 import cattrs
+import cattrs.cols
 
 from ._errors import ConfigError
 
@@ -191,6 +192,25 @@ def _strict(kind: type) -> Any:
 
 for _kind in (str, int, bool):
     _converter.register_structure_hook(_kind, _strict(_kind))
+
+
+def _is_array(kind: Any) -> bool:
+    return typing.get_origin(kind) is tuple and typing.get_args(kind)[1:] == (...,)
+
+
+def _array_hook(kind: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
+    base = cattrs.cols.homogenous_tuple_structure_factory(kind, converter)
+
+    def structure(value: Any, _: Any) -> Any:
+        # Only a TOML array: cattrs would otherwise iterate a string or a table.
+        if not isinstance(value, list):
+            raise TypeError(f"expected an array, got {type(value).__name__}")
+        return base(value, kind)
+
+    return structure
+
+
+_converter.register_structure_hook_factory(_is_array, _array_hook)
 
 
 def _check_keys(data: Mapping[str, Any], cls: type, prefix: str) -> None:

@@ -71,8 +71,9 @@ def environment_context(world: WorldState) -> p.Message:
 
 def project_instructions(path: str, text: str) -> p.Message:
     """The user message that carries the project instructions file."""
+    attribute = escape(path, {'"': "&quot;"})
     return p.user_message(
-        f'<project_instructions path="{escape(path)}">\n{text.rstrip()}\n</project_instructions>'
+        f'<project_instructions path="{attribute}">\n{text.rstrip()}\n</project_instructions>'
     )
 
 

@@ -80,16 +80,23 @@ def normalize_for_prompt(
     when the model takes none.
     """
     source = [item for item in items if not isinstance(item, p.GhostSnapshot | p.Other)]
-    calls = {item.call_id for item in source if isinstance(item, p.FunctionCall | p.CustomToolCall)}
-    answered = {
-        item.call_id
-        for item in source
-        if isinstance(item, p.FunctionCallOutput | p.CustomToolCallOutput) and item.call_id in calls
-    }
+    # A call is answered by the first output with its call id that comes after it; any other
+    # output (before its call, or a second one) has no call to answer and is dropped.
+    waiting: dict[str, int] = {}
+    answered: set[int] = set()
+    answers: set[int] = set()
+    for index, item in enumerate(source):
+        if isinstance(item, p.FunctionCall | p.CustomToolCall):
+            waiting[item.call_id] = index
+        elif isinstance(item, p.FunctionCallOutput | p.CustomToolCallOutput):
+            call_index = waiting.pop(item.call_id, None)
+            if call_index is not None:
+                answered.add(call_index)
+                answers.add(index)
     out: list[p.ResponseItem] = []
-    for item in source:
+    for index, item in enumerate(source):
         if isinstance(item, p.FunctionCallOutput | p.CustomToolCallOutput):
-            if item.call_id not in calls:
+            if index not in answers:
                 continue
         elif (
             not images
@@ -101,7 +108,7 @@ def normalize_for_prompt(
                 continue
             item = attrs.evolve(item, content=kept)
         out.append(item)
-        if isinstance(item, p.FunctionCall | p.CustomToolCall) and item.call_id not in answered:
+        if isinstance(item, p.FunctionCall | p.CustomToolCall) and index not in answered:
             out.append(_output_for(item, ABORTED_OUTPUT))
     return out
 

@@ -122,4 +122,11 @@ def matches(wait: WaitFor, msg: Mapping[str, Any]) -> bool:
     """Whether an event's JSON ``msg`` counts towards ``wait``."""
     if msg.get("type") != wait.type:
         return False
-    return all(lookup(msg, path) == value for path, value in wait.match.items())
+    return all(_same(lookup(msg, path), value) for path, value in wait.match.items())
+
+
+def _same(found: Any, wanted: Any) -> bool:
+    # JSON equality: true is not 1, and 1 is not "1".
+    if isinstance(found, bool) or isinstance(wanted, bool):
+        return found is wanted
+    return bool(found == wanted)

@@ -113,7 +113,9 @@ class Reasoning:
     """Item id."""
     summary: tuple[SummaryText, ...] = attrs.field(converter=_tuple, factory=tuple)
     """Summary parts."""
-    content: tuple[ReasoningText, ...] | None = None
+    content: tuple[ReasoningText, ...] | None = attrs.field(
+        default=None, converter=attrs.converters.optional(_tuple)
+    )
     """Raw reasoning parts, if returned."""
     encrypted_content: str | None = None
     """Opaque reasoning state to send back."""

@@ -1104,7 +1104,7 @@ def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
 async def _open_model(
     config: Config, provider: ProviderConfig, stack: AsyncExitStack
 ) -> ModelClient:
-    if config.model_provider == "scripted" and provider.base_url is None:
+    if provider.base_url is None:  # the embedded scripted provider
         return ScriptedModel(config.model_script)
     api_key = resolve_api_key(provider)
     from ._wire import open_http_client  # the SDK is imported only for HTTP providers

@@ -4,8 +4,9 @@
 - :class:`EventRecorder`: reads a session's events and lets a test wait for them.
 - :func:`open_test_session`: a session on a scripted model with a fixed clock, a seeded jitter
   and no rollout, plus its recorder.
-- ``MockTransport`` / ``open_mock_server``: the same model scripts served to the openai SDK
-  in-process or over a loopback socket (these import the SDK; they load on first use).
+- ``ScriptedTransport`` / ``scripted_http_client`` / ``open_mock_server``: the same model
+  scripts served to the openai SDK in-process or over a loopback socket (these import the
+  HTTP stack; they load on first use).
 
 Wait for observable events, never for wall-clock time: under trio's ``autojump_clock`` every
 delay of a model script, every grace period and every retry backoff runs in virtual time.
@@ -166,7 +167,7 @@ async def open_test_session(
 
 def __getattr__(name: str) -> Any:
     # The SDK-backed helpers import the openai SDK; load them only when asked for.
-    if name in {"MockTransport", "mock_transport"}:
+    if name in {"ScriptedTransport", "scripted_http_client"}:
         from . import _mock_transport
 
         return getattr(_mock_transport, name)
