@@ -1,0 +1,313 @@
+"""A real loopback model server driven by a model script (``relay mock-server``, SPEC §9.2).
+
+It answers what :class:`~runtime._mock_transport.ScriptedTransport` answers in-process, over a
+real socket: hypercorn (with its trio worker) serves a small hand-written ASGI application.
+Routes, under ``/v1``: ``POST /responses`` (server-sent events), ``POST /responses/compact``
+(JSON) and ``POST /chat/completions`` (streamed chat chunks).
+
+A scripted ``cut_after_events`` ends the application without finishing the body, which makes
+hypercorn drop the connection, as a server that crashes mid-stream would. Every request is
+logged (path, query, headers without credentials, JSON body) in :attr:`MockServer.requests`
+and, optionally, as JSON lines in a file. A client that goes away before its answer is complete
+is counted in :attr:`MockServer.disconnects`.
+
+The server runs on trio only (hypercorn's trio worker).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import signal
+import sys
+import urllib.parse
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+import anyio.abc
+import trio
+from hypercorn.config import Config as HypercornConfig
+from hypercorn.trio import serve as hypercorn_serve
+from hypercorn.typing import (
+    ASGIReceiveCallable,
+    ASGISendCallable,
+    HTTPScope,
+    LifespanScope,
+    Scope,
+)
+
+from ._errors import ScriptError
+from ._mock_transport import (
+    Exchange,
+    plan_exchange,
+    problem_exchange,
+    request_json,
+    request_log_entry,
+    script_from,
+)
+from ._model_script import ModelScript, load_model_script
+from ._responses import PURPOSE_HEADER
+
+__all__ = ["MockServer", "main", "open_mock_server", "serve_mock"]
+
+ScriptSource = ModelScript | Mapping[str, Any] | str | Path | None
+
+
+class MockServer:
+    """The state of a mock model server: its script, its request log, its disconnects.
+
+    Make it inside the event loop; run it with :meth:`serve` (or use :func:`open_mock_server`).
+
+    Attributes:
+        script: the model script being played; it advances with each request.
+        requests: the log record of every request, in order of arrival.
+        disconnects: how many clients went away before their answer was complete.
+        base_url: ``http://HOST:PORT/v1`` once the server listens, else None.
+    """
+
+    def __init__(self, script: ScriptSource = None, *, log_path: str | Path | None = None):
+        self.script = script_from(script)
+        self.requests: list[dict[str, Any]] = []
+        self.disconnects = 0
+        self.base_url: str | None = None
+        self._log_path = Path(log_path) if log_path is not None else None
+        self._log_file: IO[str] | None = None
+        self._changed = anyio.Event()
+
+    # ------------------------------------------------------------------ observing
+
+    async def wait_requests(self, count: int = 1) -> None:
+        """Wait until at least ``count`` requests have arrived."""
+        while len(self.requests) < count:
+            await self._changed.wait()
+
+    async def wait_disconnects(self, count: int = 1) -> None:
+        """Wait until at least ``count`` clients went away before their answer was complete."""
+        while self.disconnects < count:
+            await self._changed.wait()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def _record(self, entry: dict[str, Any]) -> None:
+        self.requests.append(entry)
+        if self._log_file is not None:
+            self._log_file.write(json.dumps(entry, ensure_ascii=False) + "\n")
+            self._log_file.flush()
+        self._notify()
+
+    def _open_log(self) -> None:
+        if self._log_path is not None and self._log_file is None:
+            self._log_file = self._log_path.open("a", encoding="utf-8")
+
+    def _close_log(self) -> None:
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+    # ------------------------------------------------------------------ serving
+
+    async def serve(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Listen on ``host:port`` (0: any free port) until cancelled.
+
+        Reports the base URL (``http://HOST:PORT/v1``) through ``task_status`` once listening.
+        """
+        config = HypercornConfig()
+        config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+        config.accesslog = None
+        config.loglevel = "WARNING"
+        self._open_log()
+        try:
+            async with trio.open_nursery() as nursery:
+                binds: list[str] = await nursery.start(
+                    functools.partial(hypercorn_serve, self._app, config, mode="asgi")
+                )
+                self.base_url = f"{binds[0]}/v1"
+                task_status.started(self.base_url)
+        finally:
+            self.base_url = None
+            self._close_log()
+
+    async def _app(
+        self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable
+    ) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(scope, receive, send)
+        elif scope["type"] == "http":
+            await self._http(scope, receive, send)
+
+    async def _http(
+        self, scope: HTTPScope, receive: ASGIReceiveCallable, send: ASGISendCallable
+    ) -> None:
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                self.disconnects += 1
+                self._notify()
+                return
+            if message["type"] == "http.request":
+                body += message.get("body", b"")
+                if not message.get("more_body", False):
+                    break
+        headers = [
+            (name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"]
+        ]
+        path = scope["path"]
+        query = urllib.parse.parse_qsl(scope["query_string"].decode("latin-1"))
+        self._record(request_log_entry(path, headers, bytes(body), query=query))
+        purpose = next(
+            (value for name, value in headers if name.lower() == PURPOSE_HEADER), "turn"
+        )
+        if scope["method"] != "POST":
+            exchange = problem_exchange(405, f"only POST is served, not {scope['method']}")
+        else:
+            exchange = plan_exchange(self.script, path, request_json(bytes(body)), purpose=purpose)
+
+        # hypercorn reports ``http.disconnect`` for a finished answer too, from inside the
+        # send of its last message; a disconnect counts only while that send is not reached.
+        finishing = False
+        disconnected = False
+
+        def finish() -> None:
+            nonlocal finishing
+            finishing = True
+
+        async with anyio.create_task_group() as watch:
+
+            async def wait_for_disconnect() -> None:
+                nonlocal disconnected
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                if not finishing:
+                    disconnected = True
+                    watch.cancel_scope.cancel()
+
+            watch.start_soon(wait_for_disconnect)
+            await _send_exchange(exchange, send, finish)
+            watch.cancel_scope.cancel()
+        if disconnected:
+            self.disconnects += 1
+            self._notify()
+
+
+async def _lifespan(
+    scope: LifespanScope, receive: ASGIReceiveCallable, send: ASGISendCallable
+) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def _send_exchange(
+    exchange: Exchange, send: ASGISendCallable, finish: Callable[[], None]
+) -> None:
+    """Send ``exchange``; ``finish`` is called just before the message that completes it."""
+    if exchange.delay_ms:
+        await anyio.sleep(exchange.delay_ms / 1000)
+    await send(
+        {
+            "type": "http.response.start",
+            "status": exchange.status,
+            "headers": [(name.encode(), value.encode()) for name, value in exchange.headers],
+            "trailers": False,
+        }
+    )
+    if exchange.frames is None:
+        finish()
+        await send({"type": "http.response.body", "body": exchange.body, "more_body": False})
+        return
+    for index, frame in enumerate(exchange.frames):
+        if exchange.cut_after is not None and index >= exchange.cut_after:
+            # Returning with the body unfinished makes hypercorn close the connection.
+            finish()
+            return
+        if exchange.stall_ms and index:
+            await anyio.sleep(exchange.stall_ms / 1000)
+        await send({"type": "http.response.body", "body": frame, "more_body": True})
+    finish()
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def serve_mock(
+    script: ScriptSource,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    log_path: str | Path | None = None,
+    task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ``script`` on ``host:port`` until cancelled; reports the base URL when listening."""
+    await MockServer(script, log_path=log_path).serve(host, port, task_status=task_status)
+
+
+@asynccontextmanager
+async def open_mock_server(
+    script: ScriptSource = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    log_path: str | Path | None = None,
+) -> AsyncIterator[MockServer]:
+    """Run a mock server for the duration of the context; yields it once it listens."""
+    server = MockServer(script, log_path=log_path)
+    async with anyio.create_task_group() as tasks:
+        await tasks.start(server.serve, host, port)
+        try:
+            yield server
+        finally:
+            tasks.cancel_scope.cancel()
+
+
+def main(script_path: str, host: str = "127.0.0.1", port: int = 0, log: str | None = None) -> int:
+    """``relay mock-server``: serve a model script until Ctrl-C.
+
+    Prints the base URL on one line of stdout when ready. Returns the exit code: 0 after
+    Ctrl-C, 2 for an unreadable script, 1 when the server cannot listen.
+    """
+    try:
+        script = load_model_script(script_path)
+    except ScriptError as exc:
+        print(f"relay mock-server: {exc}", file=sys.stderr)
+        return 2
+
+    async def run() -> None:
+        server = MockServer(script, log_path=log)
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with trio.open_nursery() as nursery:
+                base_url = await nursery.start(server.serve, host, port)
+                print(base_url, flush=True)
+                async for _ in signals:
+                    break
+                nursery.cancel_scope.cancel()
+
+    try:
+        trio.run(run)
+    except (OSError, ExceptionGroup) as exc:
+        error = _os_error(exc)
+        if error is None:
+            raise
+        print(f"relay mock-server: cannot listen on {host}:{port}: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _os_error(exc: BaseException) -> OSError | None:
+    """The OSError that ``exc`` is, or that a group of nurseries wrapped alone, else None."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc if isinstance(exc, OSError) else None
