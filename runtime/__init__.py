@@ -31,6 +31,11 @@ from ._errors import RelayError as RelayError
 from ._errors import RolloutError as RolloutError
 from ._errors import ScriptError as ScriptError
 from ._errors import StreamError as StreamError
+from ._hooks import CompactHook as CompactHook
+from ._hooks import HookInput as HookInput
+from ._hooks import HookStop as HookStop
+from ._hooks import HookTrigger as HookTrigger
+from ._hooks import run_compact_hooks as run_compact_hooks
 from ._model import CompactRequest as CompactRequest
 from ._model import Completed as Completed
 from ._model import ModelClient as ModelClient

@@ -132,6 +132,7 @@ class History:
         """``total_tokens`` of the last completed response (0 after a reset)."""
         self.tokens_since_model = 0
         """Estimated tokens of items recorded after the last model-generated item."""
+        self._since_model_start = 0
         self.replace(items)
 
     @property
@@ -153,6 +154,7 @@ class History:
         self._estimates.append(estimate)
         if from_model:
             self.tokens_since_model = 0
+            self._since_model_start = len(self._items)
         else:
             self.tokens_since_model += estimate
 
@@ -160,6 +162,11 @@ class History:
         """Note the ``total_tokens`` a completed response reported."""
         self.last_response_tokens = total_tokens
         self.tokens_since_model = 0
+        self._since_model_start = len(self._items)
+
+    def items_since_model(self) -> Sequence[p.ResponseItem]:
+        """The items recorded after the last model-generated item (or the last reset)."""
+        return self._items[self._since_model_start :]
 
     def replace(self, items: Iterable[p.ResponseItem]) -> None:
         """Replace every item; usage becomes the estimate of the new items."""
@@ -167,6 +174,7 @@ class History:
         self._estimates = [item_tokens(item) for item in self._items]
         self.last_response_tokens = 0
         self.tokens_since_model = sum(self._estimates)
+        self._since_model_start = 0
 
     def restore_usage(self, last_response_tokens: int, tokens_since_model: int) -> None:
         """Set the usage counters (used when resuming from a rollout)."""

@@ -58,13 +58,21 @@ from ._errors import (
     ModelError,
 )
 from ._history import History, missing_outputs, normalize_for_prompt
-from ._model import Completed, ModelClient, OutputItemDone, OutputTextDelta, Prompt
+from ._hooks import CompactHook
+from ._model import (
+    CompactRequest,
+    Completed,
+    ModelClient,
+    OutputItemDone,
+    OutputTextDelta,
+    Prompt,
+)
 from ._rollout import RolloutWriter
 from ._sampling import reconnecting_message, retry_delay
 from ._scripted import ScriptedModel
 from ._task import SessionTask, TaskHandle, TaskKind, TaskStatus, new_task
 from ._templates import template
-from ._tokens import item_tokens, truncate_text
+from ._tokens import ApproxEstimator, TokenEstimator, count_items, truncate_text
 from ._tools import Tool, ToolContext, ToolRegistry, builtin_registry
 from ._version import __version__
 
@@ -193,12 +201,18 @@ class Session:
         clock: Callable[[], datetime],
         rng: random.Random,
         rollout: RolloutWriter | None,
+        estimator: TokenEstimator | None = None,
+        hooks: Iterable[CompactHook] = (),
     ) -> None:
         self.id = session_id
         """The session id."""
         self.config = config
         """The configuration it runs with."""
-        self.provider: ProviderConfig = config.provider()
+        client_provider = getattr(model, "provider", None)
+        # An HTTP client carries its provider table; its retry limits are the ones that apply.
+        self.provider: ProviderConfig = (
+            client_provider if isinstance(client_provider, ProviderConfig) else config.provider()
+        )
         self.model = model
         """The model client."""
         self.tools = tools
@@ -236,6 +250,9 @@ class Session:
         ](math.inf)
         self._event_send, self._event_recv = anyio.create_memory_object_stream[p.Event](math.inf)
         self._events_taken = False
+        self.compact_hooks: list[CompactHook] = list(hooks)
+        """Python callables run before and after compactions (besides configured commands)."""
+        self._estimator: TokenEstimator | None = estimator
         self.instructions = _base_instructions(config)
 
     def _restore(self, state: ResumedState) -> None:
@@ -339,6 +356,10 @@ class Session:
             history_items=len(self.history),
         )
 
+    def register_hook(self, hook: CompactHook) -> None:
+        """Run ``hook`` at its point in every later compaction."""
+        self.compact_hooks.append(hook)
+
     def register_tool(self, tool: Tool) -> None:
         """Add a tool (used from the next sampling request on)."""
         self.tools.register(tool)
@@ -394,6 +415,20 @@ class Session:
     def world(self, cwd: str) -> WorldState:
         """The world state now, for ``cwd``."""
         return world_state(cwd, self._clock, os.environ.get("SHELL"))
+
+    async def usage_estimator(self) -> TokenEstimator:
+        """The counter for usage a server did not report: tiktoken when it is installed
+        (loaded once, off the event loop), else the approximate count."""
+        if self._estimator is None:
+            try:
+                from ._tiktoken import TiktokenEstimator, get_encoding
+            except ImportError:
+                self._estimator = ApproxEstimator()
+            else:
+                estimator = TiktokenEstimator("o200k_base")
+                await anyio.to_thread.run_sync(get_encoding, estimator.encoding_name)
+                self._estimator = estimator
+        return self._estimator
 
     def wall_time(self) -> float:
         """Unix seconds from the session clock."""
@@ -790,10 +825,7 @@ class TaskContext:
                 emit(p.ItemCompleted(self.turn_id, p.AgentMessageItem(item_id, "".join(parts))))
             raise
         if usage is None:
-            estimate = session.history.estimated_tokens() + sum(
-                item_tokens(item) for item in output
-            )
-            usage = p.TokenUsage(total_tokens=estimate)
+            usage = await self._estimate_usage(prompt, output)
         if record:
             for item in output:
                 self.record(item, from_model=True)
@@ -804,6 +836,44 @@ class TaskContext:
         elif self.active:
             session.total_usage = session.total_usage + usage
         return SampleResult(tuple(output), usage)
+
+    async def _estimate_usage(
+        self, prompt: Prompt, output: Sequence[p.ResponseItem]
+    ) -> p.TokenUsage:
+        """Usage of a response whose server reported none (SPEC §7.5).
+
+        Counts only what the response added to the previous total: the items recorded since
+        the last model item (everything, plus the instructions, on the first response) and
+        the output.
+        """
+        history = self.session.history
+        estimator = await self.session.usage_estimator()
+        added = list(history.items_since_model())
+        input_tokens = history.last_response_tokens + count_items(estimator, added)
+        if history.last_response_tokens == 0:
+            input_tokens += estimator.count(prompt.instructions)
+        output_tokens = count_items(estimator, output)
+        return p.TokenUsage(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            total_tokens=input_tokens + output_tokens,
+        )
+
+    async def remote_compact(self, request: CompactRequest) -> Any:
+        """``POST /responses/compact`` with retries (SPEC §6.4): transport failures, 5xx and
+        rate limits are retried up to the provider's ``request_max_retries``, after the
+        server's retry-after or the same jittered backoff as sampling."""
+        limit = self.session.provider.request_max_retries
+        attempt = 0
+        while True:
+            try:
+                return await self.session.model.compact(request)
+            except ModelError as error:
+                attempt += 1
+                delay = retry_delay(error, attempt, limit, self.session.rng)
+                if delay is None:
+                    raise
+                await anyio.sleep(delay)
 
     def _report_output_item(
         self, item: p.ResponseItem, open_messages: dict[str, list[str]]
@@ -1014,6 +1084,8 @@ async def open_session(
     clock: Callable[[], datetime] | None = None,
     rng: random.Random | None = None,
     resume: ResumedState | None = None,
+    estimator: TokenEstimator | None = None,
+    hooks: Iterable[CompactHook] = (),
 ) -> AsyncIterator[Session]:
     """Open a session that runs until the block exits or a ``shutdown`` op ends it.
 
@@ -1024,9 +1096,13 @@ async def open_session(
         config: the configuration (default: ``Config()``, the embedded scripted model).
         model: a model client to use instead of the configured provider.
         tools: tools to register besides the enabled built-ins.
+        hooks: Python callables to run before or after compactions (configured hook
+            commands run first).
         session_id: the session id (default: a new UUID).
         clock: the wall clock used for dates and timestamps in events.
         rng: the random source of retry jitter.
+        estimator: the token counter for responses whose server reported no usage (default:
+            tiktoken's ``o200k_base`` when installed, else the approximate count).
         resume: state rebuilt from a rollout; the session continues it and appends to its
             rollout file (see :func:`runtime.resume_session`).
 
@@ -1062,6 +1138,8 @@ async def open_session(
                     clock=now,
                     rng=rng or random.Random(),
                     rollout=rollout,
+                    estimator=estimator,
+                    hooks=hooks,
                 )
                 if resume is not None:
                     session._restore(resume)

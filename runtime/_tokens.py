@@ -37,6 +37,21 @@ class ApproxEstimator:
         return approx_tokens(text)
 
 
+def item_text(item: p.ResponseItem) -> str:
+    """The JSON text of an item as a model would read it (for exact counters)."""
+    data = to_json(item)
+    if isinstance(data, dict):
+        data.pop("metadata", None)
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def count_items(estimator: TokenEstimator, items: Iterable[p.ResponseItem]) -> int:
+    """Tokens of ``items`` by ``estimator``; approximate counting follows SPEC §7.5 exactly."""
+    if isinstance(estimator, ApproxEstimator):
+        return items_tokens(items)
+    return sum(estimator.count(item_text(item)) for item in items)
+
+
 def tokens_for_bytes(n: int) -> int:
     """Approximate tokens of ``n`` bytes."""
     return -(-max(0, n) // 4)

@@ -85,8 +85,6 @@ __all__ = [
     "open_http_client",
 ]
 
-#: First delay of the compaction request's retries; doubled on each further attempt.
-COMPACT_BACKOFF_S = 0.2
 
 #: How long the SDK may take to open a connection, at most.
 _CONNECT_TIMEOUT_S = 10.0
@@ -511,31 +509,20 @@ class ResponsesClient(_Wire):
         await reader.drain()
 
     async def compact(self, request: CompactRequest) -> Any:
-        """``POST /responses/compact``; returns the JSON body of the answer, unchecked.
+        """``POST /responses/compact``, once; returns the JSON body of the answer, unchecked.
 
-        Retryable failures (the connection, 5xx, rate limits) are retried up to the
-        provider's ``request_max_retries``, after the server's retry-after if it gave one,
-        else after 200 ms × 2^(n−1).
+        Retries belong to the caller (:meth:`runtime.TaskContext.remote_compact`), as for
+        streams.
         """
-        body = compact_request_body(request)
-        retries = 0
-        while True:
-            try:
-                return await self._sdk.post(
-                    "/responses/compact",
-                    body=body,
-                    cast_to=object,
-                    options={"headers": {PURPOSE_HEADER: "compact"}},
-                )
-            except _FAILURES as exc:
-                error = _translate(exc, secret=self._secret)
-                if not error.retryable or retries >= self._provider.request_max_retries:
-                    raise error from exc
-            retries += 1
-            delay = error.retry_after
-            await anyio.sleep(
-                delay if delay is not None else COMPACT_BACKOFF_S * 2 ** (retries - 1)
+        try:
+            return await self._sdk.post(
+                "/responses/compact",
+                body=compact_request_body(request),
+                cast_to=object,
+                options={"headers": {PURPOSE_HEADER: "compact"}},
             )
+        except _FAILURES as exc:
+            raise _translate(exc, secret=self._secret) from exc
 
 
 def compact_request_body(request: CompactRequest) -> dict[str, Any]:

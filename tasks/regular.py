@@ -55,7 +55,7 @@ class RegularTurn:
                 request = CompactionRequest(
                     runtime.CompactionTrigger.MID_TURN, Injection.BEFORE_LAST_USER_MESSAGE
                 )
-                if not await run_compaction(ctx, request):
+                if not (await run_compaction(ctx, request)).proceed:
                     return last
                 # Input steered during a tool follow-up waits one more step, so that the
                 # next request answers the tool outputs first.
@@ -79,9 +79,9 @@ async def _compact_before_turn(ctx: TaskContext) -> bool:
             request = CompactionRequest(
                 runtime.CompactionTrigger.MODEL_DOWNSHIFT, Injection.DO_NOT_INJECT, model=previous
             )
-            return bool(await run_compaction(ctx, request))
+            return (await run_compaction(ctx, request)).proceed
     limit = ctx.auto_compact_limit()
     if limit is not None and ctx.usage_tokens >= limit:
         request = CompactionRequest(runtime.CompactionTrigger.PRE_TURN, Injection.DO_NOT_INJECT)
-        return bool(await run_compaction(ctx, request))
+        return (await run_compaction(ctx, request)).proceed
     return True

@@ -33,12 +33,15 @@ def test_op_script_example_runs(script: Path) -> None:
     args = [sys.executable, "-m", "runtime", "run", str(script), "-c", "rollout.enabled=false"]
     if model.exists():
         args += ["--model-script", str(model)]
+    config = script.with_suffix(".config.toml")
+    if config.exists():
+        args += ["--config", str(config)]
     result = run(args)
     assert result.returncode == 0, result.stderr
     events = [json.loads(line)["msg"] for line in result.stdout.splitlines()]
     assert events[-1]["type"] == "shutdown_complete"
     assert not [e for e in events if e["type"] == "error"], "examples run without errors"
-    if script.name == "compact.jsonl":
+    if script.name.startswith("compact"):
         assert "context_compacted" in {e["type"] for e in events}
     started = sum(e["type"] == "turn_started" for e in events)
     ended = sum(e["type"] in {"turn_complete", "turn_aborted"} for e in events)

@@ -670,37 +670,29 @@ async def refuse(request: httpx2.Request) -> httpx2.Response:
     raise httpx2.ConnectError("connection refused", request=request)
 
 
-async def test_compact_retries_transport_and_5xx_with_backoff(
+async def test_compact_is_one_attempt_and_translates_failures(
     autojump_clock: trio.abc.Clock,
 ) -> None:
-    handle, times = failing_then(
-        [answer(503, "busy"), refuse], answer(200, {"output": []})
-    )
-    async with open_client(handle) as client:
-        assert await client.compact(COMPACT) == {"output": []}
-    assert [t - times[0] for t in times] == pytest.approx([0, 0.2, 0.6])
-
-
-async def test_compact_gives_up_after_request_max_retries(
-    autojump_clock: trio.abc.Clock,
-) -> None:
-    handle, times = failing_then([], answer(500, {"error": {"message": "down"}}))
+    # Retries belong to the session (TaskContext.remote_compact); the client tries once.
+    limited = answer(429, {"error": {"message": "slow", "code": "rate_limit_exceeded"}},
+                     [("retry-after-ms", "1500")])
+    for handler, expected in [
+        (answer(503, "busy"), Expected(ModelError, ErrorCode.SERVER_ERROR, True, None)),
+        (refuse, Expected(StreamError, ErrorCode.STREAM, True, None)),
+        (answer(500, {"error": {"message": "down"}}),
+         Expected(ModelError, ErrorCode.SERVER_ERROR, True, "down")),
+    ]:
+        handle, times = failing_then([], handler)
+        async with open_client(handle) as client:
+            with pytest.raises(ModelError) as caught:
+                await client.compact(COMPACT)
+        check(caught.value, expected)
+        assert len(times) == 1
+    handle, times = failing_then([], limited)
     async with open_client(handle) as client:
         with pytest.raises(ModelError) as caught:
             await client.compact(COMPACT)
-    check(caught.value, Expected(ModelError, ErrorCode.SERVER_ERROR, True, "down"))
-    assert [t - times[0] for t in times] == pytest.approx([0, 0.2, 0.6])
-
-
-async def test_compact_waits_for_the_servers_retry_after(
-    autojump_clock: trio.abc.Clock,
-) -> None:
-    limited = answer(429, {"error": {"message": "slow", "code": "rate_limit_exceeded"}},
-                     [("retry-after-ms", "1500")])
-    handle, times = failing_then([limited], answer(200, {"output": []}))
-    async with open_client(handle) as client:
-        await client.compact(COMPACT)
-    assert [t - times[0] for t in times] == pytest.approx([0, 1.5])
+    assert caught.value.retry_after == pytest.approx(1.5)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,72 @@
+"""The remote V2 backend: compaction inside a normal streamed request (SPEC §6.5).
+
+The request is the history (normalised, fitted to the window as for V1) followed by a raw
+``{"type": "compaction_trigger"}`` item; the model answers with exactly one ``compaction`` item.
+The new history keeps the real user messages *of that request* within a budget and ends with
+the compaction item.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+import runtime
+from runtime import TaskContext
+from runtime.compaction import (
+    REMOTE_V2_USER_MESSAGE_BUDGET,
+    Backend,
+    keep_user_messages_v2,
+    real_user_messages,
+)
+
+from .remote_v1 import ERROR_PREFIX, fitted_prompt
+
+if TYPE_CHECKING:
+    from . import BackendResult, CompactionRequest
+
+#: The raw wire item that asks the model to compact the input before it.
+COMPACTION_TRIGGER: dict[str, Any] = {"type": "compaction_trigger"}
+
+#: At most this many retries, whatever the provider's ``stream_max_retries`` allows.
+MAX_RETRIES = 2
+
+_NOT_COMPLETED = "stream closed before response.completed"
+
+
+class RemoteV2Backend:
+    """Have the model write a ``compaction`` item in answer to ``compaction_trigger``."""
+
+    name = Backend.REMOTE_V2
+
+    async def compact(self, ctx: TaskContext, request: CompactionRequest) -> BackendResult:
+        from . import BackendResult, CompactionFailed
+
+        prompt = attrs.evolve(
+            fitted_prompt(ctx, request.model),
+            trailing_input=(COMPACTION_TRIGGER,),
+            purpose="compact",
+        )
+        retries = min(ctx.session.provider.stream_max_retries, MAX_RETRIES)
+        try:
+            result = await ctx.sample(prompt, record=False, report=False, max_retries=retries)
+        except runtime.StreamError as error:
+            # Whatever broke the stream, it ended without ``response.completed``.
+            detail = error.message
+            message = detail if _NOT_COMPLETED in detail else f"{_NOT_COMPLETED}: {detail}"
+            raise CompactionFailed(f"{ERROR_PREFIX}{message}", error.code) from error
+        except runtime.ModelError as error:
+            raise CompactionFailed(f"{ERROR_PREFIX}{error.message}", error.code) from error
+        compactions = [item for item in result.output if isinstance(item, runtime.Compaction)]
+        if len(compactions) != 1:
+            raise CompactionFailed(
+                f"{ERROR_PREFIX}expected exactly one compaction item, got {len(compactions)} "
+                f"compaction item{'' if len(compactions) == 1 else 's'} of "
+                f"{len(result.output)} output item{'' if len(result.output) == 1 else 's'}",
+                runtime.ErrorCode.SERVER_ERROR,
+            )
+        kept = keep_user_messages_v2(
+            real_user_messages(prompt.input), REMOTE_V2_USER_MESSAGE_BUDGET
+        )
+        return BackendResult([*kept, compactions[0]])

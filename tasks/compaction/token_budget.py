@@ -1,0 +1,54 @@
+"""The token-budget backend: a fresh window, no model request (SPEC §6.6).
+
+The new history is the initial context built from the world state as it is now, followed by
+the developer messages the client added to the old window (newest first within a budget).
+It is installed as it is and becomes the reference context, so the next turn records nothing
+of the initial context again; the rollout's ``compacted`` line carries it as the replacement
+history, so a resumed session starts from exactly this window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+import runtime
+from runtime import TaskContext
+from runtime.compaction import Backend, keep_user_messages_v2
+
+if TYPE_CHECKING:
+    from . import BackendResult, CompactionRequest
+
+#: Budget of the developer messages carried into the new window (approximate tokens).
+DEVELOPER_MESSAGE_BUDGET = 64_000
+
+
+class TokenBudgetBackend:
+    """Start a new window from the current world state instead of summarising the old one."""
+
+    name = Backend.TOKEN_BUDGET
+
+    async def compact(self, ctx: TaskContext, request: CompactionRequest) -> BackendResult:
+        from . import BackendResult
+
+        initial = ctx.initial_context_items()
+        added = keep_user_messages_v2(
+            client_developer_messages(ctx.history, initial), DEVELOPER_MESSAGE_BUDGET
+        )
+        return BackendResult([*initial, *added], fresh_window=True)
+
+
+def client_developer_messages(
+    history: Iterable[runtime.ResponseItem], initial: Sequence[runtime.ResponseItem]
+) -> list[runtime.Message]:
+    """The developer messages of ``history`` that the initial context does not produce."""
+    own = {
+        item.text()
+        for item in initial
+        if isinstance(item, runtime.Message) and item.role == "developer"
+    }
+    return [
+        item
+        for item in history
+        if isinstance(item, runtime.Message) and item.role == "developer" and item.text() not in own
+    ]

@@ -1,0 +1,295 @@
+"""The token-budget backend: a fresh window from the current world state (SPEC §6.6)."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import attrs
+import pytest
+import trio
+import trio.testing
+
+import runtime
+from runtime import testing
+from runtime._wire import open_http_client
+from tasks.compaction.token_budget import DEVELOPER_MESSAGE_BUDGET, client_developer_messages
+
+NO_ROLLOUT = runtime.RolloutConfig(enabled=False)
+
+
+def config(**fields: Any) -> runtime.Config:
+    fields.setdefault("rollout", NO_ROLLOUT)
+    return runtime.Config(features=runtime.Features(token_budget=True), **fields)
+
+
+def wire(item: runtime.ResponseItem) -> dict[str, Any]:
+    return runtime.encode_response_item(item)
+
+
+def developer(text: str) -> runtime.Message:
+    return runtime.Message("developer", (runtime.InputText(text),))
+
+
+def turn(text: str) -> runtime.UserTurn:
+    return runtime.UserTurn(items=[runtime.Text(text)])
+
+
+def ended(event: runtime.Event) -> bool:
+    return isinstance(event.msg, runtime.TurnComplete | runtime.TurnAborted)
+
+
+async def run(t: testing.TestSession, *ops: runtime.Op) -> None:
+    done = sum(ended(e) for e in t.recorder.events)
+    for op in ops:
+        await t.submit(op)
+        done += 1
+        await t.wait_for(ended, done)
+
+
+def environment(cwd: str) -> runtime.Message:
+    return runtime.user_message(
+        "\n".join(
+            [
+                "<environment_context>",
+                f"  <cwd>{cwd}</cwd>",
+                "  <shell>bash</shell>",
+                "  <current_date>2026-01-02</current_date>",
+                "  <timezone>UTC</timezone>",
+                "</environment_context>",
+            ]
+        )
+    )
+
+
+async def test_no_request_reaches_the_model_and_the_window_advances(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    cfg = config(cwd=str(tmp_path), developer_instructions="Be brief.")
+    async with testing.open_test_session(config=cfg) as t:
+        await run(t, turn("first"))
+        window_id = t.session.window_id
+        await t.submit(runtime.Compact(), id="c1")
+        await t.wait_for(ended, 2)
+        assert len(t.model.requests) == 1
+        assert t.model.compact_requests == []
+        assert t.session.window_number == 1
+        assert t.session.previous_window_id == window_id
+        assert t.session.window_id != window_id
+        fresh = [developer("Be brief."), environment(str(tmp_path))]
+        assert list(t.session.history.items) == fresh
+        await run(t, turn("second"))
+    assert t.recorder.types("c1") == [
+        "turn_started",
+        "item_started",
+        "token_count",
+        "item_completed",
+        "context_compacted",
+        "turn_complete",
+    ]
+    (completed,) = [
+        m
+        for m in t.recorder.msgs
+        if isinstance(m, runtime.ItemCompleted)
+        and isinstance(m.item, runtime.ContextCompactionItem)
+    ]
+    receipt = completed.item.receipt
+    assert receipt.backend == "token_budget"
+    assert receipt.tokens_after == runtime.compaction.estimate_tokens(fresh)
+    # The next turn starts with the fresh initial context, recorded once, then its input.
+    assert t.model.requests[1]["input"] == [
+        *(wire(i) for i in fresh),
+        wire(runtime.user_message("second")),
+    ]
+
+
+async def test_the_world_state_is_taken_now(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "AGENTS.md").write_text("Use tabs.")
+    async with testing.open_test_session(config=config(cwd=str(tmp_path))) as t:
+        await run(t, turn("first"))
+        await t.submit(runtime.OverrideTurnContext(cwd=str(other)))
+        await run(t, runtime.Compact(), turn("second"))
+    second = t.model.requests[1]["input"]
+    assert [item["content"][0]["text"].split("\n")[0] for item in second] == [
+        f'<project_instructions path="{other / "AGENTS.md"}">',
+        "<environment_context>",
+        "second",
+    ]
+    assert second[1] == wire(environment(str(other)))
+
+
+async def test_developer_messages_the_client_added_are_kept(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    cfg = config(cwd=str(tmp_path), developer_instructions="Be brief.")
+    async with testing.open_test_session(config=cfg) as t:
+        await run(t, turn("first"))
+        t.session.record(developer("Client rule one."))
+        await run(t, turn("second"))
+        t.session.record(developer("Client rule two."))
+        await run(t, runtime.Compact())
+        assert list(t.session.history.items) == [
+            developer("Be brief."),
+            environment(str(tmp_path)),
+            developer("Client rule one."),
+            developer("Client rule two."),
+        ]
+
+
+def test_client_developer_messages_within_the_budget() -> None:
+    initial = [developer("Be brief."), runtime.user_message("<environment_context>")]
+    history = [
+        developer("Be brief."),
+        runtime.user_message("hi"),
+        developer("old " * 10),
+        runtime.assistant_message("a"),
+        developer("new"),
+    ]
+    added = client_developer_messages(history, initial)
+    assert added == [developer("old " * 10), developer("new")]
+    kept = runtime.compaction.keep_user_messages_v2(added, 5)
+    assert kept[-1] == developer("new")
+    assert "tokens truncated" in kept[0].text()
+    assert DEVELOPER_MESSAGE_BUDGET == 64_000
+
+
+async def test_rollout_records_what_resume_needs(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    rollout = runtime.RolloutConfig(enabled=True, dir=str(tmp_path / "sessions"))
+    cfg = config(cwd=str(tmp_path), rollout=rollout)
+    async with testing.open_test_session(config=cfg) as t:
+        await run(t, turn("first"), runtime.Compact())
+        path = t.session.rollout.path  # type: ignore[union-attr]
+        live = list(t.session.history.items)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    types = [line["type"] for line in lines]
+    at = types.index("compacted")
+    assert types[at : at + 3] == ["compacted", "world_state", "turn_context"]
+    compacted = lines[at]["payload"]
+    assert compacted["message"] == ""
+    assert compacted["replacement_history"] == [wire(item) for item in live]
+    assert compacted["window_number"] == 1
+    assert compacted["receipt"]["backend"] == "token_budget"
+    # A resumed session continues from exactly this window and records no context again.
+    model = testing.ScriptedModel()
+    async with runtime.resume_session(
+        path, cfg, model=model, clock=testing.fixed_clock, rng=random.Random(0)
+    ) as session:
+        assert list(session.history.items) == live
+        assert session.window_number == 1
+        recorder = testing.EventRecorder()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(recorder.consume, session)
+            await session.submit(turn("after resume"))
+            await recorder.wait_for(runtime.TurnComplete)
+            await session.submit(runtime.Shutdown())
+    assert model.requests[0]["input"] == [
+        *(wire(item) for item in live),
+        wire(runtime.user_message("after resume")),
+    ]
+
+
+async def test_mid_turn_token_budget_keeps_the_fresh_context_once(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    script = {
+        "responses": [
+            {"function_call": {"name": "sleep", "arguments": {"seconds": 0}}, "total_tokens": 500},
+            {"text": "done", "total_tokens": 10},
+        ]
+    }
+    cfg = config(cwd=str(tmp_path), model_auto_compact_token_limit=100)
+    async with testing.open_test_session(script, config=cfg) as t:
+        await run(t, turn("go"))
+    assert len(t.model.requests) == 2
+    assert t.model.requests[1]["input"] == [wire(environment(str(tmp_path)))]
+    receipts = [
+        m.item.receipt
+        for m in t.recorder.msgs
+        if isinstance(m, runtime.ItemCompleted)
+        and isinstance(m.item, runtime.ContextCompactionItem)
+    ]
+    assert [(r.trigger, r.backend) for r in receipts] == [
+        (runtime.CompactionTrigger.MID_TURN, "token_budget")
+    ]
+
+
+@asynccontextmanager
+async def sdk_session(
+    script: dict[str, Any], cfg: runtime.Config
+) -> AsyncIterator[tuple[testing.TestSession, testing.ScriptedTransport]]:
+    http, transport = testing.scripted_http_client(script)
+    provider = runtime.ProviderConfig(name="mock", base_url="http://model.test/v1")
+    async with (
+        open_http_client(provider, api_key="sk-test", http_client=http) as client,
+        testing.open_test_session(config=cfg, model=client) as t,  # type: ignore[arg-type]
+    ):
+        yield t, transport
+
+
+async def test_through_the_sdk_nothing_is_sent_until_the_next_turn(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    cfg = config(cwd=str(tmp_path))
+    async with sdk_session({"responses": [{"text": "a1"}, {"text": "a2"}]}, cfg) as (t, transport):
+        await run(t, turn("first"))
+        sent = len(transport.requests)
+        await run(t, runtime.Compact())
+        assert len(transport.requests) == sent == 1
+        await run(t, turn("second"))
+    assert [e["path"] for e in transport.requests] == ["/v1/responses", "/v1/responses"]
+    assert transport.requests[1]["body"]["input"] == [
+        wire(environment(str(tmp_path))),
+        wire(runtime.user_message("second")),
+    ]
+
+
+async def test_over_the_loopback_server(tmp_path: Path) -> None:
+    async with testing.open_mock_server({"responses": [{"text": "a1"}, {"text": "a2"}]}) as server:
+        cfg = config(
+            cwd=str(tmp_path),
+            model_provider="mock",
+            model_providers={"mock": runtime.ProviderConfig(name="mock", base_url=server.base_url)},
+        )
+        async with runtime.open_session(cfg, clock=testing.fixed_clock) as session:
+            recorder = testing.EventRecorder()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(recorder.consume, session)
+                for index, op in enumerate([turn("first"), runtime.Compact(), turn("second")]):
+                    await session.submit(op)
+                    await recorder.wait_for(ended, index + 1)
+                await session.submit(runtime.Shutdown())
+    assert [e["path"] for e in server.requests] == ["/v1/responses", "/v1/responses"]
+    assert server.requests[1]["body"]["input"] == [
+        wire(environment(str(tmp_path))),
+        wire(runtime.user_message("second")),
+    ]
+    assert not [
+        m for m in recorder.msgs if isinstance(m, runtime.WarningEvent | runtime.ErrorEvent)
+    ]
+
+
+@pytest.mark.parametrize("remote", ["unsupported", "v1", "v2"])
+async def test_token_budget_wins_whatever_the_provider_offers(
+    autojump_clock: trio.testing.MockClock, remote: str
+) -> None:
+    cfg = attrs.evolve(
+        config(),
+        features=runtime.Features(token_budget=True, remote_compaction_v2=True),
+        model_providers={
+            "scripted": runtime.ProviderConfig(name="scripted", remote_compaction=remote)
+        },  # type: ignore[arg-type]
+    )
+    async with testing.open_test_session(config=cfg) as t:
+        await run(t, turn("first"), runtime.Compact())
+        assert len(t.model.requests) == 1 and t.model.compact_requests == []
