@@ -71,12 +71,12 @@ async def test_pre_turn_auto_compaction_with_a_remote_backend(
         "user:three",
     ]
     assert len(t.model.compact_requests) == (1 if backend == "v1" else 0)
-    receipt = [
+    receipt = next(
         m.item.receipt
         for m in t.recorder.msgs
         if isinstance(m, runtime.ItemCompleted)
         and isinstance(m.item, runtime.ContextCompactionItem)
-    ][0]
+    )
     assert receipt is not None
     assert (receipt.trigger, receipt.backend) == (
         runtime.CompactionTrigger.PRE_TURN,
