@@ -1,0 +1,112 @@
+"""``python -m bench``: run the suite and print the table.
+
+Options: ``--quick`` (tiny sizes, a couple of repetitions, no Codex: for the smoke test),
+``--repeat N``, ``--only GROUP[,GROUP...]`` (turns, peer, compaction, rollout, scale, process),
+``--markdown FILE`` (also write the table as Markdown), ``--plots DIR`` (PNG plots; default
+``docs/img`` for a full run, none for ``--quick``), ``--codex-prefix DIR`` (an existing
+``npm --prefix`` folder with ``@openai/codex``, instead of a fresh install) and ``--no-codex``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from . import _report
+from ._core import Figure, Options
+
+GROUPS = ("turns", "peer", "compaction", "rollout", "scale", "process")
+
+
+def _runner(name: str) -> Callable[[Options], list[Figure]]:
+    # Each group imports what it measures only when it runs.
+    if name == "turns":
+        from . import turns
+
+        return turns.run
+    if name == "peer":
+        from . import peer_agents
+
+        return peer_agents.run
+    if name == "compaction":
+        from . import compaction
+
+        return compaction.run
+    if name == "rollout":
+        from . import rollout
+
+        return rollout.run
+    if name == "scale":
+        from . import scale
+
+        return scale.run
+    from . import process
+
+    return process.run
+
+
+def _options(argv: list[str] | None) -> tuple[Options, list[str], Path | None]:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
+    parser.add_argument("--repeat", type=int, help="repetitions of each measurement")
+    parser.add_argument("--only", help=f"comma-separated groups of {', '.join(GROUPS)}")
+    parser.add_argument("--markdown", type=Path, help="also write the table as Markdown here")
+    parser.add_argument("--plots", type=Path, help="directory for the PNG plots")
+    parser.add_argument("--no-plots", action="store_true", help="make no plots")
+    parser.add_argument("--codex-prefix", type=Path, help="npm prefix holding @openai/codex")
+    parser.add_argument("--no-codex", action="store_true", help="skip the Codex CLI peer")
+    args = parser.parse_args(argv)
+    opts = Options.quick_run() if args.quick else Options()
+    if args.repeat:
+        opts.repeat = args.repeat
+    if args.no_codex:
+        opts.codex = False
+    if args.codex_prefix:
+        opts.codex_prefix = args.codex_prefix
+    groups = list(GROUPS)
+    if args.only:
+        groups = [g.strip() for g in args.only.split(",") if g.strip()]
+        unknown = set(groups) - set(GROUPS)
+        if unknown:
+            parser.error(f"unknown group(s): {', '.join(sorted(unknown))}")
+    if not args.no_plots:
+        opts.plots = args.plots or (None if args.quick else Path("docs/img"))
+    return opts, groups, args.markdown
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts, groups, markdown = _options(argv)
+    machine = _report.machine()
+    print(f"relay bench{' (quick)' if opts.quick else ''}: {machine}", flush=True)
+    figures: list[Figure] = []
+    started = time.perf_counter()
+    for group in groups:
+        begin = time.perf_counter()
+        print(f"running {group} ...", file=sys.stderr, flush=True)
+        figures += _runner(group)(opts)
+        print(f"  {group}: {time.perf_counter() - begin:.1f} s", file=sys.stderr, flush=True)
+    written = _report.plots(opts, opts.plots) if opts.plots is not None else []
+    print(_report.text_table(figures))
+    print()
+    print(
+        f"{len(figures)} figures in {time.perf_counter() - started:.0f} s; median and "
+        "p10–p90 over n samples; ratio = median ÷ the reference measured in the same run."
+    )
+    for path in written:
+        print(f"plot: {path}")
+    for note in opts.notes:
+        print(f"note: {note}")
+    if markdown is not None:
+        markdown.write_text(
+            f"Machine: {machine}\n\n{_report.markdown_table(figures)}\n\n"
+            + "".join(f"- {note}\n" for note in opts.notes),
+            encoding="utf-8",
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""The benchmark suite runs end to end at tiny sizes and prints its table.
+
+The suite itself (``python -m bench``) is not part of the test run; this only checks that it
+still works. Groups whose optional dependencies are missing print a note instead of figures.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_quick_bench_prints_the_table(tmp_path: Path) -> None:
+    markdown = tmp_path / "bench.md"
+    result = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--markdown", str(markdown)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert out.startswith("relay bench (quick): ")
+    for group in (
+        "== turn overhead",
+        "== replacement latency",
+        "== compaction bookkeeping",
+        "== token accounting",
+        "== rollout",
+        "== scale",
+        "== whole process",
+    ):
+        assert group in out, f"{group!r} missing from:\n{out}"
+    header = next(line for line in out.splitlines() if line.startswith("figure"))
+    assert header.split() == ["figure", "median", "p10–p90", "n", "ratio", "target", "met"]
+    assert "submit → turn_complete" in out
+    assert "figures in" in out
+    assert markdown.read_text(encoding="utf-8").startswith("Machine: ")
