@@ -10,12 +10,22 @@ import hashlib
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from xml.sax.saxutils import escape
 
 import attrs
 
 from . import _protocol as p
 from ._templates import template
+
+_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"})
+
+
+def escape(text: str) -> str:
+    """``text`` safe inside XML-like markup and its attribute values.
+
+    (``xml.sax.saxutils`` would do, but importing it pulls ``urllib`` and ``email`` into every
+    start-up.)
+    """
+    return text.translate(_ESCAPES)
 
 
 @attrs.frozen
@@ -71,9 +81,8 @@ def environment_context(world: WorldState) -> p.Message:
 
 def project_instructions(path: str, text: str) -> p.Message:
     """The user message that carries the project instructions file."""
-    attribute = escape(path, {'"': "&quot;"})
     return p.user_message(
-        f'<project_instructions path="{attribute}">\n{text.rstrip()}\n</project_instructions>'
+        f'<project_instructions path="{escape(path)}">\n{text.rstrip()}\n</project_instructions>'
     )
 
 

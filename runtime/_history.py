@@ -12,10 +12,12 @@ last model-generated item (or since the last reset).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import attrs
 
 from . import _protocol as p
+from ._codec import encode_response_item
 from ._tokens import item_tokens
 
 #: Markers that make a user message contextual (harness-written, never a real user message).
@@ -123,11 +125,19 @@ def last_agent_text(items: Iterable[p.ResponseItem]) -> str | None:
 
 
 class History:
-    """The session's conversation history with cached token estimates."""
+    """The session's conversation history with cached token estimates and wire forms.
+
+    It also knows, as it records, whether the history is *regular*: every call answered by a
+    later output, no output without an earlier call, no harness-only item. A regular history
+    is its own normalisation, so building a prompt needs no walk over it.
+    """
 
     def __init__(self, items: Iterable[p.ResponseItem] = ()) -> None:
         self._items: list[p.ResponseItem] = []
         self._estimates: list[int] = []
+        self._wire: list[dict[str, Any] | None] = []
+        self._unanswered: set[str] = set()
+        self._irregular = 0
         self.last_response_tokens = 0
         """``total_tokens`` of the last completed response (0 after a reset)."""
         self.tokens_since_model = 0
@@ -152,6 +162,8 @@ class History:
         estimate = item_tokens(item)
         self._items.append(item)
         self._estimates.append(estimate)
+        self._wire.append(None)
+        self._track(item)
         if from_model:
             self.tokens_since_model = 0
             self._since_model_start = len(self._items)
@@ -172,6 +184,11 @@ class History:
         """Replace every item; usage becomes the estimate of the new items."""
         self._items = list(items)
         self._estimates = [item_tokens(item) for item in self._items]
+        self._wire = [None] * len(self._items)
+        self._unanswered = set()
+        self._irregular = 0
+        for item in self._items:
+            self._track(item)
         self.last_response_tokens = 0
         self.tokens_since_model = sum(self._estimates)
         self._since_model_start = 0
@@ -180,6 +197,35 @@ class History:
         """Set the usage counters (used when resuming from a rollout)."""
         self.last_response_tokens = last_response_tokens
         self.tokens_since_model = tokens_since_model
+
+    def _track(self, item: p.ResponseItem) -> None:
+        match item:
+            case p.FunctionCall(call_id=call_id) | p.CustomToolCall(call_id=call_id):
+                if call_id in self._unanswered:
+                    self._irregular += 1  # a call id used twice
+                self._unanswered.add(call_id)
+            case p.FunctionCallOutput(call_id=call_id) | p.CustomToolCallOutput(call_id=call_id):
+                if call_id in self._unanswered:
+                    self._unanswered.discard(call_id)
+                else:
+                    self._irregular += 1
+            case p.GhostSnapshot() | p.Other():
+                self._irregular += 1
+            case _:
+                pass
+
+    @property
+    def regular(self) -> bool:
+        """Whether :func:`normalize_for_prompt` would return the items unchanged (with images)."""
+        return not self._unanswered and not self._irregular
+
+    def wire_items(self) -> list[dict[str, Any]]:
+        """The wire form of every item, encoded once per item (shared: do not mutate)."""
+        wire = self._wire
+        for index, cached in enumerate(wire):
+            if cached is None:
+                wire[index] = encode_response_item(self._items[index])
+        return wire  # type: ignore[return-value]
 
     @property
     def usage_tokens(self) -> int:

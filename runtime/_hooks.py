@@ -144,6 +144,7 @@ class HookResult:
 
 # ----------------------------------------------------------------------------- registration
 
+
 def compact_hooks(session: Session, point: HookPoint) -> list[Hook]:
     """The hooks of ``point`` for ``session``, in the order they run."""
     configured = session.config.hooks

@@ -166,9 +166,7 @@ class MockServer:
         path = scope["path"]
         query = urllib.parse.parse_qsl(scope["query_string"].decode("latin-1"))
         self._record(request_log_entry(path, headers, bytes(body), query=query))
-        purpose = next(
-            (value for name, value in headers if name.lower() == PURPOSE_HEADER), "turn"
-        )
+        purpose = next((value for name, value in headers if name.lower() == PURPOSE_HEADER), "turn")
         if scope["method"] != "POST":
             exchange = problem_exchange(405, f"only POST is served, not {scope['method']}")
         else:

@@ -120,9 +120,7 @@ def problem_exchange(status: int, message: str) -> Exchange:
     )
 
 
-def plan_exchange(
-    script: ModelScript, path: str, body: Any, *, purpose: str = "turn"
-) -> Exchange:
+def plan_exchange(script: ModelScript, path: str, body: Any, *, purpose: str = "turn") -> Exchange:
     """The answer to ``POST path`` with JSON ``body``, consuming the script's next reply.
 
     ``path`` is matched on its ending, so that any base URL prefix (``/v1``) works.
@@ -436,4 +434,3 @@ def scripted_http_client(
     transport (for the request log)."""
     transport = ScriptedTransport(script)
     return httpx2.AsyncClient(transport=transport), transport
-

@@ -61,6 +61,10 @@ class Prompt:
     """Raw wire items appended after ``input`` (e.g. ``compaction_trigger``)."""
     purpose: Literal["turn", "compact"] = "turn"
     """Why the request is made; sent as a header so that test servers can tell."""
+    wire_input: tuple[Mapping[str, Any], ...] | None = attrs.field(
+        default=None, eq=False, repr=False
+    )
+    """``input`` already in wire form (shared, read-only), when the caller has it cached."""
 
 
 @attrs.frozen

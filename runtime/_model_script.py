@@ -204,6 +204,7 @@ class ModelScript:
     next_response: int = 0
     next_compact: int = 0
     served: int = 0
+    usage: UsageEstimator = attrs.field(factory=lambda: UsageEstimator(), eq=False, repr=False)
 
     def plan(self, body: Mapping[str, Any], *, purpose: str = "turn") -> ReplyPlan:
         """The plan for the next ``POST /responses`` with this request body."""
@@ -216,7 +217,7 @@ class ModelScript:
             reply = Reply(output=fallback_output(body, purpose=purpose))
         if reply.http_error is not None:
             return ReplyPlan(http_error=reply.http_error, delay_ms=reply.delay_ms)
-        usage = reply.usage or estimate_usage(body, reply.output)
+        usage = reply.usage or self.usage.estimate(body, reply.output)
         events = stream_events_for(response_id, list(reply.output), usage)
         if reply.stream_error is not None:
             error = {
@@ -345,20 +346,32 @@ def fallback_output(
     body: Mapping[str, Any], *, purpose: str = "turn"
 ) -> tuple[p.ResponseItem, ...]:
     """What the ``echo`` fallback answers to a request."""
-    items = _input_items(body)
     raw = body.get("input")
+    raw_items = raw if isinstance(raw, list) else []
     if (
-        isinstance(raw, list)
-        and raw
-        and isinstance(raw[-1], Mapping)
-        and (raw[-1].get("type") == "compaction_trigger")
+        raw_items
+        and isinstance(raw_items[-1], Mapping)
+        and (raw_items[-1].get("type") == "compaction_trigger")
     ):
-        summary = extractive_summary(items, skip_last_user=False)
+        summary = extractive_summary(_input_items(body), skip_last_user=False)
         return (p.Compaction(encrypted_content=_seal(summary)),)
     if purpose == "compact":
-        return (p.assistant_message(extractive_summary(items, skip_last_user=True)),)
-    texts = _real_user_texts(items)
-    return (p.assistant_message(f"echo: {texts[-1]}" if texts else "echo: (nothing to echo)"),)
+        summary = extractive_summary(_input_items(body), skip_last_user=True)
+        return (p.assistant_message(summary),)
+    # An echo needs only the last real user text: look from the end, decoding little.
+    for entry in reversed(raw_items):
+        if (
+            isinstance(entry, Mapping)
+            and entry.get("type") == "message"
+            and (entry.get("role") == "user")
+        ):
+            try:
+                message = decode_response_item(entry)
+            except DecodeError:
+                continue
+            if isinstance(message, p.Message) and not is_contextual(message):
+                return (p.assistant_message(f"echo: {message.text()}"),)
+    return (p.assistant_message("echo: (nothing to echo)"),)
 
 
 def remote_compact_fallback(body: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -377,17 +390,36 @@ def _seal(text: str) -> str:
     return base64.b64encode(text.encode("utf-8")).decode("ascii")
 
 
-def estimate_usage(body: Mapping[str, Any], output: Sequence[p.ResponseItem]) -> p.TokenUsage:
-    """Usage a scripted reply reports when the script gives none: approximate token counts."""
-    prompt_text = json.dumps(body.get("input", []), ensure_ascii=False) + str(
-        body.get("instructions", "")
-    )
-    input_tokens = approx_tokens(prompt_text)
-    output_tokens = approx_tokens(
-        json.dumps([encode_response_item(item) for item in output], ensure_ascii=False)
-    )
-    return p.TokenUsage(
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        total_tokens=input_tokens + output_tokens,
-    )
+def _json_tokens(value: Any) -> int:
+    return approx_tokens(json.dumps(value, ensure_ascii=False))
+
+
+class UsageEstimator:
+    """Usage a scripted reply reports when the script gives none: approximate token counts
+    of the instructions, every input item and the output.
+
+    Consecutive requests of a session repeat their input: the sizes of the items the previous
+    request had (the same objects) are reused, so a request costs what it adds.
+    """
+
+    def __init__(self) -> None:
+        self._sizes: list[tuple[Any, int]] = []
+
+    def estimate(self, body: Mapping[str, Any], output: Sequence[p.ResponseItem]) -> p.TokenUsage:
+        raw = body.get("input")
+        items = raw if isinstance(raw, list) else []
+        previous = self._sizes
+        same = 0
+        while same < len(previous) and same < len(items) and previous[same][0] is items[same]:
+            same += 1
+        sizes = previous[:same] + [(item, _json_tokens(item)) for item in items[same:]]
+        self._sizes = sizes
+        input_tokens = approx_tokens(str(body.get("instructions", ""))) + sum(
+            size for _, size in sizes
+        )
+        output_tokens = sum(_json_tokens(encode_response_item(item)) for item in output)
+        return p.TokenUsage(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            total_tokens=input_tokens + output_tokens,
+        )

@@ -94,18 +94,24 @@ def render() -> str:
         "",
         "Generated from `runtime/_protocol.py` by `python -m runtime._protocol_doc`; a test keeps",
         "it in step with the code. Every message is a JSON object whose `type` names its class.",
-        "Submissions are `{\"id\": …, \"op\": {…}}`; events are",
-        "`{\"id\": …, \"seq\": …, \"msg\": {…}}`, where `id` is the turn id for events of a turn",
+        'Submissions are `{"id": …, "op": {…}}`; events are',
+        '`{"id": …, "seq": …, "msg": {…}}`, where `id` is the turn id for events of a turn',
         "and the submission id for events a handler reports, and `seq` counts from 1.",
         "",
     ]
     lines += list(_section("Ops", p.Op, "What a client asks a session to do."))
     lines += list(_section("Events", p.EventMsg, "What a session reports, in order."))
-    lines += list(_section("Turn items", p.TurnItem, "Items reported by `item_started` and "
-                           "`item_completed`."))
+    lines += list(
+        _section("Turn items", p.TurnItem, "Items reported by `item_started` and `item_completed`.")
+    )
     lines += list(_section("Input items", p.InputItem, "What a user turn carries."))
-    lines += list(_section("Response items", p.ResponseItem,
-                           "The history: OpenAI Responses API items in their wire form."))
+    lines += list(
+        _section(
+            "Response items",
+            p.ResponseItem,
+            "The history: OpenAI Responses API items in their wire form.",
+        )
+    )
     return "\n".join(lines).rstrip() + "\n"
 
 

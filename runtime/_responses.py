@@ -25,8 +25,14 @@ def request_body(prompt: Prompt) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": prompt.model,
         "instructions": prompt.instructions,
-        "input": [encode_response_item(item) for item in prompt.input]
-        + [dict(extra) for extra in prompt.trailing_input],
+        "input": [
+            *(
+                prompt.wire_input
+                if prompt.wire_input is not None
+                else [encode_response_item(item) for item in prompt.input]
+            ),
+            *(dict(extra) for extra in prompt.trailing_input),
+        ],
         "tools": [tool.to_wire() for tool in prompt.tools],
         "tool_choice": "auto",
         "parallel_tool_calls": prompt.parallel_tool_calls,

@@ -8,6 +8,7 @@ in flight wrote after its last flush. Files are created 0600 in directories crea
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from datetime import UTC, datetime
@@ -21,10 +22,19 @@ RolloutType = str
 ``world_state``, ``compacted``."""
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def rfc3339_ms(moment: datetime) -> str:
     """``2026-11-29T11:14:35.123Z``."""
     moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return _second_prefix(moment.replace(microsecond=0)) + f"{moment.microsecond // 1000:03d}Z"
+
+
+@functools.lru_cache(maxsize=4)
+def _second_prefix(second: datetime) -> str:
+    # Lines come many per second: format the part up to the second once.
+    return second.strftime("%Y-%m-%dT%H:%M:%S.")
 
 
 def rollout_path(root: Path, session_id: str, created: datetime) -> Path:
@@ -91,12 +101,11 @@ class RolloutWriter:
 
     def write(self, kind: RolloutType, payload: Any) -> None:
         """Append one line (buffered until :meth:`flush`)."""
-        line = json.dumps(
-            {"timestamp": rfc3339_ms(datetime.now(UTC)), "type": kind, "payload": payload},
-            ensure_ascii=False,
-            separators=(",", ":"),
+        stamp = rfc3339_ms(datetime.now(UTC))
+        body = _ENCODER.encode(payload)
+        self._file.write(
+            f'{{"timestamp":"{stamp}","type":{_ENCODER.encode(kind)},"payload":{body}}}\n'
         )
-        self._file.write(line + "\n")
         self.lines_written += 1
 
     def flush(self) -> None:

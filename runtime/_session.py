@@ -738,11 +738,18 @@ class TaskContext:
         model: str | None = None,
     ) -> Prompt:
         """A request for this turn's model over ``input`` (default: the normalised history)."""
-        items = normalize_for_prompt(self.history if input is None else input)
+        history = self.session.history
+        wire: tuple[dict[str, Any], ...] | None = None
+        if input is None and history.regular:
+            items: Sequence[p.ResponseItem] = history.items
+            wire = tuple(history.wire_items())
+        else:
+            items = normalize_for_prompt(history.items if input is None else input)
         return Prompt(
             model=model or self.settings.model,
             instructions=self.session.instructions,
             input=tuple(items),
+            wire_input=wire,
             tools=self.session.tools.specs() if tools else (),
             parallel_tool_calls=False,
             prompt_cache_key=self.session.id,

@@ -204,9 +204,7 @@ def _translate(exc: BaseException, *, secret: str | None) -> ModelError:
                 _redact(f"malformed event from the model server (invalid JSON): {exc}", secret)
             )
         case _:
-            return StreamError(
-                _redact(f"the model request failed: {_describe(exc)}", secret)
-            )
+            return StreamError(_redact(f"the model request failed: {_describe(exc)}", secret))
 
 
 def _describe(exc: BaseException) -> str:
@@ -607,9 +605,7 @@ def _tool_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
     }
 
 
-def chat_messages(
-    instructions: str, items: Sequence[p.ResponseItem]
-) -> list[dict[str, Any]]:
+def chat_messages(instructions: str, items: Sequence[p.ResponseItem]) -> list[dict[str, Any]]:
     """The chat messages for a history (SPEC §7.2).
 
     ``instructions`` becomes the first system message; developer messages become system
@@ -641,8 +637,9 @@ def chat_messages(
                 add_call(_tool_call(call_id, name, arguments))
             case p.CustomToolCall(name=name, input=raw, call_id=call_id):
                 add_call(_tool_call(call_id, name, raw))
-            case p.FunctionCallOutput(call_id=call_id, output=output) | p.CustomToolCallOutput(
-                call_id=call_id, output=output
+            case (
+                p.FunctionCallOutput(call_id=call_id, output=output)
+                | p.CustomToolCallOutput(call_id=call_id, output=output)
             ):
                 messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
             case _:

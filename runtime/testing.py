@@ -95,13 +95,19 @@ class EventRecorder:
             check = lambda event: isinstance(event.msg, cls)  # noqa: E731
         else:
             check = predicate
+        seen = 0
+        matched = 0
         while True:
-            found = [event for event in self.events if check(event)]
-            if len(found) >= count:
-                return found[count - 1]
+            # Each wake-up looks only at the events that arrived since the last one.
+            for event in self.events[seen:]:
+                seen += 1
+                if check(event):
+                    matched += 1
+                    if matched == count:
+                        return event
             if self.closed:
                 raise AssertionError(
-                    f"the event stream ended after {len(found)} of {count} matching events"
+                    f"the event stream ended after {matched} of {count} matching events"
                 )
             await self._changed.wait()
 
