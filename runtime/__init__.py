@@ -104,6 +104,7 @@ from ._protocol import UserTurn as UserTurn
 from ._protocol import WarningEvent as WarningEvent
 from ._protocol import assistant_message as assistant_message
 from ._protocol import user_message as user_message
+from ._resume import resume_session as resume_session
 from ._session import ResumedState as ResumedState
 from ._session import SampleResult as SampleResult
 from ._session import Session as Session

@@ -2,6 +2,11 @@
 
 Exit codes: 0 the script ran to its end and the session shut down; 2 bad usage, bad config or
 unreadable script (message on stderr, nothing run); 1 the runtime itself failed.
+
+``relay resume`` is ``relay run`` in the session of a rollout file: a file that cannot be read
+or has no ``session_meta`` line is bad usage (2). ``relay show`` prints a transcript; it exits 2
+only when the file cannot be read. Both report malformed lines as warnings on stderr, naming the
+line, and go on without them.
 """
 
 from __future__ import annotations
@@ -18,9 +23,11 @@ import attrs
 
 from . import _protocol as p
 from ._config import Config, load_config
-from ._errors import ConfigError, RelayError, ScriptError
+from ._errors import ConfigError, RelayError, RolloutError, ScriptError
 from ._op_script import Step, parse_op_script
 from ._pretty import PrettyPrinter
+from ._resume import describe_note, open_resumed_session, reconstruct
+from ._rollout_reader import Rollout, read_rollout, render_transcript
 from ._runner import ScriptRunner, json_line
 from ._session import open_session
 from ._version import __version__
@@ -64,6 +71,15 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run an op script in a new session")
     session_options(run)
 
+    resume = commands.add_parser(
+        "resume", help="resume the session of a rollout file and run an op script in it"
+    )
+    resume.add_argument("rollout", help="the rollout file (it is appended to)")
+    session_options(resume)
+
+    show = commands.add_parser("show", help="print a rollout file as a readable transcript")
+    show.add_argument("rollout", help="the rollout file")
+
     mock = commands.add_parser("mock-server", help="serve a model script over HTTP on loopback")
     mock.add_argument("--script", required=True, help="model script")
     mock.add_argument("--host", default="127.0.0.1")
@@ -97,7 +113,9 @@ def _read_script(name: str) -> tuple[str, list[Step]]:
     return label, parse_op_script(text)
 
 
-async def _run(config: Config, label: str, steps: list[Step], pretty: bool) -> None:
+async def _run(
+    config: Config, label: str, steps: list[Step], pretty: bool, resume: Rollout | None = None
+) -> None:
     printer = PrettyPrinter(sys.stdout, live=sys.stdout.isatty()) if pretty else None
 
     def sink(event: p.Event, _: dict[str, Any]) -> None:
@@ -107,7 +125,8 @@ async def _run(config: Config, label: str, steps: list[Step], pretty: bool) -> N
             sys.stdout.write(json_line(event) + "\n")
             sys.stdout.flush()
 
-    async with open_session(config) as session:
+    opened = open_session(config) if resume is None else open_resumed_session(resume, config)
+    async with opened as session:
         runner = ScriptRunner(session, sink, script_name=label)
         async with anyio.create_task_group() as tg:
             if printer is not None and printer.live:
@@ -131,18 +150,24 @@ def _backend() -> str:
 
 
 def _run_command(args: argparse.Namespace) -> int:
+    resume: Rollout | None = None
     try:
         config = _config(args)
+        if args.command == "resume":
+            resume = read_rollout(args.rollout, for_resume=True)
+            reconstruct(resume)  # a rollout that cannot be resumed is found before anything runs
         label, steps = _read_script(args.script)
         if config.model_provider == "scripted" and config.model_script:
             from ._model_script import load_model_script
 
             load_model_script(config.model_script)
-    except (ConfigError, ScriptError) as exc:
+    except (ConfigError, ScriptError, RolloutError) as exc:
         print(f"relay: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if resume is not None:
+        _print_notes(resume)
     try:
-        anyio.run(_run, config, label, steps, args.pretty, backend=_backend())
+        anyio.run(_run, config, label, steps, args.pretty, resume, backend=_backend())
     except ConfigError as exc:
         print(f"relay: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -158,11 +183,34 @@ def _run_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _print_notes(rollout: Rollout) -> None:
+    for note in rollout.notes:
+        print(f"relay: warning: {describe_note(rollout, note)}", file=sys.stderr)
+
+
+def _show_command(args: argparse.Namespace) -> int:
+    try:
+        rollout = read_rollout(args.rollout)
+    except RolloutError as exc:
+        print(f"relay: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    _print_notes(rollout)
+    try:
+        for line in render_transcript(rollout):
+            sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``relay`` console script and ``python -m runtime``."""
     args = _parser().parse_args(argv)
-    if args.command == "run":
+    if args.command in {"run", "resume"}:
         return _run_command(args)
+    if args.command == "show":
+        return _show_command(args)
     if args.command == "mock-server":
         from ._mock_server import main as mock_main
 

@@ -134,7 +134,8 @@ class History:
 
     def __init__(self, items: Iterable[p.ResponseItem] = ()) -> None:
         self._items: list[p.ResponseItem] = []
-        self._estimates: list[int] = []
+        # None until asked for: a restored history is not estimated until something needs it.
+        self._estimates: list[int | None] = []
         self._wire: list[dict[str, Any] | None] = []
         self._unanswered: set[str] = set()
         self._irregular = 0
@@ -183,20 +184,40 @@ class History:
     def replace(self, items: Iterable[p.ResponseItem]) -> None:
         """Replace every item; usage becomes the estimate of the new items."""
         self._items = list(items)
-        self._estimates = [item_tokens(item) for item in self._items]
+        estimates = [item_tokens(item) for item in self._items]
+        self._estimates = list(estimates)
         self._wire = [None] * len(self._items)
         self._unanswered = set()
         self._irregular = 0
         for item in self._items:
             self._track(item)
         self.last_response_tokens = 0
-        self.tokens_since_model = sum(self._estimates)
+        self.tokens_since_model = sum(estimates)
         self._since_model_start = 0
 
-    def restore_usage(self, last_response_tokens: int, tokens_since_model: int) -> None:
-        """Set the usage counters (used when resuming from a rollout)."""
+    def restore(
+        self,
+        items: Iterable[p.ResponseItem],
+        *,
+        last_response_tokens: int,
+        tokens_since_model: int,
+        items_since_model: int,
+    ) -> None:
+        """Replace every item and set the usage counters as a rollout recorded them (resume).
+
+        ``items_since_model`` is how many of the last items came after the last model item.
+        The items' estimates are left to be computed when first needed.
+        """
+        self._items = list(items)
+        self._estimates = [None] * len(self._items)
+        self._wire = [None] * len(self._items)
+        self._unanswered = set()
+        self._irregular = 0
+        for item in self._items:
+            self._track(item)
         self.last_response_tokens = last_response_tokens
         self.tokens_since_model = tokens_since_model
+        self._since_model_start = max(0, len(self._items) - items_since_model)
 
     def _track(self, item: p.ResponseItem) -> None:
         match item:
@@ -234,4 +255,8 @@ class History:
 
     def estimated_tokens(self) -> int:
         """The estimate of every item, from the cache."""
-        return sum(self._estimates)
+        estimates = self._estimates
+        for index, cached in enumerate(estimates):
+            if cached is None:
+                estimates[index] = item_tokens(self._items[index])
+        return sum(estimates)  # type: ignore[arg-type]

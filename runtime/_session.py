@@ -145,6 +145,8 @@ class ResumedState:
     """Restored usage: ``total_tokens`` of the last response."""
     tokens_since_model: int = 0
     """Restored usage: estimate of the items after the last model item."""
+    items_since_model: int = 0
+    """How many of the last items came after the last model item."""
     total_usage: p.TokenUsage = attrs.field(factory=p.TokenUsage)
     """Usage summed over the session so far."""
 
@@ -256,8 +258,13 @@ class Session:
         self.instructions = _base_instructions(config)
 
     def _restore(self, state: ResumedState) -> None:
-        self.history.replace(state.history)
-        self.history.restore_usage(state.last_response_tokens, state.tokens_since_model)
+        self.history.restore(
+            state.history,
+            last_response_tokens=state.last_response_tokens,
+            tokens_since_model=state.tokens_since_model,
+            items_since_model=state.items_since_model,
+        )
+        self.last_turn_model = state.defaults.model if state.defaults is not None else None
         self.reference_world = state.reference_world
         if state.defaults is not None:
             self.defaults = state.defaults

@@ -258,11 +258,15 @@ def test_replace_resets_usage_to_the_estimate_of_the_new_items() -> None:
     assert history.estimated_tokens() == items_tokens([USER, summary])
 
 
-def test_restore_usage_sets_both_counters() -> None:
-    history = History([USER])
-    history.restore_usage(1_234, 56)
+def test_restore_sets_items_and_counters_without_estimating() -> None:
+    history = History()
+    history.restore(
+        [USER, ANSWER, USER], last_response_tokens=1_234, tokens_since_model=56, items_since_model=1
+    )
     assert (history.last_response_tokens, history.tokens_since_model) == (1_234, 56)
     assert history.usage_tokens == 1_290
+    assert list(history.items_since_model()) == [USER]
+    assert history.estimated_tokens() == items_tokens([USER, ANSWER, USER])
 
 
 def test_snapshot_is_a_copy() -> None:

@@ -1,0 +1,351 @@
+"""Resuming a session from its rollout (SPEC §8, §3 invariant 6).
+
+:func:`reconstruct` is a pure function from parsed rollout lines to the
+:class:`~runtime.ResumedState` a session continues from; :func:`resume_session` reads the file,
+reconstructs, and opens a session that appends to the same file.
+
+Theory of operation. The live session writes, in order: every item it records
+(``response_item``), every installed compaction (``compacted`` with the new history, then
+``world_state``, then ``turn_context`` only when the compaction kept the reference context),
+and at the start of each turn the initial context or its changes followed by ``turn_context``.
+Replaying those lines in order therefore rebuilds what the session had:
+
+- history: the newest ``compacted`` that carries a replacement history is the base (nothing
+  before it can matter, since it replaced everything); later ``response_item`` lines are
+  appended and later ``compacted`` lines replace the history. An old-style ``compacted``
+  (no replacement history) is rebuilt as the local backend builds one: the real user messages
+  so far within the 20,000-token budget, the ghost snapshots, then the summary message.
+- reference context: the ``world`` of the latest ``turn_context``, unless a ``compacted`` came
+  after it: every compaction clears it, and a compaction that kept it is always followed by
+  its own ``turn_context``.
+- defaults (model, cwd, effort): the latest ``turn_context``.
+- window: the fields of the last ``compacted`` line.
+- token usage, kept as :class:`~runtime._history.History` keeps it: a compaction resets it to
+  the estimate of the new history; an item the model generated resets the estimate of items
+  since the model; a response's ``token_count`` sets ``last_response_tokens``. Two
+  ``token_count`` events do not come from a response: the one a compaction's installation
+  emits (no item between the ``compacted`` line and it) and the one that shows the window
+  full before a ``context_window_exceeded`` error; neither changes the live history's usage,
+  so neither changes the restored one. Total usage is that of the last ``token_count``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from functools import partial
+from os import PathLike
+from typing import assert_never
+
+import anyio
+import attrs
+
+from . import _protocol as p
+from ._compact import (
+    LOCAL_USER_MESSAGE_BUDGET,
+    ghost_snapshots,
+    keep_recent_user_messages,
+    real_user_messages,
+    summary_prefix,
+    summary_text,
+)
+from ._config import Config
+from ._context import TurnSettings, WorldState
+from ._errors import ErrorCode, RolloutError
+from ._hooks import CompactHook
+from ._model import ModelClient
+from ._rollout_reader import (
+    CompactedLine,
+    EventMsgLine,
+    ResponseItemLine,
+    Rollout,
+    RolloutLine,
+    RolloutNote,
+    SessionMetaLine,
+    TurnContextLine,
+    WorldStateLine,
+    read_rollout,
+)
+from ._session import ResumedState, Session, open_session
+from ._tokens import TokenEstimator, item_tokens
+from ._tools import Tool
+
+#: The event id of the warnings a resumed session reports about its rollout.
+RESUME_EVENT_ID = "resume"
+
+
+def rebuild_compacted_history(
+    history: Sequence[p.ResponseItem], message: str
+) -> list[p.ResponseItem]:
+    """The history an old-style ``compacted`` line stands for (it has no replacement).
+
+    Built as the local backend builds one from ``history`` (the history before the
+    compaction): its real user messages within the local budget, its ghost snapshots, then
+    the summary message, whose text is ``message`` (given the summary prefix if it lacks it).
+    """
+    text = message if message.startswith(summary_prefix() + "\n") else summary_text(message)
+    rebuilt: list[p.ResponseItem] = list(
+        keep_recent_user_messages(real_user_messages(history), LOCAL_USER_MESSAGE_BUDGET)
+    )
+    rebuilt.extend(ghost_snapshots(history))
+    rebuilt.append(p.user_message(text))
+    return rebuilt
+
+
+def is_model_output(item: p.ResponseItem) -> bool:
+    """Whether ``item`` is of a kind only a model response records.
+
+    The harness records user, developer and system messages, tool outputs and snapshots;
+    everything else in a history came from a model.
+    """
+    match item:
+        case p.Message(role=role):
+            return role == "assistant"
+        case p.FunctionCallOutput() | p.CustomToolCallOutput() | p.GhostSnapshot():
+            return False
+        case _:
+            return True
+
+
+@attrs.define
+class _Replay:
+    """The state being rebuilt, line by line (mutable, private to :func:`reconstruct`).
+
+    Usage is kept as :class:`~runtime._history.History` keeps it, except that items are
+    estimated once, at the end, and only those that count: the items from ``since_model`` on
+    (after the last model item, response or reset).
+    """
+
+    history: list[p.ResponseItem] = attrs.field(factory=list)
+    reference_world: WorldState | None = None
+    last_response_tokens: int = 0
+    since_model: int = 0
+    # True between a ``compacted`` line and the first item after it: a ``token_count`` seen
+    # then is the installation's, not a response's.
+    installing: bool = False
+
+    def replace(self, items: Iterable[p.ResponseItem]) -> None:
+        self.history = list(items)
+        self.reference_world = None
+        self.last_response_tokens = 0
+        self.since_model = 0
+        self.installing = True
+
+    def record(self, item: p.ResponseItem) -> None:
+        self.history.append(item)
+        self.installing = False
+        if is_model_output(item):
+            self.since_model = len(self.history)
+
+    def compacted(self, line: CompactedLine) -> None:
+        if line.replacement_history is not None:
+            self.replace(line.replacement_history)
+        else:
+            self.replace(rebuild_compacted_history(self.history, line.message))
+
+    def response_completed(self, total_tokens: int) -> None:
+        self.last_response_tokens = total_tokens
+        self.since_model = len(self.history)
+
+    def tokens_since_model(self) -> int:
+        return sum(item_tokens(item) for item in self.history[self.since_model :])
+
+
+def _newest_base(lines: Sequence[RolloutLine]) -> int | None:
+    for index in range(len(lines) - 1, -1, -1):
+        line = lines[index]
+        if isinstance(line, CompactedLine) and line.replacement_history is not None:
+            return index
+    return None
+
+
+def _shows_window_full(lines: Sequence[RolloutLine], index: int) -> bool:
+    """Whether the ``token_count`` at ``index`` is the one that shows the window full.
+
+    The session writes that count right before a ``context_window_exceeded`` error, on the
+    next line of the file, and with nothing but a total (the window's size, when known).
+    """
+    count = lines[index]
+    following = lines[index + 1] if index + 1 < len(lines) else None
+    if not (
+        isinstance(count, EventMsgLine)
+        and isinstance(count.msg, p.TokenCount)
+        and count.msg.info is not None
+        and isinstance(following, EventMsgLine)
+        and following.number == count.number + 1
+        and isinstance(following.msg, p.ErrorEvent)
+        and following.msg.code is ErrorCode.CONTEXT_WINDOW_EXCEEDED
+    ):
+        return False
+    info = count.msg.info
+    usage = info.last_token_usage
+    return usage == p.TokenUsage(total_tokens=usage.total_tokens) and (
+        info.model_context_window in (None, usage.total_tokens)
+    )
+
+
+def reconstruct(rollout: Rollout) -> ResumedState:
+    """The state a session resumes from: a pure function of the parsed rollout.
+
+    Raises:
+        RolloutError: the rollout has no ``session_meta`` line (the session is unknown).
+    """
+    if rollout.meta is None:
+        raise RolloutError(
+            f"{rollout.name}: cannot resume: the rollout does not start with a session_meta "
+            "line, so the session it belongs to is unknown"
+        )
+    lines = rollout.lines
+    replay = _Replay()
+    base = _newest_base(lines)
+    start = 0
+    if base is not None:
+        base_line = lines[base]
+        assert isinstance(base_line, CompactedLine)
+        replay.compacted(base_line)
+        start = base + 1
+    for index in range(start, len(lines)):
+        line = lines[index]
+        match line:
+            case ResponseItemLine(item=item):
+                replay.record(item)
+            case CompactedLine():
+                replay.compacted(line)
+            case TurnContextLine(world=world):
+                replay.reference_world = world
+            case EventMsgLine(msg=p.TokenCount(info=p.TokenUsageInfo() as info)):
+                if replay.installing:
+                    replay.installing = False
+                elif not _shows_window_full(lines, index):
+                    replay.response_completed(info.last_token_usage.total_tokens)
+            case SessionMetaLine() | EventMsgLine() | WorldStateLine():
+                pass
+            case _:
+                assert_never(line)
+
+    defaults: TurnSettings | None = None
+    total_usage = p.TokenUsage()
+    window_number = 0
+    first_window_id: str | None = None
+    previous_window_id: str | None = None
+    window_id: str | None = None
+    for line in lines:
+        match line:
+            case TurnContextLine(settings=settings):
+                defaults = settings
+            case EventMsgLine(msg=p.TokenCount(info=p.TokenUsageInfo() as info)):
+                total_usage = info.total_token_usage
+            case CompactedLine():
+                # An old-style line has no window fields: count it and start an unnamed window.
+                window_number = (
+                    line.window_number if line.window_number is not None else window_number + 1
+                )
+                first_window_id = line.first_window_id or first_window_id
+                previous_window_id = line.previous_window_id or window_id
+                window_id = line.window_id
+            case _:
+                pass
+
+    return ResumedState(
+        session_id=rollout.meta.id,
+        rollout_path=rollout.path,
+        history=tuple(replay.history),
+        reference_world=replay.reference_world,
+        defaults=defaults,
+        window_number=window_number,
+        first_window_id=first_window_id,
+        previous_window_id=previous_window_id,
+        window_id=window_id,
+        last_response_tokens=replay.last_response_tokens,
+        tokens_since_model=replay.tokens_since_model(),
+        items_since_model=len(replay.history) - replay.since_model,
+        total_usage=total_usage,
+    )
+
+
+def describe_note(rollout: Rollout, note: RolloutNote) -> str:
+    """A note as one message: ``<file> line N: ...``."""
+    return f"{rollout.name} {note}"
+
+
+@asynccontextmanager
+async def open_resumed_session(
+    rollout: Rollout,
+    config: Config | None = None,
+    *,
+    model: ModelClient | None = None,
+    tools: Iterable[Tool] = (),
+    clock: Callable[[], datetime] | None = None,
+    rng: random.Random | None = None,
+    estimator: TokenEstimator | None = None,
+    hooks: Iterable[CompactHook] = (),
+) -> AsyncIterator[Session]:
+    """Like :func:`resume_session`, from a rollout already read."""
+    state = reconstruct(rollout)
+    async with open_session(
+        config,
+        model=model,
+        tools=tools,
+        clock=clock,
+        rng=rng,
+        estimator=estimator,
+        hooks=hooks,
+        resume=state,
+    ) as session:
+        # Before any op is handled, so that these are the first events of the resumed run.
+        for note in rollout.notes:
+            session.emit(RESUME_EVENT_ID, p.WarningEvent(describe_note(rollout, note)))
+        yield session
+
+
+@asynccontextmanager
+async def resume_session(
+    path: str | PathLike[str],
+    config: Config | None = None,
+    *,
+    model: ModelClient | None = None,
+    tools: Iterable[Tool] = (),
+    clock: Callable[[], datetime] | None = None,
+    rng: random.Random | None = None,
+    estimator: TokenEstimator | None = None,
+    hooks: Iterable[CompactHook] = (),
+) -> AsyncIterator[Session]:
+    """Resume the session recorded in the rollout file at ``path`` and append to that file.
+
+    The session continues with the history, reference context, turn defaults, window and
+    token usage it had as of the last completed write (see :func:`reconstruct`); the first
+    request it sends starts with exactly the history the live session had. Problems found in
+    the file (a truncated last line, malformed lines) are reported as ``warning`` events with
+    the id ``"resume"``, before any other event. The other arguments are those of
+    :func:`~runtime.open_session` (the session id comes from the file), which this is
+    otherwise like.
+
+    Raises:
+        RolloutError: the file cannot be read, or it has no ``session_meta`` line.
+        ConfigError: the configuration is invalid.
+    """
+    rollout = await anyio.to_thread.run_sync(partial(read_rollout, path, for_resume=True))
+    async with open_resumed_session(
+        rollout,
+        config,
+        model=model,
+        tools=tools,
+        clock=clock,
+        rng=rng,
+        estimator=estimator,
+        hooks=hooks,
+    ) as session:
+        yield session
+
+
+__all__ = [
+    "RESUME_EVENT_ID",
+    "describe_note",
+    "is_model_output",
+    "open_resumed_session",
+    "rebuild_compacted_history",
+    "reconstruct",
+    "resume_session",
+]
