@@ -14,7 +14,14 @@ from typing import Any
 from . import _protocol as p
 from ._codec import DecodeError, decode_response_item, encode_response_item
 from ._errors import ModelError, StreamError, classify_http_error
-from ._model import Completed, ModelEvent, OutputItemDone, OutputTextDelta, Prompt
+from ._model import (
+    CompactRequest,
+    Completed,
+    ModelEvent,
+    OutputItemDone,
+    OutputTextDelta,
+    Prompt,
+)
 
 #: Header that tells a server which kind of request this is (``turn`` or ``compact``).
 PURPOSE_HEADER = "x-relay-request"
@@ -43,6 +50,20 @@ def request_body(prompt: Prompt) -> dict[str, Any]:
     if prompt.effort is not None:
         body["reasoning"] = {"effort": prompt.effort}
         body["include"] = ["reasoning.encrypted_content"]
+    return body
+
+
+def compact_request_body(request: CompactRequest) -> dict[str, Any]:
+    """The JSON body of ``POST /responses/compact`` (SPEC §6.4)."""
+    body: dict[str, Any] = {
+        "model": request.model,
+        "input": [encode_response_item(item) for item in request.input],
+        "instructions": request.instructions,
+        "tools": [tool.to_wire() for tool in request.tools],
+        "parallel_tool_calls": request.parallel_tool_calls,
+    }
+    if request.effort is not None:
+        body["reasoning"] = {"effort": request.effort}
     return body
 
 

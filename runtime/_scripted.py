@@ -14,11 +14,10 @@ from typing import Any
 
 import anyio
 
-from ._codec import encode_response_item
 from ._errors import StreamError, classify_http_error
 from ._model import CompactRequest, ModelEvent, Prompt
 from ._model_script import ModelScript, ReplyPlan, load_model_script, parse_model_script
-from ._responses import ResponseStreamParser, request_body
+from ._responses import ResponseStreamParser, compact_request_body, request_body
 
 
 class ScriptedModel:
@@ -63,15 +62,7 @@ class ScriptedModel:
         yield _play(plan)
 
     async def compact(self, request: CompactRequest) -> Any:
-        body: dict[str, Any] = {
-            "model": request.model,
-            "input": [encode_response_item(item) for item in request.input],
-            "instructions": request.instructions,
-            "tools": [tool.to_wire() for tool in request.tools],
-            "parallel_tool_calls": request.parallel_tool_calls,
-        }
-        if request.effort is not None:
-            body["reasoning"] = {"effort": request.effort}
+        body = compact_request_body(request)
         self.compact_requests.append(body)
         reply = self.script.plan_compact(body)
         if reply.delay_ms:

@@ -46,7 +46,7 @@ import openai
 from openai import AsyncOpenAI
 
 from . import _protocol as p
-from ._codec import DecodeError, decode_response_item, encode_response_item
+from ._codec import DecodeError, decode_response_item
 from ._config import ProviderConfig
 from ._errors import (
     ConfigError,
@@ -69,6 +69,7 @@ from ._model import (
 from ._responses import (
     PURPOSE_HEADER,
     ResponseStreamParser,
+    compact_request_body,
     error_from_payload,
     request_body,
     retry_after_from_message,
@@ -81,7 +82,6 @@ __all__ = [
     "ServerSentEvent",
     "SseDecoder",
     "chat_request_body",
-    "compact_request_body",
     "open_http_client",
 ]
 
@@ -521,20 +521,6 @@ class ResponsesClient(_Wire):
             )
         except _FAILURES as exc:
             raise _translate(exc, secret=self._secret) from exc
-
-
-def compact_request_body(request: CompactRequest) -> dict[str, Any]:
-    """The JSON body of ``POST /responses/compact`` (SPEC §6.4)."""
-    body: dict[str, Any] = {
-        "model": request.model,
-        "input": [encode_response_item(item) for item in request.input],
-        "instructions": request.instructions,
-        "tools": [tool.to_wire() for tool in request.tools],
-        "parallel_tool_calls": request.parallel_tool_calls,
-    }
-    if request.effort is not None:
-        body["reasoning"] = {"effort": request.effort}
-    return body
 
 
 # ----------------------------------------------------------------------------- chat wire

@@ -42,12 +42,11 @@ from runtime._model import (
     ToolSpec,
 )
 from runtime._model_script import parse_model_script
-from runtime._responses import request_body
+from runtime._responses import compact_request_body, request_body
 from runtime._wire import (
     ResponsesClient,
     ServerSentEvent,
     SseDecoder,
-    compact_request_body,
     open_http_client,
 )
 
