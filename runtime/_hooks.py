@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shlex
-import signal
 import subprocess
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
@@ -40,6 +38,7 @@ import attrs
 
 from . import _protocol as p
 from ._config import HookCommand
+from ._process import end_process
 
 if TYPE_CHECKING:
     from ._session import Session, TaskContext
@@ -57,9 +56,6 @@ HookOutcome: TypeAlias = Literal["continue", "stop", "timeout", "failed"]
 
 #: Bytes of a command's standard output and error that are kept; the rest is read and dropped.
 _OUTPUT_LIMIT = 64 * 1024
-
-#: Bound on waiting for a killed hook process to be reaped.
-_REAP_S = 5.0
 
 #: Longest excerpt of a failed command's standard error quoted in its warning.
 _STDERR_EXCERPT = 300
@@ -261,11 +257,8 @@ async def run_hook_command(hook: HookCommand, info: HookInput) -> HookResult:
             await process.wait()
         timed_out = scope.cancelled_caught
     finally:
-        if timed_out or process.returncode is None:
-            # The hook may have started children; none of them outlives it.
-            _kill_group(process.pid)
-        with anyio.move_on_after(_REAP_S, shield=True):
-            await process.aclose()
+        # The hook may have started children; none of them outlives it.
+        await end_process(process, kill=timed_out)
     if timed_out:
         return HookResult("timeout", problem=f"did not finish within {hook.timeout_ms} ms")
     code = process.returncode
@@ -301,13 +294,6 @@ async def _read_into(stream: anyio.abc.ByteReceiveStream | None, sink: bytearray
                 sink += chunk[: _OUTPUT_LIMIT - len(sink)]
     except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
         return
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _excerpt(data: bytearray) -> str:

@@ -18,7 +18,7 @@ import attrs
 
 from . import _protocol as p
 from ._codec import DecodeError, decode_response_item, encode_response_item
-from ._errors import ScriptError
+from ._errors import ModelError, ScriptError, classify_http_error
 from ._history import is_contextual, last_agent_text
 from ._responses import stream_events_for, usage_from_json
 from ._tokens import approx_tokens
@@ -47,6 +47,16 @@ class HttpErrorSpec:
     message: str = "scripted error"
     type: str | None = None
     retry_after: float | None = None
+
+    def to_error(self) -> ModelError:
+        """The error a client raises for this answer (classified like a server's)."""
+        return classify_http_error(
+            self.status,
+            code=self.code,
+            message=self.message,
+            type_=self.type,
+            retry_after=self.retry_after,
+        )
 
     def body(self) -> dict[str, Any]:
         """The JSON error body, in the OpenAI shape."""

@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 
-from ._errors import StreamError, classify_http_error
+from ._errors import StreamError
 from ._model import CompactRequest, ModelEvent, Prompt
 from ._model_script import ModelScript, ReplyPlan, load_model_script, parse_model_script
 from ._responses import ResponseStreamParser, compact_request_body, request_body
@@ -51,14 +51,7 @@ class ScriptedModel:
         if plan.delay_ms:
             await anyio.sleep(plan.delay_ms / 1000)
         if plan.http_error is not None:
-            error = plan.http_error
-            raise classify_http_error(
-                error.status,
-                code=error.code,
-                message=error.message,
-                type_=error.type,
-                retry_after=error.retry_after,
-            )
+            raise plan.http_error.to_error()
         yield _play(plan)
 
     async def compact(self, request: CompactRequest) -> Any:
@@ -68,14 +61,7 @@ class ScriptedModel:
         if reply.delay_ms:
             await anyio.sleep(reply.delay_ms / 1000)
         if reply.http_error is not None:
-            error = reply.http_error
-            raise classify_http_error(
-                error.status,
-                code=error.code,
-                message=error.message,
-                type_=error.type,
-                retry_after=error.retry_after,
-            )
+            raise reply.http_error.to_error()
         return reply.body
 
 

@@ -8,8 +8,6 @@ again. Paths are confined to the session's ``cwd``; commands are argv lists, nev
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -21,6 +19,7 @@ import attrs
 from . import _protocol as p
 from ._errors import ConfigError
 from ._model import ToolSpec
+from ._process import end_process
 
 
 class ToolError(Exception):
@@ -200,25 +199,14 @@ async def _shell(args: Mapping[str, Any], ctx: ToolContext) -> str:
             await process.wait()
         timed_out = scope.cancelled_caught
     finally:
-        if process.returncode is None:
-            # The command runs in its own process group; kill the whole group so that
-            # children it started do not outlive the turn.
-            _kill_group(process.pid)
-            with anyio.move_on_after(5, shield=True):
-                await process.wait()
+        # The command runs in its own process group: children it started do not outlive it.
+        await end_process(process, kill=timed_out)
     output = b"".join(chunks).decode("utf-8", errors="replace")
     if size > _SHELL_OUTPUT_LIMIT:
         output += f"\n[output truncated at {_SHELL_OUTPUT_LIMIT} bytes of {size}]"
     if timed_out:
         return f"{output}\n[timed out after {timeout_ms} ms; process killed]"
     return f"{output}\n[exit code {process.returncode}]"
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 BUILTIN_TOOLS: Mapping[str, tuple[Tool, bool]] = {
