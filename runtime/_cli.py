@@ -100,7 +100,10 @@ def _config(args: argparse.Namespace) -> Config:
 
 def _read_script(name: str) -> tuple[str, list[Step]]:
     if name == "-":
-        text = sys.stdin.read()
+        try:
+            text = sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ScriptError("the op script on standard input is not UTF-8 text") from exc
         label = "stdin"
     else:
         try:

@@ -9,6 +9,7 @@ response items, where an unknown type from a model becomes :class:`~runtime.Othe
 from __future__ import annotations
 
 import enum
+import json
 import re
 import typing
 from collections.abc import Callable, Mapping
@@ -118,6 +119,15 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+#: JSON may escape a lone surrogate ("\\ud800"); no UTF-8 file, stream or model takes one.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def has_lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a lone surrogate, which cannot be encoded as UTF-8."""
+    return not text.isascii() and _LONE_SURROGATE.search(text) is not None
+
+
 def _strict(kind: type) -> Callable[[Any, Any], Any]:
     def structure(obj: Any, _: Any) -> Any:
         # bool is an int in Python, but true is not a number in JSON.
@@ -125,6 +135,8 @@ def _strict(kind: type) -> Callable[[Any, Any], Any]:
             if kind is float and isinstance(obj, int) and not isinstance(obj, bool):
                 return float(obj)
             raise DecodeError(f"expected {kind.__name__}, got {type(obj).__name__}")
+        if isinstance(obj, str) and has_lone_surrogate(obj):
+            raise DecodeError("text is not valid Unicode (it holds a lone surrogate)")
         return obj
 
     return structure
@@ -158,10 +170,16 @@ _register_tagged_union(
     p.ResponseItem,
     omit_defaults=True,
     aliases={"compaction_summary": p.Compaction},
-    fallback=lambda obj: p.Other(raw=dict(obj)),
+    fallback=lambda obj: _other(obj),
 )
 converter.register_unstructure_hook(p.Other, lambda other: dict(other.raw))
 converter.register_structure_hook(p.Other, lambda obj, _: p.Other(raw=dict(obj)))
+
+
+def _other(obj: Mapping[str, Any]) -> p.Other:
+    if has_lone_surrogate(json.dumps(obj, ensure_ascii=False)):
+        raise DecodeError("text is not valid Unicode (it holds a lone surrogate)")
+    return p.Other(raw=dict(obj))
 
 
 def _structure_summary(obj: Any, _: Any) -> p.SummaryText:

@@ -259,6 +259,7 @@ def config_from_dict(data: Mapping[str, Any]) -> Config:
             else str(exc)
         )
         raise ConfigError(f"invalid config: {details}") from exc
+    _check_limits(config)
     # Non-positive limits are ignored (SPEC §5.6): they read as unset.
     if config.model_context_window is not None and config.model_context_window <= 0:
         config = attrs.evolve(config, model_context_window=None)
@@ -266,6 +267,26 @@ def config_from_dict(data: Mapping[str, Any]) -> Config:
     if limit is not None and limit <= 0:
         config = attrs.evolve(config, model_auto_compact_token_limit=None)
     return config
+
+
+def _check_limits(config: Config) -> None:
+    """Retry counts must be >= 0 and timeouts positive; the error names the key."""
+    for name, provider in config.model_providers.items():
+        for key in ("stream_max_retries", "request_max_retries"):
+            value = getattr(provider, key)
+            if value < 0:
+                raise ConfigError(f"model_providers.{name}.{key} must be >= 0, got {value}")
+        if provider.stream_idle_timeout_ms <= 0:
+            raise ConfigError(
+                f"model_providers.{name}.stream_idle_timeout_ms must be positive, "
+                f"got {provider.stream_idle_timeout_ms}"
+            )
+    for point in ("pre_compact", "post_compact"):
+        for index, hook in enumerate(getattr(config.hooks, point)):
+            if hook.timeout_ms <= 0:
+                raise ConfigError(
+                    f"hooks.{point}[{index}].timeout_ms must be positive, got {hook.timeout_ms}"
+                )
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

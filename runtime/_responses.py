@@ -12,7 +12,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import _protocol as p
-from ._codec import DecodeError, decode_response_item, encode_response_item
+from ._codec import (
+    DecodeError,
+    decode_response_item,
+    encode_response_item,
+    has_lone_surrogate,
+)
 from ._errors import ModelError, StreamError, classify_http_error
 from ._model import (
     CompactRequest,
@@ -142,6 +147,8 @@ class ResponseStreamParser:
                 item_id = event.get("item_id")
                 if not isinstance(delta, str):
                     raise StreamError("malformed response.output_text.delta: no delta text")
+                if has_lone_surrogate(delta):
+                    raise StreamError("malformed response.output_text.delta: invalid Unicode")
                 return [OutputTextDelta(item_id if isinstance(item_id, str) else "", delta)]
             case "response.output_item.done":
                 try:

@@ -37,7 +37,7 @@ import attrs
 
 from . import _protocol as p
 from ._codec import decode_op, to_json
-from ._compact import auto_compact_limit
+from ._compact import auto_compact_limit, compaction_prompt
 from ._config import Config, ProviderConfig, context_window_for, relay_home, resolve_api_key
 from ._context import (
     TurnSettings,
@@ -1015,7 +1015,13 @@ class TaskContext:
         arguments = call.arguments if isinstance(call, p.FunctionCall) else call.input
         item = p.ToolCallItem(call.call_id, call.name, arguments)
         self.emit(p.ItemStarted(self.turn_id, item))
-        tool_ctx = ToolContext(self.turn_id, self.settings.cwd, self.emit)
+        secret = self.session.provider.env_key
+        tool_ctx = ToolContext(
+            self.turn_id,
+            self.settings.cwd,
+            self.emit,
+            hidden_env=frozenset([secret]) if secret else frozenset(),
+        )
         if isinstance(call, p.FunctionCall):
             output = await self.session.tools.call(call, tool_ctx)
         else:
@@ -1125,6 +1131,7 @@ async def open_session(
     """
     config = config or Config()
     provider = config.provider()
+    compaction_prompt(config)  # an unreadable prompt file is a configuration error, found now
     registry = builtin_registry(config.tools)
     for tool in tools:
         registry.register(tool)

@@ -8,6 +8,7 @@ again. Paths are confined to the session's ``cwd``; commands are argv lists, nev
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -36,6 +37,8 @@ class ToolContext:
     """The working directory of the turn."""
     emit: Callable[[p.EventMsg], None]
     """Report an event in the turn (dropped once the turn has ended)."""
+    hidden_env: frozenset[str] = frozenset()
+    """Environment variables the commands a tool starts must not see (the API key's)."""
 
 
 ToolHandler = Callable[[Mapping[str, Any], ToolContext], Awaitable[str]]
@@ -110,6 +113,8 @@ def resolve_in_cwd(cwd: str, raw: object) -> Path:
     """Resolve ``raw`` inside ``cwd``; a path that escapes it (``..``, absolute, symlink) fails."""
     if not isinstance(raw, str) or not raw:
         raise ToolError("path must be a non-empty string")
+    if "\0" in raw:
+        raise ToolError("path must not contain a NUL character")
     root = Path(cwd).resolve()
     candidate = (root / raw).resolve()
     if candidate != root and root not in candidate.parents:
@@ -179,6 +184,7 @@ async def _shell(args: Mapping[str, Any], ctx: ToolContext) -> str:
         process = await anyio.open_process(
             argv,
             cwd=ctx.cwd,
+            env={k: v for k, v in os.environ.items() if k not in ctx.hidden_env},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

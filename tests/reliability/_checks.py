@@ -1,0 +1,106 @@
+"""Checks of a session's history and rollout, shared by the reliability tests.
+
+These complement :func:`tests.invariants.check_event_invariants` (SPEC §3 invariants 1, 2, 3
+and 5) with what the event stream cannot show: the shape of the history, the shape of every
+installed compaction, and the rollout reconstructing the live session (invariants 4 and 6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import runtime
+from runtime import compaction
+from runtime._history import is_contextual
+from runtime._resume import reconstruct
+from runtime._rollout_reader import CompactedLine, Rollout, read_rollout
+
+CALLS = (runtime.FunctionCall, runtime.CustomToolCall)
+OUTPUTS = (runtime.FunctionCallOutput, runtime.CustomToolCallOutput)
+
+
+def check_well_formed(items: Sequence[runtime.ResponseItem], *, settled: bool) -> None:
+    """Every call has exactly one output, after it; no output lacks an earlier call.
+
+    ``settled``: no task runs, so every call must be answered. While a turn runs, only the
+    calls of its last response may still wait for their output.
+    """
+    calls: dict[str, int] = {}
+    answered: set[str] = set()
+    last_input = -1
+    for index, item in enumerate(items):
+        if isinstance(item, CALLS):
+            assert item.call_id not in calls, f"call id {item.call_id} used twice: {items}"
+            calls[item.call_id] = index
+        elif isinstance(item, OUTPUTS):
+            assert item.call_id in calls, f"output {item.call_id} without an earlier call"
+            assert item.call_id not in answered, f"call {item.call_id} answered twice"
+            answered.add(item.call_id)
+        elif not (isinstance(item, runtime.Message) and item.role == "assistant"):
+            last_input = index
+    waiting = set(calls) - answered
+    if settled:
+        assert not waiting, f"calls without an output in a settled history: {sorted(waiting)}"
+    else:
+        early = [call_id for call_id in waiting if calls[call_id] < last_input]
+        assert not early, f"calls left without an output before later input: {early}"
+
+
+def expected_backend(config: runtime.Config) -> compaction.Backend:
+    """The backend SPEC §6.1 selects, written out independently of the runtime's function."""
+    provider = config.provider()
+    if config.features.token_budget:
+        return compaction.Backend.TOKEN_BUDGET
+    if provider.remote_compaction == "v2" and config.features.remote_compaction_v2:
+        return compaction.Backend.REMOTE_V2
+    if provider.remote_compaction in ("v1", "v2"):
+        return compaction.Backend.REMOTE_V1
+    return compaction.Backend.LOCAL
+
+
+def check_compacted_part(items: Sequence[runtime.ResponseItem], backend: str) -> None:
+    """The history a compaction installed ends as its backend promises (SPEC §6.3–6.8)."""
+    if backend == compaction.Backend.TOKEN_BUDGET:
+        # A fresh window: the initial context and developer messages, nothing else.
+        for item in items:
+            assert isinstance(item, runtime.Message), f"token budget window holds {item!r}"
+            assert item.role == "developer" or is_contextual(item), f"not context: {item!r}"
+        return
+    last = items[-1] if items else None
+    if backend == compaction.Backend.LOCAL:
+        assert last is not None and compaction.is_summary(last), f"summary not last: {last!r}"
+    elif backend == compaction.Backend.REMOTE_V2 or any(
+        isinstance(item, runtime.Compaction) for item in items
+    ):
+        # V1 installs what the server answered, filtered: an answer without a compaction
+        # item (even an empty one) is valid, and then nothing has to be last.
+        assert isinstance(last, runtime.Compaction), f"the compaction item is not last: {last!r}"
+    for item in items:
+        assert not isinstance(item, (*CALLS, *OUTPUTS)), f"a tool item survived: {item!r}"
+
+
+def compacted_lines(rollout: Rollout) -> list[CompactedLine]:
+    """The ``compacted`` lines of a rollout, in order."""
+    return [line for line in rollout.lines if isinstance(line, CompactedLine)]
+
+
+def check_rollout_matches(session: runtime.Session, path: Path) -> Rollout:
+    """The rollout reads without notes and reconstructs exactly the live session (SPEC §8).
+
+    Returns the parsed rollout for further checks.
+    """
+    rollout = read_rollout(path)
+    assert not rollout.notes, [str(note) for note in rollout.notes]
+    state = reconstruct(rollout)
+    assert list(state.history) == list(session.history.items), "rollout history differs"
+    assert state.window_number == session.window_number
+    assert state.window_id in (None, session.window_id)
+    assert state.reference_world == session.reference_world
+    restored = state.last_response_tokens + state.tokens_since_model
+    assert restored == session.history.usage_tokens, (
+        f"usage restored as {restored}, live {session.history.usage_tokens}"
+    )
+    resumed = reconstruct(read_rollout(path, for_resume=True))
+    assert resumed == state, "reading for resume gives another state"
+    return rollout

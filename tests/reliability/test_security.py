@@ -1,0 +1,493 @@
+"""Security: secrets, file modes, path confinement, commands without a shell (SPEC §1.4, §5.4,
+§6.7, §8).
+
+- A canary API key, set in the provider's ``env_key`` variable, appears nowhere a session
+  writes or sends besides the ``Authorization`` header: not in events, the rollout, the mock
+  server's request log (in memory and on disk), the stdin of hook commands, error messages
+  (the server echoes the key in its errors, in-stream failures and compaction errors), the
+  session's log records, or the output of ``relay run``.
+- Rollout files are created 0600 and the directories relay creates 0700, whatever the umask.
+- ``read_file`` and ``list_dir`` refuse paths that leave ``cwd`` (``..``, absolute paths,
+  symlinks to files or directories outside), and nothing of what lies outside reaches the
+  model, the events or the rollout.
+- The shell tool and hook commands run from argv lists: shell syntax in an argument is text,
+  never a command; both have timeouts that kill the whole process group.
+- relay builds no command line from model input: the only processes it starts are the shell
+  tool's argv (the model's own) and configured hook commands; a model-supplied path that looks
+  like an option is a file name.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import re
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+import runtime
+from runtime import testing
+from runtime._codec import to_json
+from runtime._tokens import ApproxEstimator
+from tests.invariants import check_event_invariants
+from tests.reliability._checks import check_rollout_matches, check_well_formed
+
+CANARY = "sk-canary-5e1f0c9a7b3d4e2f"
+KEY_ENV = "RELAY_SECURITY_API_KEY"
+ROOT = Path(__file__).resolve().parents[2]
+GUARD_S = 30
+
+
+def ended(event: runtime.Event) -> bool:
+    return isinstance(event.msg, runtime.TurnComplete | runtime.TurnAborted)
+
+
+def turn(text: str) -> runtime.UserTurn:
+    return runtime.UserTurn(items=[runtime.Text(text)])
+
+
+@asynccontextmanager
+async def recorded(
+    config: runtime.Config, **kwargs: Any
+) -> AsyncIterator[tuple[runtime.Session, testing.EventRecorder]]:
+    recorder = testing.EventRecorder()
+    async with (
+        runtime.open_session(
+            config,
+            clock=testing.fixed_clock,
+            rng=random.Random(0),
+            estimator=ApproxEstimator(),
+            **kwargs,
+        ) as session,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(recorder.consume, session)
+        yield session, recorder
+        if not session.closed:
+            await session.submit(runtime.Shutdown())
+        await recorder.wait_for(runtime.ShutdownComplete)
+
+
+async def run_ops(
+    session: runtime.Session, recorder: testing.EventRecorder, *ops: runtime.Op
+) -> None:
+    done = sum(ended(event) for event in recorder.events)
+    for op in ops:
+        await session.submit(op)
+        done += 1
+        await recorder.wait_for(ended, done)
+
+
+# ============================================================================ the API key
+
+#: Every way a server can put the key into what relay reports: HTTP error bodies (retried and
+#: not), an in-stream failure, and compaction errors.
+KEY_SCRIPT: dict[str, Any] = {
+    "responses": [
+        {"text": "Hello."},
+        {"http_error": {"status": 401, "message": f"Incorrect API key provided: {CANARY}."}},
+        {"http_error": {"status": 500, "message": f"upstream rejected {CANARY}"}},
+        {"text": "Recovered."},
+        {"text": "lost", "stream_error": {"code": "invalid_api_key", "message": f"bad {CANARY}"}},
+        {"function_call": {"name": "list_dir", "arguments": {"path": "."}, "call_id": "ls"}},
+        {"text": "Listed."},
+    ],
+    "compact": [
+        {"http_error": {"status": 500, "message": f"compactor saw {CANARY}"}},
+        {"http_error": {"status": 500, "message": f"compactor saw {CANARY} again"}},
+    ],
+}
+
+HOOK_SCRIPT = (
+    "import sys, pathlib\n"
+    "target = pathlib.Path(sys.argv[1])\n"
+    "with target.open('a') as out:\n"
+    "    out.write(sys.stdin.read() + '\\n')\n"
+)
+
+
+def key_config(base_url: str, tmp_path: Path) -> runtime.Config:
+    hook = runtime.HookCommand(
+        [sys.executable, "-c", HOOK_SCRIPT, str(tmp_path / "hook-input.jsonl")]
+    )
+    return runtime.Config(
+        model="gpt-test",
+        model_provider="mock",
+        model_providers={
+            "mock": runtime.ProviderConfig(
+                name="mock",
+                base_url=base_url,
+                env_key=KEY_ENV,
+                remote_compaction="v1",
+                stream_max_retries=2,
+                request_max_retries=1,
+            )
+        },
+        hooks=runtime.Hooks(pre_compact=[hook], post_compact=[hook]),
+        cwd=str(tmp_path / "work"),
+        rollout=runtime.RolloutConfig(enabled=True, dir=str(tmp_path / "sessions")),
+    )
+
+
+async def test_the_api_key_never_leaves_the_authorization_header(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv(KEY_ENV, CANARY)
+    (tmp_path / "work").mkdir()
+    caplog.set_level(logging.DEBUG)
+    log_path = tmp_path / "requests.jsonl"
+    with trio.fail_after(GUARD_S):
+        async with testing.open_mock_server(KEY_SCRIPT, log_path=log_path) as server:
+            assert server.base_url is not None
+            config = key_config(server.base_url, tmp_path)
+            async with recorded(config) as (session, recorder):
+                await run_ops(
+                    session,
+                    recorder,
+                    turn("hello"),  # answered
+                    turn("again"),  # 401 echoing the key
+                    turn("retry"),  # 500 echoing the key, retried
+                    turn("failing"),  # response.failed echoing the key
+                    runtime.Compact(),  # compaction endpoint echoing the key, twice
+                    turn("list"),  # a tool call
+                    runtime.Compact(),  # answered: hooks run before and after
+                )
+            requests = list(server.requests)
+    events = recorder.events
+    check_event_invariants(events, finished=True)
+    assert session.rollout is not None
+    check_rollout_matches(session, session.rollout.path)
+    codes = [e.msg.code for e in events if isinstance(e.msg, runtime.ErrorEvent)]
+    assert codes == ["unauthorized", "unauthorized", "server_error"]
+    messages = [e.msg.message for e in events if isinstance(e.msg, runtime.ErrorEvent)]
+    assert "[redacted]" in messages[0] and "[redacted]" in messages[2]
+    hooks = (tmp_path / "hook-input.jsonl").read_text().splitlines()
+    assert len(hooks) == 3  # pre of the failed compaction, then pre and post of the second
+    assert {json.loads(line)["session_id"] for line in hooks} == {session.id}
+    # The server saw the key where it belongs, and its log keeps it out.
+    assert all("authorization" not in entry["headers"] for entry in requests)
+    places = {
+        "events": json.dumps([to_json(e) for e in events]),
+        "rollout": session.rollout.path.read_text(encoding="utf-8"),
+        "server log": json.dumps(requests) + log_path.read_text(encoding="utf-8"),
+        "hook input": "\n".join(hooks),
+        "log records": "\n".join(r.getMessage() + str(r.exc_info) for r in caplog.records),
+    }
+    assert [place for place, text in places.items() if CANARY in text] == []
+
+
+async def test_relay_run_prints_no_key_on_any_stream(tmp_path: Path) -> None:
+    script = {
+        "responses": [
+            {"http_error": {"status": 401, "message": f"Incorrect API key provided: {CANARY}"}},
+            {"text": "fine"},
+        ]
+    }
+    ops = "\n".join(
+        json.dumps({"op": {"type": "user_turn", "items": [{"type": "text", "text": text}]}})
+        + "\n"
+        + json.dumps({"wait_for": {"type": "turn_complete", "count": count}})
+        for count, text in enumerate(["one", "two"], start=1)
+    )
+    (tmp_path / "ops.jsonl").write_text(ops + "\n")
+    for pretty in ([], ["--pretty"]):
+        with trio.fail_after(GUARD_S):
+            async with testing.open_mock_server(script) as server:
+                (tmp_path / "relay.toml").write_text(
+                    'model = "gpt-test"\nmodel_provider = "mock"\n[model_providers.mock]\n'
+                    f'base_url = "{server.base_url}"\nenv_key = "{KEY_ENV}"\n'
+                )
+                result = await trio.run_process(
+                    [
+                        sys.executable, "-m", "runtime", "run", "ops.jsonl",
+                        "--config", "relay.toml", "--rollout-dir", "sessions", *pretty,
+                    ],
+                    cwd=tmp_path,
+                    env={**os.environ, KEY_ENV: CANARY},
+                    capture_stdout=True,
+                    capture_stderr=True,
+                    check=False,
+                )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert b"[redacted]" in result.stdout
+        assert CANARY.encode() not in result.stdout + result.stderr
+    for rollout in (tmp_path / "sessions").rglob("*.jsonl"):
+        assert CANARY not in rollout.read_text(encoding="utf-8")
+
+
+# ============================================================================ file modes
+
+
+async def test_rollout_files_are_0600_in_0700_directories_whatever_the_umask(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    root = tmp_path / "fresh" / "sessions"
+    config = runtime.Config(rollout=runtime.RolloutConfig(enabled=True, dir=str(root)))
+    previous = os.umask(0)
+    try:
+        async with recorded(config, model=testing.ScriptedModel(None)) as (session, recorder):
+            await run_ops(session, recorder, turn("hello"))
+    finally:
+        os.umask(previous)
+    assert session.rollout is not None
+    path = session.rollout.path
+    assert path.stat().st_mode & 0o777 == 0o600
+    created = [root.parent, root, *[parent for parent in path.parents if root in parent.parents]]
+    assert len(created) == 5  # fresh/sessions/YYYY/MM/DD
+    for directory in created:
+        assert directory.stat().st_mode & 0o777 == 0o700, directory
+    # Resuming appends to the same file and keeps its mode.
+    async with runtime.resume_session(path, config, model=testing.ScriptedModel(None)) as again:
+        await again.submit(runtime.Shutdown())
+        await again.wait_closed()
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+# ============================================================================ paths
+
+SECRET = "top secret outside the working directory"
+
+
+@pytest.fixture
+def jail(tmp_path: Path) -> Path:
+    """A working directory with escape hatches pointing at a secret outside it."""
+    (tmp_path / "secret.txt").write_text(SECRET)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret.txt").write_text(SECRET)
+    work = tmp_path / "work"
+    (work / "sub").mkdir(parents=True)
+    (work / "inside.txt").write_text("inside text")
+    (work / "-n").write_text("a file named like an option")
+    (work / "link_out").symlink_to(tmp_path / "secret.txt")
+    (work / "linkdir_out").symlink_to(tmp_path / "outside")
+    (work / "link_in").symlink_to(work / "inside.txt")
+    return work
+
+
+ESCAPES = [
+    ("read_file", "../secret.txt"),
+    ("read_file", "sub/../../secret.txt"),
+    ("read_file", "SECRET_ABSOLUTE"),
+    ("read_file", "link_out"),
+    ("read_file", "linkdir_out/secret.txt"),
+    ("list_dir", ".."),
+    ("list_dir", "/"),
+    ("list_dir", "linkdir_out"),
+    ("list_dir", "sub/../.."),
+]
+ALLOWED = [
+    ("read_file", "link_in", "inside text"),
+    ("read_file", "-n", "a file named like an option"),
+    ("read_file", "--help", "error: no such file: --help"),
+    ("list_dir", "-la", "error: no such directory: -la"),
+    ("read_file", "~/inside.txt", "error: no such file: ~/inside.txt"),
+]
+
+
+async def test_tool_paths_that_leave_cwd_are_refused(
+    jail: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    absolute = str(jail.parent / "secret.txt")
+    calls = [
+        (name, absolute if path == "SECRET_ABSOLUTE" else path)
+        for name, path in [*ESCAPES, *((name, path) for name, path, _ in ALLOWED)]
+    ]
+    script = {
+        "responses": [
+            {"function_call": {"name": name, "arguments": {"path": path}, "call_id": f"c{i}"}}
+            for i, (name, path) in enumerate(calls)
+        ]
+        + [{"text": "done"}]
+    }
+    config = runtime.Config(
+        cwd=str(jail), rollout=runtime.RolloutConfig(enabled=True, dir=str(jail.parent / "r"))
+    )
+    async with recorded(config, model=testing.ScriptedModel(script)) as (session, recorder):
+        await run_ops(session, recorder, turn("look around"))
+    outputs = {
+        item.call_id: item.output
+        for item in session.history.items
+        if isinstance(item, runtime.FunctionCallOutput)
+    }
+    for i, (_, path) in enumerate(calls[: len(ESCAPES)]):
+        assert outputs[f"c{i}"] == f"error: path {path!r} is outside the working directory"
+    for offset, (_, _, expected) in enumerate(ALLOWED):
+        assert outputs[f"c{len(ESCAPES) + offset}"] == expected
+    assert session.rollout is not None
+    everything = json.dumps([to_json(e) for e in recorder.events]) + (
+        session.rollout.path.read_text()
+    )
+    assert SECRET not in everything
+    check_event_invariants(recorder.events, finished=True)
+
+
+@pytest.mark.parametrize("name", ["read_file", "list_dir"])
+async def test_a_path_with_a_nul_character_is_refused(
+    name: str, jail: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    script = {
+        "responses": [
+            {"function_call": {"name": name, "arguments": {"path": "a\u0000b"}, "call_id": "c"}},
+            {"text": "done"},
+        ]
+    }
+    config = runtime.Config(cwd=str(jail), rollout=runtime.RolloutConfig(enabled=False))
+    async with recorded(config, model=testing.ScriptedModel(script)) as (session, recorder):
+        await run_ops(session, recorder, turn("read it"))
+    assert not recorder.of_type(runtime.ErrorEvent)
+    check_well_formed(session.history.items, settled=True)
+    output = next(i for i in session.history.items if isinstance(i, runtime.FunctionCallOutput))
+    assert output.output.startswith("error: ")
+
+
+# ============================================================================ commands
+
+INJECTIONS = ["; touch pwned1", "$(touch pwned2)", "`touch pwned3`", "| touch pwned4", "&& touch x"]
+
+
+async def test_shell_arguments_from_the_model_are_never_shell_syntax(jail: Path) -> None:
+    argv = ["echo", *INJECTIONS]
+    slow = [sys.executable, "-c", "import time; time.sleep(30)"]
+    script = {
+        "responses": [
+            {"function_call": {"name": "shell", "arguments": {"argv": argv}, "call_id": "echo"}},
+            {
+                "function_call": {
+                    "name": "shell",
+                    "arguments": {"argv": slow, "timeout_ms": 300},
+                    "call_id": "slow",
+                }
+            },
+            {"text": "done"},
+        ]
+    }
+    config = runtime.Config(
+        tools={"shell": True}, cwd=str(jail), rollout=runtime.RolloutConfig(enabled=False)
+    )
+    started = trio.current_time()
+    with trio.fail_after(GUARD_S):
+        async with recorded(config, model=testing.ScriptedModel(script)) as (session, recorder):
+            await run_ops(session, recorder, turn("run them"))
+    outputs = {
+        item.call_id: item.output
+        for item in session.history.items
+        if isinstance(item, runtime.FunctionCallOutput)
+    }
+    assert outputs["echo"] == " ".join(INJECTIONS) + "\n\n[exit code 0]"
+    assert outputs["slow"].endswith("[timed out after 300 ms; process killed]")
+    assert trio.current_time() - started < 10
+    assert not [p.name for p in jail.parent.rglob("*") if p.name.startswith(("pwned", "x"))]
+
+
+async def test_hook_commands_run_from_argv_with_a_timeout_that_kills_the_group(
+    tmp_path: Path,
+) -> None:
+    marker = tmp_path / "hook-ran"
+    pidfile = tmp_path / "grandchild.pid"
+    literal = [
+        sys.executable, "-c", "import pathlib, sys; pathlib.Path(sys.argv[1]).write_text('ran')",
+        str(marker), "; touch pwned-hook", "$(touch pwned-hook2)",
+    ]  # fmt: skip
+    hanging = ["sh", "-c", f"sleep 1000 & echo $! > {pidfile}; wait"]
+    config = runtime.Config(
+        hooks=runtime.Hooks(
+            pre_compact=[
+                runtime.HookCommand(literal),
+                runtime.HookCommand(hanging, timeout_ms=1_000),
+            ]
+        ),
+        cwd=str(tmp_path),
+        rollout=runtime.RolloutConfig(enabled=False),
+    )
+    with trio.fail_after(GUARD_S):
+        async with recorded(config, model=testing.ScriptedModel(None)) as (session, recorder):
+            await run_ops(session, recorder, turn("hello"), runtime.Compact())
+    completed = recorder.of_type(runtime.HookCompleted)
+    assert [c.outcome for c in completed] == ["continue", "timeout"]
+    assert completed[1].duration_ms < 5_000
+    warnings = [w.message for w in recorder.of_type(runtime.WarningEvent)]
+    assert any("did not finish within 1000 ms" in w for w in warnings)
+    assert marker.read_text() == "ran"
+    assert not list(tmp_path.glob("pwned*"))
+    # The hook's own child went down with it.
+    grandchild = int(pidfile.read_text())
+    try:
+        pidfd = os.pidfd_open(grandchild)
+    except ProcessLookupError:
+        return
+    try:
+        with trio.fail_after(10):
+            await trio.lowlevel.wait_readable(pidfd)
+    finally:
+        os.close(pidfd)
+
+
+def test_relay_starts_processes_only_for_the_shell_tool_and_hook_commands() -> None:
+    """No command line is built from model input: the shell tool's argv is the model's own,
+    and hook argv comes from the configuration (its input goes to stdin, as JSON)."""
+    starts = re.compile(
+        r"open_process|run_process|subprocess\.(run|Popen|call|check_call|check_output)"
+        r"|os\.(system|popen|exec\w*|spawn\w*|posix_spawn\w*)|create_subprocess|shell\s*=\s*True"
+    )
+    found = sorted(
+        f"{path.relative_to(ROOT)}"
+        for package in ("runtime", "tasks")
+        for path in (ROOT / package).rglob("*.py")
+        if starts.search(path.read_text(encoding="utf-8"))
+    )
+    assert found == ["runtime/_hooks.py", "runtime/_tools.py"]
+    hooks = (ROOT / "runtime" / "_hooks.py").read_text(encoding="utf-8")
+    assert "argv = list(hook.command)" in hooks
+    assert "stdin=subprocess.PIPE" in hooks
+
+
+async def test_the_shell_tool_cannot_read_the_api_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, CANARY)
+    script = {
+        "responses": [
+            {
+                "function_call": {
+                    "name": "shell",
+                    "arguments": {"argv": ["printenv", KEY_ENV]},
+                    "call_id": "env",
+                }
+            },
+            {"text": "done"},
+        ]
+    }
+    with trio.fail_after(GUARD_S):
+        async with testing.open_mock_server(script) as server:
+            assert server.base_url is not None
+            config = runtime.Config(
+                model="gpt-test",
+                model_provider="mock",
+                model_providers={
+                    "mock": runtime.ProviderConfig(
+                        name="mock", base_url=server.base_url, env_key=KEY_ENV
+                    )
+                },
+                tools={"shell": True},
+                cwd=str(tmp_path),
+                rollout=runtime.RolloutConfig(enabled=True, dir=str(tmp_path / "sessions")),
+            )
+            async with recorded(config) as (session, recorder):
+                await run_ops(session, recorder, turn("show me the environment"))
+            requests = list(server.requests)
+    assert session.rollout is not None
+    places = {
+        "events": json.dumps([to_json(e) for e in recorder.events]),
+        "rollout": session.rollout.path.read_text(encoding="utf-8"),
+        "requests": json.dumps(requests),
+    }
+    assert [place for place, text in places.items() if CANARY in text] == []

@@ -1,0 +1,566 @@
+"""The whole runtime under random ops, model scripts and backends, in virtual time.
+
+Each example opens a session with a compaction backend chosen among every branch of the
+selection (local, remote V1, remote V2, token budget, and the fallbacks between them), an
+auto-compaction limit or none, rollout on, hooks that sometimes stop a compaction before or
+after it installs, and a model script of random replies: texts, tool calls, usage over the
+limit, delays, stalls, HTTP errors, in-stream failures, cut connections, unknown items and
+malformed compaction answers. It then submits a random sequence of user turns (every
+``on_busy``, with model and cwd changes), ``compact``, ``interrupt``, ``override_turn_context``,
+waits and ``shutdown``. After every step:
+
+- the event-stream invariants of SPEC §3 hold (``tests/invariants.py``);
+- the history is well-formed: every call has exactly one output after it (once settled);
+- no ``error{internal}`` was reported (a task never crashes);
+- a compaction that failed changed nothing: the window is the one it started in and the
+  history still begins with what it was when the compaction started;
+- at rest (no task running), the rollout reconstructs the live session.
+
+At the end: the same, and every compaction the rollout records has the shape its backend
+promises (summary or compaction item last, or a fresh window), is one of the installed
+compactions, and was made by the backend SPEC §6.1 selects; nothing but events and steered
+input lies in the rollout between a failed compaction and its turn's end.
+
+The tools the scripts call (``sleep``, refused paths, unknown tools) never touch a worker
+thread: under the autojump clock, a thread's real duration would let virtual time jump, and
+the examples would stop being reproducible.
+
+``RELAY_STATEFUL_EXAMPLES`` sets the number of examples (default 2,000).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import hypothesis
+import hypothesis.strategies as st
+import pytest
+import trio
+import trio.testing
+from hypothesis import HealthCheck, given, settings
+
+import runtime
+from runtime import testing
+from runtime._tokens import ApproxEstimator
+from tests.invariants import check_event_invariants
+from tests.reliability._checks import (
+    check_compacted_part,
+    check_rollout_matches,
+    check_well_formed,
+    compacted_lines,
+    expected_backend,
+)
+
+EXAMPLES = int(os.environ.get("RELAY_STATEFUL_EXAMPLES", "2000"))
+
+#: The auto-compaction limit when one is configured; usage values are drawn around it.
+LIMIT = 3_000
+
+#: Models: no known window, a large window, a smaller one (a switch to it is a downshift).
+MODELS = ("scripted", "gpt-4.1", "gpt-4o")
+
+# ----------------------------------------------------------------------------- model scripts
+
+usages = st.sampled_from([None, 60, LIMIT - 100, LIMIT + 500, LIMIT + 500, 140_000])
+
+
+def _with(reply: dict[str, Any], usage: int | None, delay: int, stall: int) -> dict[str, Any]:
+    if usage is not None:
+        reply["total_tokens"] = usage
+    if delay:
+        reply["delay_ms"] = delay
+    if stall:
+        reply["stall_ms"] = stall
+    return reply
+
+
+def _call(name: str, arguments: Any) -> dict[str, Any]:
+    return {"function_call": {"name": name, "arguments": arguments}}
+
+
+streamed = st.sampled_from(
+    [
+        {"text": "Done."},
+        {"text": "A longer answer, " * 8},
+        _call("sleep", {"seconds": 0}),
+        _call("sleep", {"seconds": 0.05}),
+        _call("sleep", {"seconds": 30}),
+        _call("read_file", {"path": "../outside.txt"}),
+        _call("read_file", "not json"),
+        _call("no_such_tool", {}),
+        {"compaction": "ENC-SCRIPTED"},
+        {"output": [{"type": "mystery_item", "detail": 1}]},
+        {
+            "output": [
+                {"type": "reasoning", "id": "rs-1", "summary": []},
+                {"type": "message", "role": "assistant", "content": []},
+            ]
+        },
+        {
+            "output": [
+                {"type": "compaction", "encrypted_content": "A"},
+                {"type": "compaction", "encrypted_content": "B"},
+            ]
+        },
+        {"text": "failed", "stream_error": {"code": "server_error", "message": "overloaded"}},
+        {"text": "failed", "stream_error": {"code": "context_length_exceeded"}},
+        {"text": "cut short", "cut_after_events": 2},
+        {"text": "cut at once", "cut_after_events": 0},
+    ]
+)
+
+http_errors = st.sampled_from(
+    [
+        {"http_error": {"status": 500, "message": "boom"}},
+        {"http_error": {"status": 503, "message": "busy"}},
+        {"http_error": {"status": 429, "message": "slow down", "retry_after": 1.5}},
+        {"http_error": {"status": 429, "code": "insufficient_quota", "message": "no quota"}},
+        {"http_error": {"status": 401, "message": "bad key"}},
+        {"http_error": {"status": 400, "code": "context_length_exceeded", "message": "long"}},
+    ]
+)
+
+shaped = st.builds(
+    _with,
+    streamed.map(dict),
+    usages,
+    st.sampled_from([0, 0, 5, 400]),
+    st.sampled_from([0, 0, 3, 250]),
+)
+#: One reply in five is an HTTP error.
+replies = st.one_of(shaped, shaped, shaped, shaped, http_errors.map(dict))
+
+compact_replies = st.sampled_from(
+    [
+        {
+            "output": [
+                {
+                    "type": "message",
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": "u"}],
+                },
+                {"type": "compaction", "encrypted_content": "ENC-V1"},
+            ]
+        },
+        {
+            "output": [
+                {"type": "message", "role": "developer", "content": []},
+                {
+                    "type": "message",
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": "<environment_context>x"}],
+                },
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": "so far"}],
+                },
+                {"type": "function_call", "name": "sleep", "arguments": "{}", "call_id": "c-x"},
+                {"type": "compaction", "encrypted_content": "ENC-V1"},
+                {"type": "reasoning", "id": "rs-9", "summary": []},
+            ]
+        },
+        {"raw": "garbage"},
+        {"raw": None},
+        {"raw": {"output": "not a list"}},
+        {"raw": {"output": [{"type": "message"}]}},
+        {"raw": {"items": []}},
+        {"http_error": {"status": 500}},
+        {"http_error": {"status": 400, "message": "bad compaction request"}},
+        {"http_error": {"status": 429, "retry_after": 0.5}},
+        {"output": []},
+        {"output": [{"type": "compaction", "encrypted_content": "LATE"}], "delay_ms": 300},
+    ]
+)
+
+# ----------------------------------------------------------------------------- configuration
+
+
+#: ``(remote_compaction, features.remote_compaction_v2, features.token_budget)``: every branch
+#: of the backend selection, the fallbacks included (a V2 provider with the feature off uses
+#: V1; the feature without a capable provider stays local).
+SELECTIONS = (
+    ("unsupported", False, False),
+    ("unsupported", True, False),
+    ("v1", False, False),
+    ("v2", False, False),
+    ("v2", True, False),
+    ("v2", True, False),
+    ("v1", True, True),
+    ("unsupported", False, True),
+)
+
+
+@attrs.frozen
+class Setup:
+    """What an example runs with (drawn once per example)."""
+
+    selection: tuple[str, bool, bool]
+    limit: int | None
+    script: dict[str, Any]
+    stop_before: int | None
+    """The pre-compact hook stops the compaction it sees in this place (1-based)."""
+    stop_after: int | None
+    """The post-compact hook stops the turn of the compaction it sees in this place."""
+
+
+setups = st.builds(
+    Setup,
+    selection=st.sampled_from(SELECTIONS),
+    limit=st.sampled_from([None, LIMIT, LIMIT]),
+    script=st.fixed_dictionaries(
+        {
+            "responses": st.lists(replies, min_size=2, max_size=12),
+            "compact": st.lists(compact_replies, max_size=3),
+        }
+    ),
+    stop_before=st.sampled_from([None, None, None, 1, 2]),
+    stop_after=st.sampled_from([None, None, None, 1, 2]),
+)
+
+#: Action kinds, weighted: turns and waits for them are what let the session get somewhere.
+KINDS = (
+    *("turn", "turn", "turn", "settle", "settle", "advance"),
+    *("compact", "interrupt", "override", "shutdown"),
+)
+
+
+def action(kind: str) -> st.SearchStrategy[tuple[Any, ...]]:
+    match kind:
+        case "turn":
+            return st.tuples(
+                st.just(kind),
+                st.booleans(),
+                st.sampled_from(list(runtime.OnBusy)),
+                st.sampled_from([None, None, *MODELS]),
+                st.sampled_from([None, None, 0, 1]),
+            )
+        case "compact":
+            return st.tuples(st.just(kind), st.sampled_from([None, "keep the file names"]))
+        case "override":
+            return st.tuples(
+                st.just(kind), st.sampled_from([None, *MODELS]), st.sampled_from([None, 0, 1])
+            )
+        case "advance":
+            return st.tuples(st.just(kind), st.sampled_from([0.001, 0.05, 0.3, 2.0, 40.0]))
+        case _:
+            return st.tuples(st.just(kind))
+
+
+actions = st.sampled_from(KINDS).flatmap(action)
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Two working directories (one with project instructions) and a rollout root."""
+    root = tmp_path_factory.mktemp("stateful")
+    for name in ("a", "b"):
+        (root / name).mkdir()
+        (root / name / "notes.txt").write_text(f"notes of {name}\n")
+    (root / "a" / "AGENTS.md").write_text("Be brief.\n")
+    (root / "outside.txt").write_text("must not be read\n")
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def make_config(setup: Setup, workspace: Path, rollouts: Path) -> runtime.Config:
+    return runtime.Config(
+        model_provider="scripted",
+        model_providers={
+            "scripted": runtime.ProviderConfig(
+                name="scripted",
+                remote_compaction=setup.selection[0],  # type: ignore[arg-type]
+                stream_max_retries=2,
+                request_max_retries=1,
+            )
+        },
+        features=runtime.Features(
+            remote_compaction_v2=setup.selection[1], token_budget=setup.selection[2]
+        ),
+        model_auto_compact_token_limit=setup.limit,
+        base_instructions="You are tested.",
+        cwd=str(workspace / "a"),
+        rollout=runtime.RolloutConfig(enabled=True, dir=str(rollouts)),
+    )
+
+
+# ----------------------------------------------------------------------------- the probe
+
+
+@attrs.define
+class Attempt:
+    """A compaction as its pre-compact hook saw the session."""
+
+    turn_id: str
+    history: tuple[runtime.ResponseItem, ...]
+    window_id: str
+    window_number: int
+    stopped: bool
+
+
+@attrs.define
+class Probe:
+    """Observes the session from inside: a pre-compact hook snapshots it. The hooks also
+    stop the compaction (before) or its turn (after) when the example asks them to."""
+
+    stop_before: int | None = None
+    stop_after: int | None = None
+    session: runtime.Session | None = None
+    attempts: list[Attempt] = attrs.field(factory=list)
+    installed: int = 0
+
+    async def before_compaction(self, info: runtime.HookInput) -> runtime.HookStop | None:
+        session = self.session
+        assert session is not None
+        stop = len(self.attempts) + 1 == self.stop_before
+        self.attempts.append(
+            Attempt(
+                info.turn_id,
+                tuple(session.history.items),
+                session.window_id,
+                session.window_number,
+                stop,
+            )
+        )
+        return runtime.HookStop("the probe stops it") if stop else None
+
+    async def after_compaction(self, info: runtime.HookInput) -> runtime.HookStop | None:
+        self.installed += 1
+        return runtime.HookStop("the probe stops it") if self.installed == self.stop_after else None
+
+    @property
+    def started(self) -> list[Attempt]:
+        """The attempts that went on to report a compaction item."""
+        return [attempt for attempt in self.attempts if not attempt.stopped]
+
+
+def compaction_outcomes(events: list[runtime.Event]) -> list[tuple[str, str]]:
+    """``(turn id, outcome)`` of each compaction item, in order: ``installed``, ``failed``
+    (the turn went on to report an error and end normally), ``aborted`` or ``running``."""
+    outcomes: list[tuple[str, str]] = []
+    open_item: dict[str, int] = {}
+    errored: set[int] = set()
+    for event in events:
+        msg = event.msg
+        match msg:
+            case runtime.ItemStarted(item=runtime.ContextCompactionItem()):
+                open_item[event.id] = len(outcomes)
+                outcomes.append((event.id, "running"))
+            case runtime.ItemCompleted(item=runtime.ContextCompactionItem()):
+                outcomes[open_item.pop(event.id)] = (event.id, "installed")
+            case runtime.ErrorEvent() if event.id in open_item:
+                errored.add(open_item[event.id])
+            case runtime.TurnComplete() | runtime.TurnAborted() if event.id in open_item:
+                index = open_item.pop(event.id)
+                failed = isinstance(msg, runtime.TurnComplete) and index in errored
+                outcomes[index] = (event.id, "failed" if failed else "aborted")
+            case _:
+                pass
+    return outcomes
+
+
+def check_failed_compactions(probe: Probe, events: list[runtime.Event]) -> None:
+    """A failed compaction changed nothing (SPEC §3 invariant 4), seen live.
+
+    The pre-compact hook runs once per compaction that reports an item, in the same order,
+    so snapshots and outcomes pair up. After a failure, until the next compaction starts, the
+    window is the one the compaction started in and the history only grew (nothing but a
+    compaction replaces it).
+    """
+    session = probe.session
+    assert session is not None
+    outcomes = compaction_outcomes(events)
+    attempts = probe.started
+    assert len(attempts) >= len(outcomes)
+    if not outcomes or outcomes[-1][1] != "failed" or len(attempts) != len(outcomes):
+        return
+    attempt = attempts[-1]
+    assert attempt.turn_id == outcomes[-1][0]
+    assert session.window_id == attempt.window_id, "a failed compaction started a window"
+    assert session.window_number == attempt.window_number
+    now = tuple(session.history.items)
+    assert now[: len(attempt.history)] == attempt.history, "a failed compaction changed history"
+
+
+def check_failed_in_rollout(records: list[dict[str, Any]], failed_turns: set[str]) -> None:
+    """A failed compaction changed nothing in the rollout (SPEC §3 invariant 4).
+
+    A failed compaction is the last thing its turn does: from its pre-compact hook to the
+    turn's end, the rollout may only hold events and the user input steered into the turn.
+    """
+    for turn_id in failed_turns:
+        end = next(
+            index
+            for index, record in enumerate(records)
+            if record["type"] == "event_msg"
+            and record["payload"].get("type") == "turn_complete"
+            and record["payload"].get("turn_id") == turn_id
+        )
+        start = max(
+            index
+            for index, record in enumerate(records[:end])
+            if record["type"] == "event_msg"
+            and record["payload"].get("type") == "hook_completed"
+            and record["payload"].get("event") == "pre_compact"
+        )
+        for record in records[start + 1 : end]:
+            if record["type"] == "event_msg":
+                continue
+            payload = record["payload"]
+            assert record["type"] == "response_item", record
+            assert payload.get("type") == "message" and payload.get("role") == "user", record
+
+
+def check_step(probe: Probe, recorder: testing.EventRecorder) -> None:
+    session = probe.session
+    assert session is not None
+    events = recorder.events
+    check_event_invariants(events, finished=False)
+    settled = session.statistics().running_turn is None
+    check_well_formed(session.history.items, settled=settled)
+    if settled and session.rollout is not None and not session.closed:
+        # Invariant 6 at every rest: everything written so far gives the live session.
+        session.rollout.flush()
+        check_rollout_matches(session, session.rollout.path)
+    internal = [
+        e.msg for e in events if isinstance(e.msg, runtime.ErrorEvent) and e.msg.code == "internal"
+    ]
+    assert not internal, internal
+    check_failed_compactions(probe, events)
+
+
+def check_end(
+    probe: Probe, recorder: testing.EventRecorder, config: runtime.Config, path: Path
+) -> None:
+    session = probe.session
+    assert session is not None
+    events = recorder.events
+    check_event_invariants(events, finished=True)
+    check_well_formed(session.history.items, settled=True)
+    rollout = check_rollout_matches(session, path)
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    failed = {turn for turn, outcome in compaction_outcomes(events) if outcome == "failed"}
+    check_failed_in_rollout(records, failed)
+    backend = expected_backend(config)
+    receipts = [
+        e.msg.item.receipt
+        for e in events
+        if isinstance(e.msg, runtime.ItemCompleted)
+        and isinstance(e.msg.item, runtime.ContextCompactionItem)
+    ]
+    lines = compacted_lines(rollout)
+    hypothesis.event(f"backend {backend.value}")
+    for _, outcome in compaction_outcomes(events):
+        hypothesis.event(f"compaction {outcome}")
+    for msg in recorder.msgs:
+        if isinstance(msg, runtime.ErrorEvent):
+            hypothesis.event(f"error {msg.code}")
+        elif isinstance(msg, runtime.TurnAborted):
+            hypothesis.event(f"turn_aborted {msg.reason}")
+        elif isinstance(msg, runtime.ItemCompleted) and isinstance(
+            msg.item, runtime.ContextCompactionItem
+        ):
+            assert msg.item.receipt is not None
+            hypothesis.event(f"trigger {msg.item.receipt.trigger}")
+    # Invariant 4 on the rollout: exactly the installed compactions are recorded.
+    assert len(lines) == len(receipts) == session.window_number
+    for line, receipt in zip(lines, receipts, strict=True):
+        assert receipt is not None and receipt.backend == backend.value
+        assert line.replacement_history is not None
+        check_compacted_part(line.replacement_history, backend.value)
+
+
+# ----------------------------------------------------------------------------- the test
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(setup=setups, data=st.data())
+def test_random_ops_faults_and_backends_keep_every_promise(
+    workspace: Path, setup: Setup, data: st.DataObject
+) -> None:
+    rollouts = workspace / "rollouts"
+    config = make_config(setup, workspace, rollouts)
+    cwds = [str(workspace / "a"), str(workspace / "b")]
+    probe = Probe(setup.stop_before, setup.stop_after)
+    recorder = testing.EventRecorder()
+    paths: list[Path] = []
+
+    async def main() -> None:
+        hooks = [
+            runtime.CompactHook("pre_compact", probe.before_compaction, name="probe"),
+            runtime.CompactHook("post_compact", probe.after_compaction, name="probe"),
+        ]
+        async with (
+            runtime.open_session(
+                config,
+                model=testing.ScriptedModel(setup.script),
+                clock=testing.fixed_clock,
+                rng=random.Random(0),
+                estimator=ApproxEstimator(),
+                hooks=hooks,
+            ) as session,
+            trio.open_nursery() as nursery,
+        ):
+            probe.session = session
+            assert session.rollout is not None
+            paths.append(session.rollout.path)
+            nursery.start_soon(recorder.consume, session)
+            for step in range(data.draw(st.integers(3, 16), label="steps")):
+                action = data.draw(actions, label=f"action {step}")
+                match action:
+                    case ("turn", wait, on_busy, model, cwd):
+                        await session.submit(
+                            runtime.UserTurn(
+                                items=[runtime.Text(f"request {step}")],
+                                on_busy=on_busy,
+                                model=model,
+                                cwd=None if cwd is None else cwds[cwd],
+                            )
+                        )
+                        if wait:
+                            with trio.fail_after(3600):
+                                await session.wait_idle()
+                    case ("compact", instructions):
+                        await session.submit(runtime.Compact(instructions=instructions))
+                    case ("interrupt",):
+                        await session.submit(runtime.Interrupt())
+                    case ("override", model, cwd):
+                        await session.submit(
+                            runtime.OverrideTurnContext(
+                                model=model, cwd=None if cwd is None else cwds[cwd]
+                            )
+                        )
+                    case ("advance", seconds):
+                        await trio.sleep(seconds)
+                    case ("settle",):
+                        with trio.fail_after(3600):
+                            await session.wait_idle()
+                    case ("shutdown",):
+                        await session.submit(runtime.Shutdown())
+                        await recorder.wait_for(runtime.ShutdownComplete)
+                        break
+                    case _:
+                        raise AssertionError(action)
+                await trio.testing.wait_all_tasks_blocked()
+                check_step(probe, recorder)
+            if not session.closed:
+                await session.submit(runtime.Shutdown())
+                await recorder.wait_for(runtime.ShutdownComplete)
+
+    try:
+        trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+        check_end(probe, recorder, config, paths[0])
+    finally:
+        for path in paths:
+            path.unlink(missing_ok=True)
