@@ -246,3 +246,34 @@ async def test_switching_to_a_larger_model_does_not_compact(
         await turns(t, "two", model="gpt-4.1")
     assert [r["model"] for r in t.model.requests] == ["gpt-4o", "gpt-4.1"]
     assert receipts(t) == []
+
+
+async def test_steered_input_waits_one_step_after_a_mid_turn_compaction(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    script = {
+        "responses": [
+            {
+                "function_call": {"name": "sleep", "arguments": {"seconds": 5}, "call_id": "c1"},
+                "total_tokens": 5000,
+            },
+            {"text": "SUMMARY"},
+            {"text": "answering the tool"},
+            {"text": "answering the steer"},
+        ]
+    }
+    cfg = config(model_auto_compact_token_limit=1000)
+    async with testing.open_test_session(script, config=cfg) as t:
+        await t.turn("do it", id="t1")
+        await t.wait_for(
+            lambda e: isinstance(e.msg, runtime.ItemStarted)
+            and isinstance(e.msg.item, runtime.ToolCallItem)
+        )
+        await t.turn("also this", id="s1")
+        await t.wait_for(runtime.TurnComplete)
+    after_compaction, next_one = t.model.requests[2], t.model.requests[3]
+    # The first request after the compaction answers the tool follow-up without the steered
+    # input; the request after it picks the input up.
+    assert "also this" not in user_texts(after_compaction)
+    assert user_texts(next_one)[-1] == "also this"
+    assert t.recorder.of_type(runtime.TurnComplete)[0].last_agent_message == "answering the steer"
