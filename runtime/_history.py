@@ -38,11 +38,6 @@ def is_contextual(item: p.ResponseItem) -> bool:
     return text.startswith(CONTEXTUAL_MARKERS)
 
 
-def is_user_message(item: p.ResponseItem) -> bool:
-    """Whether ``item`` is a message with role ``user``."""
-    return isinstance(item, p.Message) and item.role == "user"
-
-
 def call_id_of(item: p.ResponseItem) -> str | None:
     """The call id of a tool call or tool output, else None."""
     if isinstance(
@@ -153,10 +148,6 @@ class History:
 
     def __len__(self) -> int:
         return len(self._items)
-
-    def snapshot(self) -> list[p.ResponseItem]:
-        """A copy of the items."""
-        return list(self._items)
 
     def record(self, item: p.ResponseItem, *, from_model: bool = False) -> None:
         """Append an item; ``from_model`` marks items the model generated."""

@@ -7,7 +7,6 @@ prints plain lines only.
 
 from __future__ import annotations
 
-import json
 from typing import TextIO
 
 from . import _protocol as p
@@ -120,8 +119,3 @@ class PrettyPrinter:
             case _:
                 pass
         self.out.flush()
-
-
-def render_json(msg: object) -> str:
-    """Compact JSON for a value already in JSON form."""
-    return json.dumps(msg, ensure_ascii=False)

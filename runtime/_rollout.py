@@ -63,7 +63,6 @@ class RolloutWriter:
     def __init__(self, path: Path, file: IO[str]) -> None:
         self.path = path
         self._file = file
-        self.lines_written = 0
 
     @classmethod
     def create(cls, root: Path, session_id: str, created: datetime) -> RolloutWriter:
@@ -106,7 +105,6 @@ class RolloutWriter:
         self._file.write(
             f'{{"timestamp":"{stamp}","type":{_ENCODER.encode(kind)},"payload":{body}}}\n'
         )
-        self.lines_written += 1
 
     def flush(self) -> None:
         """Hand everything written so far to the operating system."""
