@@ -39,12 +39,7 @@ async def test_interrupting_an_upload_runs_its_cleanup(
     script = {"responses": [{"function_call": {"name": "upload", "arguments": {}}}]}
     async with testing.open_test_session(script, tools=[UPLOAD]) as t:
         await t.turn("ship it", id="t1")
-        await t.wait_for(
-            lambda e: (
-                isinstance(e.msg, runtime.ItemStarted)
-                and isinstance(e.msg.item, runtime.ToolCallItem)
-            )
-        )
+        await t.wait_for(testing.tool_call_started)
         started = trio.current_time()
         await t.submit(runtime.Interrupt())
         aborted = await t.wait_for(runtime.TurnAborted)

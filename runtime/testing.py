@@ -41,6 +41,16 @@ def fixed_clock() -> datetime:
     return FIXED_NOW
 
 
+def tool_call_started(event: p.Event) -> bool:
+    """Whether ``event`` reports the start of a tool call (a predicate for ``wait_for``)."""
+    return isinstance(event.msg, p.ItemStarted) and isinstance(event.msg.item, p.ToolCallItem)
+
+
+def turn_ended(event: p.Event) -> bool:
+    """Whether ``event`` is a turn's terminal event (a predicate for ``wait_for``)."""
+    return isinstance(event.msg, p.TurnComplete | p.TurnAborted)
+
+
 class EventRecorder:
     """Collects a session's events as they come and lets a test wait for them."""
 
@@ -194,4 +204,6 @@ __all__ = [
     "load_model_script",
     "open_test_session",
     "parse_model_script",
+    "tool_call_started",
+    "turn_ended",
 ]

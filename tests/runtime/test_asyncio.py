@@ -44,12 +44,7 @@ def test_interrupt_and_replace_on_asyncio() -> None:
     async def main() -> testing.TestSession:
         async with testing.open_test_session(script) as t:
             await t.turn("nap", id="t1")
-            await t.wait_for(
-                lambda e: (
-                    isinstance(e.msg, runtime.ItemStarted)
-                    and isinstance(e.msg.item, runtime.ToolCallItem)
-                )
-            )
+            await t.wait_for(testing.tool_call_started)
             await t.submit(runtime.Interrupt())
             await t.wait_for(runtime.TurnAborted)
             await t.turn("slow one", id="t2")

@@ -267,7 +267,6 @@ def test_restore_sets_items_and_counters_without_estimating() -> None:
     assert history.estimated_tokens() == items_tokens([USER, ANSWER, USER])
 
 
-
 _ops = st.lists(
     st.one_of(
         st.tuples(

@@ -36,8 +36,9 @@ from runtime._responses import request_body
 from runtime._wire import open_http_client
 
 API_KEY = "sk-socket-secret-987"
-TOOL = ToolSpec("read_file", "Read a file.", {"type": "object",
-                                              "properties": {"path": {"type": "string"}}})
+TOOL = ToolSpec(
+    "read_file", "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}}
+)
 PROMPT = Prompt(
     model="gpt-test",
     instructions="Be brief.",
@@ -64,9 +65,18 @@ async def collect(client: ModelClient, prompt: Prompt = PROMPT) -> list[ModelEve
 
 async def test_tool_call_reply_and_request_log(tmp_path: Path) -> None:
     log = tmp_path / "requests.jsonl"
-    script = {"responses": [{"function_call": {"name": "read_file",
-                                               "arguments": {"path": "a.txt"},
-                                               "call_id": "call_1"}, "total_tokens": 42}]}
+    script = {
+        "responses": [
+            {
+                "function_call": {
+                    "name": "read_file",
+                    "arguments": {"path": "a.txt"},
+                    "call_id": "call_1",
+                },
+                "total_tokens": 42,
+            }
+        ]
+    }
     with trio.fail_after(GUARD_S):
         async with open_mock_server(script, log_path=log) as server:
             assert server.base_url is not None
@@ -91,8 +101,13 @@ async def test_tool_call_reply_and_request_log(tmp_path: Path) -> None:
     assert body == request_body(PROMPT)
     assert body["model"] == "gpt-test"
     assert body["instructions"] == "Be brief."
-    assert body["input"] == [{"type": "message", "role": "user",
-                              "content": [{"type": "input_text", "text": "what is in a.txt?"}]}]
+    assert body["input"] == [
+        {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "what is in a.txt?"}],
+        }
+    ]
     assert body["tools"] == [TOOL.to_wire()]
     assert body["tool_choice"] == "auto"
     assert body["parallel_tool_calls"] is False
@@ -115,18 +130,18 @@ async def test_cancelling_a_stalled_stream_is_seen_as_a_disconnect() -> None:
             open_http_client(provider_for(server), api_key=API_KEY) as client,
         ):
 
-                async def consume() -> None:
-                    async with client.stream(PROMPT) as events:
-                        streaming.set()
-                        async for _ in events:
-                            pass  # pragma: no cover - the server stalls before any
+            async def consume() -> None:
+                async with client.stream(PROMPT) as events:
+                    streaming.set()
+                    async for _ in events:
+                        pass  # pragma: no cover - the server stalls before any
 
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(consume)
-                    await streaming.wait()
-                    assert server.disconnects == 0
-                    nursery.cancel_scope.cancel()
-                await server.wait_disconnects(1)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(consume)
+                await streaming.wait()
+                assert server.disconnects == 0
+                nursery.cancel_scope.cancel()
+            await server.wait_disconnects(1)
     assert server.disconnects == 1
     assert len(server.requests) == 1
 
@@ -137,8 +152,8 @@ async def test_completed_answers_are_not_disconnects() -> None:
             open_mock_server({"responses": ["one", "two"]}) as server,
             open_http_client(provider_for(server), api_key=None) as client,
         ):
-                first = await collect(client)
-                second = await collect(client)
+            first = await collect(client)
+            second = await collect(client)
     assert first[-2] == OutputItemDone(p.assistant_message("one", id="resp-1-msg-0"))
     assert second[-2] == OutputItemDone(p.assistant_message("two", id="resp-2-msg-0"))
     assert server.disconnects == 0
@@ -152,10 +167,10 @@ async def test_a_cut_drops_the_connection_mid_stream() -> None:
             open_mock_server(script) as server,
             open_http_client(provider_for(server), api_key=API_KEY) as client,
         ):
-                with pytest.raises(StreamError) as caught:
-                    async with client.stream(PROMPT) as events:
-                        async for event in events:
-                            seen.append(event)
+            with pytest.raises(StreamError) as caught:
+                async with client.stream(PROMPT) as events:
+                    async for event in events:
+                        seen.append(event)
     assert seen == [OutputTextDelta("resp-1-msg-0", "Hello ")]
     assert caught.value.message.startswith(
         "connection to the model server failed: RemoteProtocolError: peer closed connection"
@@ -163,15 +178,25 @@ async def test_a_cut_drops_the_connection_mid_stream() -> None:
 
 
 async def test_http_errors_with_retry_after() -> None:
-    script = {"responses": [{"http_error": {"status": 429, "code": "rate_limit_exceeded",
-                                            "message": "Slow down.", "retry_after": 1.5}}]}
+    script = {
+        "responses": [
+            {
+                "http_error": {
+                    "status": 429,
+                    "code": "rate_limit_exceeded",
+                    "message": "Slow down.",
+                    "retry_after": 1.5,
+                }
+            }
+        ]
+    }
     with trio.fail_after(GUARD_S):
         async with (
             open_mock_server(script) as server,
             open_http_client(provider_for(server), api_key=API_KEY) as client,
         ):
-                with pytest.raises(ModelError) as caught:
-                    await collect(client)
+            with pytest.raises(ModelError) as caught:
+                await collect(client)
     assert caught.value.code is ErrorCode.SERVER_ERROR
     assert caught.value.retryable
     assert caught.value.retry_after == 1.5
@@ -180,29 +205,35 @@ async def test_http_errors_with_retry_after() -> None:
 
 async def test_remote_compaction() -> None:
     output = [{"type": "compaction", "encrypted_content": "sealed"}]
-    request = CompactRequest(model="gpt-test", instructions="Be brief.",
-                             input=(p.user_message("hi"),))
+    request = CompactRequest(
+        model="gpt-test", instructions="Be brief.", input=(p.user_message("hi"),)
+    )
     with trio.fail_after(GUARD_S):
         async with (
             open_mock_server({"compact": [{"output": output}]}) as server,
             open_http_client(provider_for(server), api_key=API_KEY) as client,
         ):
-                body = await client.compact(request)
+            body = await client.compact(request)
     assert body == {"output": output}
     assert server.requests[0]["path"] == "/v1/responses/compact"
     assert server.requests[0]["headers"]["x-relay-request"] == "compact"
 
 
 async def test_chat_route() -> None:
-    script = {"responses": [{"text": "Hi from chat", "usage": {"input_tokens": 4,
-                                                              "output_tokens": 3,
-                                                              "total_tokens": 7}}]}
+    script = {
+        "responses": [
+            {
+                "text": "Hi from chat",
+                "usage": {"input_tokens": 4, "output_tokens": 3, "total_tokens": 7},
+            }
+        ]
+    }
     with trio.fail_after(GUARD_S):
         async with (
             open_mock_server(script) as server,
             open_http_client(provider_for(server, "chat"), api_key=None) as client,
         ):
-                events = await collect(client)
+            events = await collect(client)
     assert events[-2:] == [
         OutputItemDone(p.assistant_message("Hi from chat", id="chatcmpl-resp-1")),
         Completed("chatcmpl-resp-1", p.TokenUsage(4, 0, 3, 0, 7)),

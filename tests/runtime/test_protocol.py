@@ -326,6 +326,7 @@ EXPECTED_TAGS: dict[type, str] = {
     p.ShutdownComplete: "shutdown_complete",
 }
 
+
 def test_expected_tags_cover_every_class() -> None:
     classes = {cls for _, samples in UNIONS.values() for cls in samples}
     assert classes == set(EXPECTED_TAGS)

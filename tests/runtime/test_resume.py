@@ -336,9 +336,7 @@ async def run_ops(t: testing.TestSession, *ops: tuple[str, str | None]) -> None:
         else:
             await t.submit(runtime.Compact(instructions=arg))
         done += 1
-        await t.wait_for(
-            lambda e: isinstance(e.msg, runtime.TurnComplete | runtime.TurnAborted), done
-        )
+        await t.wait_for(testing.turn_ended, done)
 
 
 def rollout_path(t: testing.TestSession) -> Path:
@@ -551,12 +549,7 @@ async def test_an_interrupted_turn_resumes_with_its_marker_and_outputs(
     }
     async with testing.open_test_session(script, config=config) as t:
         await t.turn("wait")
-        await t.wait_for(
-            lambda e: (
-                isinstance(e.msg, runtime.ItemStarted)
-                and isinstance(e.msg.item, runtime.ToolCallItem)
-            )
-        )
+        await t.wait_for(testing.tool_call_started)
         await t.submit(runtime.Interrupt())
         await t.wait_for(runtime.TurnAborted)
     state = assert_restores(t.session, rollout_path(t))

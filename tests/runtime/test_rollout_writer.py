@@ -51,10 +51,7 @@ async def test_rollout_lines_modes_and_flush_before_terminal_events(
             await t.wait_for(runtime.TurnComplete)
             await t.turn("second", id="t2")
             await t.wait_for(
-                lambda e: (
-                    isinstance(e.msg, runtime.ItemStarted)
-                    and isinstance(e.msg.item, runtime.ToolCallItem)
-                ),
+                testing.tool_call_started,
                 2,
             )
             await t.submit(runtime.Interrupt())

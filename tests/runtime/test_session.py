@@ -83,12 +83,7 @@ async def test_interrupt_during_a_tool_call_records_marker_and_synthetic_output(
     script = {"responses": [sleep_call(60), {"text": "after"}]}
     async with testing.open_test_session(script) as t:
         await t.turn("wait a minute", id="t1")
-        await t.wait_for(
-            lambda e: (
-                isinstance(e.msg, runtime.ItemStarted)
-                and isinstance(e.msg.item, runtime.ToolCallItem)
-            )
-        )
+        await t.wait_for(testing.tool_call_started)
         started = trio.current_time()
         await t.submit(runtime.Interrupt(), id="int")
         await t.wait_for(runtime.TurnAborted)
@@ -118,12 +113,7 @@ async def test_abort_is_idempotent(autojump_clock: trio.testing.MockClock) -> No
     async with testing.open_test_session(script) as t:
         await t.submit(runtime.Interrupt(), id="idle-int")  # nothing runs: nothing happens
         await t.turn("go", id="t1")
-        await t.wait_for(
-            lambda e: (
-                isinstance(e.msg, runtime.ItemStarted)
-                and isinstance(e.msg.item, runtime.ToolCallItem)
-            )
-        )
+        await t.wait_for(testing.tool_call_started)
         await t.submit(runtime.Interrupt())
         await t.submit(runtime.Interrupt())
         await t.session.wait_idle()
@@ -166,12 +156,7 @@ async def test_abort_grace_lets_a_task_finish_within_100ms_then_cuts_it(
     }
     async with testing.open_test_session(script, tools=[stubborn_tool(linger)]) as t:
         await t.turn("go", id="t1")
-        await t.wait_for(
-            lambda e: (
-                isinstance(e.msg, runtime.ItemStarted)
-                and isinstance(e.msg.item, runtime.ToolCallItem)
-            )
-        )
+        await t.wait_for(testing.tool_call_started)
         start = trio.current_time()
         await t.submit(runtime.Interrupt())
         await t.wait_for(runtime.TurnAborted)
@@ -187,12 +172,7 @@ async def test_steer_adds_input_to_the_running_turn(autojump_clock: trio.testing
     script = {"responses": [sleep_call(10), {"text": "done"}]}
     async with testing.open_test_session(script) as t:
         await t.turn("first", id="t1")
-        await t.wait_for(
-            lambda e: (
-                isinstance(e.msg, runtime.ItemStarted)
-                and isinstance(e.msg.item, runtime.ToolCallItem)
-            )
-        )
+        await t.wait_for(testing.tool_call_started)
         await t.turn("also this", id="s1")  # default on_busy: steer
         await t.wait_for(runtime.TurnComplete)
     assert len(t.recorder.of_type(runtime.TurnStarted)) == 1
@@ -221,12 +201,7 @@ async def test_steered_input_of_an_interrupted_turn_is_kept(
 ) -> None:
     async with testing.open_test_session({"responses": [sleep_call(60)]}) as t:
         await t.turn("first", id="t1")
-        await t.wait_for(
-            lambda e: (
-                isinstance(e.msg, runtime.ItemStarted)
-                and isinstance(e.msg.item, runtime.ToolCallItem)
-            )
-        )
+        await t.wait_for(testing.tool_call_started)
         await t.turn("never mind", id="s1")
         await t.submit(runtime.Interrupt())
         await t.wait_for(runtime.TurnAborted)
@@ -261,12 +236,7 @@ async def test_interrupt_lets_a_queued_turn_start(autojump_clock: trio.testing.M
     async with testing.open_test_session(script) as t:
         await t.turn("first", id="t1")
         await t.turn("second", id="t2", on_busy="queue")
-        await t.wait_for(
-            lambda e: (
-                isinstance(e.msg, runtime.ItemStarted)
-                and isinstance(e.msg.item, runtime.ToolCallItem)
-            )
-        )
+        await t.wait_for(testing.tool_call_started)
         await t.submit(runtime.Interrupt())
         await t.wait_for(runtime.TurnComplete)
     lifecycle = [
@@ -286,12 +256,7 @@ async def test_shutdown_during_a_turn(autojump_clock: trio.testing.MockClock) ->
     script = {"responses": [sleep_call(60)]}
     async with testing.open_test_session(script) as t:
         await t.turn("first", id="t1")
-        await t.wait_for(
-            lambda e: (
-                isinstance(e.msg, runtime.ItemStarted)
-                and isinstance(e.msg.item, runtime.ToolCallItem)
-            )
-        )
+        await t.wait_for(testing.tool_call_started)
         await t.submit(runtime.Shutdown(), id="bye")
         await t.wait_for(runtime.ShutdownComplete)
         with pytest.raises(runtime.ClosedSessionError):
@@ -315,12 +280,7 @@ async def test_leaving_the_block_shuts_the_session_down(
     async with trio.open_nursery() as nursery, runtime.open_session(config, model=model) as session:
         nursery.start_soon(recorder.consume, session)
         await session.submit(runtime.UserTurn(items=[runtime.Text("go")]), id="t1")
-        await recorder.wait_for(
-            lambda e: (
-                isinstance(e.msg, runtime.ItemStarted)
-                and isinstance(e.msg.item, runtime.ToolCallItem)
-            )
-        )
+        await recorder.wait_for(testing.tool_call_started)
     assert [type(m).__name__ for m in recorder.msgs[-2:]] == ["TurnAborted", "ShutdownComplete"]
     assert recorder.msgs[-2].reason is runtime.AbortReason.SHUTDOWN
 

@@ -41,7 +41,9 @@ from runtime._wire import (
 )
 
 PROVIDER = ProviderConfig(
-    name="local", base_url="http://127.0.0.1:11434/v1", wire_api="chat",
+    name="local",
+    base_url="http://127.0.0.1:11434/v1",
+    wire_api="chat",
     stream_idle_timeout_ms=10_000,
 )
 PROMPT = Prompt(model="qwen", instructions="Be brief.", input=(p.user_message("hi"),))
@@ -64,15 +66,27 @@ async def collect(client: ModelClient, prompt: Prompt = PROMPT) -> list[ModelEve
 
 
 def chunk(delta: Mapping[str, Any], finish: str | None = None) -> dict[str, Any]:
-    return {"id": "chatcmpl-9", "object": "chat.completion.chunk", "created": 1,
-            "model": "qwen", "choices": [{"index": 0, "delta": dict(delta),
-                                          "finish_reason": finish}]}
+    return {
+        "id": "chatcmpl-9",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "qwen",
+        "choices": [{"index": 0, "delta": dict(delta), "finish_reason": finish}],
+    }
 
 
-USAGE = {"id": "chatcmpl-9", "object": "chat.completion.chunk", "choices": [],
-         "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25,
-                   "prompt_tokens_details": {"cached_tokens": 8},
-                   "completion_tokens_details": {"reasoning_tokens": 2}}}
+USAGE = {
+    "id": "chatcmpl-9",
+    "object": "chat.completion.chunk",
+    "choices": [],
+    "usage": {
+        "prompt_tokens": 20,
+        "completion_tokens": 5,
+        "total_tokens": 25,
+        "prompt_tokens_details": {"cached_tokens": 8},
+        "completion_tokens_details": {"reasoning_tokens": 2},
+    },
+}
 
 
 def chat_stream(*chunks: Mapping[str, Any] | bytes, done: bool = True) -> Handler:
@@ -115,28 +129,55 @@ def test_history_maps_to_chat_messages() -> None:
         {"role": "system", "content": "Use tools."},
         {"role": "user", "content": "<environment_context>cwd</environment_context>"},
         {"role": "user", "content": "read a.txt and b.txt"},
-        {"role": "assistant", "content": "Reading both.", "tool_calls": [
-            {"id": "call_a", "type": "function",
-             "function": {"name": "read_file", "arguments": '{"path":"a.txt"}'}},
-            {"id": "call_b", "type": "function",
-             "function": {"name": "read_file", "arguments": '{"path":"b.txt"}'}},
-        ]},
+        {
+            "role": "assistant",
+            "content": "Reading both.",
+            "tool_calls": [
+                {
+                    "id": "call_a",
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": '{"path":"a.txt"}'},
+                },
+                {
+                    "id": "call_b",
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": '{"path":"b.txt"}'},
+                },
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_a", "content": "A"},
         {"role": "tool", "tool_call_id": "call_b", "content": "B"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_c", "type": "function",
-             "function": {"name": "list_dir", "arguments": "{}"}},
-        ]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_c",
+                    "type": "function",
+                    "function": {"name": "list_dir", "arguments": "{}"},
+                },
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_c", "content": "[]"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_d", "type": "function",
-             "function": {"name": "apply_patch", "arguments": "*** patch"}},
-        ]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_d",
+                    "type": "function",
+                    "function": {"name": "apply_patch", "arguments": "*** patch"},
+                },
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_d", "content": "done"},
-        {"role": "user", "content": [
-            {"type": "text", "text": "and this?"},
-            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}},
-        ]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "and this?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}},
+            ],
+        },
         {"role": "system", "content": "late system note"},
     ]
 
@@ -146,18 +187,30 @@ def test_empty_instructions_send_no_system_message() -> None:
 
 
 def test_request_body() -> None:
-    prompt = attrs.evolve(PROMPT, tools=(TOOL,), parallel_tool_calls=True, effort="low",
-                          prompt_cache_key="k", trailing_input=({"type": "compaction_trigger"},))
+    prompt = attrs.evolve(
+        PROMPT,
+        tools=(TOOL,),
+        parallel_tool_calls=True,
+        effort="low",
+        prompt_cache_key="k",
+        trailing_input=({"type": "compaction_trigger"},),
+    )
     body = chat_request_body(prompt)
     assert body == {
         "model": "qwen",
-        "messages": [{"role": "system", "content": "Be brief."},
-                     {"role": "user", "content": "hi"}],
+        "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}],
         "stream": True,
         "stream_options": {"include_usage": True},
-        "tools": [{"type": "function", "function": {
-            "name": "read_file", "description": "Read a file.",
-            "parameters": {"type": "object", "properties": {}}}}],
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "read_file",
+                    "description": "Read a file.",
+                    "parameters": {"type": "object", "properties": {}},
+                },
+            }
+        ],
         "tool_choice": "auto",
         "parallel_tool_calls": True,
         "reasoning_effort": "low",
@@ -179,15 +232,28 @@ def test_the_mock_reads_chat_requests_back_as_the_same_history() -> None:
     body = responses_body_from_chat(chat_request_body(attrs.evolve(PROMPT, input=items)))
     assert body["instructions"] == "Be brief."
     assert body["input"] == [
-        {"type": "message", "role": "user", "content": [{"type": "input_text",
-                                                         "text": "read a.txt"}]},
-        {"type": "message", "role": "assistant", "content": [{"type": "output_text",
-                                                              "text": "Reading."}]},
-        {"type": "function_call", "name": "read_file", "arguments": '{"path":"a.txt"}',
-         "call_id": "call_a"},
+        {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "read a.txt"}],
+        },
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "Reading."}],
+        },
+        {
+            "type": "function_call",
+            "name": "read_file",
+            "arguments": '{"path":"a.txt"}',
+            "call_id": "call_a",
+        },
         {"type": "function_call_output", "call_id": "call_a", "output": "A"},
-        {"type": "message", "role": "assistant", "content": [{"type": "output_text",
-                                                              "text": "It says A."}]},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "It says A."}],
+        },
     ]
 
 
@@ -241,8 +307,7 @@ async def test_tool_call_fragments_are_joined_by_index() -> None:
     handler = chat_stream(
         chunk({"role": "assistant", "content": None}),
         call(1, id="call_b", type="function", function={"name": "list_", "arguments": ""}),
-        call(0, id="call_a", type="function", function={"name": "read_file",
-                                                         "arguments": '{"pa'}),
+        call(0, id="call_a", type="function", function={"name": "read_file", "arguments": '{"pa'}),
         call(1, function={"name": "dir", "arguments": '{"path":'}),
         call(0, function={"arguments": 'th": "a.txt"}'}),
         call(1, function={"arguments": ' "."}'}),
@@ -291,10 +356,12 @@ async def test_a_break_after_the_finish_reason_keeps_the_answer() -> None:
 
 
 async def test_scripted_replies_over_the_chat_route() -> None:
-    script = {"responses": [
-        {"text": "Hi!", "usage": {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5}},
-        {"function_call": {"name": "read_file", "arguments": {"path": "x"}, "call_id": "c1"}},
-    ]}
+    script = {
+        "responses": [
+            {"text": "Hi!", "usage": {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5}},
+            {"function_call": {"name": "read_file", "arguments": {"path": "x"}, "call_id": "c1"}},
+        ]
+    }
     transport = ScriptedTransport(script)
     async with open_client(transport) as client:
         first = await collect(client)
@@ -320,19 +387,45 @@ async def test_echo_fallback_answers_chat_requests() -> None:
 @pytest.mark.parametrize(
     ("chunks", "kind", "code", "message"),
     [
-        ([chunk({"content": "partial"})], StreamError, ErrorCode.STREAM,
-         "stream closed before the chat completion finished"),
-        ([chunk({"content": "cut"}, "length")], StreamError, ErrorCode.STREAM,
-         "incomplete response: max_output_tokens"),
-        ([{"error": {"message": "This model's maximum context length is 2048 tokens.",
-                     "type": "BadRequestError", "code": 400}}],
-         ContextWindowExceeded, ErrorCode.CONTEXT_WINDOW_EXCEEDED,
-         "This model's maximum context length is 2048 tokens."),
-        ([{"object": "error", "message": "overloaded", "type": "ServiceUnavailable"}],
-         StreamError, ErrorCode.STREAM, "overloaded"),
+        (
+            [chunk({"content": "partial"})],
+            StreamError,
+            ErrorCode.STREAM,
+            "stream closed before the chat completion finished",
+        ),
+        (
+            [chunk({"content": "cut"}, "length")],
+            StreamError,
+            ErrorCode.STREAM,
+            "incomplete response: max_output_tokens",
+        ),
+        (
+            [
+                {
+                    "error": {
+                        "message": "This model's maximum context length is 2048 tokens.",
+                        "type": "BadRequestError",
+                        "code": 400,
+                    }
+                }
+            ],
+            ContextWindowExceeded,
+            ErrorCode.CONTEXT_WINDOW_EXCEEDED,
+            "This model's maximum context length is 2048 tokens.",
+        ),
+        (
+            [{"object": "error", "message": "overloaded", "type": "ServiceUnavailable"}],
+            StreamError,
+            ErrorCode.STREAM,
+            "overloaded",
+        ),
         ([{"error": "model crashed"}], StreamError, ErrorCode.STREAM, "model crashed"),
-        ([chunk({"tool_calls": ["nonsense"]})], StreamError, ErrorCode.STREAM,
-         "malformed tool call fragment from the model server"),
+        (
+            [chunk({"tool_calls": ["nonsense"]})],
+            StreamError,
+            ErrorCode.STREAM,
+            "malformed tool call fragment from the model server",
+        ),
     ],
 )
 async def test_stream_failures(
@@ -349,14 +442,33 @@ async def test_stream_failures(
 @pytest.mark.parametrize(
     ("body", "kind", "code"),
     [
-        ({"object": "error", "message": "This model's maximum context length is 4096 tokens. "
-          "However, you requested 9000 tokens.", "type": "BadRequestError", "code": 400},
-         ContextWindowExceeded, ErrorCode.CONTEXT_WINDOW_EXCEEDED),
-        ({"error": {"code": 400, "message": "the request exceeds the available context size",
-                    "type": "exceed_context_size_error"}},
-         ContextWindowExceeded, ErrorCode.CONTEXT_WINDOW_EXCEEDED),
-        ({"error": {"message": "model 'qwen' not found", "type": "api_error"}},
-         ModelError, ErrorCode.BAD_REQUEST),
+        (
+            {
+                "object": "error",
+                "message": "This model's maximum context length is 4096 tokens. "
+                "However, you requested 9000 tokens.",
+                "type": "BadRequestError",
+                "code": 400,
+            },
+            ContextWindowExceeded,
+            ErrorCode.CONTEXT_WINDOW_EXCEEDED,
+        ),
+        (
+            {
+                "error": {
+                    "code": 400,
+                    "message": "the request exceeds the available context size",
+                    "type": "exceed_context_size_error",
+                }
+            },
+            ContextWindowExceeded,
+            ErrorCode.CONTEXT_WINDOW_EXCEEDED,
+        ),
+        (
+            {"error": {"message": "model 'qwen' not found", "type": "api_error"}},
+            ModelError,
+            ErrorCode.BAD_REQUEST,
+        ),
     ],
 )
 async def test_http_errors_on_the_chat_wire(

@@ -106,9 +106,7 @@ def answer(status: int, body: Any, headers: Sequence[tuple[str, str]] = ()) -> H
     kind = "text/plain" if isinstance(body, str) else "application/json"
 
     async def handle(request: httpx2.Request) -> httpx2.Response:
-        return httpx2.Response(
-            status, headers=[("content-type", kind), *headers], content=content
-        )
+        return httpx2.Response(status, headers=[("content-type", kind), *headers], content=content)
 
     return handle
 
@@ -127,9 +125,20 @@ def completed(usage: Mapping[str, Any] | None = None) -> dict[str, Any]:
 
 
 async def test_text_reply_streams_deltas_then_item_then_usage() -> None:
-    script = {"responses": [{"text": "Hello there", "usage": {"input_tokens": 10,
-              "input_tokens_details": {"cached_tokens": 4}, "output_tokens": 3,
-              "output_tokens_details": {"reasoning_tokens": 1}, "total_tokens": 13}}]}
+    script = {
+        "responses": [
+            {
+                "text": "Hello there",
+                "usage": {
+                    "input_tokens": 10,
+                    "input_tokens_details": {"cached_tokens": 4},
+                    "output_tokens": 3,
+                    "output_tokens_details": {"reasoning_tokens": 1},
+                    "total_tokens": 13,
+                },
+            }
+        ]
+    }
     async with open_client(ScriptedTransport(script)) as client:
         events = await collect(client)
     message = p.assistant_message("Hello there", id="resp-1-msg-0")
@@ -142,8 +151,18 @@ async def test_text_reply_streams_deltas_then_item_then_usage() -> None:
 
 
 async def test_function_call_reply() -> None:
-    script = {"responses": [{"function_call": {"name": "read_file",
-              "arguments": {"path": "a.txt"}, "call_id": "call_7"}, "total_tokens": 99}]}
+    script = {
+        "responses": [
+            {
+                "function_call": {
+                    "name": "read_file",
+                    "arguments": {"path": "a.txt"},
+                    "call_id": "call_7",
+                },
+                "total_tokens": 99,
+            }
+        ]
+    }
     async with open_client(ScriptedTransport(script)) as client:
         events = await collect(client)
     assert events == [
@@ -154,8 +173,21 @@ async def test_function_call_reply() -> None:
 
 async def test_unknown_output_item_types_are_kept_as_other() -> None:
     search = {"type": "web_search_call", "id": "ws_1", "status": "completed"}
-    script = {"responses": [{"output": [search, {"type": "message", "role": "assistant",
-              "content": [{"type": "output_text", "text": "found"}]}], "total_tokens": 5}]}
+    script = {
+        "responses": [
+            {
+                "output": [
+                    search,
+                    {
+                        "type": "message",
+                        "role": "assistant",
+                        "content": [{"type": "output_text", "text": "found"}],
+                    },
+                ],
+                "total_tokens": 5,
+            }
+        ]
+    }
     async with open_client(ScriptedTransport(script)) as client:
         events = await collect(client)
     items = [event.item for event in events if isinstance(event, OutputItemDone)]
@@ -221,14 +253,23 @@ async def test_request_body_and_headers_are_sent_as_built() -> None:
     assert body["instructions"] == "Be brief."
     assert body["input"] == [
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
-        {"type": "function_call", "name": "read_file", "arguments": '{"path":"a"}',
-         "call_id": "call_1"},
+        {
+            "type": "function_call",
+            "name": "read_file",
+            "arguments": '{"path":"a"}',
+            "call_id": "call_1",
+        },
         {"type": "function_call_output", "call_id": "call_1", "output": "contents"},
         {"type": "compaction_trigger"},
     ]
     assert body["tools"] == [
-        {"type": "function", "name": "read_file", "description": "Read a file.",
-         "parameters": {"type": "object", "properties": {}}, "strict": False}
+        {
+            "type": "function",
+            "name": "read_file",
+            "description": "Read a file.",
+            "parameters": {"type": "object", "properties": {}},
+            "strict": False,
+        }
     ]
     assert body["tool_choice"] == "auto"
     assert body["parallel_tool_calls"] is True
@@ -237,9 +278,19 @@ async def test_request_body_and_headers_are_sent_as_built() -> None:
     assert body["prompt_cache_key"] == "session-42"
     assert body["reasoning"] == {"effort": "high"}
     assert body["include"] == ["reasoning.encrypted_content"]
-    assert set(body) == {"model", "instructions", "input", "tools", "tool_choice",
-                         "parallel_tool_calls", "store", "stream", "prompt_cache_key",
-                         "reasoning", "include"}
+    assert set(body) == {
+        "model",
+        "instructions",
+        "input",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "store",
+        "stream",
+        "prompt_cache_key",
+        "reasoning",
+        "include",
+    }
 
 
 async def test_no_api_key_sends_no_real_secret() -> None:
@@ -266,8 +317,7 @@ def test_the_scripted_path_does_not_import_the_sdk() -> None:
         "import sys, runtime, runtime._scripted, runtime._responses, runtime._model_script\n"
         "print(sorted(m for m in ('openai', 'httpx2', 'runtime._wire') if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
@@ -295,73 +345,170 @@ def check(error: ModelError, expected: Expected) -> None:
 
 HTTP_ERRORS: dict[str, tuple[Handler, Expected]] = {
     "400 context_length_exceeded": (
-        answer(400, {"error": {"message": "Your input exceeds the context window of this "
-                               "model.", "type": "invalid_request_error", "param": "input",
-                               "code": "context_length_exceeded"}}),
-        Expected(ContextWindowExceeded, ErrorCode.CONTEXT_WINDOW_EXCEEDED, False,
-                 "Your input exceeds the context window of this model."),
+        answer(
+            400,
+            {
+                "error": {
+                    "message": "Your input exceeds the context window of this model.",
+                    "type": "invalid_request_error",
+                    "param": "input",
+                    "code": "context_length_exceeded",
+                }
+            },
+        ),
+        Expected(
+            ContextWindowExceeded,
+            ErrorCode.CONTEXT_WINDOW_EXCEEDED,
+            False,
+            "Your input exceeds the context window of this model.",
+        ),
     ),
     "400 llama.cpp exceed_context_size_error": (
-        answer(400, {"error": {"code": 400, "message": "the request exceeds the available "
-                               "context size, try increasing it",
-                               "type": "exceed_context_size_error", "n_prompt_tokens": 5000,
-                               "n_ctx": 4096}}),
-        Expected(ContextWindowExceeded, ErrorCode.CONTEXT_WINDOW_EXCEEDED, False,
-                 "the request exceeds the available context size, try increasing it"),
+        answer(
+            400,
+            {
+                "error": {
+                    "code": 400,
+                    "message": "the request exceeds the available context size, try increasing it",
+                    "type": "exceed_context_size_error",
+                    "n_prompt_tokens": 5000,
+                    "n_ctx": 4096,
+                }
+            },
+        ),
+        Expected(
+            ContextWindowExceeded,
+            ErrorCode.CONTEXT_WINDOW_EXCEEDED,
+            False,
+            "the request exceeds the available context size, try increasing it",
+        ),
     ),
     "400 vLLM maximum context length (flat)": (
-        answer(400, {"object": "error", "message": "This model's maximum context length is "
-                     "4096 tokens. However, you requested 5000 tokens.",
-                     "type": "BadRequestError", "param": None, "code": 400}),
-        Expected(ContextWindowExceeded, ErrorCode.CONTEXT_WINDOW_EXCEEDED, False,
-                 "This model's maximum context length is 4096 tokens. However, you "
-                 "requested 5000 tokens."),
+        answer(
+            400,
+            {
+                "object": "error",
+                "message": "This model's maximum context length is "
+                "4096 tokens. However, you requested 5000 tokens.",
+                "type": "BadRequestError",
+                "param": None,
+                "code": 400,
+            },
+        ),
+        Expected(
+            ContextWindowExceeded,
+            ErrorCode.CONTEXT_WINDOW_EXCEEDED,
+            False,
+            "This model's maximum context length is 4096 tokens. However, you "
+            "requested 5000 tokens.",
+        ),
     ),
     "400 vLLM maximum context length (nested)": (
-        answer(400, {"error": {"message": "This model's maximum context length is 8192 "
-                               "tokens.", "type": "BadRequestError", "param": None,
-                               "code": 400}}),
+        answer(
+            400,
+            {
+                "error": {
+                    "message": "This model's maximum context length is 8192 tokens.",
+                    "type": "BadRequestError",
+                    "param": None,
+                    "code": 400,
+                }
+            },
+        ),
         Expected(ContextWindowExceeded, ErrorCode.CONTEXT_WINDOW_EXCEEDED, False),
     ),
     "400 other": (
-        answer(400, {"error": {"message": "Unknown parameter: 'frobnicate'.",
-                               "type": "invalid_request_error", "code": "unknown_parameter"}}),
+        answer(
+            400,
+            {
+                "error": {
+                    "message": "Unknown parameter: 'frobnicate'.",
+                    "type": "invalid_request_error",
+                    "code": "unknown_parameter",
+                }
+            },
+        ),
         Expected(ModelError, ErrorCode.BAD_REQUEST, False, "Unknown parameter: 'frobnicate'."),
     ),
     "401": (
-        answer(401, {"error": {"message": f"Incorrect API key provided: {API_KEY}.",
-                               "type": "invalid_request_error", "code": "invalid_api_key"}}),
-        Expected(ModelError, ErrorCode.UNAUTHORIZED, False,
-                 "Incorrect API key provided: [redacted]."),
+        answer(
+            401,
+            {
+                "error": {
+                    "message": f"Incorrect API key provided: {API_KEY}.",
+                    "type": "invalid_request_error",
+                    "code": "invalid_api_key",
+                }
+            },
+        ),
+        Expected(
+            ModelError, ErrorCode.UNAUTHORIZED, False, "Incorrect API key provided: [redacted]."
+        ),
     ),
     "403": (
-        answer(403, {"error": {"message": "Project does not have access.", "type": None,
-                               "code": None}}),
+        answer(
+            403, {"error": {"message": "Project does not have access.", "type": None, "code": None}}
+        ),
         Expected(ModelError, ErrorCode.UNAUTHORIZED, False),
     ),
     "429 insufficient_quota": (
-        answer(429, {"error": {"message": "You exceeded your current quota.",
-                               "type": "insufficient_quota", "code": "insufficient_quota"}}),
+        answer(
+            429,
+            {
+                "error": {
+                    "message": "You exceeded your current quota.",
+                    "type": "insufficient_quota",
+                    "code": "insufficient_quota",
+                }
+            },
+        ),
         Expected(ModelError, ErrorCode.QUOTA_EXCEEDED, False, "You exceeded your current quota."),
     ),
     "429 rate limit, retry-after seconds": (
-        answer(429, {"error": {"message": "Rate limit reached.", "type": "requests",
-                               "code": "rate_limit_exceeded"}}, [("retry-after", "2")]),
+        answer(
+            429,
+            {
+                "error": {
+                    "message": "Rate limit reached.",
+                    "type": "requests",
+                    "code": "rate_limit_exceeded",
+                }
+            },
+            [("retry-after", "2")],
+        ),
         Expected(ModelError, ErrorCode.SERVER_ERROR, True, "Rate limit reached.", 2.0),
     ),
     "429 rate limit, retry-after-ms wins": (
-        answer(429, {"error": {"message": "Rate limit reached.", "code": "rate_limit_exceeded"}},
-               [("retry-after", "2"), ("retry-after-ms", "1500")]),
+        answer(
+            429,
+            {"error": {"message": "Rate limit reached.", "code": "rate_limit_exceeded"}},
+            [("retry-after", "2"), ("retry-after-ms", "1500")],
+        ),
         Expected(ModelError, ErrorCode.SERVER_ERROR, True, retry_after=1.5),
     ),
     "429 rate limit, hint in the message": (
-        answer(429, {"error": {"message": "Rate limit reached. Please try again in 250ms.",
-                               "code": "rate_limit_exceeded"}}),
+        answer(
+            429,
+            {
+                "error": {
+                    "message": "Rate limit reached. Please try again in 250ms.",
+                    "code": "rate_limit_exceeded",
+                }
+            },
+        ),
         Expected(ModelError, ErrorCode.SERVER_ERROR, True, retry_after=0.25),
     ),
     "500": (
-        answer(500, {"error": {"message": "The server had an error.", "type": "server_error",
-                               "code": None}}),
+        answer(
+            500,
+            {
+                "error": {
+                    "message": "The server had an error.",
+                    "type": "server_error",
+                    "code": None,
+                }
+            },
+        ),
         Expected(ModelError, ErrorCode.SERVER_ERROR, True, "The server had an error."),
     ),
     "503 text body": (
@@ -386,8 +533,18 @@ async def test_http_errors_are_classified(case: str) -> None:
 
 
 async def test_scripted_http_error_carries_retry_after() -> None:
-    script = {"responses": [{"http_error": {"status": 429, "code": "rate_limit_exceeded",
-                                            "message": "slow down", "retry_after": 1.5}}]}
+    script = {
+        "responses": [
+            {
+                "http_error": {
+                    "status": 429,
+                    "code": "rate_limit_exceeded",
+                    "message": "slow down",
+                    "retry_after": 1.5,
+                }
+            }
+        ]
+    }
     async with open_client(ScriptedTransport(script)) as client:
         _, error = await collect_until_error(client)
     check(error, Expected(ModelError, ErrorCode.SERVER_ERROR, True, "slow down", 1.5))
@@ -409,14 +566,28 @@ async def test_connection_refused_is_a_stream_error() -> None:
 
 STREAM_ERRORS: dict[str, tuple[Handler, Expected]] = {
     "nested error event, context window": (
-        sse(CREATED, {"type": "error", "error": {"type": "invalid_request_error",
-                                                 "code": "context_length_exceeded",
-                                                 "message": "Too long.", "param": None}}),
+        sse(
+            CREATED,
+            {
+                "type": "error",
+                "error": {
+                    "type": "invalid_request_error",
+                    "code": "context_length_exceeded",
+                    "message": "Too long.",
+                    "param": None,
+                },
+            },
+        ),
         Expected(ContextWindowExceeded, ErrorCode.CONTEXT_WINDOW_EXCEEDED, False, "Too long."),
     ),
     "nested error event, rate limit with hint": (
-        sse(CREATED, {"type": "error", "error": {"code": "rate_limit_exceeded",
-                                                 "message": "Please try again in 1.5s."}}),
+        sse(
+            CREATED,
+            {
+                "type": "error",
+                "error": {"code": "rate_limit_exceeded", "message": "Please try again in 1.5s."},
+            },
+        ),
         Expected(ModelError, ErrorCode.SERVER_ERROR, True, "Please try again in 1.5s.", 1.5),
     ),
     "nested error event, quota": (
@@ -424,8 +595,16 @@ STREAM_ERRORS: dict[str, tuple[Handler, Expected]] = {
         Expected(ModelError, ErrorCode.QUOTA_EXCEEDED, False, "No quota."),
     ),
     "flat error event": (
-        sse(CREATED, {"type": "error", "code": "server_error", "message": "boom",
-                      "param": None, "sequence_number": 2}),
+        sse(
+            CREATED,
+            {
+                "type": "error",
+                "code": "server_error",
+                "message": "boom",
+                "param": None,
+                "sequence_number": 2,
+            },
+        ),
         Expected(StreamError, ErrorCode.STREAM, True, "boom"),
     ),
     "flat error event, context window": (
@@ -441,15 +620,33 @@ STREAM_ERRORS: dict[str, tuple[Handler, Expected]] = {
         Expected(StreamError, ErrorCode.STREAM, True, "the model reported an error"),
     ),
     "response.failed with code": (
-        sse(CREATED, {"type": "response.failed", "response": {"id": "resp_1",
-            "status": "failed", "error": {"code": "context_length_exceeded",
-                                          "message": "Input too long."}}}),
-        Expected(ContextWindowExceeded, ErrorCode.CONTEXT_WINDOW_EXCEEDED, False,
-                 "Input too long."),
+        sse(
+            CREATED,
+            {
+                "type": "response.failed",
+                "response": {
+                    "id": "resp_1",
+                    "status": "failed",
+                    "error": {"code": "context_length_exceeded", "message": "Input too long."},
+                },
+            },
+        ),
+        Expected(
+            ContextWindowExceeded, ErrorCode.CONTEXT_WINDOW_EXCEEDED, False, "Input too long."
+        ),
     ),
     "response.failed without code": (
-        sse(CREATED, {"type": "response.failed", "response": {"id": "resp_1",
-            "status": "failed", "error": {"message": "The model crashed."}}}),
+        sse(
+            CREATED,
+            {
+                "type": "response.failed",
+                "response": {
+                    "id": "resp_1",
+                    "status": "failed",
+                    "error": {"message": "The model crashed."},
+                },
+            },
+        ),
         Expected(StreamError, ErrorCode.STREAM, True, "The model crashed."),
     ),
     "response.failed without error": (
@@ -457,8 +654,17 @@ STREAM_ERRORS: dict[str, tuple[Handler, Expected]] = {
         Expected(StreamError, ErrorCode.STREAM, True, "the response failed"),
     ),
     "response.incomplete": (
-        sse(CREATED, {"type": "response.incomplete", "response": {"id": "resp_1",
-            "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}}}),
+        sse(
+            CREATED,
+            {
+                "type": "response.incomplete",
+                "response": {
+                    "id": "resp_1",
+                    "status": "incomplete",
+                    "incomplete_details": {"reason": "max_output_tokens"},
+                },
+            },
+        ),
         Expected(StreamError, ErrorCode.STREAM, True, "incomplete response: max_output_tokens"),
     ),
     "stream ended without terminal event": (
@@ -475,8 +681,12 @@ STREAM_ERRORS: dict[str, tuple[Handler, Expected]] = {
     ),
     "SSE data that is not an object": (
         sse(CREATED, b"event: odd\ndata: [1, 2]\n\n"),
-        Expected(StreamError, ErrorCode.STREAM, True,
-                 "malformed event from the model server: expected a JSON object, got list"),
+        Expected(
+            StreamError,
+            ErrorCode.STREAM,
+            True,
+            "malformed event from the model server: expected a JSON object, got list",
+        ),
     ),
     "malformed output item": (
         sse(CREATED, {"type": "response.output_item.done", "item": {"type": "function_call"}}),
@@ -544,8 +754,15 @@ async def test_idle_stream_fails_at_exactly_the_idle_timeout(
         start = trio.current_time()
         _, error = await collect_until_error(client)
         assert trio.current_time() - start == pytest.approx(5 + IDLE_MS / 1000)
-    check(error, Expected(StreamError, ErrorCode.STREAM, True,
-                          "idle timeout: no event from the model server for 30000 ms"))
+    check(
+        error,
+        Expected(
+            StreamError,
+            ErrorCode.STREAM,
+            True,
+            "idle timeout: no event from the model server for 30000 ms",
+        ),
+    )
 
 
 async def test_the_idle_timeout_restarts_with_every_event(
@@ -636,15 +853,31 @@ async def test_compact_posts_the_request_and_returns_the_body() -> None:
     assert body["instructions"] == "Be brief."
     assert body["input"] == [
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
-        {"type": "message", "role": "assistant",
-         "content": [{"type": "output_text", "text": "hello"}]},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "hello"}],
+        },
     ]
-    assert body["tools"] == [{"type": "function", "name": "sleep", "description": "Sleep.",
-                              "parameters": {"type": "object"}, "strict": False}]
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "name": "sleep",
+            "description": "Sleep.",
+            "parameters": {"type": "object"},
+            "strict": False,
+        }
+    ]
     assert body["parallel_tool_calls"] is True
     assert body["reasoning"] == {"effort": "low"}
-    assert set(body) == {"model", "instructions", "input", "tools", "parallel_tool_calls",
-                         "reasoning"}
+    assert set(body) == {
+        "model",
+        "instructions",
+        "input",
+        "tools",
+        "parallel_tool_calls",
+        "reasoning",
+    }
 
 
 async def test_compact_without_effort_sends_no_reasoning() -> None:
@@ -673,13 +906,18 @@ async def test_compact_is_one_attempt_and_translates_failures(
     autojump_clock: trio.abc.Clock,
 ) -> None:
     # Retries belong to the session (TaskContext.remote_compact); the client tries once.
-    limited = answer(429, {"error": {"message": "slow", "code": "rate_limit_exceeded"}},
-                     [("retry-after-ms", "1500")])
+    limited = answer(
+        429,
+        {"error": {"message": "slow", "code": "rate_limit_exceeded"}},
+        [("retry-after-ms", "1500")],
+    )
     for handler, expected in [
         (answer(503, "busy"), Expected(ModelError, ErrorCode.SERVER_ERROR, True, None)),
         (refuse, Expected(StreamError, ErrorCode.STREAM, True, None)),
-        (answer(500, {"error": {"message": "down"}}),
-         Expected(ModelError, ErrorCode.SERVER_ERROR, True, "down")),
+        (
+            answer(500, {"error": {"message": "down"}}),
+            Expected(ModelError, ErrorCode.SERVER_ERROR, True, "down"),
+        ),
     ]:
         handle, times = failing_then([], handler)
         async with open_client(handle) as client:
@@ -697,10 +935,18 @@ async def test_compact_is_one_attempt_and_translates_failures(
 @pytest.mark.parametrize(
     ("status", "body", "kind", "code"),
     [
-        (400, {"error": {"message": "bad", "code": "invalid_value"}}, ModelError,
-         ErrorCode.BAD_REQUEST),
-        (400, {"error": {"message": "too long", "code": "context_length_exceeded"}},
-         ContextWindowExceeded, ErrorCode.CONTEXT_WINDOW_EXCEEDED),
+        (
+            400,
+            {"error": {"message": "bad", "code": "invalid_value"}},
+            ModelError,
+            ErrorCode.BAD_REQUEST,
+        ),
+        (
+            400,
+            {"error": {"message": "too long", "code": "context_length_exceeded"}},
+            ContextWindowExceeded,
+            ErrorCode.CONTEXT_WINDOW_EXCEEDED,
+        ),
         (401, {"error": {"message": "who are you"}}, ModelError, ErrorCode.UNAUTHORIZED),
     ],
 )
@@ -728,12 +974,14 @@ def test_the_client_satisfies_the_model_client_interface() -> None:
 
 def test_model_script_error_body_round_trips() -> None:
     # The transport answers errors in the same shape the SDK unwraps.
-    script = parse_model_script({"responses": [{"http_error": {"status": 400,
-                                                               "code": "c", "message": "m"}}]})
+    script = parse_model_script(
+        {"responses": [{"http_error": {"status": 400, "code": "c", "message": "m"}}]}
+    )
     plan = script.plan({"input": []})
     assert plan.http_error is not None
-    assert plan.http_error.body() == {"error": {"message": "m", "type": None, "code": "c",
-                                                "param": None}}
+    assert plan.http_error.body() == {
+        "error": {"message": "m", "type": None, "code": "c", "param": None}
+    }
 
 
 # ----------------------------------------------------------------------------- SSE framing
@@ -779,8 +1027,8 @@ def test_sse_decoder_does_not_depend_on_chunking(cuts: list[int]) -> None:
 
 async def test_the_sse_event_name_stands_in_for_a_missing_type() -> None:
     frames = (
-        b"event: response.created\ndata: {\"response\": {\"id\": \"r\"}}\n\n"
-        b"event: response.completed\ndata: {\"response\": {\"id\": \"r\"}}\n\n"
+        b'event: response.created\ndata: {"response": {"id": "r"}}\n\n'
+        b'event: response.completed\ndata: {"response": {"id": "r"}}\n\n'
     )
     async with open_client(sse(frames)) as client:
         assert await collect(client) == [Completed("r", None)]

@@ -36,7 +36,7 @@ async def turns(t: testing.TestSession, *texts: str, **kwargs: Any) -> None:
     done = sum(isinstance(m, runtime.TurnComplete | runtime.TurnAborted) for m in t.recorder.msgs)
     for n, text in enumerate(texts, start=done + 1):
         await t.turn(text, **kwargs)
-        await t.wait_for(lambda e: isinstance(e.msg, runtime.TurnComplete | runtime.TurnAborted), n)
+        await t.wait_for(testing.turn_ended, n)
 
 
 def receipts(t: testing.TestSession) -> list[runtime.CompactionReceipt]:
@@ -265,10 +265,7 @@ async def test_steered_input_waits_one_step_after_a_mid_turn_compaction(
     cfg = config(model_auto_compact_token_limit=1000)
     async with testing.open_test_session(script, config=cfg) as t:
         await t.turn("do it", id="t1")
-        await t.wait_for(
-            lambda e: isinstance(e.msg, runtime.ItemStarted)
-            and isinstance(e.msg.item, runtime.ToolCallItem)
-        )
+        await t.wait_for(testing.tool_call_started)
         await t.turn("also this", id="s1")
         await t.wait_for(runtime.TurnComplete)
     after_compaction, next_one = t.model.requests[2], t.model.requests[3]

@@ -44,7 +44,7 @@ async def turns(t: testing.TestSession, *texts: str) -> None:
     done = sum(isinstance(m, runtime.TurnComplete | runtime.TurnAborted) for m in t.recorder.msgs)
     for n, text in enumerate(texts, start=done + 1):
         await t.turn(text)
-        await t.wait_for(lambda e: isinstance(e.msg, runtime.TurnComplete | runtime.TurnAborted), n)
+        await t.wait_for(testing.turn_ended, n)
 
 
 @pytest.mark.parametrize("backend", ["v1", "v2"])

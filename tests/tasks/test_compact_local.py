@@ -43,9 +43,7 @@ async def run_ops(t: testing.TestSession, *ops: tuple[str, Any]) -> None:
         else:
             await t.submit(runtime.Compact(instructions=arg))
         done += 1
-        await t.wait_for(
-            lambda e: isinstance(e.msg, runtime.TurnComplete | runtime.TurnAborted), done
-        )
+        await t.wait_for(testing.turn_ended, done)
 
 
 async def test_manual_compact_emits_context_compaction_items(

@@ -643,8 +643,14 @@ async def test_v1_retry_waits_follow_the_jittered_backoff(
 async def test_v1_honours_retry_after_and_does_not_retry_auth(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    limited = {"http_error": {"status": 429, "code": "rate_limit_exceeded", "message": "slow",
-                              "retry_after": 3}}
+    limited = {
+        "http_error": {
+            "status": 429,
+            "code": "rate_limit_exceeded",
+            "message": "slow",
+            "retry_after": 3,
+        }
+    }
     auth = {"http_error": {"status": 401, "message": "who"}}
     script = {"responses": [{"text": "ok"}], "compact": [limited, {"output": V1_OUTPUT}, auth]}
     async with scripted_session(script, config("v1")) as (r, model):
