@@ -127,8 +127,9 @@ async def test_abort_is_idempotent(autojump_clock: trio.testing.MockClock) -> No
     assert len(markers) == 1
 
 
-def stubborn_tool(linger: float) -> runtime.Tool:
-    """A tool that keeps working for ``linger`` seconds after it is cancelled."""
+def stubborn_tool(linger: float, done: anyio.Event) -> runtime.Tool:
+    """A tool that keeps working for ``linger`` seconds after it is cancelled, reports it, then
+    sets ``done``."""
 
     async def handler(args: Mapping[str, Any], ctx: runtime.ToolContext) -> str:
         try:
@@ -137,6 +138,7 @@ def stubborn_tool(linger: float) -> runtime.Tool:
             with anyio.CancelScope(shield=True):
                 await anyio.sleep(linger)
                 ctx.emit(runtime.BackgroundEvent(f"cleaned up after {linger}s"))
+                done.set()
         return "unreachable"
 
     return runtime.Tool("stubborn", "lingers", {"type": "object"}, handler)
@@ -154,14 +156,15 @@ async def test_abort_grace_lets_a_task_finish_within_100ms_then_cuts_it(
     script = {
         "responses": [{"function_call": {"name": "stubborn", "arguments": {}, "call_id": "c1"}}]
     }
-    async with testing.open_test_session(script, tools=[stubborn_tool(linger)]) as t:
+    done = anyio.Event()
+    async with testing.open_test_session(script, tools=[stubborn_tool(linger, done)]) as t:
         await t.turn("go", id="t1")
         await t.wait_for(testing.tool_call_started)
         start = trio.current_time()
         await t.submit(runtime.Interrupt())
         await t.wait_for(runtime.TurnAborted)
         assert trio.current_time() - start == pytest.approx(aborted_at)
-        await trio.sleep(1)  # let a lingering task run out its shield
+        await done.wait()  # a lingering task has run out its shield and tried to report
     t1 = [e.msg for e in t.recorder.events if e.id == "t1"]
     backgrounds = [m for m in t1 if isinstance(m, runtime.BackgroundEvent)]
     assert bool(backgrounds) is cleanup_reported
