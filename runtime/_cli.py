@@ -26,7 +26,7 @@ from ._config import Config, load_config
 from ._errors import ConfigError, RelayError, RolloutError, ScriptError
 from ._op_script import Step, parse_op_script
 from ._pretty import PrettyPrinter
-from ._resume import describe_note, open_resumed_session, reconstruct
+from ._resume import describe_note, reconstruct, resume_session
 from ._rollout_reader import Rollout, read_rollout, render_transcript
 from ._runner import ScriptRunner, json_line
 from ._session import open_session
@@ -128,7 +128,7 @@ async def _run(
             sys.stdout.write(json_line(event) + "\n")
             sys.stdout.flush()
 
-    opened = open_session(config) if resume is None else open_resumed_session(resume, config)
+    opened = open_session(config) if resume is None else resume_session(resume, config)
     async with opened as session:
         runner = ScriptRunner(session, sink, script_name=label)
         async with anyio.create_task_group() as tg:

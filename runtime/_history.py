@@ -131,7 +131,8 @@ class History:
         self._items: list[p.ResponseItem] = []
         # None until asked for: a restored history is not estimated until something needs it.
         self._estimates: list[int | None] = []
-        self._wire: list[dict[str, Any] | None] = []
+        # Wire forms of the first len(_wire) items; the rest are encoded when asked for.
+        self._wire: list[dict[str, Any]] = []
         self._unanswered: set[str] = set()
         self._irregular = 0
         self.last_response_tokens = 0
@@ -154,7 +155,6 @@ class History:
         estimate = item_tokens(item)
         self._items.append(item)
         self._estimates.append(estimate)
-        self._wire.append(None)
         self._track(item)
         if from_model:
             self.tokens_since_model = 0
@@ -177,7 +177,7 @@ class History:
         self._items = list(items)
         estimates = [item_tokens(item) for item in self._items]
         self._estimates = list(estimates)
-        self._wire = [None] * len(self._items)
+        self._wire = []
         self._unanswered = set()
         self._irregular = 0
         for item in self._items:
@@ -201,7 +201,7 @@ class History:
         """
         self._items = list(items)
         self._estimates = [None] * len(self._items)
-        self._wire = [None] * len(self._items)
+        self._wire = []
         self._unanswered = set()
         self._irregular = 0
         for item in self._items:
@@ -234,10 +234,9 @@ class History:
     def wire_items(self) -> list[dict[str, Any]]:
         """The wire form of every item, encoded once per item (shared: do not mutate)."""
         wire = self._wire
-        for index, cached in enumerate(wire):
-            if cached is None:
-                wire[index] = encode_response_item(self._items[index])
-        return wire  # type: ignore[return-value]
+        # Items are only appended (or all replaced), so the cache is a prefix to extend.
+        wire.extend(encode_response_item(item) for item in self._items[len(wire) :])
+        return wire
 
     @property
     def usage_tokens(self) -> int:

@@ -44,12 +44,10 @@ import attrs
 
 from . import _protocol as p
 from ._compact import (
-    LOCAL_USER_MESSAGE_BUDGET,
+    build_compacted_history,
     ghost_snapshots,
-    keep_recent_user_messages,
     real_user_messages,
     summary_prefix,
-    summary_text,
 )
 from ._config import Config
 from ._context import TurnSettings, WorldState
@@ -85,13 +83,11 @@ def rebuild_compacted_history(
     compaction): its real user messages within the local budget, its ghost snapshots, then
     the summary message, whose text is ``message`` (given the summary prefix if it lacks it).
     """
-    text = message if message.startswith(summary_prefix() + "\n") else summary_text(message)
-    rebuilt: list[p.ResponseItem] = list(
-        keep_recent_user_messages(real_user_messages(history), LOCAL_USER_MESSAGE_BUDGET)
+    prefix = summary_prefix() + "\n"
+    summary = message[len(prefix) :] if message.startswith(prefix) else message
+    return build_compacted_history(
+        real_user_messages(history), summary, ghosts=ghost_snapshots(history)
     )
-    rebuilt.extend(ghost_snapshots(history))
-    rebuilt.append(p.user_message(text))
-    return rebuilt
 
 
 def is_model_output(item: p.ResponseItem) -> bool:
@@ -271,8 +267,8 @@ def describe_note(rollout: Rollout, note: RolloutNote) -> str:
 
 
 @asynccontextmanager
-async def open_resumed_session(
-    rollout: Rollout,
+async def resume_session(
+    source: str | PathLike[str] | Rollout,
     config: Config | None = None,
     *,
     model: ModelClient | None = None,
@@ -282,7 +278,26 @@ async def open_resumed_session(
     estimator: TokenEstimator | None = None,
     hooks: Iterable[CompactHook] = (),
 ) -> AsyncIterator[Session]:
-    """Like :func:`resume_session`, from a rollout already read."""
+    """Resume the session recorded in a rollout file and append to that file.
+
+    ``source`` is the file's path, or the file already read (:func:`read_rollout`).
+
+    The session continues with the history, reference context, turn defaults, window and
+    token usage it had as of the last completed write (see :func:`reconstruct`); the first
+    request it sends starts with exactly the history the live session had. Problems found in
+    the file (a truncated last line, malformed lines) are reported as ``warning`` events with
+    the id ``"resume"``, before any other event. The other arguments are those of
+    :func:`~runtime.open_session` (the session id comes from the file), which this is
+    otherwise like.
+
+    Raises:
+        RolloutError: the file cannot be read, or it has no ``session_meta`` line.
+        ConfigError: the configuration is invalid.
+    """
+    if isinstance(source, Rollout):
+        rollout = source
+    else:
+        rollout = await anyio.to_thread.run_sync(partial(read_rollout, source, for_resume=True))
     state = reconstruct(rollout)
     async with open_session(
         config,
@@ -300,51 +315,10 @@ async def open_resumed_session(
         yield session
 
 
-@asynccontextmanager
-async def resume_session(
-    path: str | PathLike[str],
-    config: Config | None = None,
-    *,
-    model: ModelClient | None = None,
-    tools: Iterable[Tool] = (),
-    clock: Callable[[], datetime] | None = None,
-    rng: random.Random | None = None,
-    estimator: TokenEstimator | None = None,
-    hooks: Iterable[CompactHook] = (),
-) -> AsyncIterator[Session]:
-    """Resume the session recorded in the rollout file at ``path`` and append to that file.
-
-    The session continues with the history, reference context, turn defaults, window and
-    token usage it had as of the last completed write (see :func:`reconstruct`); the first
-    request it sends starts with exactly the history the live session had. Problems found in
-    the file (a truncated last line, malformed lines) are reported as ``warning`` events with
-    the id ``"resume"``, before any other event. The other arguments are those of
-    :func:`~runtime.open_session` (the session id comes from the file), which this is
-    otherwise like.
-
-    Raises:
-        RolloutError: the file cannot be read, or it has no ``session_meta`` line.
-        ConfigError: the configuration is invalid.
-    """
-    rollout = await anyio.to_thread.run_sync(partial(read_rollout, path, for_resume=True))
-    async with open_resumed_session(
-        rollout,
-        config,
-        model=model,
-        tools=tools,
-        clock=clock,
-        rng=rng,
-        estimator=estimator,
-        hooks=hooks,
-    ) as session:
-        yield session
-
-
 __all__ = [
     "RESUME_EVENT_ID",
     "describe_note",
     "is_model_output",
-    "open_resumed_session",
     "rebuild_compacted_history",
     "reconstruct",
     "resume_session",

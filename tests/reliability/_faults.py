@@ -91,6 +91,14 @@ RECOVERED = {"text": "Recovered answer."}
 
 _CREATED = sse(json.dumps({"type": "response.created", "response": {"id": "r-raw"}}))
 
+
+def first_stream_ends_with(
+    event: dict[str, Any], name: str | None = None
+) -> tuple[tuple[int, RawAnswer], ...]:
+    """The first request is answered by a stream that starts and then sends ``event``."""
+    return ((1, RawAnswer((_CREATED, sse(json.dumps(event), name)))),)
+
+
 FAULTS: tuple[Fault, ...] = (
     Fault(
         "HTTP 500",
@@ -157,21 +165,8 @@ FAULTS: tuple[Fault, ...] = (
         (RECOVERED,),
         ("turn_started", "stream_error(1/2)", "token_count", "turn_complete"),
         answered=True,
-        raw=(
-            (
-                1,
-                RawAnswer(
-                    (
-                        _CREATED,
-                        sse(
-                            json.dumps(
-                                {"type": "error", "code": "server_error", "message": "oops"}
-                            ),
-                            "error",
-                        ),
-                    )
-                ),
-            ),
+        raw=first_stream_ends_with(
+            {"type": "error", "code": "server_error", "message": "oops"}, "error"
         ),
         says="oops",
     ),
@@ -180,25 +175,13 @@ FAULTS: tuple[Fault, ...] = (
         (),
         ("turn_started", "token_count", "error{context_window_exceeded}", "turn_complete"),
         answered=False,
-        raw=(
-            (
-                1,
-                RawAnswer(
-                    (
-                        _CREATED,
-                        sse(
-                            json.dumps(
-                                {
-                                    "type": "error",
-                                    "code": "context_length_exceeded",
-                                    "message": "too long",
-                                }
-                            ),
-                            "error",
-                        ),
-                    )
-                ),
-            ),
+        raw=first_stream_ends_with(
+            {
+                "type": "error",
+                "code": "context_length_exceeded",
+                "message": "too long",
+            },
+            "error",
         ),
         says="no longer fits the model's context window",
     ),
@@ -217,26 +200,14 @@ FAULTS: tuple[Fault, ...] = (
         (RECOVERED,),
         ("turn_started", "stream_error(1/2)", "token_count", "turn_complete"),
         answered=True,
-        raw=(
-            (
-                1,
-                RawAnswer(
-                    (
-                        _CREATED,
-                        sse(
-                            json.dumps(
-                                {
-                                    "type": "response.incomplete",
-                                    "response": {
-                                        "id": "r-raw",
-                                        "incomplete_details": {"reason": "max_output_tokens"},
-                                    },
-                                }
-                            )
-                        ),
-                    )
-                ),
-            ),
+        raw=first_stream_ends_with(
+            {
+                "type": "response.incomplete",
+                "response": {
+                    "id": "r-raw",
+                    "incomplete_details": {"reason": "max_output_tokens"},
+                },
+            }
         ),
         says="incomplete response: max_output_tokens",
     ),
