@@ -136,7 +136,9 @@ async def _measure_size(
     async with open_bench_session(model, cfg=cfg) as session:
         driver = TurnDriver(session)
         prefilled = _Prefilled(session, items)
-        handle = TaskHandle("bench-compact", _CompactTask(), session.defaults, anyio.current_time())
+        handle = TaskHandle(
+            "bench-compact", _CompactTask(), session.state.defaults, anyio.current_time()
+        )
         ctx = runtime.TaskContext(session, handle)
         for _ in range(opts.repeat):
             prefilled.reset()

@@ -41,7 +41,8 @@ from ._config import HookCommand
 from ._process import end_process
 
 if TYPE_CHECKING:
-    from ._session import Session, TaskContext
+    from ._session import Session
+    from ._task_context import TaskContext
 
 logger = logging.getLogger("relay.hooks")
 

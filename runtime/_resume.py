@@ -66,7 +66,8 @@ from ._rollout_reader import (
     WorldStateLine,
     read_rollout,
 )
-from ._session import ResumedState, Session, open_session
+from ._session import Session, open_session
+from ._state import ResumedState
 from ._tokens import TokenEstimator, item_tokens
 from ._tools import Tool
 
@@ -311,7 +312,7 @@ async def resume_session(
     ) as session:
         # Before any op is handled, so that these are the first events of the resumed run.
         for note in rollout.notes:
-            session.emit(RESUME_EVENT_ID, p.WarningEvent(describe_note(rollout, note)))
+            session._emit(RESUME_EVENT_ID, p.WarningEvent(describe_note(rollout, note)))
         yield session
 
 

@@ -1,10 +1,27 @@
-"""Retry policy of model requests (SPEC §7.3), as plain functions."""
+"""Retry policy of model requests (SPEC §7.3): plain functions and the one retry loop.
+
+Every model request that may be retried (a turn's sampling, a summarization, a remote
+compaction) goes through :func:`with_retries`."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar, assert_never
 
+import anyio
+import attrs
+
+from . import _protocol as p
 from ._errors import ModelError
+from ._history import History
+from ._model import Completed, OutputItemDone, OutputTextDelta, Prompt
+from ._tokens import TokenEstimator, count_items
+
+if TYPE_CHECKING:
+    from ._task_context import TaskContext
+
+T = TypeVar("T")
 
 BASE_DELAY = 0.2
 
@@ -29,3 +46,150 @@ def retry_delay(
 def reconnecting_message(attempt: int, max_retries: int) -> str:
     """The ``stream_error`` message shown before retry ``attempt``."""
     return f"Reconnecting... {attempt}/{max_retries}"
+
+
+async def with_retries(
+    request: Callable[[], Awaitable[T]],
+    *,
+    max_retries: int,
+    rng: random.Random,
+    before_retry: Callable[[int, ModelError], None] | None = None,
+) -> T:
+    """Run ``request``, retrying a retryable :class:`ModelError` up to ``max_retries`` times.
+
+    Each retry waits :func:`retry_delay` first; ``before_retry(attempt, error)`` is told about
+    it before the wait. The last error is raised when retries run out or it is not retryable.
+    """
+    attempt = 0
+    while True:
+        try:
+            return await request()
+        except ModelError as error:
+            attempt += 1
+            delay = retry_delay(error, attempt, max_retries, rng)
+            if delay is None:
+                raise
+            if before_retry is not None:
+                before_retry(attempt, error)
+            await anyio.sleep(delay)
+
+
+@attrs.frozen
+class SampleResult:
+    """What one completed model response gave."""
+
+    output: tuple[p.ResponseItem, ...]
+    """Its output items, recorded in the history."""
+    usage: p.TokenUsage
+    """Its usage (estimated when the server reported none)."""
+
+    @property
+    def last_agent_message(self) -> str | None:
+        """The text of its last assistant message."""
+        texts = [
+            i.text() for i in self.output if isinstance(i, p.Message) and i.role == "assistant"
+        ]
+        return texts[-1] if texts else None
+
+    @property
+    def tool_calls(self) -> list[p.ToolCall]:
+        """The calls the model asked for, in order."""
+        return [i for i in self.output if isinstance(i, p.FunctionCall | p.CustomToolCall)]
+
+
+def estimate_usage(
+    estimator: TokenEstimator,
+    history: History,
+    instructions: str,
+    output: Sequence[p.ResponseItem],
+) -> p.TokenUsage:
+    """Usage of a response whose server reported none (SPEC §7.5).
+
+    Counts only what the response added to the previous total: the items recorded since the
+    last model item (everything, plus the instructions, on the first response) and the output.
+    """
+    added = list(history.items_since_model())
+    input_tokens = history.last_response_tokens + count_items(estimator, added)
+    if history.last_response_tokens == 0:
+        input_tokens += estimator.count(instructions)
+    output_tokens = count_items(estimator, output)
+    return p.TokenUsage(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        total_tokens=input_tokens + output_tokens,
+    )
+
+
+def _ignore(msg: p.EventMsg) -> None:
+    del msg
+
+
+async def stream_response(
+    ctx: TaskContext, prompt: Prompt, *, record: bool, report: bool
+) -> SampleResult:
+    """Stream one response of ``ctx``'s turn, reporting deltas and items as they come.
+
+    With ``report`` off (a summarization request), no item, delta or token events are
+    emitted, but the usage still counts towards the session total.
+    """
+    emit = ctx.emit if report else _ignore
+    turn_id = ctx.turn_id
+    output: list[p.ResponseItem] = []
+    open_messages: dict[str, list[str]] = {}
+    usage: p.TokenUsage | None = None
+    try:
+        async with ctx.session.model.stream(prompt) as events:
+            async for event in events:
+                match event:
+                    case OutputTextDelta(item_id=item_id, delta=delta):
+                        if item_id not in open_messages:
+                            open_messages[item_id] = []
+                            emit(p.ItemStarted(turn_id, p.AgentMessageItem(item_id, "")))
+                        open_messages[item_id].append(delta)
+                        emit(p.AgentMessageDelta(turn_id, item_id, delta))
+                    case OutputItemDone(item=item):
+                        output.append(item)
+                        if report:
+                            _report_output_item(ctx, item, open_messages)
+                    case Completed(usage=reported):
+                        usage = reported
+                    case _:
+                        assert_never(event)
+    except ModelError:
+        # Items that were started must be completed (invariant 3), with what arrived.
+        for item_id, parts in open_messages.items():
+            emit(p.ItemCompleted(turn_id, p.AgentMessageItem(item_id, "".join(parts))))
+        raise
+    if usage is None:
+        estimator = await ctx.session.usage_estimator()
+        usage = estimate_usage(estimator, ctx.session.state.history, prompt.instructions, output)
+    if record:
+        for item in output:
+            ctx.record(item, from_model=True)
+        if ctx.active:
+            ctx.session.state.history.response_completed(usage.total_tokens)
+    if report:
+        ctx.report_usage(usage)
+    elif ctx.active:
+        ctx.session.state.add_usage(usage)
+    return SampleResult(tuple(output), usage)
+
+
+def _report_output_item(
+    ctx: TaskContext, item: p.ResponseItem, open_messages: dict[str, list[str]]
+) -> None:
+    match item:
+        case p.Message(role="assistant"):
+            item_id = item.id or ctx.new_item_id("msg")
+            if item_id not in open_messages:
+                ctx.emit(p.ItemStarted(ctx.turn_id, p.AgentMessageItem(item_id, "")))
+            open_messages.pop(item_id, None)
+            text = item.text()
+            ctx.emit(p.ItemCompleted(ctx.turn_id, p.AgentMessageItem(item_id, text)))
+            ctx.emit(p.AgentMessage(text))
+        case p.Reasoning(summary=summary):
+            reasoning = p.ReasoningItem(item.id, tuple(part.text for part in summary))
+            ctx.emit(p.ItemStarted(ctx.turn_id, reasoning))
+            ctx.emit(p.ItemCompleted(ctx.turn_id, reasoning))
+        case _:
+            pass

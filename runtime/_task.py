@@ -25,7 +25,7 @@ from . import _protocol as p
 from ._context import TurnSettings
 
 if TYPE_CHECKING:
-    from ._session import TaskContext
+    from ._task_context import TaskContext
 
 
 class TaskKind(enum.StrEnum):

@@ -64,9 +64,9 @@ class RegularTurn:
 
 async def _compact_before_turn(ctx: TaskContext) -> bool:
     """Pre-turn and model-downshift compaction; False when it failed (the turn ends)."""
-    previous = ctx.session.last_turn_model
+    previous = ctx.last_turn_model
     if previous is not None and previous != ctx.settings.model:
-        old_window = ctx.session.model_context_window(previous)
+        old_window = ctx.context_window_of(previous)
         new_window = ctx.model_context_window
         new_limit = ctx.auto_compact_limit()
         if (

@@ -126,7 +126,7 @@ def hook_trigger(trigger: runtime.CompactionTrigger) -> HookTrigger:
 
 async def run_compaction(ctx: TaskContext, request: CompactionRequest) -> CompactionOutcome:
     """Compact the session's history with the backend the configuration selects."""
-    kind = select_backend(ctx.config, ctx.session.provider)
+    kind = select_backend(ctx.config, ctx.provider)
     backend = BACKENDS.get(kind)
     if backend is None:
         ctx.emit(
@@ -140,10 +140,10 @@ async def run_compaction(ctx: TaskContext, request: CompactionRequest) -> Compac
     if await run_compact_hooks(ctx, "pre_compact", trigger=trigger, model=model) is not None:
         ctx.end_aborted(runtime.AbortReason.HOOK_STOPPED)
         return CompactionOutcome.STOPPED
-    item_id = ctx.session.new_item_id("compaction")
+    item_id = ctx.new_item_id("compaction")
     ctx.emit(runtime.ItemStarted(ctx.turn_id, runtime.ContextCompactionItem(item_id)))
     started = anyio.current_time()
-    tokens_before = ctx.session.history.estimated_tokens()
+    tokens_before = ctx.estimated_tokens()
     try:
         result = await backend.compact(ctx, request)
     except CompactionFailed as failure:

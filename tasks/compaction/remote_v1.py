@@ -57,7 +57,7 @@ def fitted_prompt(ctx: TaskContext, model: str | None) -> runtime.Prompt:
     """A request over the normalised history whose trailing tool outputs were cut down until
     the estimate (base instructions included) fits the model's context window."""
     prompt = ctx.build_prompt(model=model)
-    window = ctx.session.model_context_window(prompt.model)
+    window = ctx.context_window_of(prompt.model)
     fitted = fit_to_window(prompt.input, prompt.instructions, window)
     return attrs.evolve(prompt, input=tuple(fitted))
 

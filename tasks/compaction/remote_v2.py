@@ -48,7 +48,7 @@ class RemoteV2Backend:
             trailing_input=(COMPACTION_TRIGGER,),
             purpose="compact",
         )
-        retries = min(ctx.session.provider.stream_max_retries, MAX_RETRIES)
+        retries = min(ctx.provider.stream_max_retries, MAX_RETRIES)
         try:
             result = await ctx.sample(prompt, record=False, report=False, max_retries=retries)
         except runtime.StreamError as error:

@@ -94,9 +94,9 @@ def check_rollout_matches(session: runtime.Session, path: Path) -> Rollout:
     assert not rollout.notes, [str(note) for note in rollout.notes]
     state = reconstruct(rollout)
     assert list(state.history) == list(session.history.items), "rollout history differs"
-    assert state.window_number == session.window_number
-    assert state.window_id in (None, session.window_id)
-    assert state.reference_world == session.reference_world
+    assert state.window_number == session.state.window_number
+    assert state.window_id in (None, session.state.window_id)
+    assert state.reference_world == session.state.reference_world
     restored = state.last_response_tokens + state.tokens_since_model
     assert restored == session.history.usage_tokens, (
         f"usage restored as {restored}, live {session.history.usage_tokens}"

@@ -324,8 +324,8 @@ class Probe:
             Attempt(
                 info.turn_id,
                 tuple(session.history.items),
-                session.window_id,
-                session.window_number,
+                session.state.window_id,
+                session.state.window_number,
                 stop,
             )
         )
@@ -383,8 +383,8 @@ def check_failed_compactions(probe: Probe, events: list[runtime.Event]) -> None:
         return
     attempt = attempts[-1]
     assert attempt.turn_id == outcomes[-1][0]
-    assert session.window_id == attempt.window_id, "a failed compaction started a window"
-    assert session.window_number == attempt.window_number
+    assert session.state.window_id == attempt.window_id, "a failed compaction started a window"
+    assert session.state.window_number == attempt.window_number
     now = tuple(session.history.items)
     assert now[: len(attempt.history)] == attempt.history, "a failed compaction changed history"
 
@@ -470,7 +470,7 @@ def check_end(
             assert msg.item.receipt is not None
             hypothesis.event(f"trigger {msg.item.receipt.trigger}")
     # Invariant 4 on the rollout: exactly the installed compactions are recorded.
-    assert len(lines) == len(receipts) == session.window_number
+    assert len(lines) == len(receipts) == session.state.window_number
     for line, receipt in zip(lines, receipts, strict=True):
         assert receipt is not None and receipt.backend == backend.value
         assert line.replacement_history is not None

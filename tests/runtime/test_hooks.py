@@ -174,7 +174,7 @@ async def test_a_pre_compact_stop_aborts_the_task_and_changes_nothing() -> None:
         await t.submit(runtime.Compact(), id="c1")
         await t.wait_for(ended, 2)
         assert list(t.session.history.items) == before
-        assert t.session.window_number == 0
+        assert t.session.state.window_number == 0
     msgs = turn_msgs(t, "c1")
     assert types(msgs) == [
         "turn_started",
@@ -207,7 +207,7 @@ async def test_a_post_compact_stop_keeps_the_compaction_installed() -> None:
         await t.submit(runtime.Compact(), id="c1")
         await t.wait_for(ended, 2)
         history = list(t.session.history.items)
-        assert t.session.window_number == 1
+        assert t.session.state.window_number == 1
     assert runtime.compaction.is_summary(history[-1])
     msgs = turn_msgs(t, "c1")
     assert types(msgs) == [
@@ -250,7 +250,7 @@ async def test_a_hanging_hook_is_cut_at_its_timeout_with_a_warning() -> None:
     assert 500 <= completed.duration_ms < 10_000
     assert isinstance(warning, runtime.WarningEvent)
     assert "did not finish within 500 ms" in warning.message
-    assert t.session.window_number == 1
+    assert t.session.state.window_number == 1
 
 
 async def test_interrupting_a_running_hook_kills_it(tmp_path: Path) -> None:
@@ -280,7 +280,7 @@ async def test_interrupting_a_running_hook_kills_it(tmp_path: Path) -> None:
     msgs = turn_msgs(t, "c1")
     assert types(msgs) == ["turn_started", "hook_started", "turn_aborted"]
     assert msgs[-1].reason is runtime.AbortReason.INTERRUPTED  # type: ignore[union-attr]
-    assert t.session.window_number == 0
+    assert t.session.state.window_number == 0
 
 
 async def test_a_crashing_hook_warns_and_the_compaction_goes_on() -> None:

@@ -349,8 +349,8 @@ def assert_restores(session: runtime.Session, path: Path) -> runtime.ResumedStat
     state = reconstruct(read_rollout(path))
     assert state.session_id == session.id
     assert list(state.history) == list(session.history.items)
-    assert state.reference_world == session.reference_world
-    assert state.defaults == session.defaults
+    assert state.reference_world == session.state.reference_world
+    assert state.defaults == session.state.defaults
     if state.window_number:
         assert (
             state.window_number,
@@ -358,16 +358,16 @@ def assert_restores(session: runtime.Session, path: Path) -> runtime.ResumedStat
             state.previous_window_id,
             state.window_id,
         ) == (
-            session.window_number,
-            session.first_window_id,
-            session.previous_window_id,
-            session.window_id,
+            session.state.window_number,
+            session.state.first_window_id,
+            session.state.previous_window_id,
+            session.state.window_id,
         )
     assert (state.last_response_tokens, state.tokens_since_model) == (
         session.history.last_response_tokens,
         session.history.tokens_since_model,
     )
-    assert state.total_usage == session.total_usage
+    assert state.total_usage == session.state.total_usage
     return state
 
 
@@ -428,7 +428,7 @@ async def test_resume_after_two_compactions_sends_the_latest_summary_only(
         c.summary_text("SUMMARY TWO"),
         "third",
     ]
-    assert r.session.window_number == 2
+    assert r.session.state.window_number == 2
 
 
 async def test_resumed_usage_is_the_usage_the_session_ended_with(
@@ -441,7 +441,7 @@ async def test_resumed_usage_is_the_usage_the_session_ended_with(
     assert t.session.history.usage_tokens == 5000
     async with open_resumed(rollout_path(t), config=config) as r:
         assert r.session.history.usage_tokens == 5000
-        assert r.session.total_usage == t.session.total_usage
+        assert r.session.state.total_usage == t.session.state.total_usage
 
 
 async def test_a_session_that_ended_over_its_limit_compacts_before_its_first_request(

@@ -193,10 +193,18 @@ async def test_failed_compaction_changes_nothing(
     async with testing.open_test_session(script, config=config) as t:
         await run_ops(t, ("turn", "first"))
         history = list(t.session.history.items)
-        windows = (t.session.window_number, t.session.window_id, t.session.first_window_id)
+        windows = (
+            t.session.state.window_number,
+            t.session.state.window_id,
+            t.session.state.first_window_id,
+        )
         await run_ops(t, ("compact", None))
         assert list(t.session.history.items) == history
-        assert (t.session.window_number, t.session.window_id, t.session.first_window_id) == windows
+        assert (
+            t.session.state.window_number,
+            t.session.state.window_id,
+            t.session.state.first_window_id,
+        ) == windows
         path = t.session.rollout.path  # type: ignore[union-attr]
     types = t.recorder.types("sub-2")
     assert types == ["turn_started", "item_started"] + ["stream_error"] * 5 + [
@@ -281,7 +289,7 @@ async def test_compaction_rollout_line(
     config = runtime.Config(rollout=runtime.RolloutConfig(dir=str(tmp_path)))
     script = {"responses": [{"text": "a1"}, {"text": "SUMMARY"}]}
     async with testing.open_test_session(script, config=config) as t:
-        first_window = t.session.window_id
+        first_window = t.session.state.window_id
         await run_ops(t, ("turn", "first"), ("compact", None))
         path = t.session.rollout.path  # type: ignore[union-attr]
     lines = [json.loads(line) for line in path.read_text().splitlines()]
@@ -293,7 +301,7 @@ async def test_compaction_rollout_line(
     )
     assert compacted["window_number"] == 1
     assert compacted["first_window_id"] == compacted["previous_window_id"] == first_window
-    assert compacted["window_id"] == t.session.window_id != first_window
+    assert compacted["window_id"] == t.session.state.window_id != first_window
     assert compacted["receipt"]["trigger"] == "manual"
     # The reference context was cleared: world_state follows, turn_context does not.
     assert lines[index + 1]["type"] == "world_state"

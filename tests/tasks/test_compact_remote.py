@@ -322,10 +322,10 @@ async def test_v1_invalid_answer_is_an_error_and_changes_nothing(
     async with scripted_session(script, config("v1", rollout=rollout)) as (r, model):
         await r.run(turn("hi"))
         before = list(r.session.history.items)
-        window = r.session.window_number
+        window = r.session.state.window_number
         await r.run(runtime.Compact())
         assert list(r.session.history.items) == before
-        assert r.session.window_number == window
+        assert r.session.state.window_number == window
         path = r.session.rollout.path  # type: ignore[union-attr]
     errors = r.recorder.of_type(runtime.ErrorEvent)
     assert len(errors) == 1
@@ -475,7 +475,7 @@ async def test_v2_needs_exactly_one_compaction_item(
     (error,) = r.recorder.of_type(runtime.ErrorEvent)
     assert error.message == f"Error running remote compact task: {problem}"
     assert len(model.requests) == 2
-    assert r.session.window_number == 0
+    assert r.session.state.window_number == 0
 
 
 @pytest.mark.parametrize(("stream_max_retries", "retries"), [(5, 2), (1, 1), (0, 0)])

@@ -73,14 +73,14 @@ async def test_no_request_reaches_the_model_and_the_window_advances(
     cfg = config(cwd=str(tmp_path), developer_instructions="Be brief.")
     async with testing.open_test_session(config=cfg) as t:
         await run(t, turn("first"))
-        window_id = t.session.window_id
+        window_id = t.session.state.window_id
         await t.submit(runtime.Compact(), id="c1")
         await t.wait_for(ended, 2)
         assert len(t.model.requests) == 1
         assert t.model.compact_requests == []
-        assert t.session.window_number == 1
-        assert t.session.previous_window_id == window_id
-        assert t.session.window_id != window_id
+        assert t.session.state.window_number == 1
+        assert t.session.state.previous_window_id == window_id
+        assert t.session.state.window_id != window_id
         fresh = [developer("Be brief."), environment(str(tmp_path))]
         assert list(t.session.history.items) == fresh
         await run(t, turn("second"))
@@ -133,9 +133,9 @@ async def test_developer_messages_the_client_added_are_kept(
     cfg = config(cwd=str(tmp_path), developer_instructions="Be brief.")
     async with testing.open_test_session(config=cfg) as t:
         await run(t, turn("first"))
-        t.session.record(developer("Client rule one."))
+        t.session._record(developer("Client rule one."))
         await run(t, turn("second"))
-        t.session.record(developer("Client rule two."))
+        t.session._record(developer("Client rule two."))
         await run(t, runtime.Compact())
         assert list(t.session.history.items) == [
             developer("Be brief."),
@@ -186,7 +186,7 @@ async def test_rollout_records_what_resume_needs(
         path, cfg, model=model, clock=testing.fixed_clock, rng=random.Random(0)
     ) as session:
         assert list(session.history.items) == live
-        assert session.window_number == 1
+        assert session.state.window_number == 1
         recorder = testing.EventRecorder()
         async with anyio.create_task_group() as tg:
             tg.start_soon(recorder.consume, session)

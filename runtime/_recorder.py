@@ -1,0 +1,136 @@
+"""The rollout recorder: every line format the session writes, in one place.
+
+The session and its task context say *what* happened (an item was recorded, a compaction was
+installed, a turn's context was set); this module says how that becomes rollout lines, on top
+of :class:`~runtime._rollout.RolloutWriter`, which owns the file. With persistence off there is
+no writer and every method does nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from . import _protocol as p
+from ._codec import to_json
+from ._context import TurnSettings, WorldState, instructions_hash
+from ._rollout import RolloutWriter
+from ._version import __version__
+
+#: Event types written to the rollout as ``event_msg`` lines (deltas are not).
+PERSISTED_EVENTS: tuple[type, ...] = (
+    p.TurnStarted,
+    p.TurnComplete,
+    p.TurnAborted,
+    p.UserMessage,
+    p.AgentMessage,
+    p.TokenCount,
+    p.ContextCompacted,
+    p.WarningEvent,
+    p.ErrorEvent,
+    p.HookCompleted,
+    p.ShutdownComplete,
+)
+#: Events that end a turn or the session: the file is flushed before anyone sees them.
+TERMINAL_EVENTS = (p.TurnComplete, p.TurnAborted, p.ShutdownComplete)
+
+
+def to_json_world(world: WorldState) -> dict[str, Any]:
+    """The JSON form of a world state."""
+    return attrs.asdict(world)
+
+
+class RolloutRecorder:
+    """Writes the session's rollout lines (or nothing, when persistence is off)."""
+
+    def __init__(self, writer: RolloutWriter | None) -> None:
+        self.writer = writer
+        """The file writer, when persistence is on."""
+
+    def session_meta(
+        self, session_id: str, created: datetime, cwd: str, model: str, provider: str
+    ) -> None:
+        """The first line of a new session's rollout, flushed at once."""
+        if self.writer is None:
+            return
+        self.writer.write(
+            "session_meta",
+            {
+                "id": session_id,
+                "created": created.isoformat(),
+                "cwd": cwd,
+                "model": model,
+                "model_provider": provider,
+                "relay_version": __version__,
+            },
+        )
+        self.writer.flush()
+
+    def event(self, msg: p.EventMsg) -> None:
+        """An ``event_msg`` line for a persisted kind; a terminal event flushes the file."""
+        if self.writer is None or not isinstance(msg, PERSISTED_EVENTS):
+            return
+        self.writer.write("event_msg", to_json(msg))
+        if isinstance(msg, TERMINAL_EVENTS):
+            self.writer.flush()
+
+    def item(self, item: p.ResponseItem) -> None:
+        """A ``response_item`` line."""
+        if self.writer is not None:
+            self.writer.write("response_item", to_json(item))
+
+    def world_state(self, world: WorldState) -> None:
+        """A ``world_state`` line."""
+        if self.writer is not None:
+            self.writer.write("world_state", to_json_world(world))
+
+    def turn_context(self, settings: TurnSettings, instructions: str, world: WorldState) -> None:
+        """A ``turn_context`` line: the turn's settings and the world they apply to."""
+        if self.writer is not None:
+            self.writer.write(
+                "turn_context",
+                {
+                    "model": settings.model,
+                    "cwd": settings.cwd,
+                    "effort": settings.effort,
+                    "instructions_hash": instructions_hash(instructions),
+                    "world": to_json_world(world),
+                },
+            )
+
+    def compacted(
+        self,
+        items: Sequence[p.ResponseItem],
+        *,
+        message: str,
+        receipt: p.CompactionReceipt,
+        window_number: int,
+        first_window_id: str,
+        previous_window_id: str | None,
+        window_id: str,
+    ) -> None:
+        """A ``compacted`` line: the new history and the window it opens."""
+        if self.writer is not None:
+            self.writer.write(
+                "compacted",
+                {
+                    "message": message,
+                    "replacement_history": [to_json(item) for item in items],
+                    "window_number": window_number,
+                    "first_window_id": first_window_id,
+                    "previous_window_id": previous_window_id,
+                    "window_id": window_id,
+                    "receipt": to_json(receipt),
+                },
+            )
+
+    def close(self) -> None:
+        """Flush and close the file."""
+        if self.writer is not None:
+            self.writer.close()
+
+
+__all__ = ["PERSISTED_EVENTS", "TERMINAL_EVENTS", "RolloutRecorder", "to_json_world"]
