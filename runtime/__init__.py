@@ -111,8 +111,11 @@ from ._session import SessionStatistics as SessionStatistics
 from ._session import open_session as open_session
 from ._state import ResumedState as ResumedState
 from ._state import SessionState as SessionState
+from ._task import CompactTaskFactory as CompactTaskFactory
+from ._task import RegularTaskFactory as RegularTaskFactory
 from ._task import SessionTask as SessionTask
 from ._task import TaskKind as TaskKind
+from ._task import TaskKinds as TaskKinds
 from ._task_context import TaskContext as TaskContext
 from ._tools import Tool as Tool
 from ._tools import ToolContext as ToolContext

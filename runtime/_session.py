@@ -30,6 +30,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, assert_never
 
@@ -50,7 +51,14 @@ from ._recorder import RolloutRecorder
 from ._rollout import RolloutWriter
 from ._scripted import ScriptedModel
 from ._state import ResumedState, SessionState
-from ._task import SessionTask, TaskHandle, TaskKind, TaskStatus, new_task
+from ._task import (
+    SessionTask,
+    TaskHandle,
+    TaskKind,
+    TaskKinds,
+    TaskStatus,
+    builtin_task_kinds,
+)
 from ._task_context import TaskContext
 from ._templates import template
 from ._tokens import ApproxEstimator, TokenEstimator
@@ -110,6 +118,7 @@ class Session:
         rng: random.Random,
         rollout: RolloutWriter | None,
         state: SessionState,
+        task_kinds: TaskKinds,
         estimator: TokenEstimator | None = None,
         hooks: Iterable[CompactHook] = (),
     ) -> None:
@@ -136,6 +145,7 @@ class Session:
         self.instructions = _base_instructions(config)
         """The base instructions of every request."""
         self._recorder = RolloutRecorder(rollout)
+        self._task_kinds = task_kinds
         self._tg = task_group
         self._clock = clock
         self._seq = 0
@@ -337,7 +347,11 @@ class Session:
         try:
             await self._serve()
         finally:
-            # Also on a crash of the loop, so that open_session's exit never waits forever.
+            # Also on a crash of the loop: the session is closed (submissions raise
+            # ClosedSessionError, the event stream ends) and open_session's exit never waits.
+            self._closed = True
+            self._sub_send.close()
+            self._event_send.close()
             self._finished.set()
 
     async def _serve(self) -> None:
@@ -374,8 +388,9 @@ class Session:
             case p.UserInput():
                 await self._on_user_turn(sub_id, op.items, p.OnBusy.STEER, self.state.defaults)
             case p.Compact():
+                kinds = self._task_kinds
                 await self._spawn(
-                    sub_id, TaskKind.COMPACT, self.state.defaults, instructions=op.instructions
+                    sub_id, self.state.defaults, lambda: kinds.compact(op.instructions)
                 )
             case p.Interrupt():
                 await self._abort(p.AbortReason.INTERRUPTED)
@@ -409,13 +424,13 @@ class Session:
         if running is not None:
             match on_busy:
                 case p.OnBusy.STEER:
-                    if running.task.kind is TaskKind.REGULAR:
+                    if running.task.steerable:
                         running.pending_input.append(items)
                     else:
                         self._emit(
                             sub_id,
                             p.ErrorEvent(
-                                "a compaction is running and cannot take input; "
+                                f"the running {running.task.kind} task cannot take input; "
                                 "submit the turn again when it ends, or with on_busy=queue",
                                 ErrorCode.ACTIVE_TURN_NOT_STEERABLE,
                             ),
@@ -428,15 +443,23 @@ class Session:
                     pass
                 case _:
                     assert_never(on_busy)
-        await self._spawn(sub_id, TaskKind.REGULAR, settings, items=items)
+        kinds = self._task_kinds
+        await self._spawn(sub_id, settings, lambda: kinds.regular(items))
+
+    def _build(self, turn_id: str, factory: Callable[[], SessionTask]) -> SessionTask | None:
+        """The task ``factory`` makes, or None after an ``error`` event when it failed."""
+        try:
+            return factory()
+        except Exception as exc:
+            logger.exception("cannot build the task of %s", turn_id)
+            self._emit(turn_id, p.ErrorEvent(f"cannot start the task: {exc!r}", ErrorCode.INTERNAL))
+            return None
 
     async def _spawn(
-        self, turn_id: str, kind: TaskKind, settings: TurnSettings, **kwargs: Any
+        self, turn_id: str, settings: TurnSettings, factory: Callable[[], SessionTask]
     ) -> None:
-        try:
-            task = new_task(kind, **kwargs)
-        except LookupError as exc:
-            self._emit(turn_id, p.ErrorEvent(str(exc), ErrorCode.INTERNAL))
+        task = self._build(turn_id, factory)
+        if task is None:
             return
         await self._abort(p.AbortReason.REPLACED)
         self._start(turn_id, task, settings)
@@ -452,9 +475,12 @@ class Session:
         self._tg.start_soon(self._run_task, handle, name=f"relay task {turn_id}")
 
     def _start_queued(self) -> None:
-        if self._running is None and self._queue and not self._closed:
+        kinds = self._task_kinds
+        while self._running is None and self._queue and not self._closed:
             queued = self._queue.popleft()
-            self._start(queued.id, new_task(TaskKind.REGULAR, items=queued.items), queued.settings)
+            task = self._build(queued.id, partial(kinds.regular, queued.items))
+            if task is not None:
+                self._start(queued.id, task, queued.settings)
 
     async def _run_task(self, handle: TaskHandle) -> None:
         ctx = TaskContext(self, handle)
@@ -494,19 +520,17 @@ class Session:
         if handle is None or handle.status is not TaskStatus.RUNNING:
             return
         handle.status = TaskStatus.ABORTING
-        handle.abort_reason = reason
         handle.scope.cancel(f"relay: task {reason.value}")
         with anyio.move_on_after(ABORT_GRACE):
             await handle.finished.wait()
-        # From here on the task (if it still lingers in a shielded section) is detached.
-        handle.detached = True
+        # No await from here on: a task that lingers in a shielded section cannot run until
+        # it is detached, so the abort hook's writes are the last of its turn.
         handle.status = TaskStatus.ENDED
         for output in missing_outputs(self.state.history.items):
             self._record(output)
-        if handle.task.kind is TaskKind.REGULAR:
-            for items in handle.pending_input:
-                self._record(user_message_of(items))
-            handle.pending_input.clear()
+        handle.task.abort(TaskContext(self, handle), reason)
+        handle.detached = True
+        handle.pending_input.clear()
         if reason is p.AbortReason.INTERRUPTED:
             self._record(turn_aborted_marker())
         self._emit(handle.turn_id, p.TurnAborted(handle.turn_id, reason, handle.duration_ms()))
@@ -555,6 +579,7 @@ async def open_session(
     resume: ResumedState | None = None,
     estimator: TokenEstimator | None = None,
     hooks: Iterable[CompactHook] = (),
+    task_kinds: TaskKinds | None = None,
 ) -> AsyncIterator[Session]:
     """Open a session that runs until the block exits or a ``shutdown`` op ends it.
 
@@ -574,11 +599,14 @@ async def open_session(
             tiktoken's ``o200k_base`` when installed, else the approximate count).
         resume: state rebuilt from a rollout; the session continues it and appends to its
             rollout file (see :func:`runtime.resume_session`).
+        task_kinds: the factories of the session's tasks (default: relay's regular turn and
+            compaction task, from its ``tasks`` package).
 
     Raises:
         ConfigError: the configuration is invalid (unknown provider, missing API key, ...).
     """
     config = config or Config()
+    kinds = task_kinds if task_kinds is not None else builtin_task_kinds()
     provider = config.provider()
     compaction_prompt(config)  # an unreadable prompt file is a configuration error, found now
     registry = builtin_registry(config.tools)
@@ -615,6 +643,7 @@ async def open_session(
                     rng=rng or random.Random(),
                     rollout=rollout,
                     state=state,
+                    task_kinds=kinds,
                     estimator=estimator,
                     hooks=hooks,
                 )

@@ -1,7 +1,13 @@
-"""Task kinds, the registry that ``tasks`` fills, and the handle of a running task.
+"""The task interface, the task kinds a session is given, and the handle of a running task.
 
-``runtime`` never imports ``tasks``: the ``tasks`` distribution registers its kinds through the
-``relay.tasks`` entry point, loaded the first time a kind is asked for.
+A task is one piece of work of a session (a regular turn, a compaction). It sees the session
+only through its :class:`~runtime.TaskContext`. What differs between kinds is on the task
+itself: whether it takes steered input (:attr:`SessionTask.steerable`) and what it leaves
+behind when aborted (:meth:`SessionTask.abort`); the session never asks which kind it runs.
+
+``runtime`` never imports ``tasks`` at module level: a session is given its task factories as
+a :class:`TaskKinds` (``open_session(task_kinds=...)``); only the default is looked up, once
+per session, in relay's own ``tasks`` package.
 
 Theory of operation of a :class:`TaskHandle`: a task runs inside its own cancel scope. Its
 ``status`` moves RUNNING → ABORTING (someone asked it to stop) → ENDED, or RUNNING → ENDED when it
@@ -14,15 +20,15 @@ carries the turn id after its terminal event even if the task lingers in a shiel
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
-from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any, Protocol
+import importlib
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 import attrs
 
 from . import _protocol as p
 from ._context import TurnSettings
+from ._errors import ConfigError
 
 if TYPE_CHECKING:
     from ._task_context import TaskContext
@@ -36,41 +42,82 @@ class TaskKind(enum.StrEnum):
 
 
 class SessionTask(Protocol):
-    """One piece of work of a session: a regular turn or a compaction."""
+    """One piece of work of a session: a regular turn or a compaction.
+
+    Subclass it to inherit the defaults of :attr:`steerable` and :meth:`abort`.
+    """
 
     @property
     def kind(self) -> TaskKind:
-        """Which kind of task this is."""
+        """Which kind of task this is (reported in :class:`~runtime.SessionStatistics`)."""
         ...
+
+    @property
+    def steerable(self) -> bool:
+        """Whether input submitted with ``on_busy=steer`` joins this task while it runs.
+
+        When it does not, such input is refused with ``error{active_turn_not_steerable}``.
+        """
+        return False
 
     async def run(self, ctx: TaskContext) -> str | None:
         """Do the work; return the last agent message, if any."""
         ...
 
+    def abort(self, ctx: TaskContext, reason: p.AbortReason) -> None:
+        """Leave the history consistent after this task was aborted.
 
-TaskFactory = Callable[..., SessionTask]
-
-_factories: dict[TaskKind, TaskFactory] = {}
-_loaded = False
-
-
-def register_task_kind(kind: TaskKind, factory: TaskFactory) -> None:
-    """Register the factory of a task kind (called by the ``tasks`` package)."""
-    _factories[kind] = factory
+        Called once, after the task stopped (or its grace period ran out) and before
+        ``turn_aborted`` is emitted; ``ctx`` still records and emits. It must not block: the
+        session's bookkeeping around an abort has no ``await`` in it.
+        """
+        del ctx, reason
 
 
-def new_task(kind: TaskKind, **kwargs: Any) -> SessionTask:
-    """A new task of ``kind``; raises LookupError if no package provides it."""
-    global _loaded
-    if kind not in _factories and not _loaded:
-        _loaded = True
-        for entry in entry_points(group="relay.tasks"):
-            entry.load()(register_task_kind)
+class RegularTaskFactory(Protocol):
+    """Makes the task of a user turn from its input."""
+
+    def __call__(self, items: tuple[p.InputItem, ...], /) -> SessionTask: ...
+
+
+class CompactTaskFactory(Protocol):
+    """Makes the task of a ``compact`` op from its extra instructions."""
+
+    def __call__(self, instructions: str | None, /) -> SessionTask: ...
+
+
+@attrs.frozen
+class TaskKinds:
+    """The task factories a session starts its work with."""
+
+    regular: RegularTaskFactory
+    """For ``user_turn`` and ``user_input``."""
+    compact: CompactTaskFactory
+    """For ``compact``."""
+
+
+def builtin_task_kinds() -> TaskKinds:
+    """relay's own task kinds, from its ``tasks`` package.
+
+    Raises:
+        ConfigError: the module importable as ``tasks`` is not relay's (another module of
+            that name comes first on ``sys.path``) or cannot be imported.
+    """
     try:
-        factory = _factories[kind]
-    except KeyError:
-        raise LookupError(f"no task kind {kind.value!r} is registered") from None
-    return factory(**kwargs)
+        module = importlib.import_module("tasks")
+    except ImportError as exc:
+        raise ConfigError(
+            f"cannot import relay's task package 'tasks': {exc}; "
+            "pass open_session(task_kinds=...) to give the task kinds explicitly"
+        ) from exc
+    kinds = getattr(module, "TASK_KINDS", None)
+    if not isinstance(kinds, TaskKinds):
+        where = getattr(module, "__file__", None) or "an unknown location"
+        raise ConfigError(
+            f"the module 'tasks' imported from {where} is not relay's task package; "
+            "pass open_session(task_kinds=...) to give the task kinds explicitly"
+        )
+    return kinds
 
 
 class TaskStatus(enum.Enum):
@@ -99,8 +146,6 @@ class TaskHandle:
     """Set when the task's code has returned or raised."""
     status: TaskStatus = TaskStatus.RUNNING
     """Where it is."""
-    abort_reason: p.AbortReason | None = None
-    """Why it was asked to stop, if it was."""
     detached: bool = False
     """True once its terminal event is out: later emits and records are dropped."""
     pending_input: list[tuple[p.InputItem, ...]] = attrs.field(factory=list)

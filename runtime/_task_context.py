@@ -24,7 +24,7 @@ from ._context import (
 )
 from ._errors import ContextWindowExceeded, ErrorCode, ModelError
 from ._history import normalize_for_prompt
-from ._input import resolve_image
+from ._input import resolve_image, user_message_of
 from ._model import CompactRequest, Prompt
 from ._sampling import SampleResult, reconnecting_message, stream_response, with_retries
 from ._task import TaskHandle
@@ -107,6 +107,11 @@ class TaskContext:
         """End this task with ``turn_aborted{reason}`` instead of ``turn_complete`` when it
         returns (a hook stopped it)."""
         self._handle.end_reason = reason
+
+    def record_input(self, items: tuple[p.InputItem, ...]) -> None:
+        """Record input as a user message in the history only, without reporting it (what an
+        aborted turn does with steered input it never picked up)."""
+        self.record(user_message_of(items))
 
     def has_pending(self) -> bool:
         """Whether steered input is waiting."""

@@ -30,6 +30,7 @@ from ._config import Config, RolloutConfig
 from ._model_script import ModelScript, load_model_script, parse_model_script
 from ._scripted import ScriptedModel
 from ._session import Session, open_session
+from ._task import TaskKinds
 from ._tools import Tool
 
 #: The clock of test sessions: always this moment.
@@ -161,6 +162,7 @@ async def open_test_session(
     tools: Iterable[Tool] = (),
     model: ScriptedModel | None = None,
     seed: int = 0,
+    task_kinds: TaskKinds | None = None,
 ) -> AsyncIterator[TestSession]:
     """A session on a scripted model, with a fixed clock, seeded jitter and no rollout."""
     model = model or ScriptedModel(script)
@@ -168,7 +170,12 @@ async def open_test_session(
     recorder = EventRecorder()
     async with (
         open_session(
-            config, model=model, tools=tools, clock=fixed_clock, rng=random.Random(seed)
+            config,
+            model=model,
+            tools=tools,
+            clock=fixed_clock,
+            rng=random.Random(seed),
+            task_kinds=task_kinds,
         ) as session,
         anyio.create_task_group() as tg,
     ):

@@ -1,19 +1,17 @@
 """relay's task kinds: the regular turn and the compaction task.
 
-The ``relay.tasks`` entry point calls :func:`register` the first time a session needs a kind.
+:data:`TASK_KINDS` is what a session runs unless it is given other kinds
+(``runtime.open_session(task_kinds=...)``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from runtime import TaskKind
+from runtime import TaskKinds
 
 from .compact import CompactTask
 from .regular import RegularTurn
 
+#: relay's built-in task kinds.
+TASK_KINDS = TaskKinds(regular=RegularTurn, compact=CompactTask)
 
-def register(register_kind: Callable[..., None]) -> None:
-    """Register every task kind of this package with the runtime."""
-    register_kind(TaskKind.REGULAR, RegularTurn)
-    register_kind(TaskKind.COMPACT, CompactTask)
+__all__ = ["TASK_KINDS", "CompactTask", "RegularTurn"]

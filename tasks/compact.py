@@ -5,14 +5,14 @@ from __future__ import annotations
 import attrs
 
 import runtime
-from runtime import TaskContext, TaskKind
+from runtime import SessionTask, TaskContext, TaskKind
 from runtime.compaction import Injection
 
 from .compaction import CompactionRequest, run_compaction
 
 
 @attrs.frozen
-class CompactTask:
+class CompactTask(SessionTask):
     """Compact the history now, with the backend the configuration selects."""
 
     instructions: str | None = None

@@ -5,14 +5,14 @@ from __future__ import annotations
 import attrs
 
 import runtime
-from runtime import TaskContext, TaskKind
+from runtime import SessionTask, TaskContext, TaskKind
 from runtime.compaction import Injection
 
 from .compaction import CompactionRequest, run_compaction
 
 
 @attrs.frozen
-class RegularTurn:
+class RegularTurn(SessionTask):
     """A user turn: record the input, then sample and run tools until the model is done.
 
     Auto-compaction runs inline, under this turn's id: before anything of the turn is recorded
@@ -26,6 +26,17 @@ class RegularTurn:
     @property
     def kind(self) -> TaskKind:
         return TaskKind.REGULAR
+
+    @property
+    def steerable(self) -> bool:
+        """Input steered into the turn is picked up before its next sampling request."""
+        return True
+
+    def abort(self, ctx: TaskContext, reason: runtime.AbortReason) -> None:
+        """Steered input the turn never picked up stays in the history."""
+        del reason
+        for items in ctx.drain_pending():
+            ctx.record_input(items)
 
     async def run(self, ctx: TaskContext) -> str | None:
         if not await _compact_before_turn(ctx):

@@ -1,0 +1,44 @@
+"""The package boundaries, checked on the source: what imports what, and who reaches where."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def sources(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+def test_runtime_never_imports_tasks_at_module_level() -> None:
+    offenders = []
+    for path in sources("runtime"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            if any(name == "tasks" or name.startswith("tasks.") for name in names):
+                offenders.append(path.name)
+    assert offenders == []
+
+
+def test_tasks_reach_the_session_only_through_their_context() -> None:
+    offenders = [
+        str(path.relative_to(ROOT))
+        for path in sources("tasks")
+        if "ctx.session" in path.read_text(encoding="utf-8")
+    ]
+    assert offenders == []
+
+
+def test_runtime_never_compares_task_kinds() -> None:
+    offenders = []
+    for path in sources("runtime"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare | ast.MatchValue) and "TaskKind." in ast.unparse(node):
+                offenders.append(f"{path.name}:{node.lineno}")
+    assert offenders == []
