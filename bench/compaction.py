@@ -31,6 +31,7 @@ from runtime._history import History
 from runtime._task import TaskHandle
 from runtime._tokens import approx_tokens, item_tokens
 from runtime.testing import ScriptedModel
+from tasks.compaction import Injection, place_initial_context
 
 from ._core import Figure, Options, Target, linear_fit, ms, no_gc, time_call
 from ._drive import TurnDriver, config, open_bench_session
@@ -109,7 +110,7 @@ def _bookkeeping(ctx: runtime.TaskContext) -> tuple[float, float, float]:
     ghosts = pure.ghost_snapshots(history)
     collected = time.perf_counter()
     new = pure.build_compacted_history(users, SUMMARY, ghosts=ghosts)
-    new = pure.place_initial_context(new, [], pure.Injection.DO_NOT_INJECT)
+    new = place_initial_context(new, [], Injection.DO_NOT_INJECT)
     receipt = runtime.CompactionReceipt(
         trigger=runtime.CompactionTrigger.MANUAL,
         backend="local",

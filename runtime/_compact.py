@@ -1,19 +1,20 @@
-"""Compaction as plain functions: which backend, which prompt, which history comes out.
+"""Compaction as plain functions: which prompt, which history comes out.
 
-Everything the compaction backends decide that does not need a model lives here, so that it
-is tested without an event loop and shared by the live session and by rollout reconstruction.
+What the session itself needs (the auto-compaction limit, the prompt) and what rollout
+reconstruction shares with the backends (how a summarised history is built) lives here, tested
+without an event loop. The policy (backends and their selection, context placement) lives with
+the compaction task in ``tasks/compaction/``.
 """
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import attrs
 
 from . import _protocol as p
-from ._config import Config, ProviderConfig
+from ._config import Config
 from ._errors import ConfigError
 from ._history import call_id_of, is_contextual
 from ._templates import template
@@ -29,24 +30,6 @@ TRUNCATED_OUTPUT_NOTE = "Output exceeded the available model context and was tru
 NO_SUMMARY = "(no summary available)"
 
 
-class Backend(enum.StrEnum):
-    """The compaction backends (SPEC §6.1)."""
-
-    TOKEN_BUDGET = "token_budget"
-    REMOTE_V2 = "remote_v2"
-    REMOTE_V1 = "remote_v1"
-    LOCAL = "local"
-
-
-class Injection(enum.Enum):
-    """Where the initial context goes after a compaction (SPEC §6.8)."""
-
-    DO_NOT_INJECT = "do_not_inject"
-    """Add nothing and clear the reference context (manual and pre-turn compaction)."""
-    BEFORE_LAST_USER_MESSAGE = "before_last_user_message"
-    """Insert it before the last user message (mid-turn compaction)."""
-
-
 def auto_compact_limit(configured: int | None, window: int | None) -> int | None:
     """The auto-compaction threshold (SPEC §5.6).
 
@@ -59,17 +42,6 @@ def auto_compact_limit(configured: int | None, window: int | None) -> int | None
     if window is not None and window > 0:
         limits.append(window * 9 // 10)
     return min(limits) if limits else None
-
-
-def select_backend(config: Config, provider: ProviderConfig) -> Backend:
-    """The backend a compaction uses, in the order of SPEC §6.1."""
-    if config.features.token_budget:
-        return Backend.TOKEN_BUDGET
-    if provider.remote_compaction == "v2" and config.features.remote_compaction_v2:
-        return Backend.REMOTE_V2
-    if provider.remote_compaction in {"v1", "v2"}:
-        return Backend.REMOTE_V1
-    return Backend.LOCAL
 
 
 def summary_prefix() -> str:
@@ -165,8 +137,9 @@ def build_compacted_history(
     return history
 
 
-def keep_user_messages_v2(messages: Sequence[p.Message], budget: int) -> list[p.Message]:
-    """Recent user messages within ``budget`` for the remote V2 backend (SPEC §6.5).
+def keep_recent_messages(messages: Sequence[p.Message], budget: int) -> list[p.Message]:
+    """Recent messages (of any role) within ``budget``: the user messages the remote V2 backend
+    keeps (SPEC §6.5), the developer messages the token-budget backend carries over.
 
     Newest first; a message costs at least 1 token; a message over the remaining budget has
     its text parts truncated to it; empty text parts and messages are dropped; images are kept
@@ -202,39 +175,6 @@ def keep_user_messages_v2(messages: Sequence[p.Message], budget: int) -> list[p.
 
 def _empty(part: p.ContentPart) -> bool:
     return isinstance(part, p.InputText | p.OutputText) and not part.text
-
-
-def place_initial_context(
-    history: Sequence[p.ResponseItem],
-    initial: Sequence[p.ResponseItem],
-    injection: Injection,
-) -> list[p.ResponseItem]:
-    """Put the initial context into a compacted history (SPEC §6.8).
-
-    ``before_last_user_message`` inserts it before, in order of preference, the last real user
-    message, the last user message of any kind, the last ``compaction`` item, else at the end.
-    The summary or compaction item stays last in every case the history ends with one.
-    """
-    items = list(history)
-    if injection is Injection.DO_NOT_INJECT or not initial:
-        return items
-    index = _last_index(items, is_real_user_message)
-    if index is None:
-        index = _last_index(items, lambda i: isinstance(i, p.Message) and i.role == "user")
-    if index is None:
-        index = _last_index(items, lambda i: isinstance(i, p.Compaction))
-    if index is None:
-        return items + list(initial)
-    return items[:index] + list(initial) + items[index:]
-
-
-def _last_index(
-    items: Sequence[p.ResponseItem], test: Callable[[p.ResponseItem], bool]
-) -> int | None:
-    for index in range(len(items) - 1, -1, -1):
-        if test(items[index]):
-            return index
-    return None
 
 
 def drop_oldest(items: Sequence[p.ResponseItem]) -> tuple[list[p.ResponseItem], int]:

@@ -115,6 +115,18 @@ class CompactRequest:
     effort: str | None = None
     """Reasoning effort, if set."""
 
+    @classmethod
+    def of(cls, prompt: Prompt) -> CompactRequest:
+        """The compaction request over a prompt's model, instructions, input and tools."""
+        return cls(
+            model=prompt.model,
+            instructions=prompt.instructions,
+            input=prompt.input,
+            tools=prompt.tools,
+            parallel_tool_calls=prompt.parallel_tool_calls,
+            effort=prompt.effort,
+        )
+
 
 class ModelClient(Protocol):
     """A connection to a model, open for the life of a session."""

@@ -11,8 +11,6 @@ from ._compact import LOCAL_USER_MESSAGE_BUDGET as LOCAL_USER_MESSAGE_BUDGET
 from ._compact import NO_SUMMARY as NO_SUMMARY
 from ._compact import REMOTE_V2_USER_MESSAGE_BUDGET as REMOTE_V2_USER_MESSAGE_BUDGET
 from ._compact import TRUNCATED_OUTPUT_NOTE as TRUNCATED_OUTPUT_NOTE
-from ._compact import Backend as Backend
-from ._compact import Injection as Injection
 from ._compact import auto_compact_limit as auto_compact_limit
 from ._compact import build_compacted_history as build_compacted_history
 from ._compact import compaction_prompt as compaction_prompt
@@ -22,11 +20,9 @@ from ._compact import fit_to_window as fit_to_window
 from ._compact import ghost_snapshots as ghost_snapshots
 from ._compact import is_real_user_message as is_real_user_message
 from ._compact import is_summary as is_summary
+from ._compact import keep_recent_messages as keep_recent_messages
 from ._compact import keep_recent_user_messages as keep_recent_user_messages
-from ._compact import keep_user_messages_v2 as keep_user_messages_v2
-from ._compact import place_initial_context as place_initial_context
 from ._compact import real_user_messages as real_user_messages
-from ._compact import select_backend as select_backend
 from ._compact import summary_prefix as summary_prefix
 from ._compact import summary_text as summary_text
 from ._tokens import items_tokens

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import attrs
 
 import runtime
 from runtime import SessionTask, TaskContext, TaskKind
-from runtime.compaction import Injection
 
-from .compaction import CompactionRequest, run_compaction
+from .compaction import (
+    BACKENDS,
+    CompactionBackend,
+    CompactionRequest,
+    Injection,
+    run_compaction,
+)
 
 
 @attrs.frozen
@@ -17,6 +24,8 @@ class CompactTask(SessionTask):
 
     instructions: str | None = None
     """Extra text appended to the summarization prompt."""
+    backends: Sequence[CompactionBackend] = BACKENDS
+    """The compaction backends to choose from, in order."""
 
     @property
     def kind(self) -> TaskKind:
@@ -30,5 +39,6 @@ class CompactTask(SessionTask):
                 injection=Injection.DO_NOT_INJECT,
                 instructions=self.instructions,
             ),
+            self.backends,
         )
         return None

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import attrs
 
 import runtime
 from runtime import SessionTask, TaskContext, TaskKind
-from runtime.compaction import Injection
 
-from .compaction import CompactionRequest, run_compaction
+from .compaction import (
+    BACKENDS,
+    CompactionBackend,
+    CompactionRequest,
+    Injection,
+    run_compaction,
+)
 
 
 @attrs.frozen
@@ -22,6 +29,8 @@ class RegularTurn(SessionTask):
 
     items: tuple[runtime.InputItem, ...]
     """The user's input."""
+    backends: Sequence[CompactionBackend] = BACKENDS
+    """The compaction backends auto-compaction chooses from, in order."""
 
     @property
     def kind(self) -> TaskKind:
@@ -39,7 +48,7 @@ class RegularTurn(SessionTask):
             ctx.record_input(items)
 
     async def run(self, ctx: TaskContext) -> str | None:
-        if not await _compact_before_turn(ctx):
+        if not await _compact_before_turn(ctx, self.backends):
             return None
         ctx.record_context()
         await ctx.record_user_input(self.items)
@@ -66,14 +75,14 @@ class RegularTurn(SessionTask):
                 request = CompactionRequest(
                     runtime.CompactionTrigger.MID_TURN, Injection.BEFORE_LAST_USER_MESSAGE
                 )
-                if not (await run_compaction(ctx, request)).proceed:
+                if not (await run_compaction(ctx, request, self.backends)).proceed:
                     return last
                 # Input steered during a tool follow-up waits one more step, so that the
                 # next request answers the tool outputs first.
                 drain = not calls
 
 
-async def _compact_before_turn(ctx: TaskContext) -> bool:
+async def _compact_before_turn(ctx: TaskContext, backends: Sequence[CompactionBackend]) -> bool:
     """Pre-turn and model-downshift compaction; False when it failed (the turn ends)."""
     previous = ctx.last_turn_model
     if previous is not None and previous != ctx.settings.model:
@@ -90,9 +99,9 @@ async def _compact_before_turn(ctx: TaskContext) -> bool:
             request = CompactionRequest(
                 runtime.CompactionTrigger.MODEL_DOWNSHIFT, Injection.DO_NOT_INJECT, model=previous
             )
-            return (await run_compaction(ctx, request)).proceed
+            return (await run_compaction(ctx, request, backends)).proceed
     limit = ctx.auto_compact_limit()
     if limit is not None and ctx.usage_tokens >= limit:
         request = CompactionRequest(runtime.CompactionTrigger.PRE_TURN, Injection.DO_NOT_INJECT)
-        return (await run_compaction(ctx, request)).proceed
+        return (await run_compaction(ctx, request, backends)).proceed
     return True

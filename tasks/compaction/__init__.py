@@ -1,88 +1,48 @@
 """Compaction: one small backend interface, one module per backend, one shared flow.
 
-:func:`run_compaction` is what the compaction task and auto-compaction call. It selects the
-backend (a pure function of features and provider capability), runs the pre-compact hooks,
-reports the compaction item, lets the backend compute the new history, places the initial
-context, installs the result, reports it and runs the post-compact hooks. A backend raises
-:class:`CompactionFailed` to fail; until it returns, nothing about the session has changed
-(SPEC §6.9).
+:func:`run_compaction` is what the compaction task and auto-compaction call. It picks the first
+backend of its sequence that applies, runs the pre-compact hooks, reports the compaction item,
+lets the backend compute the new history, places the initial context, installs the result,
+reports it and runs the post-compact hooks. A backend fails by raising
+:class:`CompactionFailed` or letting a :class:`runtime.ModelError` through (translated here,
+once); until it returns, nothing about the session has changed (SPEC §6.9).
 
-Adding a backend is one new module and one line in :data:`BACKENDS`.
+Adding a backend is one new module and one line in :data:`BACKENDS`; a backend of another
+package goes into the sequence a session's tasks are built with (:func:`tasks.task_kinds`).
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from typing import Protocol
 
 import anyio
-import attrs
 
 import runtime
 from runtime import HookTrigger, TaskContext, run_compact_hooks
-from runtime.compaction import Backend, Injection, place_initial_context, select_backend
 
+from .base import (
+    Backend,
+    BackendResult,
+    CompactionBackend,
+    CompactionFailed,
+    CompactionRequest,
+    Injection,
+    place_initial_context,
+    select_backend,
+)
 from .local import LocalBackend
 from .remote_v1 import RemoteV1Backend
 from .remote_v2 import RemoteV2Backend
 from .token_budget import TokenBudgetBackend
 
-
-@attrs.frozen
-class CompactionRequest:
-    """What a compaction is asked to do."""
-
-    trigger: runtime.CompactionTrigger
-    """Why it runs."""
-    injection: Injection
-    """Where the initial context goes afterwards."""
-    instructions: str | None = None
-    """Extra text for the summarization prompt (``compact {instructions}``)."""
-    model: str | None = None
-    """The model to compact with (default: the turn's)."""
-
-
-@attrs.frozen
-class BackendResult:
-    """A backend's new history, before the initial context is placed."""
-
-    history: Sequence[runtime.ResponseItem]
-    """The new history; a summary or compaction item is last (unless ``fresh_window``)."""
-    message: str = ""
-    """The summary text (local backend), recorded in the rollout's ``compacted`` line."""
-    warn: bool = False
-    """Whether to warn that repeated compactions make the model less accurate."""
-    fresh_window: bool = False
-    """The history already opens with the initial context of the current world state: it is
-    installed as it is and becomes the reference context (token-budget backend)."""
-
-
-class CompactionFailed(Exception):
-    """A backend could not produce a new history; nothing was changed."""
-
-    def __init__(self, message: str, code: runtime.ErrorCode) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
-
-
-class CompactionBackend(Protocol):
-    """Computes a new, shorter history for a session."""
-
-    name: Backend
-
-    async def compact(self, ctx: TaskContext, request: CompactionRequest) -> BackendResult:
-        """The new history. Raises :class:`CompactionFailed`."""
-        ...
-
-
-BACKENDS: dict[Backend, CompactionBackend] = {
-    Backend.LOCAL: LocalBackend(),
-    Backend.REMOTE_V1: RemoteV1Backend(),
-    Backend.REMOTE_V2: RemoteV2Backend(),
-    Backend.TOKEN_BUDGET: TokenBudgetBackend(),
-}
+#: relay's backends, in the order they are tried; the built-in policy picks exactly one.
+BACKENDS: tuple[CompactionBackend, ...] = (
+    TokenBudgetBackend(),
+    RemoteV2Backend(),
+    RemoteV1Backend(),
+    LocalBackend(),
+)
 
 ACCURACY_WARNING = (
     "This conversation has been compacted. Long sessions and repeated compactions make the "
@@ -109,11 +69,6 @@ class CompactionOutcome(enum.Enum):
     """The new history is installed, then a post-compact hook stopped the turn."""
 
     @property
-    def installed(self) -> bool:
-        """Whether the new history is installed."""
-        return self in {CompactionOutcome.INSTALLED, CompactionOutcome.INSTALLED_THEN_STOPPED}
-
-    @property
     def proceed(self) -> bool:
         """Whether the calling turn may go on."""
         return self is CompactionOutcome.INSTALLED
@@ -124,14 +79,24 @@ def hook_trigger(trigger: runtime.CompactionTrigger) -> HookTrigger:
     return "manual" if trigger is runtime.CompactionTrigger.MANUAL else "auto"
 
 
-async def run_compaction(ctx: TaskContext, request: CompactionRequest) -> CompactionOutcome:
-    """Compact the session's history with the backend the configuration selects."""
-    kind = select_backend(ctx.config, ctx.provider)
-    backend = BACKENDS.get(kind)
+def choose_backend(
+    backends: Sequence[CompactionBackend], config: runtime.Config, provider: runtime.ProviderConfig
+) -> CompactionBackend | None:
+    """The first of ``backends`` that applies, or None."""
+    return next((backend for backend in backends if backend.applies(config, provider)), None)
+
+
+async def run_compaction(
+    ctx: TaskContext,
+    request: CompactionRequest,
+    backends: Sequence[CompactionBackend] = BACKENDS,
+) -> CompactionOutcome:
+    """Compact the session's history with the first of ``backends`` that applies."""
+    backend = choose_backend(backends, ctx.config, ctx.provider)
     if backend is None:
         ctx.emit(
             runtime.ErrorEvent(
-                f"compaction backend {kind.value!r} is not available", runtime.ErrorCode.INTERNAL
+                "no compaction backend applies to this configuration", runtime.ErrorCode.INTERNAL
             )
         )
         return CompactionOutcome.FAILED
@@ -146,6 +111,9 @@ async def run_compaction(ctx: TaskContext, request: CompactionRequest) -> Compac
     tokens_before = ctx.estimated_tokens()
     try:
         result = await backend.compact(ctx, request)
+    except runtime.ModelError as error:
+        ctx.emit(runtime.ErrorEvent(f"{backend.error_prefix}{error.message}", error.code))
+        return CompactionOutcome.FAILED
     except CompactionFailed as failure:
         ctx.emit(runtime.ErrorEvent(failure.message, failure.code))
         return CompactionOutcome.FAILED
@@ -162,7 +130,7 @@ async def run_compaction(ctx: TaskContext, request: CompactionRequest) -> Compac
         clear_reference = request.injection is Injection.DO_NOT_INJECT
     receipt = runtime.CompactionReceipt(
         trigger=request.trigger,
-        backend=kind.value,
+        backend=backend.name,
         tokens_before=tokens_before,
         tokens_after=runtime.compaction.estimate_tokens(history),
         duration_ms=round((anyio.current_time() - started) * 1000),
@@ -178,3 +146,21 @@ async def run_compaction(ctx: TaskContext, request: CompactionRequest) -> Compac
         ctx.end_aborted(runtime.AbortReason.HOOK_STOPPED)
         return CompactionOutcome.INSTALLED_THEN_STOPPED
     return CompactionOutcome.INSTALLED
+
+
+__all__ = [
+    "ACCURACY_WARNING",
+    "BACKENDS",
+    "Backend",
+    "BackendResult",
+    "CompactionBackend",
+    "CompactionFailed",
+    "CompactionOutcome",
+    "CompactionRequest",
+    "Injection",
+    "choose_backend",
+    "hook_trigger",
+    "place_initial_context",
+    "run_compaction",
+    "select_backend",
+]

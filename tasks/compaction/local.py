@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import runtime
 from runtime import TaskContext
 from runtime.compaction import (
-    Backend,
     build_compacted_history,
     compaction_prompt,
     drop_oldest,
@@ -16,8 +13,7 @@ from runtime.compaction import (
     summary_text,
 )
 
-if TYPE_CHECKING:
-    from . import BackendResult, CompactionRequest
+from .base import Backend, BackendResult, CompactionRequest, select_backend
 
 ERROR_PREFIX = "Error running local compact task: "
 
@@ -26,10 +22,12 @@ class LocalBackend:
     """Summarise the history with the session's model and keep recent user messages."""
 
     name = Backend.LOCAL
+    error_prefix = ERROR_PREFIX
+
+    def applies(self, config: runtime.Config, provider: runtime.ProviderConfig) -> bool:
+        return select_backend(config, provider) is self.name
 
     async def compact(self, ctx: TaskContext, request: CompactionRequest) -> BackendResult:
-        from . import BackendResult, CompactionFailed
-
         history = list(ctx.history)
         prompt_message = runtime.user_message(compaction_prompt(ctx.config, request.instructions))
         # The prompt goes to a clone only; the live history is untouched until install.
@@ -40,18 +38,13 @@ class LocalBackend:
             try:
                 result = await ctx.sample(prompt, record=False, report=False)
                 break
-            except runtime.ContextWindowExceeded as error:
+            except runtime.ContextWindowExceeded:
                 if len(prompt.input) <= 1:
                     ctx.report_window_full()
-                    raise CompactionFailed(
-                        f"{ERROR_PREFIX}{error.message}",
-                        runtime.ErrorCode.CONTEXT_WINDOW_EXCEEDED,
-                    ) from error
+                    raise
                 kept, removed = drop_oldest(clone[:-1])
                 clone = [*kept, prompt_message]
                 dropped += removed
-            except runtime.ModelError as error:
-                raise CompactionFailed(f"{ERROR_PREFIX}{error.message}", error.code) from error
         if dropped:
             ctx.emit(
                 runtime.BackgroundEvent(

@@ -9,16 +9,14 @@ may be shown again: real user messages, assistant messages and ``compaction`` it
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 import attrs
 
 import runtime
 from runtime import TaskContext
-from runtime.compaction import Backend, filter_remote_output, fit_to_window
+from runtime.compaction import filter_remote_output, fit_to_window
 
-if TYPE_CHECKING:
-    from . import BackendResult, CompactionRequest
+from .base import Backend, BackendResult, CompactionFailed, CompactionRequest, select_backend
 
 ERROR_PREFIX = "Error running remote compact task: "
 
@@ -27,23 +25,14 @@ class RemoteV1Backend:
     """Ask the provider's ``/responses/compact`` endpoint for the new history."""
 
     name = Backend.REMOTE_V1
+    error_prefix = ERROR_PREFIX
+
+    def applies(self, config: runtime.Config, provider: runtime.ProviderConfig) -> bool:
+        return select_backend(config, provider) is self.name
 
     async def compact(self, ctx: TaskContext, request: CompactionRequest) -> BackendResult:
-        from . import BackendResult, CompactionFailed
-
         prompt = fitted_prompt(ctx, request.model)
-        compact_request = runtime.CompactRequest(
-            model=prompt.model,
-            instructions=prompt.instructions,
-            input=prompt.input,
-            tools=prompt.tools,
-            parallel_tool_calls=prompt.parallel_tool_calls,
-            effort=prompt.effort,
-        )
-        try:
-            answer = await ctx.remote_compact(compact_request)
-        except runtime.ModelError as error:
-            raise CompactionFailed(f"{ERROR_PREFIX}{error.message}", error.code) from error
+        answer = await ctx.remote_compact(runtime.CompactRequest.of(prompt))
         try:
             output = compact_output(answer)
         except InvalidAnswer as problem:

@@ -8,7 +8,7 @@ the compaction item.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
@@ -16,15 +16,12 @@ import runtime
 from runtime import TaskContext
 from runtime.compaction import (
     REMOTE_V2_USER_MESSAGE_BUDGET,
-    Backend,
-    keep_user_messages_v2,
+    keep_recent_messages,
     real_user_messages,
 )
 
+from .base import Backend, BackendResult, CompactionFailed, CompactionRequest, select_backend
 from .remote_v1 import ERROR_PREFIX, fitted_prompt
-
-if TYPE_CHECKING:
-    from . import BackendResult, CompactionRequest
 
 #: The raw wire item that asks the model to compact the input before it.
 COMPACTION_TRIGGER: dict[str, Any] = {"type": "compaction_trigger"}
@@ -39,10 +36,12 @@ class RemoteV2Backend:
     """Have the model write a ``compaction`` item in answer to ``compaction_trigger``."""
 
     name = Backend.REMOTE_V2
+    error_prefix = ERROR_PREFIX
+
+    def applies(self, config: runtime.Config, provider: runtime.ProviderConfig) -> bool:
+        return select_backend(config, provider) is self.name
 
     async def compact(self, ctx: TaskContext, request: CompactionRequest) -> BackendResult:
-        from . import BackendResult, CompactionFailed
-
         prompt = attrs.evolve(
             fitted_prompt(ctx, request.model),
             trailing_input=(COMPACTION_TRIGGER,),
@@ -56,8 +55,6 @@ class RemoteV2Backend:
             detail = error.message
             message = detail if _NOT_COMPLETED in detail else f"{_NOT_COMPLETED}: {detail}"
             raise CompactionFailed(f"{ERROR_PREFIX}{message}", error.code) from error
-        except runtime.ModelError as error:
-            raise CompactionFailed(f"{ERROR_PREFIX}{error.message}", error.code) from error
         compactions = [item for item in result.output if isinstance(item, runtime.Compaction)]
         if len(compactions) != 1:
             raise CompactionFailed(
@@ -66,7 +63,5 @@ class RemoteV2Backend:
                 f"{len(result.output)} output item{'' if len(result.output) == 1 else 's'}",
                 runtime.ErrorCode.SERVER_ERROR,
             )
-        kept = keep_user_messages_v2(
-            real_user_messages(prompt.input), REMOTE_V2_USER_MESSAGE_BUDGET
-        )
+        kept = keep_recent_messages(real_user_messages(prompt.input), REMOTE_V2_USER_MESSAGE_BUDGET)
         return BackendResult([*kept, compactions[0]])

@@ -10,14 +10,12 @@ history, so a resumed session starts from exactly this window.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
 import runtime
 from runtime import TaskContext
-from runtime.compaction import Backend, keep_user_messages_v2
+from runtime.compaction import keep_recent_messages
 
-if TYPE_CHECKING:
-    from . import BackendResult, CompactionRequest
+from .base import Backend, BackendResult, CompactionRequest, select_backend
 
 #: Budget of the developer messages carried into the new window (approximate tokens).
 DEVELOPER_MESSAGE_BUDGET = 64_000
@@ -27,12 +25,14 @@ class TokenBudgetBackend:
     """Start a new window from the current world state instead of summarising the old one."""
 
     name = Backend.TOKEN_BUDGET
+    error_prefix = "Error running token-budget compaction: "
+
+    def applies(self, config: runtime.Config, provider: runtime.ProviderConfig) -> bool:
+        return select_backend(config, provider) is self.name
 
     async def compact(self, ctx: TaskContext, request: CompactionRequest) -> BackendResult:
-        from . import BackendResult
-
         initial = ctx.initial_context_items()
-        added = keep_user_messages_v2(
+        added = keep_recent_messages(
             client_developer_messages(ctx.history, initial), DEVELOPER_MESSAGE_BUDGET
         )
         return BackendResult([*initial, *added], fresh_window=True)

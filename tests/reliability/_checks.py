@@ -15,6 +15,7 @@ from runtime import compaction
 from runtime._history import is_contextual
 from runtime._resume import reconstruct
 from runtime._rollout_reader import CompactedLine, Rollout, read_rollout
+from tasks.compaction import Backend
 
 CALLS = (runtime.FunctionCall, runtime.CustomToolCall)
 OUTPUTS = (runtime.FunctionCallOutput, runtime.CustomToolCallOutput)
@@ -47,30 +48,30 @@ def check_well_formed(items: Sequence[runtime.ResponseItem], *, settled: bool) -
         assert not early, f"calls left without an output before later input: {early}"
 
 
-def expected_backend(config: runtime.Config) -> compaction.Backend:
+def expected_backend(config: runtime.Config) -> Backend:
     """The backend SPEC §6.1 selects, written out independently of the runtime's function."""
     provider = config.provider()
     if config.features.token_budget:
-        return compaction.Backend.TOKEN_BUDGET
+        return Backend.TOKEN_BUDGET
     if provider.remote_compaction == "v2" and config.features.remote_compaction_v2:
-        return compaction.Backend.REMOTE_V2
+        return Backend.REMOTE_V2
     if provider.remote_compaction in ("v1", "v2"):
-        return compaction.Backend.REMOTE_V1
-    return compaction.Backend.LOCAL
+        return Backend.REMOTE_V1
+    return Backend.LOCAL
 
 
 def check_compacted_part(items: Sequence[runtime.ResponseItem], backend: str) -> None:
     """The history a compaction installed ends as its backend promises (SPEC §6.3–6.8)."""
-    if backend == compaction.Backend.TOKEN_BUDGET:
+    if backend == Backend.TOKEN_BUDGET:
         # A fresh window: the initial context and developer messages, nothing else.
         for item in items:
             assert isinstance(item, runtime.Message), f"token budget window holds {item!r}"
             assert item.role == "developer" or is_contextual(item), f"not context: {item!r}"
         return
     last = items[-1] if items else None
-    if backend == compaction.Backend.LOCAL:
+    if backend == Backend.LOCAL:
         assert last is not None and compaction.is_summary(last), f"summary not last: {last!r}"
-    elif backend == compaction.Backend.REMOTE_V2 or any(
+    elif backend == Backend.REMOTE_V2 or any(
         isinstance(item, runtime.Compaction) for item in items
     ):
         # V1 installs what the server answered, filtered: an answer without a compaction

@@ -10,6 +10,7 @@ import runtime
 from runtime import compaction as c
 from runtime._config import BUILTIN_PROVIDERS, Config, Features, ProviderConfig
 from runtime._tokens import approx_tokens
+from tasks.compaction import base as cb
 
 
 def user(text: str, **metadata: object) -> runtime.Message:
@@ -86,7 +87,7 @@ def test_kept_messages_are_a_suffix_within_budget(
 
 def test_v2_retention_budget_three_keeps_truncated_middle_and_new() -> None:
     messages = [user("old-old"), user("middle1234"), user("new")]
-    kept = c.keep_user_messages_v2(messages, 3)
+    kept = c.keep_recent_messages(messages, 3)
     texts = [m.text() for m in kept]
     assert texts[1] == "new"
     # Truncated to the 2 tokens left (8 bytes), head and tail as SPEC §6.9 truncates.
@@ -97,7 +98,7 @@ def test_v2_retention_budget_three_keeps_truncated_middle_and_new() -> None:
 @pytest.mark.parametrize(("budget", "kept"), [(1, 1), (2, 2)])
 def test_v2_image_only_message_costs_one(budget: int, kept: int) -> None:
     image = runtime.Message("user", [runtime.InputImage("data:image/png;base64,AAAA")])
-    result = c.keep_user_messages_v2([image, user("abcd")], budget)
+    result = c.keep_recent_messages([image, user("abcd")], budget)
     assert len(result) == kept
     if kept == 2:
         assert result[0] == image
@@ -108,12 +109,12 @@ def test_place_initial_context_rules() -> None:
     summary = user(c.summary_text("s"))
     real = user("question")
     comp = runtime.Compaction("enc")
-    before = c.Injection.BEFORE_LAST_USER_MESSAGE
-    assert c.place_initial_context([real, summary], [env], before) == [env, real, summary]
-    assert c.place_initial_context([summary], [env], before) == [env, summary]
-    assert c.place_initial_context([comp], [env], before) == [env, comp]
-    assert c.place_initial_context([], [env], before) == [env]
-    assert c.place_initial_context([real, summary], [env], c.Injection.DO_NOT_INJECT) == [
+    before = cb.Injection.BEFORE_LAST_USER_MESSAGE
+    assert cb.place_initial_context([real, summary], [env], before) == [env, real, summary]
+    assert cb.place_initial_context([summary], [env], before) == [env, summary]
+    assert cb.place_initial_context([comp], [env], before) == [env, comp]
+    assert cb.place_initial_context([], [env], before) == [env]
+    assert cb.place_initial_context([real, summary], [env], cb.Injection.DO_NOT_INJECT) == [
         real,
         summary,
     ]
@@ -144,14 +145,14 @@ def test_select_backend_over_every_combination(
     config = Config(features=Features(token_budget=token_budget, remote_compaction_v2=v2_feature))
     provider = ProviderConfig(name="p", remote_compaction=capability)  # type: ignore[arg-type]
     want = "token_budget" if token_budget else expected
-    assert c.select_backend(config, provider).value == want
+    assert cb.select_backend(config, provider).value == want
 
 
 def test_builtin_providers_select_their_backends() -> None:
-    assert c.select_backend(Config(), BUILTIN_PROVIDERS["openai"]) is c.Backend.REMOTE_V1
-    assert c.select_backend(Config(), BUILTIN_PROVIDERS["ollama"]) is c.Backend.LOCAL
+    assert cb.select_backend(Config(), BUILTIN_PROVIDERS["openai"]) is cb.Backend.REMOTE_V1
+    assert cb.select_backend(Config(), BUILTIN_PROVIDERS["ollama"]) is cb.Backend.LOCAL
     v2 = Config(features=Features(remote_compaction_v2=True))
-    assert c.select_backend(v2, BUILTIN_PROVIDERS["ollama"]) is c.Backend.LOCAL
+    assert cb.select_backend(v2, BUILTIN_PROVIDERS["ollama"]) is cb.Backend.LOCAL
 
 
 def test_compaction_prompt_choice(tmp_path: object) -> None:

@@ -156,7 +156,7 @@ def test_client_developer_messages_within_the_budget() -> None:
     ]
     added = client_developer_messages(history, initial)
     assert added == [developer("old " * 10), developer("new")]
-    kept = runtime.compaction.keep_user_messages_v2(added, 5)
+    kept = runtime.compaction.keep_recent_messages(added, 5)
     assert kept[-1] == developer("new")
     assert "tokens truncated" in kept[0].text()
     assert DEVELOPER_MESSAGE_BUDGET == 64_000
