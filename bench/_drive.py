@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import runtime
-from runtime import Completed, OutputItemDone, OutputTextDelta
+from runtime.lowlevel import Completed, OutputItemDone, OutputTextDelta
 from runtime.testing import fixed_clock
 
 #: The user's requests of the turn benchmarks (cycled).
@@ -86,7 +86,7 @@ def lookup_tool() -> runtime.Tool:
     )
 
 
-def canned_text(index: int, text: str, tokens: int) -> list[runtime.ModelEvent]:
+def canned_text(index: int, text: str, tokens: int) -> list[runtime.lowlevel.ModelEvent]:
     """The model events of a text answer: two deltas, the item, completion."""
     item_id = f"msg-{index}"
     half = len(text) // 2
@@ -98,7 +98,9 @@ def canned_text(index: int, text: str, tokens: int) -> list[runtime.ModelEvent]:
     ]
 
 
-def canned_call(index: int, name: str, arguments: str, call_id: str) -> list[runtime.ModelEvent]:
+def canned_call(
+    index: int, name: str, arguments: str, call_id: str
+) -> list[runtime.lowlevel.ModelEvent]:
     """The model events of a tool call."""
     return [
         OutputItemDone(runtime.FunctionCall(name, arguments, call_id)),
@@ -106,7 +108,7 @@ def canned_call(index: int, name: str, arguments: str, call_id: str) -> list[run
     ]
 
 
-def canned_scenario() -> list[list[runtime.ModelEvent]]:
+def canned_scenario() -> list[list[runtime.lowlevel.ModelEvent]]:
     """:func:`scenario_script` as canned model events."""
     return [
         canned_text(0, "Hello! What should I look at?", 300),
@@ -116,30 +118,32 @@ def canned_scenario() -> list[list[runtime.ModelEvent]]:
 
 
 class CannedModel:
-    """A :class:`runtime.ModelClient` that replays prepared events, cycling through them."""
+    """A :class:`runtime.lowlevel.ModelClient` replaying prepared events, cycling through them."""
 
-    def __init__(self, replies: Sequence[Sequence[runtime.ModelEvent]]) -> None:
+    def __init__(self, replies: Sequence[Sequence[runtime.lowlevel.ModelEvent]]) -> None:
         self._replies = [list(reply) for reply in replies]
         self._next = 0
 
     @asynccontextmanager
-    async def stream(self, prompt: runtime.Prompt) -> AsyncIterator[AsyncIterator[Any]]:
+    async def stream(self, prompt: runtime.lowlevel.Prompt) -> AsyncIterator[AsyncIterator[Any]]:
         del prompt
         reply = self._replies[self._next % len(self._replies)]
         self._next += 1
         yield _replay(reply)
 
-    async def compact(self, request: runtime.CompactRequest) -> Any:
+    async def compact(self, request: runtime.lowlevel.CompactRequest) -> Any:
         raise NotImplementedError("the canned model has no remote compaction")
 
 
-async def _replay(events: Iterable[runtime.ModelEvent]) -> AsyncIterator[runtime.ModelEvent]:
+async def _replay(
+    events: Iterable[runtime.lowlevel.ModelEvent],
+) -> AsyncIterator[runtime.lowlevel.ModelEvent]:
     for event in events:
         yield event
 
 
 def open_bench_session(
-    model: runtime.ModelClient,
+    model: runtime.lowlevel.ModelClient,
     *,
     tools: Iterable[runtime.Tool] = (),
     cfg: runtime.Config | None = None,

@@ -3,10 +3,10 @@
 Bookkeeping is everything the local compaction does besides asking the model for a summary
 (SPEC §10): snapshot the history and count it, collect the real user messages and ghost
 snapshots, keep the recent ones within the 20,000-token budget and rebuild the history around
-the summary, then install it through :meth:`runtime.TaskContext.install_compaction` on a live
-session that writes its rollout. It is timed on histories of 1k, 10k and 100k items (about 100
-approximate tokens each, so 10k items ≈ 1M tokens) with a straight line fitted through the
-times, and its peak of new allocations is taken with tracemalloc.
+the summary, then install it through :meth:`runtime.lowlevel.TaskContext.install_compaction`
+on a live session that writes its rollout. It is timed on histories of 1k, 10k and 100k items
+(about 100 approximate tokens each, so 10k items ≈ 1M tokens) with a straight line fitted
+through the times, and its peak of new allocations is taken with tracemalloc.
 
 Token accounting is what a turn does to keep usage current: record the user message and the
 model's answer, note the response's ``total_tokens``, read the usage. With estimates cached per
@@ -91,16 +91,16 @@ class _Prefilled:
 
 
 class _CompactTask:
-    kind = runtime.TaskKind.COMPACT
+    kind = runtime.lowlevel.TaskKind.COMPACT
 
-    async def run(self, ctx: runtime.TaskContext) -> str | None:
+    async def run(self, ctx: runtime.lowlevel.TaskContext) -> str | None:
         return None
 
 
 SUMMARY = "Requests so far: the build, the compaction tests and the rollout format."
 
 
-def _bookkeeping(ctx: runtime.TaskContext) -> tuple[float, float, float]:
+def _bookkeeping(ctx: runtime.lowlevel.TaskContext) -> tuple[float, float, float]:
     """One local compaction's bookkeeping; seconds spent collecting, rebuilding, installing."""
     session = ctx.session
     start = time.perf_counter()
@@ -140,7 +140,7 @@ async def _measure_size(
         handle = TaskHandle(
             "bench-compact", _CompactTask(), session.state.defaults, anyio.current_time()
         )
-        ctx = runtime.TaskContext(session, handle)
+        ctx = runtime.lowlevel.TaskContext(session, handle)
         for _ in range(opts.repeat):
             prefilled.reset()
             with no_gc():

@@ -41,7 +41,7 @@ FIRST = "Hello!"
 SECOND = "Which build backend does the project use? Look it up."
 
 
-async def _relay_scenario(model: runtime.ModelClient) -> float:
+async def _relay_scenario(model: runtime.lowlevel.ModelClient) -> float:
     async with open_bench_session(model, tools=[lookup_tool()]) as session:
         driver = TurnDriver(session)
         start = time.perf_counter()

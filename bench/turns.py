@@ -35,13 +35,15 @@ LATENCY_TARGET = Target("≤ 5 ms median", 5.0)
 ModelFactory = Callable[[dict[str, Any]], Any]
 
 
-async def _run_turns(model: runtime.ModelClient, turns: int) -> list[float]:
+async def _run_turns(model: runtime.lowlevel.ModelClient, turns: int) -> list[float]:
     async with open_bench_session(model) as session:
         driver = TurnDriver(session)
         return [await driver.turn(QUESTIONS[i % len(QUESTIONS)]) for i in range(turns)]
 
 
-async def _model_alone(prompts: list[runtime.Prompt], script: dict[str, Any]) -> list[float]:
+async def _model_alone(
+    prompts: list[runtime.lowlevel.Prompt], script: dict[str, Any]
+) -> list[float]:
     """Seconds the scripted model takes for each prompt, without a session around it."""
     model = ScriptedModel(script)
     out: list[float] = []
@@ -55,12 +57,12 @@ async def _model_alone(prompts: list[runtime.Prompt], script: dict[str, Any]) ->
 
 
 @asynccontextmanager
-async def _scripted(script: dict[str, Any]) -> AsyncIterator[runtime.ModelClient]:
+async def _scripted(script: dict[str, Any]) -> AsyncIterator[runtime.lowlevel.ModelClient]:
     yield ScriptedModel(script)
 
 
 @asynccontextmanager
-async def _canned(script: dict[str, Any]) -> AsyncIterator[runtime.ModelClient]:
+async def _canned(script: dict[str, Any]) -> AsyncIterator[runtime.lowlevel.ModelClient]:
     replies = [
         canned_text(i, reply["text"], reply["total_tokens"])
         for i, reply in enumerate(script["responses"])
@@ -69,7 +71,7 @@ async def _canned(script: dict[str, Any]) -> AsyncIterator[runtime.ModelClient]:
 
 
 @asynccontextmanager
-async def _transport(script: dict[str, Any]) -> AsyncIterator[runtime.ModelClient]:
+async def _transport(script: dict[str, Any]) -> AsyncIterator[runtime.lowlevel.ModelClient]:
     from runtime._mock_transport import scripted_http_client
     from runtime._wire import open_http_client
 
@@ -80,7 +82,7 @@ async def _transport(script: dict[str, Any]) -> AsyncIterator[runtime.ModelClien
 
 
 @asynccontextmanager
-async def _loopback(script: dict[str, Any]) -> AsyncIterator[runtime.ModelClient]:
+async def _loopback(script: dict[str, Any]) -> AsyncIterator[runtime.lowlevel.ModelClient]:
     from runtime._mock_server import open_mock_server
     from runtime._wire import open_http_client
 

@@ -2,13 +2,16 @@
 
 Open a session with :func:`open_session`, submit ops (:class:`UserTurn`, :class:`Compact`,
 :class:`Interrupt`, ...) and read events (:class:`TurnStarted`, :class:`TurnComplete`, ...).
+
+This namespace is for embedders. Authors of tasks, compaction backends and model clients find
+the other side in :mod:`runtime.lowlevel` and :mod:`runtime.compaction`; test doubles are in
+:mod:`runtime.testing`.
 """
 
 from . import compaction as compaction
+from . import lowlevel as lowlevel
 from ._codec import DecodeError as DecodeError
 from ._codec import decode_op as decode_op
-from ._codec import decode_response_item as decode_response_item
-from ._codec import encode_response_item as encode_response_item
 from ._codec import from_json as from_json
 from ._codec import to_json as to_json
 from ._config import BUILTIN_PROVIDERS as BUILTIN_PROVIDERS
@@ -19,8 +22,6 @@ from ._config import Hooks as Hooks
 from ._config import ProviderConfig as ProviderConfig
 from ._config import RolloutConfig as RolloutConfig
 from ._config import load_config as load_config
-from ._context import TurnSettings as TurnSettings
-from ._context import WorldState as WorldState
 from ._errors import ClosedSessionError as ClosedSessionError
 from ._errors import ConfigError as ConfigError
 from ._errors import ContextWindowExceeded as ContextWindowExceeded
@@ -34,16 +35,6 @@ from ._errors import StreamError as StreamError
 from ._hooks import CompactHook as CompactHook
 from ._hooks import HookInput as HookInput
 from ._hooks import HookStop as HookStop
-from ._hooks import HookTrigger as HookTrigger
-from ._hooks import run_compact_hooks as run_compact_hooks
-from ._model import CompactRequest as CompactRequest
-from ._model import Completed as Completed
-from ._model import ModelClient as ModelClient
-from ._model import ModelEvent as ModelEvent
-from ._model import OutputItemDone as OutputItemDone
-from ._model import OutputTextDelta as OutputTextDelta
-from ._model import Prompt as Prompt
-from ._model import ToolSpec as ToolSpec
 from ._protocol import AbortReason as AbortReason
 from ._protocol import AgentMessage as AgentMessage
 from ._protocol import AgentMessageDelta as AgentMessageDelta
@@ -105,18 +96,9 @@ from ._protocol import WarningEvent as WarningEvent
 from ._protocol import assistant_message as assistant_message
 from ._protocol import user_message as user_message
 from ._resume import resume_session as resume_session
-from ._sampling import SampleResult as SampleResult
 from ._session import Session as Session
 from ._session import SessionStatistics as SessionStatistics
 from ._session import open_session as open_session
-from ._state import ResumedState as ResumedState
-from ._state import SessionState as SessionState
-from ._task import CompactTaskFactory as CompactTaskFactory
-from ._task import RegularTaskFactory as RegularTaskFactory
-from ._task import SessionTask as SessionTask
-from ._task import TaskKind as TaskKind
-from ._task import TaskKinds as TaskKinds
-from ._task_context import TaskContext as TaskContext
 from ._tools import Tool as Tool
 from ._tools import ToolContext as ToolContext
 from ._tools import ToolError as ToolError

@@ -63,6 +63,7 @@ from ._task_context import TaskContext
 from ._templates import template
 from ._tokens import ApproxEstimator, TokenEstimator
 from ._tools import Tool, ToolRegistry, builtin_registry
+from ._util import NoPublicConstructor
 
 logger = logging.getLogger("relay")
 
@@ -103,7 +104,7 @@ class _QueuedTurn:
     settings: TurnSettings
 
 
-class Session:
+class Session(metaclass=NoPublicConstructor):
     """A running session. Get one from :func:`open_session`; submit ops, read events."""
 
     def __init__(
@@ -633,7 +634,7 @@ async def open_session(
                 else SessionState(defaults=defaults)
             )
             async with anyio.create_task_group() as tg:
-                session = Session(
+                session = Session._create(
                     config,
                     model=model,
                     tools=registry,

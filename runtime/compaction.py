@@ -4,6 +4,8 @@ Backends (in the ``tasks`` package, or an embedder's own) compute a new history 
 functions and install it through :meth:`runtime.TaskContext.install_compaction`.
 """
 
+from __future__ import annotations
+
 from collections.abc import Iterable
 
 from . import _protocol as p
@@ -31,3 +33,26 @@ from ._tokens import items_tokens
 def estimate_tokens(items: Iterable[p.ResponseItem]) -> int:
     """Approximate tokens of a history (SPEC §7.5)."""
     return items_tokens(items)
+
+
+__all__ = [
+    "LOCAL_USER_MESSAGE_BUDGET",
+    "NO_SUMMARY",
+    "REMOTE_V2_USER_MESSAGE_BUDGET",
+    "TRUNCATED_OUTPUT_NOTE",
+    "auto_compact_limit",
+    "build_compacted_history",
+    "compaction_prompt",
+    "drop_oldest",
+    "estimate_tokens",
+    "filter_remote_output",
+    "fit_to_window",
+    "ghost_snapshots",
+    "is_real_user_message",
+    "is_summary",
+    "keep_recent_messages",
+    "keep_recent_user_messages",
+    "real_user_messages",
+    "summary_prefix",
+    "summary_text",
+]

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import attrs
@@ -32,6 +32,14 @@ from ._scripted import ScriptedModel
 from ._session import Session, open_session
 from ._task import TaskKinds
 from ._tools import Tool
+
+if TYPE_CHECKING:
+    # Loaded on first use (they import the openai SDK); typed as what they are.
+    from ._mock_server import MockServer as MockServer
+    from ._mock_server import open_mock_server as open_mock_server
+    from ._mock_server import serve_mock as serve_mock
+    from ._mock_transport import ScriptedTransport as ScriptedTransport
+    from ._mock_transport import scripted_http_client as scripted_http_client
 
 #: The clock of test sessions: always this moment.
 FIXED_NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -204,13 +212,18 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "FIXED_NOW",
     "EventRecorder",
+    "MockServer",
     "ModelScript",
     "ScriptedModel",
+    "ScriptedTransport",
     "TestSession",
     "fixed_clock",
     "load_model_script",
+    "open_mock_server",
     "open_test_session",
     "parse_model_script",
+    "scripted_http_client",
+    "serve_mock",
     "tool_call_started",
     "turn_ended",
 ]

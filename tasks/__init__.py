@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import partial
 
-from runtime import TaskKinds
+from runtime.lowlevel import TaskKinds
 
 from .compact import CompactTask
 from .compaction import BACKENDS, CompactionBackend

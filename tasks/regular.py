@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import attrs
 
 import runtime
-from runtime import SessionTask, TaskContext, TaskKind
+from runtime.lowlevel import SessionTask, TaskContext, TaskKind
 
 from .compaction import (
     BACKENDS,

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import anyio
 
 import runtime
-from runtime import HookTrigger, TaskContext, run_compact_hooks
+from runtime.lowlevel import HookTrigger, TaskContext, run_compact_hooks
 
 from .base import (
     Backend,
@@ -56,7 +56,7 @@ class CompactionOutcome(enum.Enum):
     The caller may go on with its work only after ``INSTALLED`` (:attr:`proceed`); in every
     other case the calling turn must end now: after ``FAILED`` it ends normally (the
     ``error`` is out), after a hook stop it ends with ``turn_aborted{hook_stopped}`` (already
-    arranged through :meth:`~runtime.TaskContext.end_aborted`).
+    arranged through :meth:`~runtime.lowlevel.TaskContext.end_aborted`).
     """
 
     INSTALLED = "installed"

@@ -16,8 +16,9 @@ from typing import Protocol
 import attrs
 
 import runtime
-from runtime import Config, ProviderConfig, TaskContext
+from runtime import Config, ProviderConfig
 from runtime.compaction import is_real_user_message
+from runtime.lowlevel import TaskContext
 
 
 class Backend(enum.StrEnum):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import runtime
-from runtime import TaskContext
 from runtime.compaction import (
     build_compacted_history,
     compaction_prompt,
@@ -12,6 +11,7 @@ from runtime.compaction import (
     real_user_messages,
     summary_text,
 )
+from runtime.lowlevel import TaskContext
 
 from .base import Backend, BackendResult, CompactionRequest, select_backend
 

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 import attrs
 
 import runtime
-from runtime import TaskContext
 from runtime.compaction import filter_remote_output, fit_to_window
+from runtime.lowlevel import TaskContext
 
 from .base import Backend, BackendResult, CompactionFailed, CompactionRequest, select_backend
 
@@ -32,7 +32,7 @@ class RemoteV1Backend:
 
     async def compact(self, ctx: TaskContext, request: CompactionRequest) -> BackendResult:
         prompt = fitted_prompt(ctx, request.model)
-        answer = await ctx.remote_compact(runtime.CompactRequest.of(prompt))
+        answer = await ctx.remote_compact(runtime.lowlevel.CompactRequest.of(prompt))
         try:
             output = compact_output(answer)
         except InvalidAnswer as problem:
@@ -42,7 +42,7 @@ class RemoteV1Backend:
         return BackendResult(filter_remote_output(output))
 
 
-def fitted_prompt(ctx: TaskContext, model: str | None) -> runtime.Prompt:
+def fitted_prompt(ctx: TaskContext, model: str | None) -> runtime.lowlevel.Prompt:
     """A request over the normalised history whose trailing tool outputs were cut down until
     the estimate (base instructions included) fits the model's context window."""
     prompt = ctx.build_prompt(model=model)
@@ -72,7 +72,7 @@ def compact_output(answer: object) -> list[runtime.ResponseItem]:
     items: list[runtime.ResponseItem] = []
     for index, entry in enumerate(output):
         try:
-            items.append(runtime.decode_response_item(entry))
+            items.append(runtime.lowlevel.decode_response_item(entry))
         except runtime.DecodeError as exc:
             raise InvalidAnswer(f"output[{index}] is not a valid item: {exc}") from exc
     return items

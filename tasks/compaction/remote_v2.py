@@ -13,12 +13,12 @@ from typing import Any
 import attrs
 
 import runtime
-from runtime import TaskContext
 from runtime.compaction import (
     REMOTE_V2_USER_MESSAGE_BUDGET,
     keep_recent_messages,
     real_user_messages,
 )
+from runtime.lowlevel import TaskContext
 
 from .base import Backend, BackendResult, CompactionFailed, CompactionRequest, select_backend
 from .remote_v1 import ERROR_PREFIX, fitted_prompt

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import runtime
-from runtime import TaskContext
 from runtime.compaction import keep_recent_messages
+from runtime.lowlevel import TaskContext
 
 from .base import Backend, BackendResult, CompactionRequest, select_backend
 

@@ -46,7 +46,7 @@ U1, U2, U3 = (p.user_message(f"user {n}") for n in (1, 2, 3))
 A1, A2 = p.assistant_message("answer 1"), p.assistant_message("answer 2")
 
 
-def state_of(*lines: str) -> runtime.ResumedState:
+def state_of(*lines: str) -> runtime.lowlevel.ResumedState:
     """The state rebuilt from these lines (after a ``session_meta`` line).
 
     Every test also checks that reading only what resuming needs (``for_resume``, as
@@ -344,7 +344,7 @@ def rollout_path(t: testing.TestSession) -> Path:
     return t.session.rollout.path
 
 
-def assert_restores(session: runtime.Session, path: Path) -> runtime.ResumedState:
+def assert_restores(session: runtime.Session, path: Path) -> runtime.lowlevel.ResumedState:
     """The state rebuilt from the file is the state the live session ended with."""
     state = reconstruct(read_rollout(path))
     assert state.session_id == session.id
@@ -395,8 +395,8 @@ async def test_compact_resume_preserves_model_history_view(
     first_after = r.model.requests[0]["input"]
     assert first_after[: len(last_before)] == last_before
     assert first_after[len(last_before) :] == [
-        runtime.encode_response_item(t.session.history.items[-1]),
-        runtime.encode_response_item(p.user_message("third")),
+        runtime.lowlevel.encode_response_item(t.session.history.items[-1]),
+        runtime.lowlevel.encode_response_item(p.user_message("third")),
     ]
     assert r.session.id == t.session.id
 

@@ -83,7 +83,7 @@ async def test_rollout_lines_modes_and_flush_before_terminal_events(
     events = [line["payload"]["type"] for line in lines if line["type"] == "event_msg"]
     assert "agent_message_delta" not in events and "item_started" not in events
     items = [
-        runtime.decode_response_item(line["payload"])
+        runtime.lowlevel.decode_response_item(line["payload"])
         for line in lines
         if line["type"] == "response_item"
     ]

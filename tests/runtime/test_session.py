@@ -393,7 +393,7 @@ async def test_prompt_input_is_normalised_history(autojump_clock: trio.testing.M
         await t.turn("hello")
         await t.wait_for(runtime.TurnComplete)
         expected = [
-            runtime.encode_response_item(i)
+            runtime.lowlevel.encode_response_item(i)
             for i in normalize_for_prompt(t.session.history.items[:-1])
         ]
     assert t.model.requests[0]["input"] == expected

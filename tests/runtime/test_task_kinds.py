@@ -17,29 +17,29 @@ from runtime import testing
 
 
 @attrs.frozen
-class EchoTurn(runtime.SessionTask):
+class EchoTurn(runtime.lowlevel.SessionTask):
     """A regular turn that answers with its input, without a model."""
 
     items: tuple[runtime.InputItem, ...]
 
     @property
-    def kind(self) -> runtime.TaskKind:
-        return runtime.TaskKind.REGULAR
+    def kind(self) -> runtime.lowlevel.TaskKind:
+        return runtime.lowlevel.TaskKind.REGULAR
 
-    async def run(self, ctx: runtime.TaskContext) -> str | None:
+    async def run(self, ctx: runtime.lowlevel.TaskContext) -> str | None:
         text = " ".join(i.text for i in self.items if isinstance(i, runtime.Text))
         ctx.emit(runtime.AgentMessage(f"echo: {text}"))
         return text
 
 
-def broken_compact(instructions: str | None) -> runtime.SessionTask:
+def broken_compact(instructions: str | None) -> runtime.lowlevel.SessionTask:
     raise RuntimeError(f"no compaction today ({instructions})")
 
 
 async def test_the_session_runs_the_task_kinds_it_is_given(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    kinds = runtime.TaskKinds(regular=EchoTurn, compact=tasks.TASK_KINDS.compact)
+    kinds = runtime.lowlevel.TaskKinds(regular=EchoTurn, compact=tasks.TASK_KINDS.compact)
     async with testing.open_test_session({"responses": []}, task_kinds=kinds) as t:
         await t.turn("hello", id="t1")
         await t.wait_for(runtime.TurnComplete)
@@ -54,7 +54,7 @@ async def test_the_session_runs_the_task_kinds_it_is_given(
 async def test_a_task_that_cannot_be_built_is_an_error_event(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    kinds = runtime.TaskKinds(regular=tasks.TASK_KINDS.regular, compact=broken_compact)
+    kinds = runtime.lowlevel.TaskKinds(regular=tasks.TASK_KINDS.regular, compact=broken_compact)
     async with testing.open_test_session({"responses": [{"text": "ok"}]}, task_kinds=kinds) as t:
         await t.submit(runtime.Compact(instructions="briefly"), id="c1")
         await t.turn("still here?", id="t1")

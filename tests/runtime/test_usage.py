@@ -18,21 +18,23 @@ class NoUsageModel:
     """Answers every request with one text and no usage."""
 
     def __init__(self) -> None:
-        self.prompts: list[runtime.Prompt] = []
+        self.prompts: list[runtime.lowlevel.Prompt] = []
 
     @asynccontextmanager
     async def stream(
-        self, prompt: runtime.Prompt
-    ) -> AsyncIterator[AsyncIterator[runtime.ModelEvent]]:
+        self, prompt: runtime.lowlevel.Prompt
+    ) -> AsyncIterator[AsyncIterator[runtime.lowlevel.ModelEvent]]:
         self.prompts.append(prompt)
 
-        async def events() -> AsyncIterator[runtime.ModelEvent]:
-            yield runtime.OutputItemDone(runtime.assistant_message(f"answer {len(self.prompts)}"))
-            yield runtime.Completed("r", None)
+        async def events() -> AsyncIterator[runtime.lowlevel.ModelEvent]:
+            yield runtime.lowlevel.OutputItemDone(
+                runtime.assistant_message(f"answer {len(self.prompts)}")
+            )
+            yield runtime.lowlevel.Completed("r", None)
 
         yield events()
 
-    async def compact(self, request: runtime.CompactRequest) -> Any:
+    async def compact(self, request: runtime.lowlevel.CompactRequest) -> Any:
         raise NotImplementedError
 
 

@@ -296,9 +296,9 @@ async def test_compaction_rollout_line(
     index = next(i for i, line in enumerate(lines) if line["type"] == "compacted")
     compacted = lines[index]["payload"]
     assert compacted["message"] == c.summary_text("SUMMARY")
-    assert [runtime.decode_response_item(i) for i in compacted["replacement_history"]] == list(
-        t.session.history.items
-    )
+    assert [
+        runtime.lowlevel.decode_response_item(i) for i in compacted["replacement_history"]
+    ] == list(t.session.history.items)
     assert compacted["window_number"] == 1
     assert compacted["first_window_id"] == compacted["previous_window_id"] == first_window
     assert compacted["window_id"] == t.session.state.window_id != first_window

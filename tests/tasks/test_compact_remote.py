@@ -49,7 +49,7 @@ def config(
 
 
 def wire(item: runtime.ResponseItem) -> dict[str, Any]:
-    return runtime.encode_response_item(item)
+    return runtime.lowlevel.encode_response_item(item)
 
 
 def user(text: str) -> runtime.Message:
@@ -188,7 +188,7 @@ V1_OUTPUT = [
     {"type": "function_call_output", "call_id": "c9", "output": "a.txt"},
     {"type": "compaction", "encrypted_content": "ENC-V1"},
 ]
-V1_KEPT = [runtime.decode_response_item(V1_OUTPUT[i]) for i in (3, 4, 8)]
+V1_KEPT = [runtime.lowlevel.decode_response_item(V1_OUTPUT[i]) for i in (3, 4, 8)]
 
 
 async def test_v1_through_the_sdk_posts_the_history_and_installs_the_filtered_output(

@@ -30,7 +30,9 @@ class KeepTail:
     def applies(self, config: runtime.Config, provider: runtime.ProviderConfig) -> bool:
         return self.enabled
 
-    async def compact(self, ctx: runtime.TaskContext, request: CompactionRequest) -> BackendResult:
+    async def compact(
+        self, ctx: runtime.lowlevel.TaskContext, request: CompactionRequest
+    ) -> BackendResult:
         if self.fail_with is not None:
             raise self.fail_with
         messages = [item for item in ctx.history if isinstance(item, runtime.Message)]

@@ -29,7 +29,7 @@ def config(**fields: Any) -> runtime.Config:
 
 
 def wire(item: runtime.ResponseItem) -> dict[str, Any]:
-    return runtime.encode_response_item(item)
+    return runtime.lowlevel.encode_response_item(item)
 
 
 def developer(text: str) -> runtime.Message:

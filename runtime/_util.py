@@ -1,0 +1,24 @@
+"""Small pieces the public classes are built with."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class NoPublicConstructor(type):
+    """A metaclass whose classes are made only by the library: ``Cls(...)`` raises TypeError.
+
+    The library makes instances with ``Cls._create(...)``; users get them from the function
+    that owns their life (a session from ``open_session``).
+    """
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            f"{cls.__qualname__} has no public constructor; "
+            "use the function that opens one (runtime.open_session)"
+        )
+
+    def _create(cls: type[T], *args: Any, **kwargs: Any) -> T:
+        return super().__call__(*args, **kwargs)  # type: ignore[misc, no-any-return]

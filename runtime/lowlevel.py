@@ -1,0 +1,32 @@
+"""relay's low-level API: for authors of tasks, compaction backends and model clients.
+
+Embedders need only :mod:`runtime` (sessions, ops, events, items, configuration, errors) and
+:mod:`runtime.testing`. What is here is the other side of those: the task interface and the
+context a task sees, the model client protocol and its events, the session's state and what a
+resumed session starts from, and the codec of history items. The pure functions compaction
+backends are built from are in :mod:`runtime.compaction`.
+"""
+
+from ._codec import decode_response_item as decode_response_item
+from ._codec import encode_response_item as encode_response_item
+from ._context import TurnSettings as TurnSettings
+from ._context import WorldState as WorldState
+from ._hooks import HookTrigger as HookTrigger
+from ._hooks import run_compact_hooks as run_compact_hooks
+from ._model import CompactRequest as CompactRequest
+from ._model import Completed as Completed
+from ._model import ModelClient as ModelClient
+from ._model import ModelEvent as ModelEvent
+from ._model import OutputItemDone as OutputItemDone
+from ._model import OutputTextDelta as OutputTextDelta
+from ._model import Prompt as Prompt
+from ._model import ToolSpec as ToolSpec
+from ._sampling import SampleResult as SampleResult
+from ._state import ResumedState as ResumedState
+from ._state import SessionState as SessionState
+from ._task import CompactTaskFactory as CompactTaskFactory
+from ._task import RegularTaskFactory as RegularTaskFactory
+from ._task import SessionTask as SessionTask
+from ._task import TaskKind as TaskKind
+from ._task import TaskKinds as TaskKinds
+from ._task_context import TaskContext as TaskContext

@@ -1,0 +1,115 @@
+"""The public face: every public name importable, documented, seen by static analysis, and
+nothing private leaking (the shape of trio's ``_tests/test_exports.py``)."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import types
+from pathlib import Path
+
+import pytest
+
+import runtime
+
+PUBLIC_MODULES = [
+    "runtime",
+    "runtime.lowlevel",
+    "runtime.testing",
+    "runtime.compaction",
+    "tasks",
+    "tasks.compaction",
+    "tasks.compaction.base",
+]
+#: Public submodules a namespace may hold besides its names.
+SUBMODULES = {"compaction", "lowlevel", "testing", "base"}
+
+
+def public_names(module: types.ModuleType) -> set[str]:
+    declared = getattr(module, "__all__", None)
+    if declared is not None:
+        return set(declared)
+    return {
+        name
+        for name in dir(module)
+        if not name.startswith("_") and name not in SUBMODULES and name != "annotations"
+    }
+
+
+def static_names(module: types.ModuleType) -> set[str]:
+    """What a type checker sees the module define or re-export: ``import x as x``, or any
+    imported name listed in ``__all__`` (mypy's rule)."""
+    assert module.__file__ is not None
+    tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+    declared = set(getattr(module, "__all__", ()))
+    names: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            match node:
+                case ast.ImportFrom(names=aliases) | ast.Import(names=aliases):
+                    for alias in aliases:
+                        bound = alias.asname or alias.name.split(".")[0]
+                        if alias.asname == alias.name.split(".")[-1] or bound in declared:
+                            names.add(bound)
+                case ast.FunctionDef(name=name) | ast.AsyncFunctionDef(name=name):
+                    names.add(name)
+                case ast.ClassDef(name=name):
+                    names.add(name)
+                case ast.Assign(targets=targets):
+                    names.update(t.id for t in targets if isinstance(t, ast.Name))
+                case ast.AnnAssign(target=ast.Name(id=name)):
+                    names.add(name)
+                case ast.If(test=ast.Name(id="TYPE_CHECKING"), body=inner):
+                    visit(inner)
+                case _:
+                    pass
+
+    visit(tree.body)
+    return names
+
+
+@pytest.mark.parametrize("name", PUBLIC_MODULES)
+def test_every_public_name_is_importable_and_documented(name: str) -> None:
+    module = importlib.import_module(name)
+    assert inspect.getdoc(module), f"{name} has no docstring"
+    undocumented = []
+    for attr in sorted(public_names(module)):
+        value = getattr(module, attr)  # raises if a name in __all__ does not load
+        if (inspect.isclass(value) or inspect.isfunction(value)) and not inspect.getdoc(value):
+            undocumented.append(attr)
+    assert undocumented == []
+
+
+@pytest.mark.parametrize("name", PUBLIC_MODULES)
+def test_static_analysis_sees_every_public_name(name: str) -> None:
+    module = importlib.import_module(name)
+    assert public_names(module) - static_names(module) == set()
+
+
+@pytest.mark.parametrize("name", PUBLIC_MODULES)
+def test_nothing_private_leaks(name: str) -> None:
+    module = importlib.import_module(name)
+    leaks = []
+    for attr in public_names(module):
+        value = getattr(module, attr)
+        origin = getattr(value, "__module__", None)
+        if isinstance(value, types.ModuleType):
+            leaks.append(f"{attr} is a module")
+        elif inspect.isclass(value) or inspect.isfunction(value):
+            # Everything public comes from relay's own packages (or the standard library's
+            # typing helpers re-exported as type aliases).
+            assert origin is not None
+            if origin.split(".")[0] not in {"runtime", "tasks"}:
+                leaks.append(f"{attr} comes from {origin}")
+    assert leaks == []
+
+
+def test_the_friendly_and_the_low_level_namespace_do_not_overlap() -> None:
+    assert public_names(runtime) & public_names(runtime.lowlevel) == set()
+
+
+def test_sessions_are_made_only_by_open_session() -> None:
+    with pytest.raises(TypeError, match="no public constructor"):
+        runtime.Session()
