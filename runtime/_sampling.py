@@ -166,11 +166,11 @@ async def stream_response(
     if record:
         for item in output:
             ctx.record(item, from_model=True)
-        if ctx.active:
+        if not ctx.detached:
             ctx.session.state.history.response_completed(usage.total_tokens)
     if report:
         ctx.report_usage(usage)
-    elif ctx.active:
+    elif not ctx.detached:
         ctx.session.state.add_usage(usage)
     return SampleResult(tuple(output), usage)
 

@@ -505,8 +505,10 @@ class Session(metaclass=NoPublicConstructor):
         for items in handle.pending_input:
             self._record_user_input(handle.turn_id, items)
         handle.pending_input.clear()
-        if handle.end_reason is not None:
-            end: p.EventMsg = p.TurnAborted(handle.turn_id, handle.end_reason, handle.duration_ms())
+        if handle.ends_aborted is not None:
+            end: p.EventMsg = p.TurnAborted(
+                handle.turn_id, handle.ends_aborted, handle.duration_ms()
+            )
         else:
             end = p.TurnComplete(handle.turn_id, result, handle.duration_ms())
         self._emit(handle.turn_id, end)

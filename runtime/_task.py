@@ -150,8 +150,9 @@ class TaskHandle:
     """True once its terminal event is out: later emits and records are dropped."""
     pending_input: list[tuple[p.InputItem, ...]] = attrs.field(factory=list)
     """Steered input not yet picked up by the turn."""
-    end_reason: p.AbortReason | None = None
-    """Set by the task itself to end with ``turn_aborted`` (a hook stopped it)."""
+    ends_aborted: p.AbortReason | None = None
+    """Set by the task itself to end with ``turn_aborted{reason}`` when it returns (a hook
+    stopped it)."""
 
     def duration_ms(self) -> int:
         """Milliseconds since start."""

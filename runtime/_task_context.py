@@ -77,18 +77,18 @@ class TaskContext:
         return self.session.state.last_turn_model
 
     @property
-    def active(self) -> bool:
-        """False once the task is detached: nothing it does is reported any more."""
-        return not self._handle.detached
+    def detached(self) -> bool:
+        """True once the task's terminal event is out: nothing it does is reported any more."""
+        return self._handle.detached
 
     def emit(self, msg: p.EventMsg) -> None:
         """Report an event of this turn."""
-        if self.active:
+        if not self.detached:
             self.session._emit(self._handle.turn_id, msg)
 
     def record(self, item: p.ResponseItem, *, from_model: bool = False) -> None:
         """Append an item to the history."""
-        if self.active:
+        if not self.detached:
             self.session._record(item, from_model=from_model)
 
     def new_item_id(self, prefix: str = "item") -> str:
@@ -106,7 +106,7 @@ class TaskContext:
     def end_aborted(self, reason: p.AbortReason) -> None:
         """End this task with ``turn_aborted{reason}`` instead of ``turn_complete`` when it
         returns (a hook stopped it)."""
-        self._handle.end_reason = reason
+        self._handle.ends_aborted = reason
 
     def record_input(self, items: tuple[p.InputItem, ...]) -> None:
         """Record input as a user message in the history only, without reporting it (what an
@@ -125,12 +125,12 @@ class TaskContext:
         if state.reference_world is None:
             for message in self.initial_context_items(world):
                 self.record(message)
-            if self.active:
+            if not self.detached:
                 session._recorder.world_state(world)
         else:
             for message in context_changes(state.reference_world, world):
                 self.record(message)
-        if not self.active:
+        if self.detached:
             return
         state.reference_world = world
         state.last_turn_model = self.settings.model
@@ -139,7 +139,7 @@ class TaskContext:
     async def record_user_input(self, items: tuple[p.InputItem, ...]) -> None:
         """Record user input as a user message, with its item and legacy events."""
         resolved = tuple([await resolve_image(item, self.settings.cwd) for item in items])
-        if self.active:
+        if not self.detached:
             self.session._record_user_input(self.turn_id, resolved)
 
     # -- model
@@ -236,7 +236,7 @@ class TaskContext:
 
     def report_usage(self, usage: p.TokenUsage) -> None:
         """Add a response's usage to the session total and emit ``token_count``."""
-        if not self.active:
+        if self.detached:
             return
         state = self.session.state
         state.add_usage(usage)
@@ -291,7 +291,7 @@ class TaskContext:
         ``compacted``, ``world_state`` and ``turn_context`` (when there is a reference context),
         recomputes usage and emits ``token_count``.
         """
-        if not self.active:
+        if self.detached:
             return
         session = self.session
         state = session.state

@@ -21,13 +21,11 @@ import importlib.util
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import Any
 
 import attrs
 
 from ._errors import RelayError
-
-EncodingName: TypeAlias = Literal["o200k_base", "cl100k_base"]
 
 
 @attrs.frozen
