@@ -27,9 +27,10 @@ from ._errors import ConfigError, RelayError, RolloutError, ScriptError
 from ._op_script import Step, parse_op_script
 from ._pretty import PrettyPrinter
 from ._resume import describe_note, reconstruct, resume_session
-from ._rollout_reader import Rollout, read_rollout, render_transcript
+from ._rollout_reader import Rollout, read_rollout
 from ._runner import ScriptRunner, json_line
 from ._session import open_session
+from ._transcript import render_transcript
 from ._version import __version__
 
 EXIT_OK = 0

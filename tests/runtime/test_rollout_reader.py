@@ -28,8 +28,8 @@ from runtime._rollout_reader import (
     WorldStateLine,
     parse_rollout,
     read_rollout,
-    render_transcript,
 )
+from runtime._transcript import render_transcript
 
 TS = "2026-01-02T03:04:05.000Z"
 WORLD = {"cwd": "/w", "shell": "bash", "current_date": "2026-01-02", "timezone": "UTC"}
