@@ -1,0 +1,102 @@
+"""The HTTP wires: model clients that talk to a server through the official ``openai`` SDK.
+
+Two wires implement :class:`~runtime._model.ModelClient` (SPEC §7.1, §7.2):
+
+- :class:`ResponsesClient` streams ``POST /responses`` with exactly the body of
+  :func:`~runtime._responses.request_body` and feeds every server-sent event, as a dict, to the
+  same :class:`~runtime._responses.ResponseStreamParser` the embedded scripted model uses, so a
+  failure over HTTP and a scripted one are reported alike. It also sends remote compaction
+  requests (``POST /responses/compact``).
+- :class:`ChatClient` speaks ``POST /chat/completions`` for OpenAI-compatible local servers:
+  it maps the history to chat messages and reassembles the streamed chunks into response items.
+
+Both are opened by :func:`open_http_client`, which owns the ``AsyncOpenAI`` client. The SDK
+sends every request (base URL, headers, query, authentication) and raises its status errors;
+it runs with ``max_retries=0``, because retries belong to the sampling loop, which sees the same
+errors whatever the model is. For streams the SDK hands back the raw HTTP response and
+:class:`SseDecoder` frames the events: the SDK's own event iterator leaves async generators
+unclosed when a stream ends early, which trio reports. The SDK is imported here and nowhere
+else, so the scripted path never loads it.
+
+Failures are translated into relay's error tree in one function, :func:`translate`; whatever
+the server or the transport said, the API key never appears in an error message.
+
+Invariant kept by both stream contexts: the response body is entered with ``async with``
+before anything is yielded, so the byte iterator and the response are closed however the
+caller leaves (read to the end, broke out of its loop, failed or was cancelled), and the
+connection is released.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx2
+from openai import AsyncOpenAI
+
+from .._config import ProviderConfig
+from .._errors import ConfigError
+from .._model import ModelClient
+from ._sse import ServerSentEvent, SseDecoder
+from .chat import ChatClient, ChatStreamParser, chat_messages, chat_request_body
+from .responses import ResponsesClient
+
+__all__ = [
+    "ChatClient",
+    "ChatStreamParser",
+    "ResponsesClient",
+    "ServerSentEvent",
+    "SseDecoder",
+    "chat_messages",
+    "chat_request_body",
+    "open_http_client",
+]
+
+#: How long the SDK may take to open a connection, at most.
+_CONNECT_TIMEOUT_S = 10.0
+
+
+@asynccontextmanager
+async def open_http_client(
+    provider: ProviderConfig,
+    *,
+    api_key: str | None,
+    http_client: httpx2.AsyncClient | None = None,
+) -> AsyncIterator[ModelClient]:
+    """Open an HTTP model client for ``provider`` (``wire_api`` picks the wire).
+
+    The ``AsyncOpenAI`` client lives as long as the context; closing it closes its HTTP
+    connections (and ``http_client``, when one is given).
+
+    Args:
+        provider: the provider table; ``base_url`` is required.
+        api_key: sent as a bearer token; None for servers that need none.
+        http_client: the ``httpx2`` client to send requests with (tests pass one with an
+            in-process transport); by default the SDK makes its own.
+
+    Raises:
+        ConfigError: the provider has no ``base_url``.
+    """
+    if not provider.base_url:
+        raise ConfigError(f"provider {provider.name!r} has no base_url")
+    idle_s = provider.stream_idle_timeout_ms / 1000
+    sdk = AsyncOpenAI(
+        base_url=provider.base_url,
+        api_key=api_key or "unused",
+        max_retries=0,
+        # The read timeout also bounds the wait for the response headers, which the idle
+        # timeout of the event loop below does not cover.
+        timeout=httpx2.Timeout(idle_s, connect=min(idle_s, _CONNECT_TIMEOUT_S)),
+        default_headers=dict(provider.http_headers) or None,
+        default_query=dict(provider.query_params) or None,
+        http_client=http_client,
+    )
+    async with sdk:
+        secret = api_key or None
+        client: ResponsesClient | ChatClient
+        if provider.wire_api == "chat":
+            client = ChatClient(sdk, provider, secret=secret)
+        else:
+            client = ResponsesClient(sdk, provider, secret=secret)
+        yield client

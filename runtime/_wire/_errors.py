@@ -1,0 +1,154 @@
+"""How failures of the SDK and the transport become relay errors: translated here and
+nowhere else, with the API key kept out of every message."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import math
+import time
+from collections.abc import Mapping
+
+import anyio
+import httpx2
+import openai
+
+from .._errors import ContextWindowExceeded, ModelError, StreamError, classify_http_error
+from .._responses import error_from_payload, retry_after_from_message
+
+#: What the SDK and the transport raise; everything else is a bug and propagates as it is.
+FAILURES: tuple[type[BaseException], ...] = (
+    openai.OpenAIError,
+    httpx2.HTTPError,
+    json.JSONDecodeError,
+    UnicodeDecodeError,
+    anyio.EndOfStream,
+    anyio.BrokenResourceError,
+    OSError,
+)
+
+#: Longest server error text kept in a message when the body is not JSON.
+_MAX_BODY_TEXT = 500
+
+
+def translate(exc: BaseException, *, secret: str | None) -> ModelError:
+    """The relay error for a failure raised by the SDK or the transport.
+
+    This is the one place where SDK exceptions become relay errors; callers raise the result
+    ``from exc``. HTTP status errors go through :func:`classify_http_error` with the server's
+    code, message, type and retry-after; anything that broke the connection or the stream
+    becomes a retryable :class:`StreamError`.
+    """
+    match exc:
+        case openai.APIStatusError():
+            code, message, kind = _error_fields(exc.body)
+            status = exc.status_code
+            text = _redact(message or _body_text(exc.body) or f"HTTP {status}", secret)
+            retry_after = _retry_after(exc.response.headers)
+            if retry_after is None:
+                retry_after = retry_after_from_message(text)
+            return classify_http_error(
+                status, code=code, message=text, type_=kind, retry_after=retry_after
+            )
+        case openai.APITimeoutError():
+            return StreamError(
+                _redact(f"the model server did not answer in time: {_cause(exc)}", secret)
+            )
+        case openai.APIConnectionError():
+            return StreamError(
+                _redact(f"connection to the model server failed: {_cause(exc)}", secret)
+            )
+        case openai.APIError():
+            # Any other SDK error that carries a server's error object.
+            body = exc.body if isinstance(exc.body, Mapping) else {"message": exc.message}
+            return redact_error(error_from_payload(body, default=exc.message), secret)
+        case httpx2.TimeoutException():
+            # Raised by the body of a streamed response, which the SDK does not wrap.
+            return StreamError(_redact(f"the model server did not answer in time: {exc}", secret))
+        case httpx2.HTTPError() | anyio.EndOfStream() | anyio.BrokenResourceError() | OSError():
+            return StreamError(
+                _redact(f"connection to the model server failed: {_describe(exc)}", secret)
+            )
+        case json.JSONDecodeError() | UnicodeDecodeError():
+            return StreamError(
+                _redact(f"malformed event from the model server (invalid JSON): {exc}", secret)
+            )
+        case _:
+            return StreamError(_redact(f"the model request failed: {_describe(exc)}", secret))
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _cause(exc: BaseException) -> str:
+    cause = exc.__cause__ or exc.__context__
+    return _describe(cause) if cause is not None else str(exc)
+
+
+def _error_fields(body: object) -> tuple[str | None, str | None, str | None]:
+    """``(code, message, type)`` of an error body, in its nested or flat form."""
+    if isinstance(body, Mapping):
+        nested = body.get("error")
+        if isinstance(nested, Mapping):
+            body = nested
+        elif isinstance(nested, str) and nested:
+            return None, nested, None
+    if not isinstance(body, Mapping):
+        return None, None, None
+    code = body.get("code")
+    message = body.get("message")
+    kind = body.get("type")
+    return (
+        code if isinstance(code, str) and code else None,
+        message if isinstance(message, str) and message else None,
+        kind if isinstance(kind, str) and kind else None,
+    )
+
+
+def _body_text(body: object) -> str | None:
+    if isinstance(body, str) and body.strip():
+        text = body.strip()
+        return text if len(text) <= _MAX_BODY_TEXT else text[:_MAX_BODY_TEXT] + "…"
+    return None
+
+
+def _retry_after(headers: httpx2.Headers) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            value = float(millis) / 1000
+        except ValueError:
+            pass
+        else:
+            if math.isfinite(value) and value >= 0:
+                return value
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(raw)
+        except (TypeError, ValueError):
+            return None
+        return max(0.0, when.timestamp() - time.time())
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def _redact(text: str, secret: str | None) -> str:
+    return text.replace(secret, "[redacted]") if secret and secret in text else text
+
+
+def redact_error(error: ModelError, secret: str | None) -> ModelError:
+    if not secret or secret not in error.message:
+        return error
+    message = _redact(error.message, secret)
+    if isinstance(error, ContextWindowExceeded):
+        return ContextWindowExceeded(message)
+    if isinstance(error, StreamError):
+        return StreamError(message, retry_after=error.retry_after)
+    return ModelError(message, error.code, retry_after=error.retry_after)

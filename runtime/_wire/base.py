@@ -1,0 +1,172 @@
+"""What both wires share: the event reader of a streamed body (idle timeout, failures
+translated) and the SDK client with its provider and secret."""
+
+from __future__ import annotations
+
+import collections
+import json
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx2
+from openai import AsyncOpenAI
+
+from .._config import ProviderConfig
+from .._errors import ModelError, StreamError
+from .._model import ModelEvent
+from .._responses import PURPOSE_HEADER
+from ._errors import FAILURES, redact_error, translate
+from ._sse import ServerSentEvent, SseDecoder
+
+#: How long to wait for the end of a stream after its terminal event.
+_DRAIN_S = 1.0
+
+#: Bound on closing a response, which runs shielded from cancellation.
+_CLOSE_S = 0.5
+
+
+class EventReader:
+    """The JSON objects of a streamed response body, with an idle timeout, failures translated.
+
+    Not an async generator on purpose: it holds no frame that would need finalising when the
+    caller stops early. Chat streams end with a ``[DONE]`` frame; nothing after it is read.
+    """
+
+    def __init__(self, chunks: AsyncIterator[bytes], *, idle_s: float, secret: str | None):
+        self._chunks = chunks
+        self._idle_s = idle_s
+        self._secret = secret
+        self._decoder = SseDecoder()
+        self._pending: collections.deque[ServerSentEvent] = collections.deque()
+        self._ended = False
+
+    def __aiter__(self) -> EventReader:
+        return self
+
+    async def __anext__(self) -> Mapping[str, Any]:
+        # The idle timeout runs from the previous event: keep-alive comments do not reset it.
+        with anyio.move_on_after(self._idle_s) as idle:
+            while not self._pending:
+                if self._ended:
+                    raise StopAsyncIteration
+                try:
+                    chunk = await self._chunks.__anext__()
+                except StopAsyncIteration:
+                    self._ended = True
+                except FAILURES as exc:
+                    raise translate(exc, secret=self._secret) from exc
+                else:
+                    try:
+                        self._pending.extend(self._decoder.feed(chunk))
+                    except UnicodeDecodeError as exc:
+                        raise translate(exc, secret=self._secret) from exc
+        if idle.cancelled_caught:
+            raise StreamError(
+                f"idle timeout: no event from the model server for {self._idle_s * 1000:g} ms"
+            )
+        sse = self._pending.popleft()
+        if sse.data == "[DONE]":
+            self._ended = True
+            self._pending.clear()
+            raise StopAsyncIteration
+        try:
+            parsed: object = json.loads(sse.data)
+        except json.JSONDecodeError as exc:
+            raise translate(exc, secret=self._secret) from exc
+        if not isinstance(parsed, Mapping):
+            raise StreamError(
+                f"malformed event from the model server: expected a JSON object, "
+                f"got {type(parsed).__name__}"
+            )
+        event: Mapping[str, Any] = parsed
+        if "type" not in event and sse.event is not None:
+            event = {"type": sse.event, **event}
+        return event
+
+    async def drain(self) -> None:
+        """Read what follows the end of the answer, so that the connection can be reused.
+
+        The answer is complete at this point: a failure, or a server that keeps the stream
+        open, changes nothing about it, so the wait is short and errors are ignored.
+        """
+        with anyio.move_on_after(_DRAIN_S):
+            try:
+                async for _ in self._chunks:
+                    pass
+            except FAILURES:
+                pass
+
+
+@asynccontextmanager
+async def _open_body(response: httpx2.Response) -> AsyncIterator[AsyncIterator[bytes]]:
+    """The body of a streamed response; on exit the byte iterator and the response are
+    closed, whatever happened, so that the connection is released."""
+    chunks = response.aiter_bytes()
+    try:
+        yield chunks
+    finally:
+        with anyio.move_on_after(_CLOSE_S, shield=True):
+            try:
+                await chunks.aclose()
+            finally:
+                await response.aclose()
+
+
+class WireClient:
+    """What both wires share: the SDK client, the provider and the secret to keep out."""
+
+    def __init__(self, sdk: AsyncOpenAI, provider: ProviderConfig, *, secret: str | None):
+        self._sdk = sdk
+        self._provider = provider
+        self._secret = secret
+
+    @property
+    def provider(self) -> ProviderConfig:
+        """The provider this client talks to."""
+        return self._provider
+
+    @asynccontextmanager
+    async def _stream(
+        self,
+        path: str,
+        body: Mapping[str, Any],
+        purpose: str,
+        play: Callable[[EventReader], AsyncGenerator[ModelEvent]],
+    ) -> AsyncIterator[AsyncIterator[ModelEvent]]:
+        """POST ``body`` to ``path`` as a streamed request; yields ``play``'s model events."""
+        try:
+            response = await self._sdk.post(
+                path,
+                body=dict(body),
+                cast_to=httpx2.Response,
+                stream=True,
+                options={"headers": {PURPOSE_HEADER: purpose, "Accept": "text/event-stream"}},
+            )
+        except FAILURES as exc:
+            raise translate(exc, secret=self._secret) from exc
+        # The SDK hands back the raw response: its own event iterator leaves async
+        # generators unclosed when a stream ends early (or at ``[DONE]``), and every layer
+        # here must be closed when the caller leaves.
+        async with _open_body(response) as chunks:
+            reader = EventReader(
+                chunks, idle_s=self._provider.stream_idle_timeout_ms / 1000, secret=self._secret
+            )
+            events = play(reader)
+            try:
+                yield events
+            finally:
+                await events.aclose()
+
+    def _checked(
+        self, feed: Callable[[Mapping[str, Any]], list[ModelEvent]], event: Mapping[str, Any]
+    ) -> list[ModelEvent]:
+        """``feed(event)``, with the secret kept out of the errors the server reported."""
+        try:
+            return feed(event)
+        except ModelError as exc:
+            redacted = redact_error(exc, self._secret)
+            if redacted is exc:
+                raise
+            raise redacted from exc
