@@ -4,6 +4,8 @@ import os
 
 import pytest
 
+from tests import hypothesis_profiles  # noqa: F401  (registers the profiles)
+
 
 @pytest.fixture(autouse=True)
 def _relay_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:

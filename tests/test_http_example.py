@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.pipes import LineReader
+
 HTTP = Path(__file__).resolve().parent.parent / "examples" / "http"
 
 
@@ -31,7 +33,7 @@ def test_session_against_the_mock_server_over_real_http(tmp_path: Path) -> None:
     )
     try:
         assert server.stdout is not None
-        base_url = server.stdout.readline().strip()
+        base_url = LineReader(server.stdout, timeout=30).readline().strip()
         assert base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v1")
         result = subprocess.run(
             [

@@ -7,7 +7,8 @@ crashes, never reports ``error{internal}`` (a task that raised), and the session
 invariants and keeps working. A handful of examples also go through the command line, which
 must exit with its documented code and never print a traceback.
 
-Example counts: ``RELAY_FUZZ_EXAMPLES`` scales them (default 1: the counts below).
+Example counts: the counts below, scaled by the Hypothesis profile
+(``tests/hypothesis_profiles.py``).
 """
 
 from __future__ import annotations
@@ -42,16 +43,15 @@ from runtime._resume import reconstruct
 from runtime._rollout_reader import parse_rollout
 from runtime._runner import ScriptRunner
 from runtime._tokens import ApproxEstimator
+from tests.hypothesis_profiles import examples as scaled
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import check_rollout_matches
-
-SCALE = int(os.environ.get("RELAY_FUZZ_EXAMPLES", "1"))
 
 
 def fuzz(examples: int) -> Any:
     """Hypothesis settings for a fuzz test of ``examples`` examples (scaled)."""
     return settings(
-        max_examples=examples * SCALE,
+        max_examples=scaled(examples),
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     )

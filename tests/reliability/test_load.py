@@ -35,6 +35,8 @@ from runtime._tokens import ApproxEstimator
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import check_rollout_matches, check_well_formed
 
+pytestmark = pytest.mark.slow
+
 SESSIONS = 200
 KEY_ENV = "RELAY_LOAD_API_KEY"
 API_KEY = "sk-load-canary-77aa"

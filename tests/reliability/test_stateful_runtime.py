@@ -25,13 +25,12 @@ The tools the scripts call (``sleep``, refused paths, unknown tools) never touch
 thread: under the autojump clock, a thread's real duration would let virtual time jump, and
 the examples would stop being reproducible.
 
-``RELAY_STATEFUL_EXAMPLES`` sets the number of examples (default 2,000).
+It runs 2,000 examples, scaled by the Hypothesis profile (``tests/hypothesis_profiles.py``).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 from collections.abc import Iterator
@@ -49,6 +48,7 @@ from hypothesis import HealthCheck, given, settings
 import runtime
 from runtime import testing
 from runtime._tokens import ApproxEstimator
+from tests.hypothesis_profiles import examples
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import (
     check_compacted_part,
@@ -58,7 +58,7 @@ from tests.reliability._checks import (
     expected_backend,
 )
 
-EXAMPLES = int(os.environ.get("RELAY_STATEFUL_EXAMPLES", "2000"))
+EXAMPLES = examples(2000)
 
 #: The auto-compaction limit when one is configured; usage values are drawn around it.
 LIMIT = 3_000
@@ -480,6 +480,7 @@ def check_end(
 # ----------------------------------------------------------------------------- the test
 
 
+@pytest.mark.slow
 @settings(
     max_examples=EXAMPLES,
     deadline=None,

@@ -26,12 +26,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 
 import runtime
 from runtime import testing
 from runtime._resume import reconstruct
 from runtime._rollout_reader import read_rollout
+from tests.pipes import LineReader
 
 ROUNDS = 6
 SPREAD_KILLS = 20
@@ -126,7 +128,7 @@ def run_until(
     assert process.stdout is not None
     seen: list[Event] = []
     try:
-        for line in process.stdout:
+        for line in LineReader(process.stdout, timeout=60):
             seen.append(json.loads(line))
             if stop is not None and stop(seen):
                 process.kill()
@@ -292,6 +294,7 @@ def nth(n: int, test: Callable[[Event], bool]) -> Callable[[list[Event]], bool]:
     return stop
 
 
+@pytest.mark.slow
 def test_killed_runs_resume_with_everything_acknowledged(tmp_path: Path) -> None:
     workdir = tmp_path / "work"
     workdir.mkdir()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import hypothesis.strategies as st
@@ -12,9 +11,10 @@ from hypothesis import HealthCheck, given, settings
 
 import runtime
 from runtime import testing
+from tests.hypothesis_profiles import examples
 from tests.invariants import check_event_invariants
 
-EXAMPLES = int(os.environ.get("RELAY_STATEFUL_EXAMPLES", "300"))
+EXAMPLES = examples(300)
 
 replies = st.one_of(
     st.builds(
