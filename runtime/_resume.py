@@ -1,8 +1,8 @@
 """Resuming a session from its rollout (SPEC §8, §3 invariant 6).
 
 :func:`reconstruct` is a pure function from parsed rollout lines to the
-:class:`~runtime.ResumedState` a session continues from; :func:`resume_session` reads the file,
-reconstructs, and opens a session that appends to the same file.
+:class:`~runtime.lowlevel.ResumedState` a session continues from; :func:`resume_session` reads
+the file, reconstructs, and opens a session that appends to the same file.
 
 Theory of operation. The live session writes, in order: every item it records
 (``response_item``), every installed compaction (``compacted`` with the new history, then

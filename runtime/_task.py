@@ -1,7 +1,7 @@
 """The task interface, the task kinds a session is given, and the handle of a running task.
 
 A task is one piece of work of a session (a regular turn, a compaction). It sees the session
-only through its :class:`~runtime.TaskContext`. What differs between kinds is on the task
+only through its :class:`~runtime.lowlevel.TaskContext`. What differs between kinds is on the task
 itself: whether it takes steered input (:attr:`SessionTask.steerable`) and what it leaves
 behind when aborted (:meth:`SessionTask.abort`); the session never asks which kind it runs.
 
