@@ -4,9 +4,10 @@ The pure functions here decide what a model sees; :class:`History` is the sessio
 list of items with a per-item token estimate cache, so that accounting after each response costs
 work proportional to what the response added (SPEC §7.5).
 
-Invariant kept by :class:`History`: ``estimates[i]`` is the approximate token count of
-``items[i]``, and ``tokens_since_model`` is the sum of estimates of the items recorded after the
-last model-generated item (or since the last reset).
+Invariant kept by :class:`History`: ``estimates[i]`` is None or the approximate token count of
+``items[i]`` (an item is estimated when a count first needs it), and ``tokens_since_model`` is
+the sum of estimates of the items recorded after the last model-generated item (or since the
+last reset).
 """
 
 from __future__ import annotations
@@ -137,9 +138,12 @@ class History:
         self._irregular = 0
         self.last_response_tokens = 0
         """``total_tokens`` of the last completed response (0 after a reset)."""
-        self.tokens_since_model = 0
-        """Estimated tokens of items recorded after the last model-generated item."""
         self._since_model_start = 0
+        # The estimate of items [_since_model_start, _counted_upto); the rest is added when
+        # tokens_since_model is read, so each item is estimated at most once, and only if a
+        # count needs it (a replayed rollout estimates only what follows its last model item).
+        self._since_model_tokens = 0
+        self._counted_upto = 0
         self.replace(items)
 
     @property
@@ -150,23 +154,40 @@ class History:
     def __len__(self) -> int:
         return len(self._items)
 
+    @property
+    def tokens_since_model(self) -> int:
+        """Estimated tokens of items recorded after the last model-generated item."""
+        items, estimates = self._items, self._estimates
+        for index in range(self._counted_upto, len(items)):
+            estimate = estimates[index]
+            if estimate is None:
+                estimate = estimates[index] = item_tokens(items[index])
+            self._since_model_tokens += estimate
+        self._counted_upto = len(items)
+        return self._since_model_tokens
+
+    @tokens_since_model.setter
+    def tokens_since_model(self, tokens: int) -> None:
+        self._since_model_tokens = tokens
+        self._counted_upto = len(self._items)
+
+    def _reset_since_model(self, start: int) -> None:
+        self._since_model_start = start
+        self._since_model_tokens = 0
+        self._counted_upto = start
+
     def record(self, item: p.ResponseItem, *, from_model: bool = False) -> None:
         """Append an item; ``from_model`` marks items the model generated."""
-        estimate = item_tokens(item)
         self._items.append(item)
-        self._estimates.append(estimate)
+        self._estimates.append(None)
         self._track(item)
         if from_model:
-            self.tokens_since_model = 0
-            self._since_model_start = len(self._items)
-        else:
-            self.tokens_since_model += estimate
+            self._reset_since_model(len(self._items))
 
     def response_completed(self, total_tokens: int) -> None:
         """Note the ``total_tokens`` a completed response reported."""
         self.last_response_tokens = total_tokens
-        self.tokens_since_model = 0
-        self._since_model_start = len(self._items)
+        self._reset_since_model(len(self._items))
 
     def items_since_model(self) -> Sequence[p.ResponseItem]:
         """The items recorded after the last model-generated item (or the last reset)."""
@@ -175,16 +196,14 @@ class History:
     def replace(self, items: Iterable[p.ResponseItem]) -> None:
         """Replace every item; usage becomes the estimate of the new items."""
         self._items = list(items)
-        estimates = [item_tokens(item) for item in self._items]
-        self._estimates = list(estimates)
+        self._estimates = [None] * len(self._items)
         self._wire = []
         self._unanswered = set()
         self._irregular = 0
         for item in self._items:
             self._track(item)
         self.last_response_tokens = 0
-        self.tokens_since_model = sum(estimates)
-        self._since_model_start = 0
+        self._reset_since_model(0)
 
     def restore(
         self,

@@ -20,7 +20,7 @@ Replaying those lines in order therefore rebuilds what the session had:
   its own ``turn_context``.
 - defaults (model, cwd, effort): the latest ``turn_context``.
 - window: the fields of the last ``compacted`` line.
-- token usage, kept as :class:`~runtime._history.History` keeps it: a compaction resets it to
+- token usage, kept by a :class:`~runtime._history.History` as live: a compaction resets it to
   the estimate of the new history; an item the model generated resets the estimate of items
   since the model; a response's ``token_count`` sets ``last_response_tokens``. Two
   ``token_count`` events do not come from a response: the one a compaction's installation
@@ -52,6 +52,7 @@ from ._compact import (
 from ._config import Config
 from ._context import TurnSettings, WorldState
 from ._errors import ErrorCode, RolloutError
+from ._history import History
 from ._hooks import CompactHook
 from ._model import ModelClient
 from ._rollout_reader import (
@@ -68,7 +69,7 @@ from ._rollout_reader import (
 )
 from ._session import Session, open_session
 from ._state import ResumedState
-from ._tokens import TokenEstimator, item_tokens
+from ._tokens import TokenEstimator
 from ._tools import Tool
 
 #: The event id of the warnings a resumed session reports about its rollout.
@@ -110,44 +111,30 @@ def is_model_output(item: p.ResponseItem) -> bool:
 class _Replay:
     """The state being rebuilt, line by line (mutable, private to :func:`reconstruct`).
 
-    Usage is kept as :class:`~runtime._history.History` keeps it, except that items are
-    estimated once, at the end, and only those that count: the items from ``since_model`` on
-    (after the last model item, response or reset).
+    Usage is kept by a :class:`~runtime._history.History`, as the live session keeps it; it
+    estimates only the items a count needs (those after the last model item).
     """
 
-    history: list[p.ResponseItem] = attrs.field(factory=list)
+    history: History = attrs.field(factory=History)
     reference_world: WorldState | None = None
-    last_response_tokens: int = 0
-    since_model: int = 0
     # True between a ``compacted`` line and the first item after it: a ``token_count`` seen
     # then is the installation's, not a response's.
     installing: bool = False
 
     def replace(self, items: Iterable[p.ResponseItem]) -> None:
-        self.history = list(items)
+        self.history.replace(items)
         self.reference_world = None
-        self.last_response_tokens = 0
-        self.since_model = 0
         self.installing = True
 
     def record(self, item: p.ResponseItem) -> None:
-        self.history.append(item)
+        self.history.record(item, from_model=is_model_output(item))
         self.installing = False
-        if is_model_output(item):
-            self.since_model = len(self.history)
 
     def compacted(self, line: CompactedLine) -> None:
         if line.replacement_history is not None:
             self.replace(line.replacement_history)
         else:
-            self.replace(rebuild_compacted_history(self.history, line.message))
-
-    def response_completed(self, total_tokens: int) -> None:
-        self.last_response_tokens = total_tokens
-        self.since_model = len(self.history)
-
-    def tokens_since_model(self) -> int:
-        return sum(item_tokens(item) for item in self.history[self.since_model :])
+            self.replace(rebuild_compacted_history(self.history.items, line.message))
 
 
 def _newest_base(lines: Sequence[RolloutLine]) -> int | None:
@@ -216,7 +203,7 @@ def reconstruct(rollout: Rollout) -> ResumedState:
                 if replay.installing:
                     replay.installing = False
                 elif not _shows_window_full(lines, index):
-                    replay.response_completed(info.last_token_usage.total_tokens)
+                    replay.history.response_completed(info.last_token_usage.total_tokens)
             case SessionMetaLine() | EventMsgLine() | WorldStateLine():
                 pass
             case _:
@@ -245,19 +232,20 @@ def reconstruct(rollout: Rollout) -> ResumedState:
             case _:
                 pass
 
+    history = replay.history
     return ResumedState(
         session_id=rollout.meta.id,
         rollout_path=rollout.path,
-        history=tuple(replay.history),
+        history=tuple(history.items),
         reference_world=replay.reference_world,
         defaults=defaults,
         window_number=window_number,
         first_window_id=first_window_id,
         previous_window_id=previous_window_id,
         window_id=window_id,
-        last_response_tokens=replay.last_response_tokens,
-        tokens_since_model=replay.tokens_since_model(),
-        items_since_model=len(replay.history) - replay.since_model,
+        last_response_tokens=history.last_response_tokens,
+        tokens_since_model=history.tokens_since_model,
+        items_since_model=len(history.items_since_model()),
         total_usage=total_usage,
     )
 
