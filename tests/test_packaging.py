@@ -52,6 +52,7 @@ def test_wheel_ships_templates_and_loads_them_when_installed(tmp_path: Path) -> 
         text=True,
         env={"PYTHONPATH": str(tmp_path / "site")},
         check=True,
+        timeout=60,
     )
     location, text = result.stdout.split("\n", 1)
     assert Path(location) == tmp_path / "site" / "runtime"

@@ -317,7 +317,9 @@ def test_the_scripted_path_does_not_import_the_sdk() -> None:
         "import sys, runtime, runtime._scripted, runtime._responses, runtime._model_script\n"
         "print(sorted(m for m in ('openai', 'httpx2', 'runtime._wire') if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
     assert out.stdout.strip() == "[]"
 
 
