@@ -7,8 +7,10 @@ again. Paths are confined to the session's ``cwd``; commands are argv lists, nev
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import subprocess
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -124,20 +126,67 @@ def resolve_in_cwd(cwd: str, raw: object) -> Path:
 
 _READ_LIMIT = 256 * 1024
 
+_FILE_KINDS = (
+    (stat.S_ISREG, "a regular file"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def file_kind(mode: int) -> str:
+    """What kind of file ``mode`` (an ``st_mode``) describes, as a phrase."""
+    return next((name for test, name in _FILE_KINDS if test(mode)), "a special file")
+
+
+def _read_head(path: Path, raw: str) -> tuple[bytes, int]:
+    """At most ``_READ_LIMIT`` bytes of the regular file ``path``, and the file's size.
+
+    Anything that is not a regular file is refused before it is read: a FIFO would block
+    the reader for good, a device can be endless. The file is opened without blocking and
+    checked again once open, so that swapping it for a FIFO in between changes nothing.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise ToolError(f"no such file: {raw}") from None
+    except IsADirectoryError:
+        raise ToolError(f"{raw} is a directory") from None
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a socket
+            raise ToolError(f"{raw} is a socket, not a regular file") from None
+        raise ToolError(f"cannot read {raw}: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise ToolError(f"{raw} is a directory")
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolError(f"{raw} is {file_kind(info.st_mode)}, not a regular file")
+        chunks: list[bytes] = []
+        wanted = _READ_LIMIT
+        while wanted:
+            chunk = os.read(fd, wanted)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            wanted -= len(chunk)
+        data = b"".join(chunks)
+        return data, max(info.st_size, len(data))
+    except OSError as exc:
+        raise ToolError(f"cannot read {raw}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+
 
 async def _read_file(args: Mapping[str, Any], ctx: ToolContext) -> str:
-    path = resolve_in_cwd(ctx.cwd, args.get("path"))
-    try:
-        data = await anyio.Path(path).read_bytes()
-    except FileNotFoundError:
-        raise ToolError(f"no such file: {args.get('path')}") from None
-    except IsADirectoryError:
-        raise ToolError(f"{args.get('path')} is a directory") from None
-    except OSError as exc:
-        raise ToolError(f"cannot read {args.get('path')}: {exc.strerror}") from None
-    text = data[:_READ_LIMIT].decode("utf-8", errors="replace")
-    if len(data) > _READ_LIMIT:
-        text += f"\n[file truncated at {_READ_LIMIT} bytes of {len(data)}]"
+    raw = args.get("path")
+    path = resolve_in_cwd(ctx.cwd, raw)
+    data, size = await anyio.to_thread.run_sync(_read_head, path, str(raw))
+    text = data.decode("utf-8", errors="replace")
+    if size > len(data):
+        text += f"\n[file truncated at {len(data)} bytes of {size}]"
     return text
 
 

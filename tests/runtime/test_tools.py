@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from runtime._tools import (
     ToolError,
     ToolRegistry,
     builtin_registry,
+    file_kind,
     resolve_in_cwd,
     unsupported_output,
 )
@@ -123,6 +126,50 @@ async def test_read_file_truncates_large_files(cwd: Path) -> None:
     (cwd / "big").write_bytes(b"a" * (limit + 10))
     output = await call(builtin_registry({}), cwd, "read_file", {"path": "big"})
     assert output == "a" * limit + f"\n[file truncated at {limit} bytes of {limit + 10}]"
+
+
+async def test_read_file_reads_only_what_it_returns(cwd: Path) -> None:
+    # A sparse file of 1 TiB: reading it whole cannot even be attempted.
+    limit = 256 * 1024
+    size = 1 << 40
+    with (cwd / "huge").open("wb") as huge:
+        huge.write(b"head")
+        huge.truncate(size)
+    output = await call(builtin_registry({}), cwd, "read_file", {"path": "huge"})
+    assert output == "head" + "\0" * (limit - 4) + f"\n[file truncated at {limit} bytes of {size}]"
+
+
+async def test_read_file_refuses_a_fifo_without_opening_it_for_good(cwd: Path) -> None:
+    os.mkfifo(cwd / "pipe")
+    with trio.fail_after(10):
+        output = await call(builtin_registry({}), cwd, "read_file", {"path": "pipe"})
+    assert output == "error: pipe is a FIFO, not a regular file"
+
+
+async def test_read_file_refuses_a_socket(cwd: Path) -> None:
+    listener = socket.socket(socket.AF_UNIX)
+    try:
+        listener.bind(str(cwd / "sock"))
+        output = await call(builtin_registry({}), cwd, "read_file", {"path": "sock"})
+    finally:
+        listener.close()
+    assert output == "error: sock is a socket, not a regular file"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")
+async def test_read_file_refuses_a_device_node(cwd: Path) -> None:
+    os.mknod(cwd / "null", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    output = await call(builtin_registry({}), cwd, "read_file", {"path": "null"})
+    assert output == "error: null is a character device, not a regular file"
+
+
+def test_file_kinds_are_named() -> None:
+    assert file_kind(os.stat("/dev/null").st_mode) == "a character device"
+    assert file_kind(stat.S_IFBLK) == "a block device"
+    assert file_kind(stat.S_IFIFO) == "a FIFO"
+    assert file_kind(stat.S_IFSOCK) == "a socket"
+    assert file_kind(stat.S_IFDIR) == "a directory"
+    assert file_kind(stat.S_IFREG) == "a regular file"
 
 
 @pytest.mark.parametrize(
