@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import stat
 import subprocess
@@ -23,6 +24,8 @@ from . import _protocol as p
 from ._errors import ConfigError
 from ._model import ToolSpec
 from ._process import end_process
+
+logger = logging.getLogger("relay.tools")
 
 
 class ToolError(Exception):
@@ -103,9 +106,38 @@ class ToolRegistry:
         if not isinstance(args, Mapping):
             return f"invalid arguments for {call.name}: expected a JSON object"
         try:
-            return await tool.handler(args, ctx)
+            output = await tool.handler(args, ctx)
         except ToolError as exc:
-            return f"error: {exc}"
+            output = f"error: {exc}"
+        except Exception as exc:
+            # The call is answered whatever went wrong; the details, which may hold absolute
+            # paths, go to the log only.
+            logger.exception("tool %s failed", call.name)
+            output = f"error: {call.name} failed unexpectedly ({type(exc).__name__})"
+        return readable(output)
+
+
+def readable(text: str) -> str:
+    """``text`` as valid UTF-8: the bytes of a name that is not UTF-8 as ``\\xNN``.
+
+    File names that are not UTF-8 reach Python as lone surrogates (``surrogateescape``),
+    which no event, rollout line or request can carry; any other lone surrogate becomes
+    U+FFFD.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join(_readable_char(char) for char in text)
+    return text
+
+
+def _readable_char(char: str) -> str:
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:
+        return f"\\x{code - 0xDC00:02x}"
+    if 0xD800 <= code <= 0xDFFF:
+        return "\ufffd"
+    return char
 
 
 # ----------------------------------------------------------------------------- built-ins
@@ -117,11 +149,23 @@ def resolve_in_cwd(cwd: str, raw: object) -> Path:
         raise ToolError("path must be a non-empty string")
     if "\0" in raw:
         raise ToolError("path must not contain a NUL character")
-    root = Path(cwd).resolve()
-    candidate = (root / raw).resolve()
+    try:
+        root = Path(cwd).resolve()
+        candidate = (root / raw).resolve()
+    except (RuntimeError, OSError) as exc:
+        # A symlink loop (RuntimeError up to Python 3.12, ELOOP after); the exception's own
+        # text names the absolute path, which the model is not told.
+        why = "symlink loop" if _is_loop(exc) else getattr(exc, "strerror", None) or "error"
+        raise ToolError(f"path {raw!r} cannot be resolved: {why}") from None
     if candidate != root and root not in candidate.parents:
         raise ToolError(f"path {raw!r} is outside the working directory")
     return candidate
+
+
+def _is_loop(exc: BaseException) -> bool:
+    if isinstance(exc, OSError):
+        return exc.errno == errno.ELOOP
+    return "loop" in str(exc).lower()
 
 
 _READ_LIMIT = 256 * 1024
@@ -200,6 +244,8 @@ async def _list_dir(args: Mapping[str, Any], ctx: ToolContext) -> str:
         raise ToolError(f"no such directory: {args.get('path')}") from None
     except NotADirectoryError:
         raise ToolError(f"{args.get('path')} is not a directory") from None
+    except OSError as exc:
+        raise ToolError(f"cannot list {args.get('path')}: {exc.strerror}") from None
     lines = []
     for entry in entries:
         suffix = "/" if await entry.is_dir() else ""
