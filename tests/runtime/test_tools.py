@@ -209,6 +209,18 @@ async def test_list_dir_lists_sorted_entries_with_directories_marked(cwd: Path) 
     assert await call(registry, cwd, "list_dir", {"path": "a_dir"}) == "inner.txt"
 
 
+async def test_list_dir_shows_the_first_entries_and_counts_the_rest(cwd: Path) -> None:
+    limit = 1000
+    names = [f"f{n:05d}" for n in range(limit + 1234)]
+    for name in reversed(names):
+        (cwd / name).touch()
+    output = await call(builtin_registry({}), cwd, "list_dir", {})
+    assert output.split("\n") == [
+        *names[:limit],
+        f"[1234 more entries not shown; {limit + 1234} in all]",
+    ]
+
+
 async def test_list_dir_errors_are_outputs(cwd: Path) -> None:
     (cwd / "empty").mkdir()
     (cwd / "file").write_text("")
