@@ -710,7 +710,11 @@ class TaskContext:
         session = self.session
         world = session.world(self.settings.cwd)
         if session.reference_world is None:
-            doc = read_project_doc(self.settings.cwd, session.config.project_doc)
+            doc = read_project_doc(
+                self.settings.cwd,
+                session.config.project_doc,
+                warn=lambda text: self.emit(p.WarningEvent(text)),
+            )
             for message in initial_context(
                 world,
                 developer_instructions=session.config.developer_instructions,

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import os
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import attrs
 
 from runtime import _protocol as p
+from runtime import testing
+from runtime._config import Config, RolloutConfig
 from runtime._context import (
     WorldState,
     context_changes,
@@ -98,11 +102,34 @@ def test_read_project_doc(tmp_path: Path) -> None:
     assert read_project_doc(str(tmp_path), "") is None
 
 
-def test_read_project_doc_ignores_unreadable_files(tmp_path: Path) -> None:
+def test_read_project_doc_leaves_out_unusable_files_with_a_warning(tmp_path: Path) -> None:
     (tmp_path / "AGENTS.md").mkdir()
-    (tmp_path / "BINARY.md").write_bytes(b"\xff\xfe\x00")
-    assert read_project_doc(str(tmp_path), "AGENTS.md") is None
-    assert read_project_doc(str(tmp_path), "BINARY.md") is None
+    (tmp_path / "BINARY.md").write_bytes(b"Be \xff\xfe careful")
+    os.mkfifo(tmp_path / "PIPE.md")
+    warnings: list[str] = []
+    assert read_project_doc(str(tmp_path), "AGENTS.md", warn=warnings.append) is None
+    assert read_project_doc(str(tmp_path), "BINARY.md", warn=warnings.append) is None
+    assert read_project_doc(str(tmp_path), "PIPE.md", warn=warnings.append) is None
+    assert read_project_doc(str(tmp_path), "MISSING.md", warn=warnings.append) is None
+    assert warnings == [
+        "project instructions AGENTS.md left out: it is a directory, not a regular file",
+        "project instructions BINARY.md left out: not UTF-8 (byte 0xff at offset 3)",
+        "project instructions PIPE.md left out: it is a FIFO, not a regular file",
+    ]
+
+
+async def test_a_session_warns_of_project_instructions_that_are_not_utf8(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "AGENTS.md").write_bytes(b"\xe9t\xe9")
+    config = Config(cwd=str(tmp_path), rollout=RolloutConfig(enabled=False))
+    async with testing.open_test_session({"responses": [{"text": "hi"}]}, config=config) as t:
+        await t.turn("hello")
+        await t.wait_for(testing.turn_ended)
+    assert t.recorder.of_type(p.WarningEvent) == [
+        p.WarningEvent("project instructions AGENTS.md left out: not UTF-8 (byte 0xe9 at offset 0)")
+    ]
+    assert "project_instructions" not in json.dumps(t.model.requests[0])
 
 
 # ------------------------------------------------------------------ initial context
