@@ -38,7 +38,7 @@ import attrs
 
 from . import _protocol as p
 from ._config import HookCommand
-from ._process import end_process
+from ._process import open_command
 
 if TYPE_CHECKING:
     from ._session import Session, TaskContext
@@ -233,32 +233,28 @@ async def run_hook_command(hook: HookCommand, info: HookInput) -> HookResult:
     argv = list(hook.command)
     if not argv:
         return HookResult("failed", problem="has an empty command")
+    payload = json.dumps(info.to_json()).encode("utf-8")
+    stdout = bytearray()
+    stderr = bytearray()
     try:
-        process = await anyio.open_process(
+        # The hook's group is killed on every way out of this block: no child of it outlives
+        # the run, nor relay.
+        async with open_command(
             argv,
             cwd=info.cwd,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
+        ) as process:
+            with anyio.move_on_after(hook.timeout_ms / 1000) as scope:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_read_into, process.stdout, stdout)
+                    tg.start_soon(_read_into, process.stderr, stderr)
+                    await _feed(process, payload)
+                await process.wait()
     except OSError as exc:
         return HookResult("failed", problem=f"could not start: {exc.strerror or exc}")
-    payload = json.dumps(info.to_json()).encode("utf-8")
-    stdout = bytearray()
-    stderr = bytearray()
-    timed_out = False
-    try:
-        with anyio.move_on_after(hook.timeout_ms / 1000) as scope:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(_read_into, process.stdout, stdout)
-                tg.start_soon(_read_into, process.stderr, stderr)
-                await _feed(process, payload)
-            await process.wait()
-        timed_out = scope.cancelled_caught
-    finally:
-        # The hook may have started children; none of them outlives it.
-        await end_process(process, kill=timed_out)
+    timed_out = scope.cancelled_caught
     if timed_out:
         return HookResult("timeout", problem=f"did not finish within {hook.timeout_ms} ms")
     code = process.returncode

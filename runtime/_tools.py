@@ -24,7 +24,7 @@ import attrs
 from . import _protocol as p
 from ._errors import ConfigError
 from ._model import ToolSpec
-from ._process import end_process
+from ._process import open_command
 
 logger = logging.getLogger("relay.tools")
 
@@ -306,33 +306,29 @@ async def _shell(args: Mapping[str, Any], ctx: ToolContext) -> str:
     timeout_ms = args.get("timeout_ms", 10_000)
     if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or timeout_ms <= 0:
         raise ToolError("timeout_ms must be a positive integer")
+    chunks: list[bytes] = []
+    size = 0
     try:
-        process = await anyio.open_process(
+        # The command's group is killed on every way out of this block: its children do not
+        # outlive the call, nor relay.
+        async with open_command(
             argv,
             cwd=ctx.cwd,
             env={k: v for k, v in os.environ.items() if k not in ctx.hidden_env},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        ) as process:
+            with anyio.move_on_after(timeout_ms / 1000) as scope:
+                assert process.stdout is not None
+                async for chunk in process.stdout:
+                    if size < _SHELL_OUTPUT_LIMIT:
+                        chunks.append(chunk)
+                    size += len(chunk)
+                await process.wait()
     except OSError as exc:
         raise ToolError(f"cannot start {argv[0]!r}: {exc.strerror}") from None
-    chunks: list[bytes] = []
-    size = 0
-    timed_out = False
-    try:
-        with anyio.move_on_after(timeout_ms / 1000) as scope:
-            assert process.stdout is not None
-            async for chunk in process.stdout:
-                if size < _SHELL_OUTPUT_LIMIT:
-                    chunks.append(chunk)
-                size += len(chunk)
-            await process.wait()
-        timed_out = scope.cancelled_caught
-    finally:
-        # The command runs in its own process group: children it started do not outlive it.
-        await end_process(process, kill=timed_out)
+    timed_out = scope.cancelled_caught
     output = b"".join(chunks).decode("utf-8", errors="replace")
     if size > _SHELL_OUTPUT_LIMIT:
         output += f"\n[output truncated at {_SHELL_OUTPUT_LIMIT} bytes of {size}]"
