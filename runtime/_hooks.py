@@ -17,7 +17,9 @@ session) and ends with one outcome:
 
 A command runs without a shell, in the turn's working directory, in a process group of its own,
 with the JSON form of :class:`HookInput` on its standard input. That object names the session,
-the turn, the directory, the rollout file, the model and the trigger, never a credential.
+the turn, the directory, the rollout file, the model and the trigger, never a credential. The
+outcome is decided when the command exits, from what it printed until then; its whole group is
+killed then, so that no child of a hook outlives it (nor relay, see :mod:`runtime._process`).
 
 This module is where hook failures (processes, exceptions of callables) are translated into
 outcomes; nothing here raises to the caller except cancellation.
@@ -38,7 +40,7 @@ import attrs
 
 from . import _protocol as p
 from ._config import HookCommand
-from ._process import open_command
+from ._process import kill_group, open_command
 
 if TYPE_CHECKING:
     from ._session import Session, TaskContext
@@ -227,8 +229,8 @@ async def _run_callable(hook: CompactHook, info: HookInput) -> HookResult:
 async def run_hook_command(hook: HookCommand, info: HookInput) -> HookResult:
     """Run a hook command: JSON on its standard input, a decision on its standard output.
 
-    The command runs without a shell, in ``info.cwd``, as the leader of a new process group.
-    When it runs past its timeout, or the caller is cancelled, the whole group is killed.
+    The command runs without a shell, in ``info.cwd``, in a process group of its own. When it
+    exits, runs past its timeout, or the caller is cancelled, the whole group is killed.
     """
     argv = list(hook.command)
     if not argv:
@@ -250,8 +252,12 @@ async def run_hook_command(hook: HookCommand, info: HookInput) -> HookResult:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(_read_into, process.stdout, stdout)
                     tg.start_soon(_read_into, process.stderr, stderr)
-                    await _feed(process, payload)
-                await process.wait()
+                    tg.start_soon(_feed, process, payload)
+                    await process.wait()
+                    # The hook's exit decides, not the end of its output: a child it left
+                    # behind may hold the pipes open. Its group goes now, so the readers get
+                    # what was written and then the end.
+                    kill_group(process.pid)
     except OSError as exc:
         return HookResult("failed", problem=f"could not start: {exc.strerror or exc}")
     timed_out = scope.cancelled_caught
