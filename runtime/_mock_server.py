@@ -55,6 +55,9 @@ __all__ = ["MockServer", "main", "open_mock_server", "serve_mock"]
 
 ScriptSource = ModelScript | Mapping[str, Any] | str | Path | None
 
+#: Connections the kernel queues for the server before it accepts them (capped by the kernel).
+_LISTEN_BACKLOG = 65_535
+
 
 class MockServer:
     """The state of a mock model server: its script, its request log, its disconnects.
@@ -126,6 +129,12 @@ class MockServer:
         config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
         config.accesslog = None
         config.loglevel = "WARNING"
+        # In process, the server shares its event loop with its clients, and hundreds of them
+        # can connect before the loop comes back to accept: every connection must wait in the
+        # kernel's queue. With hypercorn's 100, the rest were left to SYN retransmissions and
+        # ended, under load, in resets and connect timeouts. The kernel caps this at
+        # net.core.somaxconn.
+        config.backlog = _LISTEN_BACKLOG
         self._open_log()
         try:
             async with trio.open_nursery() as nursery:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -290,3 +292,64 @@ async def test_main_prints_its_url_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     [logged] = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
     assert logged["path"] == "/v1/responses"
     assert "authorization" not in logged["headers"]
+
+
+# ------------------------------------------------------------------ a burst of connections
+
+BURST = 300
+
+
+def request_bytes(port: int) -> bytes:
+    body = json.dumps({"model": "m", "input": [], "stream": True}).encode()
+    head = (
+        f"POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        "Connection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+async def test_a_burst_of_connections_while_the_loop_is_busy_is_served_whole() -> None:
+    """Many clients in the server's own event loop connect before it gets to accept any:
+    each connection must be queued by the kernel at once. A short listen queue left the
+    rest to SYN retransmissions, which under load ended in resets and connect timeouts."""
+    limit = int(Path("/proc/sys/net/core/somaxconn").read_text())
+    if limit <= BURST:
+        pytest.skip(f"net.core.somaxconn is {limit}")
+    script = {"responses": [{"text": f"answer {n}"} for n in range(BURST)]}
+    async with open_mock_server(script) as server:
+        assert server.base_url is not None
+        port = int(server.base_url.rsplit(":", 1)[1].removesuffix("/v1"))
+        clients: list[socket.socket] = []
+        try:
+            # No await between the connects: the server cannot accept any of them meanwhile.
+            for _ in range(BURST):
+                client = socket.socket()
+                client.setblocking(False)
+                client.connect_ex(("127.0.0.1", port))
+                clients.append(client)
+            _, writable, _ = select.select([], clients, [], 0)
+            established = [
+                c for c in writable if c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
+            ]
+            assert len(established) == BURST
+            answers: list[bytes] = []
+
+            async def exchange(client: socket.socket) -> None:
+                stream = trio.SocketStream(trio.socket.from_stdlib_socket(client))
+                await stream.send_all(request_bytes(port))
+                data = bytearray()
+                while chunk := await stream.receive_some():
+                    data += chunk
+                answers.append(bytes(data))
+
+            with trio.fail_after(120):
+                async with trio.open_nursery() as nursery:
+                    for client in clients:
+                        nursery.start_soon(exchange, client)
+        finally:
+            for client in clients:
+                client.close()
+    assert len(answers) == BURST
+    assert all(a.startswith(b"HTTP/1.1 200") and b"response.completed" in a for a in answers)
+    assert len(server.requests) == BURST
