@@ -16,6 +16,7 @@ from pathlib import Path
 import attrs
 
 from . import _protocol as p
+from ._errors import ConfigError
 from ._templates import template
 
 _ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"})
@@ -79,6 +80,26 @@ def environment_context(world: WorldState) -> p.Message:
         "</environment_context>",
     ]
     return p.user_message("\n".join(lines))
+
+
+def check_working_directory(cwd: str) -> None:
+    """Refuse a working directory whose name is not UTF-8.
+
+    Its name goes into the model's context and every rollout line that records a turn's
+    settings; neither can carry bytes that are not UTF-8, and an escaped form would not lead
+    back to the directory on resume.
+
+    Raises:
+        ConfigError: the name is not valid UTF-8 (the message shows its bytes escaped).
+    """
+    try:
+        cwd.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(cwd).decode("utf-8", errors="backslashreplace")
+        raise ConfigError(
+            f"the working directory {shown} is not valid UTF-8; run relay in one that is, or"
+            " set cwd"
+        ) from None
 
 
 def project_instructions(path: str, text: str) -> p.Message:

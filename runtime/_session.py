@@ -42,6 +42,7 @@ from ._config import Config, ProviderConfig, context_window_for, relay_home, res
 from ._context import (
     TurnSettings,
     WorldState,
+    check_working_directory,
     context_changes,
     initial_context,
     instructions_hash,
@@ -1136,6 +1137,7 @@ async def open_session(
     config = config or Config()
     provider = config.provider()
     compaction_prompt(config)  # an unreadable prompt file is a configuration error, found now
+    check_working_directory(config.cwd or os.getcwd())
     registry = builtin_registry(config.tools)
     for tool in tools:
         registry.register(tool)

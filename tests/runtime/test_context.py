@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import attrs
+import pytest
 
+import runtime
 from runtime import _protocol as p
 from runtime import testing
 from runtime._config import Config, RolloutConfig
@@ -23,6 +27,7 @@ from runtime._context import (
     turn_aborted_marker,
     world_state,
 )
+from runtime._errors import ConfigError
 from runtime._history import is_contextual
 from runtime._templates import template
 
@@ -222,3 +227,47 @@ def test_instructions_hash_is_short_and_stable() -> None:
     assert first != instructions_hash("You are a helpful agent!")
     assert len(first) == 16
     assert int(first, 16) >= 0
+
+
+# ------------------------------------------------------------------ a cwd that is not UTF-8
+
+
+async def test_a_working_directory_that_is_not_utf8_is_a_configuration_error(
+    tmp_path: Path,
+) -> None:
+    work = tmp_path / os.fsdecode(b"caf\xe9")
+    work.mkdir()
+    config = Config(cwd=str(work), rollout=RolloutConfig(dir=str(tmp_path / "sessions")))
+    with pytest.raises(ConfigError, match=r"working directory .*caf\\xe9 is not valid UTF-8"):
+        async with runtime.open_session(config):
+            pass
+    assert not (tmp_path / "sessions").exists()
+
+
+def test_relay_run_in_a_directory_that_is_not_utf8_exits_2(tmp_path: Path) -> None:
+    work = tmp_path / os.fsdecode(b"caf\xe9")
+    work.mkdir()
+    turn = {"id": "t1", "op": {"type": "user_turn", "items": [{"type": "text", "text": "hi"}]}}
+    (work / "ops.jsonl").write_text(json.dumps(turn) + "\n")
+    (work / "model.json").write_text(json.dumps({"responses": [{"text": "hello"}]}))
+    sessions = tmp_path / "sessions"
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "runtime",
+            "run",
+            "ops.jsonl",
+            "--model-script",
+            "model.json",
+            "--rollout-dir",
+            str(sessions),
+        ],
+        cwd=work,
+        capture_output=True,
+        timeout=60,
+    )
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.decode().startswith("relay: the working directory ")
+    assert "Traceback" not in run.stderr.decode()
+    assert not sessions.exists()
