@@ -36,20 +36,27 @@ REAP_SECONDS = 5.0
 
 # The guard, run as ``python -I -S -c _GUARD FD ARGV...``: -I so that nothing in the working
 # directory or the environment changes what it runs; only built-in modules, so that it starts
-# in milliseconds. A second process of the group (the watcher) waits on the lifeline, so the
-# guard itself only has to wait for the command.
+# in milliseconds. A second process of the group (the watcher, holding none of the command's
+# streams) waits on the lifeline, so the guard itself only has to wait for the command. The
+# command starts with every signal at its default action: Python ignores SIGPIPE and SIGXFSZ
+# for itself, which ``producer | head`` in a command must not inherit.
 _GUARD = """\
 import os, signal, sys
 link = int(sys.argv[1])
 os.set_inheritable(link, False)
 try:
-    command = os.posix_spawnp(sys.argv[2], sys.argv[2:], os.environ)
+    command = os.posix_spawnp(
+        sys.argv[2], sys.argv[2:], os.environ, setsigdef=signal.valid_signals()
+    )
 except OSError as exc:
     os.write(link, b"E%d" % (exc.errno or 0))
     os._exit(127)
 watcher = os.fork()
 if watcher == 0:
     try:
+        null = os.open(os.devnull, os.O_RDWR)
+        for stream in (0, 1, 2):
+            os.dup2(null, stream)
         while os.read(link, 64):
             pass
     finally:

@@ -146,3 +146,21 @@ async def test_a_command_that_cannot_start_is_an_os_error(tmp_path: Path) -> Non
             stderr=subprocess.DEVNULL,
         ):
             pass
+
+
+async def test_a_command_starts_with_the_default_action_for_sigpipe(tmp_path: Path) -> None:
+    # Python ignores SIGPIPE and SIGXFSZ for itself; a command must not inherit that, or
+    # ``producer | head`` pipelines in it would fail with write errors instead of ending.
+    async with open_command(
+        ["grep", "SigIgn", "/proc/self/status"],
+        cwd=str(tmp_path),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    ) as process:
+        assert process.stdout is not None
+        output = b"".join([chunk async for chunk in process.stdout])
+        await process.wait()
+    ignored = int(output.split()[1], 16)
+    for signum in (signal.SIGPIPE, signal.SIGXFSZ):
+        assert not ignored & (1 << (signum - 1)), signal.Signals(signum).name
