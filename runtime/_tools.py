@@ -276,7 +276,10 @@ def _is_dir(entry: os.DirEntry[str]) -> bool:
 async def _list_dir(args: Mapping[str, Any], ctx: ToolContext) -> str:
     raw = args.get("path") or "."
     path = resolve_in_cwd(ctx.cwd, raw)
-    lines, total = await anyio.to_thread.run_sync(_list_head, path, str(args.get("path")))
+    # A huge directory takes its time: an interrupted turn does not wait for the listing.
+    lines, total = await anyio.to_thread.run_sync(
+        _list_head, path, str(raw), abandon_on_cancel=True
+    )
     if not lines:
         return "(empty)"
     if total > len(lines):
