@@ -30,6 +30,7 @@ from ._errors import InvalidOpError as InvalidOpError
 from ._errors import ModelError as ModelError
 from ._errors import RelayError as RelayError
 from ._errors import RolloutError as RolloutError
+from ._errors import RolloutLockedError as RolloutLockedError
 from ._errors import ScriptError as ScriptError
 from ._errors import StreamError as StreamError
 from ._hooks import CompactHook as CompactHook

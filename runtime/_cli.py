@@ -23,7 +23,7 @@ import attrs
 
 from . import _protocol as p
 from ._config import Config, load_config
-from ._errors import ConfigError, RelayError, RolloutError, ScriptError
+from ._errors import ConfigError, RelayError, RolloutError, RolloutLockedError, ScriptError
 from ._op_script import Step, parse_op_script
 from ._pretty import PrettyPrinter
 from ._resume import describe_note, reconstruct, resume_session
@@ -172,7 +172,7 @@ def _run_command(args: argparse.Namespace) -> int:
         _print_notes(resume)
     try:
         anyio.run(_run, config, label, steps, args.pretty, resume, backend=_backend())
-    except ConfigError as exc:
+    except (ConfigError, RolloutLockedError) as exc:
         print(f"relay: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:

@@ -7,6 +7,8 @@ Pure functions from the world state and settings to the messages a model sees fi
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -14,6 +16,7 @@ from pathlib import Path
 import attrs
 
 from . import _protocol as p
+from ._errors import ConfigError
 from ._templates import template
 
 _ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"})
@@ -79,6 +82,26 @@ def environment_context(world: WorldState) -> p.Message:
     return p.user_message("\n".join(lines))
 
 
+def check_working_directory(cwd: str) -> None:
+    """Refuse a working directory whose name is not UTF-8.
+
+    Its name goes into the model's context and every rollout line that records a turn's
+    settings; neither can carry bytes that are not UTF-8, and an escaped form would not lead
+    back to the directory on resume.
+
+    Raises:
+        ConfigError: the name is not valid UTF-8 (the message shows its bytes escaped).
+    """
+    try:
+        cwd.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(cwd).decode("utf-8", errors="backslashreplace")
+        raise ConfigError(
+            f"the working directory {shown} is not valid UTF-8; run relay in one that is, or"
+            " set cwd"
+        ) from None
+
+
 def project_instructions(path: str, text: str) -> p.Message:
     """The user message that carries the project instructions file."""
     return p.user_message(
@@ -86,15 +109,58 @@ def project_instructions(path: str, text: str) -> p.Message:
     )
 
 
-def read_project_doc(cwd: str, name: str) -> tuple[str, str] | None:
-    """``(path, text)`` of the project instructions file in ``cwd``, if there is one."""
+def read_project_doc(
+    cwd: str, name: str, *, warn: Callable[[str], None] | None = None
+) -> tuple[str, str] | None:
+    """``(path, text)`` of the project instructions file in ``cwd``, if there is one.
+
+    A file that is there but cannot be used (not UTF-8, not a regular file, unreadable) is
+    left out, and ``warn`` is told why; a missing file is no news.
+    """
     if not name:
         return None
     path = Path(cwd) / name
     try:
-        return str(path), path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        # Without blocking: a FIFO in that place would wait for a writer for good.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
         return None
+    except OSError as exc:
+        _left_out(warn, name, f"cannot be read ({exc.strerror})")
+        return None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        _left_out(warn, name, f"it is {_kind(mode)}, not a regular file")
+        return None
+    with os.fdopen(fd, "rb") as file:
+        try:
+            data = file.read()
+        except OSError as exc:
+            _left_out(warn, name, f"cannot be read ({exc.strerror})")
+            return None
+    try:
+        return str(path), data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        _left_out(warn, name, f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})")
+        return None
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a special file"
+
+
+def _left_out(warn: Callable[[str], None] | None, name: str, problem: str) -> None:
+    if warn is not None:
+        warn(f"project instructions {name} left out: {problem}")
 
 
 def initial_context(

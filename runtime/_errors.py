@@ -7,6 +7,7 @@ Every exception relay raises on purpose derives from :class:`RelayError`::
     ├── InvalidOpError         an op that cannot be decoded or has invalid field values
     ├── ScriptError            an unreadable or malformed op script / model script
     ├── RolloutError           a rollout file that cannot be written or read
+    │   └── RolloutLockedError another session is appending to it
     ├── ClosedSessionError     the session was shut down: your code closed it
     └── ModelError             the model call failed (carries an ErrorCode and retry advice)
         ├── ContextWindowExceeded
@@ -55,6 +56,10 @@ class ScriptError(RelayError):
 
 class RolloutError(RelayError):
     """A rollout file cannot be written or read."""
+
+
+class RolloutLockedError(RolloutError):
+    """Another session, in this process or another, is appending to the rollout file."""
 
 
 class ClosedSessionError(RelayError):

@@ -17,7 +17,9 @@ session) and ends with one outcome:
 
 A command runs without a shell, in the turn's working directory, in a process group of its own,
 with the JSON form of :class:`HookInput` on its standard input. That object names the session,
-the turn, the directory, the rollout file, the model and the trigger, never a credential.
+the turn, the directory, the rollout file, the model and the trigger, never a credential. The
+outcome is decided when the command exits, from what it printed until then; its whole group is
+killed then, so that no child of a hook outlives it (nor relay, see :mod:`runtime._process`).
 
 This module is where hook failures (processes, exceptions of callables) are translated into
 outcomes; nothing here raises to the caller except cancellation.
@@ -38,7 +40,7 @@ import attrs
 
 from . import _protocol as p
 from ._config import HookCommand
-from ._process import end_process
+from ._process import kill_group, open_command
 
 if TYPE_CHECKING:
     from ._session import Session
@@ -228,38 +230,38 @@ async def _run_callable(hook: CompactHook, info: HookInput) -> HookResult:
 async def run_hook_command(hook: HookCommand, info: HookInput) -> HookResult:
     """Run a hook command: JSON on its standard input, a decision on its standard output.
 
-    The command runs without a shell, in ``info.cwd``, as the leader of a new process group.
-    When it runs past its timeout, or the caller is cancelled, the whole group is killed.
+    The command runs without a shell, in ``info.cwd``, in a process group of its own. When it
+    exits, runs past its timeout, or the caller is cancelled, the whole group is killed.
     """
     argv = list(hook.command)
     if not argv:
         return HookResult("failed", problem="has an empty command")
+    payload = json.dumps(info.to_json()).encode("utf-8")
+    stdout = bytearray()
+    stderr = bytearray()
     try:
-        process = await anyio.open_process(
+        # The hook's group is killed on every way out of this block: no child of it outlives
+        # the run, nor relay.
+        async with open_command(
             argv,
             cwd=info.cwd,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
+        ) as process:
+            with anyio.move_on_after(hook.timeout_ms / 1000) as scope:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_read_into, process.stdout, stdout)
+                    tg.start_soon(_read_into, process.stderr, stderr)
+                    tg.start_soon(_feed, process, payload)
+                    await process.wait()
+                    # The hook's exit decides, not the end of its output: a child it left
+                    # behind may hold the pipes open. Its group goes now, so the readers get
+                    # what was written and then the end.
+                    kill_group(process.pid)
     except OSError as exc:
         return HookResult("failed", problem=f"could not start: {exc.strerror or exc}")
-    payload = json.dumps(info.to_json()).encode("utf-8")
-    stdout = bytearray()
-    stderr = bytearray()
-    timed_out = False
-    try:
-        with anyio.move_on_after(hook.timeout_ms / 1000) as scope:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(_read_into, process.stdout, stdout)
-                tg.start_soon(_read_into, process.stderr, stderr)
-                await _feed(process, payload)
-            await process.wait()
-        timed_out = scope.cancelled_caught
-    finally:
-        # The hook may have started children; none of them outlives it.
-        await end_process(process, kill=timed_out)
+    timed_out = scope.cancelled_caught
     if timed_out:
         return HookResult("timeout", problem=f"did not finish within {hook.timeout_ms} ms")
     code = process.returncode

@@ -7,15 +7,19 @@ Routes, under ``/v1``: ``POST /responses`` (server-sent events), ``POST /respons
 
 A scripted ``cut_after_events`` ends the application without finishing the body, which makes
 hypercorn drop the connection, as a server that crashes mid-stream would. Every request is
-logged (path, query, headers without credentials, JSON body) in :attr:`MockServer.requests`
-and, optionally, as JSON lines in a file. A client that goes away before its answer is complete
-is counted in :attr:`MockServer.disconnects`.
+logged (path, query, headers without credentials, JSON body): the latest ``keep_requests`` of
+them in :attr:`MockServer.requests` (1,000 by default, all with None, none with 0; a long
+conversation sends its whole history with every request, so an unbounded log grows with the
+square of its length), and, optionally, every one as a JSON line in a file. ``relay
+mock-server``, where nothing can read the log in memory, keeps none there. A client that goes
+away before its answer is complete is counted in :attr:`MockServer.disconnects`.
 
 The server runs on trio only (hypercorn's trio worker).
 """
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
 import signal
@@ -55,6 +59,12 @@ __all__ = ["MockServer", "main", "open_mock_server", "serve_mock"]
 
 ScriptSource = ModelScript | Mapping[str, Any] | str | Path | None
 
+#: How many request log records a server keeps in memory unless told otherwise.
+DEFAULT_KEPT_REQUESTS = 1_000
+
+#: Connections the kernel queues for the server before it accepts them (capped by the kernel).
+_LISTEN_BACKLOG = 65_535
+
 
 class MockServer:
     """The state of a mock model server: its script, its request log, its disconnects.
@@ -63,14 +73,26 @@ class MockServer:
 
     Attributes:
         script: the model script being played; it advances with each request.
-        requests: the log record of every request, in order of arrival.
+        request_count: how many requests arrived.
         disconnects: how many clients went away before their answer was complete.
         base_url: ``http://HOST:PORT/v1`` once the server listens, else None.
+
+    Args:
+        script: what to answer.
+        log_path: append every request's log record to this file, as a JSON line.
+        keep_requests: how many of the latest log records :attr:`requests` holds (None: all).
     """
 
-    def __init__(self, script: ScriptSource = None, *, log_path: str | Path | None = None):
+    def __init__(
+        self,
+        script: ScriptSource = None,
+        *,
+        log_path: str | Path | None = None,
+        keep_requests: int | None = DEFAULT_KEPT_REQUESTS,
+    ):
         self.script = script_from(script)
-        self.requests: list[dict[str, Any]] = []
+        self.request_count = 0
+        self._kept: collections.deque[dict[str, Any]] = collections.deque(maxlen=keep_requests)
         self.disconnects = 0
         self.base_url: str | None = None
         self._log_path = Path(log_path) if log_path is not None else None
@@ -79,9 +101,14 @@ class MockServer:
 
     # ------------------------------------------------------------------ observing
 
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """The log records of the latest requests (see ``keep_requests``), oldest first."""
+        return list(self._kept)
+
     async def wait_requests(self, count: int = 1) -> None:
         """Wait until at least ``count`` requests have arrived."""
-        while len(self.requests) < count:
+        while self.request_count < count:
             await self._changed.wait()
 
     async def wait_disconnects(self, count: int = 1) -> None:
@@ -94,7 +121,9 @@ class MockServer:
         self._changed = anyio.Event()
 
     def _record(self, entry: dict[str, Any]) -> None:
-        self.requests.append(entry)
+        self.request_count += 1
+        if self._kept.maxlen != 0:
+            self._kept.append(entry)
         if self._log_file is not None:
             self._log_file.write(json.dumps(entry, ensure_ascii=False) + "\n")
             self._log_file.flush()
@@ -126,6 +155,12 @@ class MockServer:
         config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
         config.accesslog = None
         config.loglevel = "WARNING"
+        # In process, the server shares its event loop with its clients, and hundreds of them
+        # can connect before the loop comes back to accept: every connection must wait in the
+        # kernel's queue. With hypercorn's 100, the rest were left to SYN retransmissions and
+        # ended, under load, in resets and connect timeouts. The kernel caps this at
+        # net.core.somaxconn.
+        config.backlog = _LISTEN_BACKLOG
         self._open_log()
         try:
             async with trio.open_nursery() as nursery:
@@ -247,10 +282,12 @@ async def serve_mock(
     host: str = "127.0.0.1",
     port: int = 0,
     log_path: str | Path | None = None,
+    keep_requests: int | None = DEFAULT_KEPT_REQUESTS,
     task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``script`` on ``host:port`` until cancelled; reports the base URL when listening."""
-    await MockServer(script, log_path=log_path).serve(host, port, task_status=task_status)
+    server = MockServer(script, log_path=log_path, keep_requests=keep_requests)
+    await server.serve(host, port, task_status=task_status)
 
 
 @asynccontextmanager
@@ -260,9 +297,13 @@ async def open_mock_server(
     host: str = "127.0.0.1",
     port: int = 0,
     log_path: str | Path | None = None,
+    keep_requests: int | None = DEFAULT_KEPT_REQUESTS,
 ) -> AsyncIterator[MockServer]:
-    """Run a mock server for the duration of the context; yields it once it listens."""
-    server = MockServer(script, log_path=log_path)
+    """Run a mock server for the duration of the context; yields it once it listens.
+
+    See :class:`MockServer` for the arguments.
+    """
+    server = MockServer(script, log_path=log_path, keep_requests=keep_requests)
     async with anyio.create_task_group() as tasks:
         await tasks.start(server.serve, host, port)
         try:
@@ -284,7 +325,8 @@ def main(script_path: str, host: str = "127.0.0.1", port: int = 0, log: str | No
         return 2
 
     async def run() -> None:
-        server = MockServer(script, log_path=log)
+        # Nothing reads a request log in this process's memory: ``--log`` is the one to keep.
+        server = MockServer(script, log_path=log, keep_requests=0)
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:
                 base_url = await nursery.start(server.serve, host, port)

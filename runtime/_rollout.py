@@ -4,10 +4,17 @@ Each line is ``{"timestamp", "type", "payload"}``. Lines are written as they hap
 is flushed to the operating system before every terminal event (``turn_complete``,
 ``turn_aborted``, ``shutdown_complete``), so a crash of the process loses at most what the turn
 in flight wrote after its last flush. Files are created 0600 in directories created 0700.
+
+A writer holds an exclusive lock (``flock``) on its file from open to close, so two sessions,
+in one process or two, never append to the same rollout: the second gets
+:class:`RolloutLockedError`. The lock goes with the file's last descriptor, so a process that
+dies in any way releases it.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import functools
 import json
 import os
@@ -15,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from ._errors import RolloutError
+from ._errors import RolloutError, RolloutLockedError
 
 RolloutType = str
 """One of ``session_meta``, ``response_item``, ``event_msg``, ``turn_context``,
@@ -57,6 +64,20 @@ def _make_private_dirs(directory: Path) -> None:
             continue
 
 
+def _lock(fd: int, path: Path) -> None:
+    """Take the exclusive lock on ``fd`` or close it and raise."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise RolloutLockedError(
+                f"rollout file {path} is in use by another session; resume it once that"
+                " session has ended"
+            ) from exc
+        raise RolloutError(f"cannot lock rollout file {path}: {exc.strerror}") from exc
+
+
 class RolloutWriter:
     """Appends rollout lines to one file."""
 
@@ -73,15 +94,22 @@ class RolloutWriter:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
         except OSError as exc:
             raise RolloutError(f"cannot create rollout file {path}: {exc.strerror}") from exc
+        _lock(fd, path)
         return cls(path, os.fdopen(fd, "a", encoding="utf-8"))
 
     @classmethod
     def append_to(cls, path: Path) -> RolloutWriter:
-        """Open an existing rollout file to append to it (used by resume)."""
+        """Open an existing rollout file to append to it (used by resume).
+
+        Raises:
+            RolloutLockedError: another session is appending to it.
+            RolloutError: it cannot be opened.
+        """
         try:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND)
         except OSError as exc:
             raise RolloutError(f"cannot open rollout file {path}: {exc.strerror}") from exc
+        _lock(fd, path)
         file = os.fdopen(fd, "a", encoding="utf-8")
         writer = cls(path, file)
         writer._end_partial_line()

@@ -41,7 +41,13 @@ from . import _protocol as p
 from ._codec import decode_op
 from ._compact import compaction_prompt
 from ._config import Config, ProviderConfig, context_window_for, relay_home, resolve_api_key
-from ._context import TurnSettings, WorldState, turn_aborted_marker, world_state
+from ._context import (
+    TurnSettings,
+    WorldState,
+    check_working_directory,
+    turn_aborted_marker,
+    world_state,
+)
 from ._errors import ClosedSessionError, ConfigError, ErrorCode, InvalidOpError
 from ._history import History, missing_outputs
 from ._hooks import CompactHook
@@ -612,6 +618,7 @@ async def open_session(
     kinds = task_kinds if task_kinds is not None else builtin_task_kinds()
     provider = config.provider()
     compaction_prompt(config)  # an unreadable prompt file is a configuration error, found now
+    check_working_directory(config.cwd or os.getcwd())
     registry = builtin_registry(config.tools)
     for tool in tools:
         registry.register(tool)

@@ -266,7 +266,9 @@ class TaskContext:
             initial_context(
                 world or self.session._world(cwd),
                 developer_instructions=config.developer_instructions,
-                project_doc=read_project_doc(cwd, config.project_doc),
+                project_doc=read_project_doc(
+                    cwd, config.project_doc, warn=lambda text: self.emit(p.WarningEvent(text))
+                ),
             )
         )
 

@@ -7,10 +7,14 @@ again. Paths are confined to the session's ``cwd``; commands are argv lists, nev
 
 from __future__ import annotations
 
+import errno
+import heapq
 import json
+import logging
 import os
+import stat
 import subprocess
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +24,9 @@ import attrs
 from . import _protocol as p
 from ._errors import ConfigError
 from ._model import ToolSpec
-from ._process import end_process
+from ._process import open_command
+
+logger = logging.getLogger("relay.tools")
 
 
 class ToolError(Exception):
@@ -101,9 +107,38 @@ class ToolRegistry:
         if not isinstance(args, Mapping):
             return f"invalid arguments for {call.name}: expected a JSON object"
         try:
-            return await tool.handler(args, ctx)
+            output = await tool.handler(args, ctx)
         except ToolError as exc:
-            return f"error: {exc}"
+            output = f"error: {exc}"
+        except Exception as exc:
+            # The call is answered whatever went wrong; the details, which may hold absolute
+            # paths, go to the log only.
+            logger.exception("tool %s failed", call.name)
+            output = f"error: {call.name} failed unexpectedly ({type(exc).__name__})"
+        return readable(output)
+
+
+def readable(text: str) -> str:
+    """``text`` as valid UTF-8: the bytes of a name that is not UTF-8 as ``\\xNN``.
+
+    File names that are not UTF-8 reach Python as lone surrogates (``surrogateescape``),
+    which no event, rollout line or request can carry; any other lone surrogate becomes
+    U+FFFD.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join(_readable_char(char) for char in text)
+    return text
+
+
+def _readable_char(char: str) -> str:
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:
+        return f"\\x{code - 0xDC00:02x}"
+    if 0xD800 <= code <= 0xDFFF:
+        return "\ufffd"
+    return char
 
 
 # ----------------------------------------------------------------------------- built-ins
@@ -115,47 +150,141 @@ def resolve_in_cwd(cwd: str, raw: object) -> Path:
         raise ToolError("path must be a non-empty string")
     if "\0" in raw:
         raise ToolError("path must not contain a NUL character")
-    root = Path(cwd).resolve()
-    candidate = (root / raw).resolve()
+    try:
+        root = Path(cwd).resolve()
+        candidate = (root / raw).resolve()
+    except (RuntimeError, OSError) as exc:
+        # A symlink loop (RuntimeError up to Python 3.12, ELOOP after); the exception's own
+        # text names the absolute path, which the model is not told.
+        why = "symlink loop" if _is_loop(exc) else getattr(exc, "strerror", None) or "error"
+        raise ToolError(f"path {raw!r} cannot be resolved: {why}") from None
     if candidate != root and root not in candidate.parents:
         raise ToolError(f"path {raw!r} is outside the working directory")
     return candidate
 
 
+def _is_loop(exc: BaseException) -> bool:
+    if isinstance(exc, OSError):
+        return exc.errno == errno.ELOOP
+    return "loop" in str(exc).lower()
+
+
 _READ_LIMIT = 256 * 1024
+
+_FILE_KINDS = (
+    (stat.S_ISREG, "a regular file"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def file_kind(mode: int) -> str:
+    """What kind of file ``mode`` (an ``st_mode``) describes, as a phrase."""
+    return next((name for test, name in _FILE_KINDS if test(mode)), "a special file")
+
+
+def _read_head(path: Path, raw: str) -> tuple[bytes, int]:
+    """At most ``_READ_LIMIT`` bytes of the regular file ``path``, and the file's size.
+
+    Anything that is not a regular file is refused before it is read: a FIFO would block
+    the reader for good, a device can be endless. The file is opened without blocking and
+    checked again once open, so that swapping it for a FIFO in between changes nothing.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise ToolError(f"no such file: {raw}") from None
+    except IsADirectoryError:
+        raise ToolError(f"{raw} is a directory") from None
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a socket
+            raise ToolError(f"{raw} is a socket, not a regular file") from None
+        raise ToolError(f"cannot read {raw}: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise ToolError(f"{raw} is a directory")
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolError(f"{raw} is {file_kind(info.st_mode)}, not a regular file")
+        chunks: list[bytes] = []
+        wanted = _READ_LIMIT
+        while wanted:
+            chunk = os.read(fd, wanted)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            wanted -= len(chunk)
+        data = b"".join(chunks)
+        return data, max(info.st_size, len(data))
+    except OSError as exc:
+        raise ToolError(f"cannot read {raw}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
 
 
 async def _read_file(args: Mapping[str, Any], ctx: ToolContext) -> str:
-    path = resolve_in_cwd(ctx.cwd, args.get("path"))
-    try:
-        data = await anyio.Path(path).read_bytes()
-    except FileNotFoundError:
-        raise ToolError(f"no such file: {args.get('path')}") from None
-    except IsADirectoryError:
-        raise ToolError(f"{args.get('path')} is a directory") from None
-    except OSError as exc:
-        raise ToolError(f"cannot read {args.get('path')}: {exc.strerror}") from None
-    text = data[:_READ_LIMIT].decode("utf-8", errors="replace")
-    if len(data) > _READ_LIMIT:
-        text += f"\n[file truncated at {_READ_LIMIT} bytes of {len(data)}]"
+    raw = args.get("path")
+    path = resolve_in_cwd(ctx.cwd, raw)
+    data, size = await anyio.to_thread.run_sync(_read_head, path, str(raw))
+    text = data.decode("utf-8", errors="replace")
+    if size > len(data):
+        text += f"\n[file truncated at {len(data)} bytes of {size}]"
     return text
 
 
-async def _list_dir(args: Mapping[str, Any], ctx: ToolContext) -> str:
-    path = resolve_in_cwd(ctx.cwd, args.get("path") or ".")
+#: Entries ``list_dir`` shows; the others are counted.
+_LIST_LIMIT = 1000
+
+
+def _list_head(path: Path, raw: str) -> tuple[list[str], int]:
+    """The first ``_LIST_LIMIT`` names in ``path`` (directories end in ``/``), and the count.
+
+    One pass over the directory that keeps only the names it returns, so that a directory of
+    millions of entries costs time in proportion but no more memory than a small one; the
+    kind of an entry comes from the directory itself, without a ``stat`` per entry.
+    """
     try:
-        entries = sorted(
-            [entry async for entry in anyio.Path(path).iterdir()], key=lambda e: e.name
-        )
+        with os.scandir(path) as entries:
+            total = 0
+
+            def counted() -> Iterator[tuple[str, bool]]:
+                nonlocal total
+                for entry in entries:
+                    total += 1
+                    yield entry.name, _is_dir(entry)
+
+            head = heapq.nsmallest(_LIST_LIMIT, counted(), key=lambda pair: pair[0])
     except FileNotFoundError:
-        raise ToolError(f"no such directory: {args.get('path')}") from None
+        raise ToolError(f"no such directory: {raw}") from None
     except NotADirectoryError:
-        raise ToolError(f"{args.get('path')} is not a directory") from None
-    lines = []
-    for entry in entries:
-        suffix = "/" if await entry.is_dir() else ""
-        lines.append(entry.name + suffix)
-    return "\n".join(lines) if lines else "(empty)"
+        raise ToolError(f"{raw} is not a directory") from None
+    except OSError as exc:
+        raise ToolError(f"cannot list {raw}: {exc.strerror}") from None
+    return [name + ("/" if is_dir else "") for name, is_dir in head], total
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+async def _list_dir(args: Mapping[str, Any], ctx: ToolContext) -> str:
+    raw = args.get("path") or "."
+    path = resolve_in_cwd(ctx.cwd, raw)
+    # A huge directory takes its time: an interrupted turn does not wait for the listing.
+    lines, total = await anyio.to_thread.run_sync(
+        _list_head, path, str(raw), abandon_on_cancel=True
+    )
+    if not lines:
+        return "(empty)"
+    if total > len(lines):
+        lines.append(f"[{total - len(lines)} more entries not shown; {total} in all]")
+    return "\n".join(lines)
 
 
 async def _sleep(args: Mapping[str, Any], ctx: ToolContext) -> str:
@@ -180,33 +309,29 @@ async def _shell(args: Mapping[str, Any], ctx: ToolContext) -> str:
     timeout_ms = args.get("timeout_ms", 10_000)
     if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or timeout_ms <= 0:
         raise ToolError("timeout_ms must be a positive integer")
+    chunks: list[bytes] = []
+    size = 0
     try:
-        process = await anyio.open_process(
+        # The command's group is killed on every way out of this block: its children do not
+        # outlive the call, nor relay.
+        async with open_command(
             argv,
             cwd=ctx.cwd,
             env={k: v for k, v in os.environ.items() if k not in ctx.hidden_env},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        ) as process:
+            with anyio.move_on_after(timeout_ms / 1000) as scope:
+                assert process.stdout is not None
+                async for chunk in process.stdout:
+                    if size < _SHELL_OUTPUT_LIMIT:
+                        chunks.append(chunk)
+                    size += len(chunk)
+                await process.wait()
     except OSError as exc:
         raise ToolError(f"cannot start {argv[0]!r}: {exc.strerror}") from None
-    chunks: list[bytes] = []
-    size = 0
-    timed_out = False
-    try:
-        with anyio.move_on_after(timeout_ms / 1000) as scope:
-            assert process.stdout is not None
-            async for chunk in process.stdout:
-                if size < _SHELL_OUTPUT_LIMIT:
-                    chunks.append(chunk)
-                size += len(chunk)
-            await process.wait()
-        timed_out = scope.cancelled_caught
-    finally:
-        # The command runs in its own process group: children it started do not outlive it.
-        await end_process(process, kill=timed_out)
+    timed_out = scope.cancelled_caught
     output = b"".join(chunks).decode("utf-8", errors="replace")
     if size > _SHELL_OUTPUT_LIMIT:
         output += f"\n[output truncated at {_SHELL_OUTPUT_LIMIT} bytes of {size}]"

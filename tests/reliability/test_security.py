@@ -444,7 +444,14 @@ def test_relay_starts_processes_only_for_the_shell_tool_and_hook_commands() -> N
         for path in (ROOT / package).rglob("*.py")
         if starts.search(path.read_text(encoding="utf-8"))
     )
-    assert found == ["runtime/_hooks.py", "runtime/_tools.py"]
+    assert found == ["runtime/_process.py"]
+    users = sorted(
+        f"{path.relative_to(ROOT)}"
+        for package in ("runtime", "tasks")
+        for path in (ROOT / package).rglob("*.py")
+        if "open_command(" in path.read_text(encoding="utf-8") and path.name != "_process.py"
+    )
+    assert users == ["runtime/_hooks.py", "runtime/_tools.py"]
     hooks = (ROOT / "runtime" / "_hooks.py").read_text(encoding="utf-8")
     assert "argv = list(hook.command)" in hooks
     assert "stdin=subprocess.PIPE" in hooks

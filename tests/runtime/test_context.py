@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import attrs
+import pytest
 
+import runtime
 from runtime import _protocol as p
+from runtime import testing
+from runtime._config import Config, RolloutConfig
 from runtime._context import (
     WorldState,
     context_changes,
@@ -19,6 +27,7 @@ from runtime._context import (
     turn_aborted_marker,
     world_state,
 )
+from runtime._errors import ConfigError
 from runtime._history import is_contextual
 from runtime._templates import template
 
@@ -98,11 +107,34 @@ def test_read_project_doc(tmp_path: Path) -> None:
     assert read_project_doc(str(tmp_path), "") is None
 
 
-def test_read_project_doc_ignores_unreadable_files(tmp_path: Path) -> None:
+def test_read_project_doc_leaves_out_unusable_files_with_a_warning(tmp_path: Path) -> None:
     (tmp_path / "AGENTS.md").mkdir()
-    (tmp_path / "BINARY.md").write_bytes(b"\xff\xfe\x00")
-    assert read_project_doc(str(tmp_path), "AGENTS.md") is None
-    assert read_project_doc(str(tmp_path), "BINARY.md") is None
+    (tmp_path / "BINARY.md").write_bytes(b"Be \xff\xfe careful")
+    os.mkfifo(tmp_path / "PIPE.md")
+    warnings: list[str] = []
+    assert read_project_doc(str(tmp_path), "AGENTS.md", warn=warnings.append) is None
+    assert read_project_doc(str(tmp_path), "BINARY.md", warn=warnings.append) is None
+    assert read_project_doc(str(tmp_path), "PIPE.md", warn=warnings.append) is None
+    assert read_project_doc(str(tmp_path), "MISSING.md", warn=warnings.append) is None
+    assert warnings == [
+        "project instructions AGENTS.md left out: it is a directory, not a regular file",
+        "project instructions BINARY.md left out: not UTF-8 (byte 0xff at offset 3)",
+        "project instructions PIPE.md left out: it is a FIFO, not a regular file",
+    ]
+
+
+async def test_a_session_warns_of_project_instructions_that_are_not_utf8(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "AGENTS.md").write_bytes(b"\xe9t\xe9")
+    config = Config(cwd=str(tmp_path), rollout=RolloutConfig(enabled=False))
+    async with testing.open_test_session({"responses": [{"text": "hi"}]}, config=config) as t:
+        await t.turn("hello")
+        await t.wait_for(testing.turn_ended)
+    assert t.recorder.of_type(p.WarningEvent) == [
+        p.WarningEvent("project instructions AGENTS.md left out: not UTF-8 (byte 0xe9 at offset 0)")
+    ]
+    assert "project_instructions" not in json.dumps(t.model.requests[0])
 
 
 # ------------------------------------------------------------------ initial context
@@ -195,3 +227,47 @@ def test_instructions_hash_is_short_and_stable() -> None:
     assert first != instructions_hash("You are a helpful agent!")
     assert len(first) == 16
     assert int(first, 16) >= 0
+
+
+# ------------------------------------------------------------------ a cwd that is not UTF-8
+
+
+async def test_a_working_directory_that_is_not_utf8_is_a_configuration_error(
+    tmp_path: Path,
+) -> None:
+    work = tmp_path / os.fsdecode(b"caf\xe9")
+    work.mkdir()
+    config = Config(cwd=str(work), rollout=RolloutConfig(dir=str(tmp_path / "sessions")))
+    with pytest.raises(ConfigError, match=r"working directory .*caf\\xe9 is not valid UTF-8"):
+        async with runtime.open_session(config):
+            pass
+    assert not (tmp_path / "sessions").exists()
+
+
+def test_relay_run_in_a_directory_that_is_not_utf8_exits_2(tmp_path: Path) -> None:
+    work = tmp_path / os.fsdecode(b"caf\xe9")
+    work.mkdir()
+    turn = {"id": "t1", "op": {"type": "user_turn", "items": [{"type": "text", "text": "hi"}]}}
+    (work / "ops.jsonl").write_text(json.dumps(turn) + "\n")
+    (work / "model.json").write_text(json.dumps({"responses": [{"text": "hello"}]}))
+    sessions = tmp_path / "sessions"
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "runtime",
+            "run",
+            "ops.jsonl",
+            "--model-script",
+            "model.json",
+            "--rollout-dir",
+            str(sessions),
+        ],
+        cwd=work,
+        capture_output=True,
+        timeout=60,
+    )
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.decode().startswith("relay: the working directory ")
+    assert "Traceback" not in run.stderr.decode()
+    assert not sessions.exists()

@@ -164,6 +164,49 @@ async def test_a_hanging_command_is_killed_with_its_process_group(tmp_path: Path
         os.close(pidfd)
 
 
+async def wait_ended(pid: int) -> None:
+    """Wait for process ``pid`` (not a child) to end, through a pidfd, bounded."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        with trio.fail_after(10):
+            await trio.lowlevel.wait_readable(pidfd)
+    finally:
+        os.close(pidfd)
+
+
+async def test_a_stop_is_decided_on_exit_though_a_child_still_holds_stdout(
+    tmp_path: Path,
+) -> None:
+    pid_file = tmp_path / "child.pid"
+    stops_and_leaves_a_child = python(
+        "import json, subprocess, sys\n"
+        f"child = subprocess.Popen([sys.executable, '-c', {HANG!r}])\n"
+        "open(sys.argv[1], 'w').write(str(child.pid))\n"
+        "print(json.dumps({'decision': 'stop', 'reason': 'busy'}), flush=True)\n",
+        str(pid_file),
+        timeout_ms=5000,
+    )
+    result = await run_hook_command(stops_and_leaves_a_child, INFO)
+    assert (result.outcome, result.reason) == ("stop", "busy")
+    await wait_ended(int(pid_file.read_text()))
+
+
+async def test_a_detached_child_of_a_hook_that_exited_does_not_survive(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child.pid"
+    detaches = python(
+        "import subprocess, sys\n"
+        f"child = subprocess.Popen([sys.executable, '-c', {HANG!r}], stdin=subprocess.DEVNULL,"
+        " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "open(sys.argv[1], 'w').write(str(child.pid))\n",
+        str(pid_file),
+    )
+    assert (await run_hook_command(detaches, INFO)).outcome == "continue"
+    await wait_ended(int(pid_file.read_text()))
+
+
 # ----------------------------------------------------------------------------- in a session
 
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -255,6 +257,65 @@ async def test_unknown_routes_and_methods() -> None:
     assert [r["body"] for r in server.requests] == [{"input": "x"}, None, "not json"]
 
 
+async def test_the_request_log_in_memory_keeps_the_latest_requests(tmp_path: Path) -> None:
+    log = tmp_path / "requests.jsonl"
+    with trio.fail_after(GUARD_S):
+        async with (
+            open_mock_server(log_path=log, keep_requests=2) as kept,
+            open_mock_server(keep_requests=0) as none,
+            open_mock_server(keep_requests=None) as every,
+            httpx2.AsyncClient() as http,
+        ):
+            for n in range(5):
+                for server in (kept, none, every):
+                    await http.post(f"{server.base_url}/embeddings", json={"n": n})
+            await none.wait_requests(5)
+    assert [r["body"] for r in kept.requests] == [{"n": 3}, {"n": 4}]
+    assert none.requests == []
+    assert [r["body"] for r in every.requests] == [{"n": n} for n in range(5)]
+    assert kept.request_count == none.request_count == every.request_count == 5
+    # The file keeps every request.
+    lines = log.read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["body"] for line in lines] == [{"n": n} for n in range(5)]
+
+
+async def test_relay_mock_server_keeps_no_request_in_memory(tmp_path: Path) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"responses": []}), encoding="utf-8")
+    # The real ``main`` in a process of its own, which reports on its server when it stops.
+    code = (
+        "import sys\nimport runtime._mock_server as m\n"
+        "made = []\n"
+        "class Watched(m.MockServer):\n"
+        "    def __init__(self, *args, **kwargs):\n"
+        "        super().__init__(*args, **kwargs)\n"
+        "        made.append(self)\n"
+        "m.MockServer = Watched\n"
+        f"code = m.main({str(script)!r}, '127.0.0.1', 0, None)\n"
+        "print(made[0].request_count, len(made[0].requests), flush=True)\n"
+        "sys.exit(code)\n"
+    )
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with trio.fail_after(GUARD_S):
+        async with await anyio.open_process(
+            [sys.executable, "-c", code], stdout=subprocess.PIPE, env=env
+        ) as process:
+            assert process.stdout is not None
+            output = b""
+            while not output.endswith(b"\n"):
+                output += await process.stdout.receive(1)
+            base_url = output.decode().strip()
+            async with httpx2.AsyncClient() as http:
+                for n in range(3):
+                    await http.post(f"{base_url}/embeddings", json={"n": n})
+            process.send_signal(signal.SIGINT)
+            output = b""
+            async for chunk in process.stdout:
+                output += chunk
+            assert await process.wait() == 0
+    assert output.decode().split() == ["3", "0"]
+
+
 def test_main_rejects_an_unreadable_script(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -290,3 +351,64 @@ async def test_main_prints_its_url_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     [logged] = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
     assert logged["path"] == "/v1/responses"
     assert "authorization" not in logged["headers"]
+
+
+# ------------------------------------------------------------------ a burst of connections
+
+BURST = 300
+
+
+def request_bytes(port: int) -> bytes:
+    body = json.dumps({"model": "m", "input": [], "stream": True}).encode()
+    head = (
+        f"POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        "Connection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+async def test_a_burst_of_connections_while_the_loop_is_busy_is_served_whole() -> None:
+    """Many clients in the server's own event loop connect before it gets to accept any:
+    each connection must be queued by the kernel at once. A short listen queue left the
+    rest to SYN retransmissions, which under load ended in resets and connect timeouts."""
+    limit = int(Path("/proc/sys/net/core/somaxconn").read_text())
+    if limit <= BURST:
+        pytest.skip(f"net.core.somaxconn is {limit}")
+    script = {"responses": [{"text": f"answer {n}"} for n in range(BURST)]}
+    async with open_mock_server(script) as server:
+        assert server.base_url is not None
+        port = int(server.base_url.rsplit(":", 1)[1].removesuffix("/v1"))
+        clients: list[socket.socket] = []
+        try:
+            # No await between the connects: the server cannot accept any of them meanwhile.
+            for _ in range(BURST):
+                client = socket.socket()
+                client.setblocking(False)
+                client.connect_ex(("127.0.0.1", port))
+                clients.append(client)
+            _, writable, _ = select.select([], clients, [], 0)
+            established = [
+                c for c in writable if c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
+            ]
+            assert len(established) == BURST
+            answers: list[bytes] = []
+
+            async def exchange(client: socket.socket) -> None:
+                stream = trio.SocketStream(trio.socket.from_stdlib_socket(client))
+                await stream.send_all(request_bytes(port))
+                data = bytearray()
+                while chunk := await stream.receive_some():
+                    data += chunk
+                answers.append(bytes(data))
+
+            with trio.fail_after(120):
+                async with trio.open_nursery() as nursery:
+                    for client in clients:
+                        nursery.start_soon(exchange, client)
+        finally:
+            for client in clients:
+                client.close()
+    assert len(answers) == BURST
+    assert all(a.startswith(b"HTTP/1.1 200") and b"response.completed" in a for a in answers)
+    assert len(server.requests) == BURST

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import json
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
 import runtime
 from runtime import testing
+from runtime._errors import RolloutLockedError
+from runtime._rollout import RolloutWriter
+from runtime.testing import FIXED_NOW
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:
@@ -91,3 +97,83 @@ async def test_rollout_lines_modes_and_flush_before_terminal_events(
     contexts = [line["payload"] for line in lines if line["type"] == "turn_context"]
     assert [c["model"] for c in contexts] == ["scripted", "scripted"]
     assert len(contexts[0]["instructions_hash"]) == 16
+
+
+# ------------------------------------------------------------------ one writer at a time
+
+
+def test_a_rollout_has_one_writer_at_a_time(tmp_path: Path) -> None:
+    first = RolloutWriter.create(tmp_path, "s-1", FIXED_NOW)
+    try:
+        with pytest.raises(RolloutLockedError, match="in use by another session"):
+            RolloutWriter.append_to(first.path)
+    finally:
+        first.close()
+    second = RolloutWriter.append_to(first.path)
+    try:
+        with pytest.raises(RolloutLockedError, match=str(first.path)):
+            RolloutWriter.append_to(first.path)
+    finally:
+        second.close()
+
+
+def test_a_second_process_resuming_a_rollout_in_use_exits_2(tmp_path: Path) -> None:
+    def turn(turn_id: str) -> str:
+        op = {"type": "user_turn", "items": [{"type": "text", "text": turn_id}]}
+        return json.dumps({"id": turn_id, "op": op})
+
+    # The first process completes a turn (its lines are flushed), then waits on a reply that
+    # takes an hour, holding the rollout.
+    (tmp_path / "model.json").write_text(
+        json.dumps({"responses": [{"text": "one"}, {"text": "late", "delay_ms": 3_600_000}]})
+    )
+    (tmp_path / "ops.jsonl").write_text(
+        f'{turn("t1")}\n{{"wait_for": {{"type": "turn_complete"}}}}\n{turn("t2")}\n'
+        '{"wait_for": {"type": "turn_complete", "count": 2}}\n'
+    )
+    (tmp_path / "more.jsonl").write_text(
+        f'{turn("t3")}\n{{"wait_for": {{"type": "turn_complete"}}}}\n'
+    )
+    (tmp_path / "model2.json").write_text(json.dumps({"responses": [{"text": "three"}]}))
+    relay = [sys.executable, "-m", "runtime"]
+    first = subprocess.Popen(
+        [*relay, "run", "ops.jsonl", "--model-script", "model.json", "--rollout-dir", "sessions"],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert first.stdout is not None
+        for line in first.stdout:
+            if json.loads(line)["msg"]["type"] == "turn_complete":
+                break
+        (rollout,) = (tmp_path / "sessions").rglob("*.jsonl")
+        size = rollout.stat().st_size
+        second_argv = [
+            *relay,
+            "resume",
+            str(rollout),
+            "more.jsonl",
+            "--model-script",
+            "model2.json",
+        ]
+        second = subprocess.run(
+            second_argv, cwd=tmp_path, capture_output=True, text=True, timeout=60
+        )
+        assert second.returncode == 2
+        assert second.stderr == (
+            f"relay: rollout file {rollout} is in use by another session; resume it once that"
+            " session has ended\n"
+        )
+        assert second.stdout == ""
+        assert rollout.stat().st_size == size
+    finally:
+        first.kill()
+        first.wait()
+        assert first.stdout is not None
+        first.stdout.close()
+    # The lock goes with the process that held it, however it ended.
+    third = subprocess.run(second_argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert third.returncode == 0, third.stderr

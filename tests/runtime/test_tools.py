@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,8 @@ import trio
 import trio.testing
 
 from runtime import _protocol as p
+from runtime import testing
+from runtime._config import Config, RolloutConfig
 from runtime._errors import ConfigError
 from runtime._model import ToolSpec
 from runtime._tools import (
@@ -22,6 +26,8 @@ from runtime._tools import (
     ToolError,
     ToolRegistry,
     builtin_registry,
+    file_kind,
+    readable,
     resolve_in_cwd,
     unsupported_output,
 )
@@ -125,6 +131,50 @@ async def test_read_file_truncates_large_files(cwd: Path) -> None:
     assert output == "a" * limit + f"\n[file truncated at {limit} bytes of {limit + 10}]"
 
 
+async def test_read_file_reads_only_what_it_returns(cwd: Path) -> None:
+    # A sparse file of 1 TiB: reading it whole cannot even be attempted.
+    limit = 256 * 1024
+    size = 1 << 40
+    with (cwd / "huge").open("wb") as huge:
+        huge.write(b"head")
+        huge.truncate(size)
+    output = await call(builtin_registry({}), cwd, "read_file", {"path": "huge"})
+    assert output == "head" + "\0" * (limit - 4) + f"\n[file truncated at {limit} bytes of {size}]"
+
+
+async def test_read_file_refuses_a_fifo_without_opening_it_for_good(cwd: Path) -> None:
+    os.mkfifo(cwd / "pipe")
+    with trio.fail_after(10):
+        output = await call(builtin_registry({}), cwd, "read_file", {"path": "pipe"})
+    assert output == "error: pipe is a FIFO, not a regular file"
+
+
+async def test_read_file_refuses_a_socket(cwd: Path) -> None:
+    listener = socket.socket(socket.AF_UNIX)
+    try:
+        listener.bind(str(cwd / "sock"))
+        output = await call(builtin_registry({}), cwd, "read_file", {"path": "sock"})
+    finally:
+        listener.close()
+    assert output == "error: sock is a socket, not a regular file"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")
+async def test_read_file_refuses_a_device_node(cwd: Path) -> None:
+    os.mknod(cwd / "null", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    output = await call(builtin_registry({}), cwd, "read_file", {"path": "null"})
+    assert output == "error: null is a character device, not a regular file"
+
+
+def test_file_kinds_are_named() -> None:
+    assert file_kind(os.stat("/dev/null").st_mode) == "a character device"
+    assert file_kind(stat.S_IFBLK) == "a block device"
+    assert file_kind(stat.S_IFIFO) == "a FIFO"
+    assert file_kind(stat.S_IFSOCK) == "a socket"
+    assert file_kind(stat.S_IFDIR) == "a directory"
+    assert file_kind(stat.S_IFREG) == "a regular file"
+
+
 @pytest.mark.parametrize(
     ("args", "output"),
     [
@@ -159,6 +209,18 @@ async def test_list_dir_lists_sorted_entries_with_directories_marked(cwd: Path) 
     assert await call(registry, cwd, "list_dir", {"path": "a_dir"}) == "inner.txt"
 
 
+async def test_list_dir_shows_the_first_entries_and_counts_the_rest(cwd: Path) -> None:
+    limit = 1000
+    names = [f"f{n:05d}" for n in range(limit + 1234)]
+    for name in reversed(names):
+        (cwd / name).touch()
+    output = await call(builtin_registry({}), cwd, "list_dir", {})
+    assert output.split("\n") == [
+        *names[:limit],
+        f"[1234 more entries not shown; {limit + 1234} in all]",
+    ]
+
+
 async def test_list_dir_errors_are_outputs(cwd: Path) -> None:
     (cwd / "empty").mkdir()
     (cwd / "file").write_text("")
@@ -173,6 +235,66 @@ async def test_list_dir_errors_are_outputs(cwd: Path) -> None:
     assert await call(registry, cwd, "list_dir", {"path": ".."}) == (
         "error: path '..' is outside the working directory"
     )
+
+
+async def test_list_dir_shows_names_that_are_not_utf8_escaped(cwd: Path) -> None:
+    (cwd / os.fsdecode(b"caf\xe9.txt")).write_text("")
+    (cwd / os.fsdecode(b"d\xff")).mkdir()
+    output = await call(builtin_registry({}), cwd, "list_dir", {})
+    assert output == "caf\\xe9.txt\nd\\xff/"
+    output.encode("utf-8")
+
+
+async def test_a_symlink_loop_is_a_tool_error_that_does_not_show_the_cwd(cwd: Path) -> None:
+    (cwd / "a").symlink_to("b")
+    (cwd / "b").symlink_to("a")
+    registry = builtin_registry({})
+    for name in ("read_file", "list_dir"):
+        output = await call(registry, cwd, name, {"path": "a"})
+        assert output == "error: path 'a' cannot be resolved: symlink loop"
+        assert str(cwd) not in output
+
+
+async def test_a_tool_that_crashes_still_answers_the_call(cwd: Path) -> None:
+    async def crashes(args: Mapping[str, Any], ctx: ToolContext) -> str:
+        raise RuntimeError(f"bug in {ctx.cwd}")
+
+    registry = ToolRegistry()
+    registry.register(Tool("crashes", "", {}, crashes))
+    output = await call(registry, cwd, "crashes", {})
+    assert output == "error: crashes failed unexpectedly (RuntimeError)"
+
+
+def test_tool_output_is_made_valid_utf8() -> None:
+    assert readable("plain é") == "plain é"
+    assert readable(os.fsdecode(b"x\xe9y")) == "x\\xe9y"
+    assert readable("lone \ud800 surrogate") == "lone \ufffd surrogate"
+
+
+async def test_a_session_in_a_directory_with_a_name_that_is_not_utf8(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / os.fsdecode(b"r\xe9sum\xe9.txt")).write_text("")
+    config = Config(cwd=str(work), rollout=RolloutConfig(dir=str(tmp_path / "sessions")))
+    script = {
+        "responses": [
+            {"function_call": {"name": "list_dir", "arguments": {}, "call_id": "c1"}},
+            {"text": "listed"},
+        ]
+    }
+    async with testing.open_test_session(script, config=config) as t:
+        await t.turn("list")
+        await t.wait_for(testing.turn_ended)
+    errors = [m for m in t.recorder.msgs if isinstance(m, p.ErrorEvent)]
+    assert errors == []
+    outputs = [
+        m.item.output
+        for m in t.recorder.of_type(p.ItemCompleted)
+        if isinstance(m.item, p.ToolCallItem)
+    ]
+    assert outputs == ["r\\xe9sum\\xe9.txt"]
+    rollout = next((tmp_path / "sessions").rglob("*.jsonl"))
+    assert "r\\\\xe9sum\\\\xe9.txt" in rollout.read_text(encoding="utf-8")
 
 
 # ------------------------------------------------------------------ the registry
@@ -214,19 +336,13 @@ async def test_blank_arguments_are_an_empty_object(cwd: Path) -> None:
     assert seen == [{}]
 
 
-async def test_a_tool_error_becomes_the_output_and_other_errors_propagate(cwd: Path) -> None:
+async def test_a_tool_error_becomes_the_output(cwd: Path) -> None:
     async def refuses(args: Mapping[str, Any], ctx: ToolContext) -> str:
         raise ToolError("not today")
 
-    async def crashes(args: Mapping[str, Any], ctx: ToolContext) -> str:
-        raise RuntimeError("bug")
-
     registry = ToolRegistry()
     registry.register(Tool("refuses", "", {}, refuses))
-    registry.register(Tool("crashes", "", {}, crashes))
     assert await call(registry, cwd, "refuses", {}) == "error: not today"
-    with pytest.raises(RuntimeError, match="bug"):
-        await call(registry, cwd, "crashes", {})
 
 
 async def test_a_handler_gets_its_arguments_and_the_context(cwd: Path) -> None:
