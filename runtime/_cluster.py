@@ -31,7 +31,7 @@ import math
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -320,12 +320,16 @@ class PooledSession:
         self._ledger = Ledger()
         self._counter = 0
         self._seq = 0
-        self._incarnation_seq = 0
+        # Which host run the session is in (one more per failover), and how many events of
+        # that run the reader has taken: what wait_idle's count is compared with.
+        self._incarnation = 0
+        self._taken_incarnation = 0
+        self._taken = 0
         self._moved = anyio.Event()
         self._closed = False
         self._finished = anyio.Event()
         self._failure: BaseException | None = None
-        self._send, self._recv = anyio.create_memory_object_stream[p.Event](math.inf)
+        self._send, self._recv = anyio.create_memory_object_stream[tuple[int, p.Event]](math.inf)
         self._events_taken = False
 
     # ------------------------------------------------------------------ surface
@@ -382,14 +386,17 @@ class PooledSession:
 
     async def _iterate(self) -> AsyncIterator[p.Event]:
         async with self._recv:
-            async for event in self._recv:
+            async for incarnation, event in self._recv:
+                if incarnation != self._taken_incarnation:
+                    self._taken_incarnation, self._taken = incarnation, 0
+                self._taken += 1
                 yield event
         self._raise_failure()
 
     async def wait_idle(self) -> int:
         """Wait until the session is idle; returns how many events its current host emitted.
 
-        Compare with :attr:`events_from_host` to know whether every one has arrived.
+        Compare with :attr:`events_from_host` to know whether the reader has taken them all.
         """
         while True:
             moved = self._moved
@@ -404,8 +411,8 @@ class PooledSession:
 
     @property
     def events_from_host(self) -> int:
-        """Events received from the current host (the count :meth:`wait_idle` compares)."""
-        return self._incarnation_seq
+        """Events of the current host the reader has taken (what :meth:`wait_idle` counts)."""
+        return self._taken if self._taken_incarnation == self._incarnation else 0
 
     @property
     def closed(self) -> bool:
@@ -454,13 +461,12 @@ class PooledSession:
                 for data in await ref:
                     event: p.Event = from_json(data, p.Event)
                     self._seq += 1
-                    self._incarnation_seq += 1
                     event = attrs.evolve(event, seq=self._seq)
                     self._ledger.saw(event)
                     if isinstance(event.msg, p.ShutdownComplete):
                         self._closed = True
                     try:
-                        self._send.send_nowait(event)
+                        self._send.send_nowait((self._incarnation, event))
                     except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                         # The reader went away; the session goes on and its rollout records.
                         pass
@@ -488,7 +494,7 @@ class PooledSession:
             break
         self._pool._placed(host, 1)
         self.host = host
-        self._incarnation_seq = 0
+        self._incarnation += 1
         moved, self._moved = self._moved, anyio.Event()
         moved.set()
 
@@ -701,6 +707,20 @@ async def run_op_script(
                 if count(wait) < wait.count:
                     raise _unmet(script_name, wait, count(wait))
 
+    try:
+        await _run_steps(session, steps, script_name, consume, wait_for, done)
+    except BaseExceptionGroup as group:
+        raise _unwrap(group) from None
+
+
+async def _run_steps(
+    session: PooledSession,
+    steps: Sequence[Step],
+    script_name: str,
+    consume: Callable[[], Coroutine[Any, Any, None]],
+    wait_for: Callable[[WaitFor], Awaitable[None]],
+    done: anyio.Event,
+) -> None:
     shutdown_sent = False
     async with anyio.create_task_group() as tg:
         tg.start_soon(consume)
@@ -743,6 +763,14 @@ async def _first(tg: anyio.abc.TaskGroup, waiter: Callable[[], Awaitable[Any]]) 
 
 async def _append(into: list[int], getter: Callable[[], Awaitable[int]]) -> None:
     into.append(await getter())
+
+
+def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The single exception of a group (recursively), or the group itself."""
+    error: BaseException = group
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
 
 
 def _unmet(script_name: str, wait: WaitFor, found: int) -> ScriptError:

@@ -203,9 +203,14 @@ def cluster_command(args: argparse.Namespace) -> int:
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     try:
         if local:
-            ray.init(num_cpus=LOCAL_CPUS, include_dashboard=False, log_to_driver=False)
+            ray.init(
+                num_cpus=LOCAL_CPUS,
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level="WARNING",
+            )
         else:
-            ray.init(address=args.address, log_to_driver=False)
+            ray.init(address=args.address, log_to_driver=False, logging_level="WARNING")
     except Exception as exc:
         print(f"relay: cannot start or reach Ray: {exc}", file=sys.stderr)
         return EXIT_USAGE

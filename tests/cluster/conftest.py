@@ -8,16 +8,18 @@ from typing import Any
 
 import pytest
 
+# Read when Ray is imported. Loopback only: Ray binds to the machine's address unless told this
+# is a one-machine run; no usage report, no token to set up.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+
 ray = pytest.importorskip("ray")
 
 
 @pytest.fixture(scope="session")
 def ray_address() -> Iterator[str]:
     """Start a local Ray instance (2 CPUs, no dashboard, offline); yield its address."""
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    # Loopback only: Ray binds to the machine's address unless told this is a one-machine run.
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     context: Any = ray.init(
         num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False
     )
