@@ -6,8 +6,9 @@ its rollout (a pool needs it to fail over), in a temporary directory. Measured:
 
 - the latency of one turn (submit → ``turn_complete``) through a one-host pool, against the same
   turn in process: the difference is what the hop to the actor and back costs;
-- throughput, sessions × turns per second, with 1 and 2 hosts (against 1 host): every session
+- throughput, sessions × turns per second, in process and with 1 and 2 hosts: every session
   runs its turns one after the other, all sessions at once;
+- the host's resident set per idle session, with many sessions open on one host;
 - failover: a host holding sessions is killed (``ray.kill``, no restart); per session, the time
   from the kill to its ``session_resumed`` event and to its next op being accepted.
 
@@ -18,6 +19,7 @@ so the throughput figures are a floor, not what a cluster of real nodes gives.
 from __future__ import annotations
 
 import os
+import statistics
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -121,6 +123,67 @@ async def _throughput(root: Path, hosts: int, sessions: int, turns: int) -> floa
     return sessions * turns / elapsed
 
 
+async def _local_throughput(root: Path, sessions: int, turns: int) -> float:
+    """The same load as :func:`_throughput`, every session in the caller's process."""
+
+    async def one() -> None:
+        async with runtime.open_session(_config(root)) as session:
+            reader = _Reader(session.events)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(reader.run)
+                await _turns(session.submit, reader, turns)
+                await session.submit(runtime.Shutdown())
+
+    start = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for _ in range(sessions):
+            tg.start_soon(one)
+    return sessions * turns / (time.perf_counter() - start)
+
+
+def _rss_kib(pid: int) -> float:
+    with open(f"/proc/{pid}/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1024
+
+
+async def _host_memory(root: Path, sessions: int) -> float:
+    """KiB of the host's resident set per idle session (each has run one turn)."""
+    from runtime.cluster import open_session_pool
+
+    async with open_session_pool(1, _config(root)) as pool:
+        pid = await pool.host_pid(pool.hosts[0])
+        async with pool.open_session() as warm:  # imports and caches, before measuring
+            reader = _Reader(warm.events)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(reader.run)
+                await _turns(warm.submit, reader, 1)
+                await warm.shutdown()
+        before = _rss_kib(pid)
+        ready = anyio.Event()
+        release = anyio.Event()
+        count = [0]
+
+        async def one() -> None:
+            async with pool.open_session() as session:
+                reader = _Reader(session.events)
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(reader.run)
+                    await _turns(session.submit, reader, 1)
+                    count[0] += 1
+                    if count[0] == sessions:
+                        ready.set()
+                    await release.wait()
+                    await session.shutdown()
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(sessions):
+                tg.start_soon(one)
+            await ready.wait()
+            grown = _rss_kib(pid) - before
+            release.set()
+    return grown / sessions
+
+
 async def _failover(root: Path, sessions: int) -> tuple[list[float], list[float]]:
     """Per moved session: kill → ``session_resumed``, and kill → next op accepted."""
     from runtime.cluster import SessionResumed, open_session_pool
@@ -208,7 +271,7 @@ def run(opts: Options) -> list[Figure]:
             anyio.run(_local_turns, root, 3, backend="asyncio")  # warm-up
             local = anyio.run(_local_turns, root, turns, backend="asyncio")
             pooled = anyio.run(_pool_turns, root, turns, backend="asyncio")
-            local_ms = sorted(ms(local))[len(local) // 2]
+            local_ms = statistics.median(ms(local))
             figures.append(
                 Figure(GROUP, "one turn in process (submit → turn_complete)", "ms", ms(local))
             )
@@ -228,7 +291,19 @@ def run(opts: Options) -> list[Figure]:
                     anyio.run(_throughput, root, hosts, sessions, per_session, backend="asyncio")
                     for _ in range(min(opts.repeat, 3))
                 ]
-            one_host = sorted(rates[1])[len(rates[1]) // 2]
+            one_host = statistics.median(rates[1])
+            in_process = [
+                anyio.run(_local_throughput, root, sessions, per_session, backend="asyncio")
+                for _ in range(min(opts.repeat, 3))
+            ]
+            figures.append(
+                Figure(
+                    GROUP,
+                    f"{sessions} sessions × {per_session} turns, in process",
+                    "turns/s",
+                    in_process,
+                )
+            )
             for hosts in (1, 2):
                 figures.append(
                     Figure(
@@ -236,10 +311,19 @@ def run(opts: Options) -> list[Figure]:
                         f"{sessions} sessions × {per_session} turns, {hosts} host(s)",
                         "turns/s",
                         rates[hosts],
-                        ref_name="1 host" if hosts == 2 else None,
-                        ref_value=one_host if hosts == 2 else None,
+                        ref_name="1 host" if hosts == 2 else "in process",
+                        ref_value=one_host if hosts == 2 else statistics.median(in_process),
                     )
                 )
+            idle = opts.count(500, 10)
+            figures.append(
+                Figure(
+                    GROUP,
+                    f"{idle} idle sessions on one host: host resident set per session",
+                    "KiB",
+                    [anyio.run(_host_memory, root, idle, backend="asyncio")],
+                )
+            )
             resumed: list[float] = []
             accepted: list[float] = []
             for _ in range(opts.count(3, 1)):

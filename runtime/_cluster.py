@@ -441,10 +441,9 @@ class PooledSession:
                 if noticed is None:
                     return
                 await self._fail_over(noticed)
-        except BaseException as exc:
-            if not isinstance(exc, anyio.get_cancelled_exc_class()):
-                self._failure = exc
-            raise
+        except Exception as exc:
+            # This session's end, not the pool's: its reader and callers get the error.
+            self._failure = exc
         finally:
             self._closed = True
             self._moved.set()
@@ -484,6 +483,9 @@ class PooledSession:
             )
         while True:
             host = await self._pool._choose()
+            # Counted before the resume, so that the other sessions of the lost host, moving
+            # at the same time, spread over the live hosts instead of all taking this one.
+            self._pool._placed(host, 1)
             try:
                 await self._pool._actor(host).resume.remote(
                     self.id, self.rollout_path, self._config, loss, lost, noticed_at
@@ -491,8 +493,10 @@ class PooledSession:
             except self._pool._actor_errors:
                 self._pool._lost(host)
                 continue
+            except BaseException:
+                self._pool._placed(host, -1)
+                raise
             break
-        self._pool._placed(host, 1)
         self.host = host
         self._incarnation += 1
         moved, self._moved = self._moved, anyio.Event()
@@ -502,8 +506,11 @@ class PooledSession:
 class SessionPool:
     """Ray actors hosting sessions; open with :func:`open_session_pool`."""
 
-    def __init__(self, ray: Any, tg: anyio.abc.TaskGroup, config: Config, prefix: str) -> None:
+    def __init__(
+        self, ray: Any, tg: anyio.abc.TaskGroup, config: Config, prefix: str, host_cpus: float
+    ) -> None:
         self._ray = ray
+        self._host_cpus = host_cpus
         self._tg = tg
         self.config = config
         """The default configuration of new sessions."""
@@ -514,9 +521,16 @@ class SessionPool:
         self._actor_errors: tuple[type[BaseException], ...] = (ray.exceptions.RayActorError,)
         self._sessions: set[PooledSession] = set()
 
-    async def _add_hosts(self, count: int, num_cpus: float) -> None:
+    async def add_hosts(self, count: int = 1) -> list[str]:
+        """Start ``count`` more hosts (to make up for lost ones); returns their names.
+
+        New sessions go to them first, as they hold none; sessions already placed stay.
+        """
+        return await self._add_hosts(count, self._host_cpus)
+
+    async def _add_hosts(self, count: int, num_cpus: float) -> list[str]:
         remote = _remote_host_class(self._ray)
-        start = len(self._actors) + len(self._dead)
+        start = len(self._actors)  # lost hosts keep their entry: names never repeat
         names = [f"{self._prefix}-{start + i}" for i in range(count)]
         for name in names:
             self._actors[name] = remote.options(
@@ -526,6 +540,7 @@ class SessionPool:
         # Ready when each has answered once.
         for name in names:
             await self._actors[name].load.remote()
+        return names
 
     @property
     def hosts(self) -> list[str]:
@@ -643,7 +658,7 @@ async def open_session_pool(
         raise ConfigError("a session pool needs at least one host")
     prefix = name or f"relay-{uuid.uuid4().hex[:8]}"
     async with anyio.create_task_group() as tg:
-        pool = SessionPool(ray, tg, config or Config(), prefix)
+        pool = SessionPool(ray, tg, config or Config(), prefix, host_cpus)
         try:
             await pool._add_hosts(hosts, host_cpus)
             yield pool

@@ -138,11 +138,14 @@ def test_a_host_killed_mid_turn_moves_its_sessions_and_keeps_what_was_acknowledg
     outcome: dict[str, Any] = {}
 
     async def main() -> None:
-        async with open_session_pool(2, config) as pool, AsyncExitStack() as stack:
-            sessions = [await stack.enter_async_context(pool.open_session()) for _ in range(4)]
+        async with (
+            open_session_pool(3, config, host_cpus=0.5) as pool,
+            AsyncExitStack() as stack,
+        ):
+            sessions = [await stack.enter_async_context(pool.open_session()) for _ in range(6)]
             hosts = [session.host for session in sessions]
             # Least loaded placement: the hosts take turns.
-            assert hosts == [hosts[0], hosts[1], hosts[0], hosts[1]] and hosts[0] != hosts[1]
+            assert hosts == pool.hosts * 2 and len(set(hosts)) == 3
             watchers = [Watcher(session) for session in sessions]
             async with anyio.create_task_group() as tg:
                 for watcher in watchers:
@@ -166,6 +169,10 @@ def test_a_host_killed_mid_turn_moves_its_sessions_and_keeps_what_was_acknowledg
                 for n in moved:
                     await watchers[n].wait_for(is_(SessionResumed))
                 outcome["loads"] = pool.loads()
+                # Capacity comes back with a new host, which takes the next session.
+                (added,) = await pool.add_hosts(1)
+                async with pool.open_session() as extra:
+                    assert extra.host == added
                 for n in moved:
                     # The moved session accepts ops again; its turn ids never repeat.
                     follow_up = await sessions[n].submit(turn(f"again {n}"))
@@ -174,8 +181,8 @@ def test_a_host_killed_mid_turn_moves_its_sessions_and_keeps_what_was_acknowledg
                     await sessions[n].shutdown()
                 outcome["moved"] = moved
                 outcome["victim"] = victim
-                outcome["survivor"] = hosts[1]
-                for n in range(4):
+                outcome["new_hosts"] = {n: sessions[n].host for n in moved}
+                for n in range(6):
                     if n not in moved:
                         await sessions[n].submit(runtime.Interrupt())
                         await watchers[n].wait_for(is_(runtime.TurnAborted, f"b{n}"))
@@ -184,8 +191,11 @@ def test_a_host_killed_mid_turn_moves_its_sessions_and_keeps_what_was_acknowledg
 
     run_async(main)
     watchers: list[Watcher] = outcome["watchers"]
-    assert outcome["moved"] == [0, 2]
-    assert outcome["loads"] == {outcome["survivor"]: 4}
+    assert outcome["moved"] == [0, 3]
+    # The moved sessions spread over the live hosts by load.
+    survivors = sorted(set(outcome["loads"]))
+    assert outcome["loads"] == {survivors[0]: 3, survivors[1]: 3}
+    assert sorted(outcome["new_hosts"].values()) == survivors
     for n, watcher in enumerate(watchers):
         session = watcher.session
         events = watcher.events
@@ -206,7 +216,7 @@ def test_a_host_killed_mid_turn_moves_its_sessions_and_keeps_what_was_acknowledg
         )
         assert reported[1].msg == SessionResumed(
             lost_host=outcome["victim"],
-            host=outcome["survivor"],
+            host=outcome["new_hosts"][n],
             aborted_turn=f"b{n}",
             unhandled=(f"q{n}",),
             downtime_ms=reported[1].msg.downtime_ms,
