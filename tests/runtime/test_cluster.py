@@ -5,13 +5,14 @@ The pool itself runs on Ray in ``tests/cluster``.
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 from pathlib import Path
 
 import runtime
 from runtime._cluster import Ledger, Loss, least_loaded
-from runtime._cluster_cli import _Tally, summary_table
+from runtime._cluster_cli import _progress, _Tally, summary_table
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,6 +61,16 @@ def test_the_summary_table_lines_up() -> None:
     ]
 
 
+def test_the_progress_bar_redraws_one_line_with_the_failures() -> None:
+    out = io.StringIO()
+    _progress(_Tally(total=4, finished=1), out)
+    _progress(_Tally(total=4, finished=4, failures=1), out)
+    assert out.getvalue() == (
+        "\r[#######.......................] 1/4 sessions"
+        "\r[##############################] 4/4 sessions · 1 failed"
+    )
+
+
 def run_python(code: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", code],
@@ -89,6 +100,5 @@ def test_without_ray_the_command_fails_with_one_line_naming_the_extra(tmp_path: 
     )
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
-        "relay: the cluster needs Ray, which is not installed: "
-        "pip install 'relay-runtime[ray]'"
+        "relay: the cluster needs Ray, which is not installed: pip install 'relay-runtime[ray]'"
     ]
