@@ -192,7 +192,7 @@ class SessionHost:
     async def _start(self, key: str, opener: Callable[[], Any]) -> Session:
         hosted = _Hosted()
         self._sessions[key] = hosted
-        task = asyncio.get_running_loop().create_task(self._run(key, hosted, opener))
+        task = asyncio.get_running_loop().create_task(self._run(hosted, opener))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         await hosted.ready.wait()
@@ -201,7 +201,7 @@ class SessionHost:
         assert hosted.session is not None
         return hosted.session
 
-    async def _run(self, key: str, hosted: _Hosted, opener: Callable[[], Any]) -> None:
+    async def _run(self, hosted: _Hosted, opener: Callable[[], Any]) -> None:
         try:
             async with opener() as session:
                 hosted.session = session
@@ -211,10 +211,9 @@ class SessionHost:
         except Exception as exc:
             hosted.failure = exc
         finally:
+            # The entry stays until the stream has handed over the last events (events()).
             hosted.ready.set()
             hosted.end()
-            if self._sessions.get(key) is hosted:
-                del self._sessions[key]
 
     async def open(self, key: str, config: Config) -> str | None:
         """Open a session with id ``key``; returns its rollout path."""
@@ -274,9 +273,13 @@ class SessionHost:
         """The session's events as they come, in batches; ends after ``shutdown_complete``."""
         hosted = self._sessions.get(key)
         if hosted is None:
-            return
+            raise ClosedSessionError(f"no session {key} on host {self.name}")
         while batch := await hosted.take():
             yield batch
+        if self._sessions.get(key) is hosted:
+            del self._sessions[key]
+        if hosted.failure is not None:
+            raise hosted.failure
 
     async def load(self) -> int:
         """How many sessions this host holds."""
@@ -517,7 +520,6 @@ class SessionPool:
         self._prefix = prefix
         self._actors: dict[str, Any] = {}
         self._loads: dict[str, int] = {}
-        self._dead: set[str] = set()
         self._actor_errors: tuple[type[BaseException], ...] = (ray.exceptions.RayActorError,)
         self._sessions: set[PooledSession] = set()
 
@@ -568,7 +570,9 @@ class SessionPool:
 
     def _lost(self, host: str) -> None:
         if self._loads.pop(host, None) is not None:
-            self._dead.add(host)
+            # Make sure it is gone: a host that was only out of reach for a while must not
+            # go on writing rollouts that its sessions now append to elsewhere.
+            self._ray.kill(self._actors[host], no_restart=True)
 
     async def _choose(self) -> str:
         await anyio.lowlevel.checkpoint()
