@@ -21,7 +21,13 @@ from runtime._op_script import parse_op_script
 from runtime._resume import reconstruct
 from runtime._rollout_reader import EventMsgLine, read_rollout
 from runtime._runner import ScriptRunner
-from runtime.cluster import PooledSession, SessionResumed, open_session_pool, run_op_script
+from runtime.cluster import (
+    HostLostError,
+    PooledSession,
+    SessionResumed,
+    open_session_pool,
+    run_op_script,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -299,3 +305,35 @@ def test_a_session_pool_needs_a_host(ray_address: str) -> None:
                 pass
 
     run_async(main)
+
+
+def test_an_op_submitted_as_its_host_dies_is_refused_or_reported_never_dropped(
+    ray_address: str, tmp_path: Path
+) -> None:
+    outcome: dict[str, Any] = {}
+
+    async def main() -> None:
+        async with open_session_pool(2, config_for(tmp_path)) as pool:
+            async with pool.open_session() as session:
+                watcher = Watcher(session)
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(watcher.read)
+                    pool.kill_host(session.host)
+                    try:
+                        await session.submit(turn("are you there?"), id="late")
+                    except HostLostError:
+                        outcome["refused"] = True
+                    resumed = await watcher.wait_for(is_(SessionResumed))
+                    outcome["resumed"] = resumed.msg
+                    await session.shutdown()
+            outcome["events"] = watcher.events
+
+    run_async(main)
+    resumed = outcome["resumed"]
+    if outcome.get("refused"):
+        assert (resumed.aborted_turn, resumed.unhandled) == (None, ())
+    else:
+        # Accepted by the dying host: reported as lost, whether or not it had started.
+        assert (resumed.aborted_turn, resumed.unhandled) in {("late", ()), (None, ("late",))}
+    started = [e.id for e in outcome["events"] if isinstance(e.msg, runtime.TurnStarted)]
+    assert started.count("late") <= 1
