@@ -347,6 +347,10 @@ class PooledSession:
     async def submit(self, op: p.Op, *, id: str | None = None) -> str:
         """Submit ``op``; returns the submission id once the host has accepted it.
 
+        Ops are handled in the order their submissions were accepted: await one before sending
+        the next when their order matters (Ray does not order concurrent calls to an async
+        actor).
+
         Raises:
             HostLostError: the host died before accepting it (the op was not submitted again).
             ClosedSessionError: the session has shut down.
