@@ -1,7 +1,8 @@
 """``python -m bench``: run the suite and print the table.
 
 Options: ``--quick`` (tiny sizes, a couple of repetitions, no Codex: for the smoke test),
-``--repeat N``, ``--only GROUP[,GROUP...]`` (turns, peer, compaction, rollout, scale, process),
+``--repeat N``, ``--only GROUP[,GROUP...]`` (turns, peer, compaction, rollout, scale, process,
+cluster; ``--quick`` leaves cluster out unless it is named, since it starts a Ray instance),
 ``--markdown FILE`` (also write the table as Markdown), ``--plots DIR`` (PNG plots; default
 ``docs/img`` for a full run, none for ``--quick``), ``--codex-prefix DIR`` (an existing
 ``npm --prefix`` folder with ``@openai/codex``, instead of a fresh install) and ``--no-codex``.
@@ -18,7 +19,9 @@ from pathlib import Path
 from . import _report
 from ._core import Figure, Options
 
-GROUPS = ("turns", "peer", "compaction", "rollout", "scale", "process")
+GROUPS = ("turns", "peer", "compaction", "rollout", "scale", "process", "cluster")
+#: Groups a ``--quick`` run leaves out unless ``--only`` names them.
+NOT_QUICK = ("cluster",)
 
 
 def _runner(name: str) -> Callable[[Options], list[Figure]]:
@@ -43,6 +46,10 @@ def _runner(name: str) -> Callable[[Options], list[Figure]]:
         from . import scale
 
         return scale.run
+    if name == "cluster":
+        from . import cluster
+
+        return cluster.run
     from . import process
 
     return process.run
@@ -66,7 +73,7 @@ def _options(argv: list[str] | None) -> tuple[Options, list[str], Path | None]:
         opts.codex = False
     if args.codex_prefix:
         opts.codex_prefix = args.codex_prefix
-    groups = list(GROUPS)
+    groups = [g for g in GROUPS if not (opts.quick and g in NOT_QUICK)]
     if args.only:
         groups = [g.strip() for g in args.only.split(",") if g.strip()]
         unknown = set(groups) - set(GROUPS)

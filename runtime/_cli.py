@@ -86,6 +86,9 @@ def _parser() -> argparse.ArgumentParser:
     mock.add_argument("--host", default="127.0.0.1")
     mock.add_argument("--port", type=int, default=0)
     mock.add_argument("--log", help="append every request as a JSON line to this file")
+    from ._cluster_cli import add_cluster_command
+
+    add_cluster_command(commands)
     return parser
 
 
@@ -215,6 +218,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_command(args)
     if args.command == "show":
         return _show_command(args)
+    if args.command == "cluster":
+        from ._cluster_cli import cluster_command
+
+        return cluster_command(args)
     if args.command == "mock-server":
         from ._mock_server import main as mock_main
 

@@ -474,6 +474,8 @@ class AbortReason(enum.StrEnum):
     REPLACED = "replaced"
     SHUTDOWN = "shutdown"
     HOOK_STOPPED = "hook_stopped"
+    HOST_LOST = "host_lost"
+    """The process hosting the session died mid-turn (see ``session_resumed``)."""
 
 
 @attrs.frozen
@@ -634,6 +636,28 @@ class HookCompleted:
 
 
 @attrs.frozen
+class SessionResumed:
+    """The session's host was lost; the session goes on from its rollout on another host.
+
+    Everything the caller saw before the loss is in the rollout and kept. What was lost is
+    named here and never redone: the turn in flight (reported ``turn_aborted`` with reason
+    ``host_lost`` just before) and the submissions the lost host accepted but no event showed
+    handled. Submit them again to have them.
+    """
+
+    lost_host: str
+    """The host that died."""
+    host: str
+    """The host the session now runs on."""
+    aborted_turn: str | None
+    """The turn that was running, if any."""
+    unhandled: tuple[str, ...] = attrs.field(converter=_tuple, factory=tuple)
+    """Ids of accepted submissions that no event showed handled, in submission order."""
+    downtime_ms: int = 0
+    """From the loss being noticed to the session accepting ops again."""
+
+
+@attrs.frozen
 class ShutdownComplete:
     """The session has shut down; this is its last event."""
 
@@ -655,6 +679,7 @@ EventMsg: TypeAlias = (
     | BackgroundEvent
     | HookStarted
     | HookCompleted
+    | SessionResumed
     | ShutdownComplete
 )
 

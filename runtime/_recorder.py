@@ -33,6 +33,7 @@ PERSISTED_EVENTS: tuple[type, ...] = (
     p.ErrorEvent,
     p.HookCompleted,
     p.ShutdownComplete,
+    p.SessionResumed,
 )
 #: Events that end a turn or the session: the file is flushed before anyone sees them.
 TERMINAL_EVENTS = (p.TurnComplete, p.TurnAborted, p.ShutdownComplete)

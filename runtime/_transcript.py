@@ -112,6 +112,8 @@ def _event_lines(msg: p.EventMsg) -> list[str]:
             return [f"  ⚑ hook {point} {hook}: {outcome} ({ms} ms)"]
         case p.ShutdownComplete():
             return ["■ session shut down"]
+        case p.SessionResumed(lost_host=lost, host=host):
+            return [f"↪ host {lost} lost; the session goes on on {host}"]
         case (
             p.ItemStarted()
             | p.ItemCompleted()

@@ -112,6 +112,7 @@ EVENTS: dict[type, Any] = {
     p.BackgroundEvent: p.BackgroundEvent("trimmed 2 older items"),
     p.HookStarted: p.HookStarted("notify", "pre_compact"),
     p.HookCompleted: p.HookCompleted("notify", "post_compact", "timeout", 10_000),
+    p.SessionResumed: p.SessionResumed("host-0", "host-1", "t1", ("sub-2",), 40),
     p.ShutdownComplete: p.ShutdownComplete(),
 }
 
@@ -323,6 +324,7 @@ EXPECTED_TAGS: dict[type, str] = {
     p.BackgroundEvent: "background_event",
     p.HookStarted: "hook_started",
     p.HookCompleted: "hook_completed",
+    p.SessionResumed: "session_resumed",
     p.ShutdownComplete: "shutdown_complete",
 }
 

@@ -232,8 +232,9 @@ def test_malformed_lines_are_skipped_with_notes_naming_them() -> None:
         "ignored",
         "line 7: invalid event_msg: unknown type 'levitated' (expected one of: agent_message, "
         "agent_message_delta, background_event, context_compacted, error, hook_completed, "
-        "hook_started, item_completed, item_started, shutdown_complete, stream_error, "
-        "token_count, turn_aborted, turn_complete, turn_started, user_message, warning); ignored",
+        "hook_started, item_completed, item_started, session_resumed, shutdown_complete, "
+        "stream_error, token_count, turn_aborted, turn_complete, turn_started, user_message, "
+        "warning); ignored",
         "line 8: invalid turn_context: required field 'model' missing; ignored",
         "line 9: no timestamp",
         "line 10: session_meta after the start of the rollout; ignored",

@@ -1,0 +1,339 @@
+"""Sessions in a pool of Ray actors: parity with local sessions, failover, load.
+
+Every test runs on the one local Ray instance of ``conftest.py`` and opens its own pool. The
+pool needs asyncio (Ray's futures are asyncio futures), so each test runs its own loop.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import runtime
+from runtime._codec import type_tag
+from runtime._op_script import parse_op_script
+from runtime._resume import reconstruct
+from runtime._rollout_reader import EventMsgLine, read_rollout
+from runtime._runner import ScriptRunner
+from runtime.cluster import (
+    HostLostError,
+    PooledSession,
+    SessionResumed,
+    open_session_pool,
+    run_op_script,
+)
+
+pytestmark = pytest.mark.slow
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def run_async(fn: Callable[[], Awaitable[None]]) -> None:
+    anyio.run(fn, backend="asyncio")
+
+
+def config_for(tmp_path: Path, model_script: Path | None = None) -> runtime.Config:
+    return runtime.Config(
+        model_script=str(model_script) if model_script else None,
+        cwd=str(EXAMPLES),
+        rollout=runtime.RolloutConfig(dir=str(tmp_path / "sessions")),
+    )
+
+
+class Watcher:
+    """Reads a pooled session's events and lets the test wait for one."""
+
+    def __init__(self, session: PooledSession) -> None:
+        self.session = session
+        self.events: list[runtime.Event] = []
+        self._changed = anyio.Event()
+
+    async def read(self) -> None:
+        async for event in self.session.events():
+            self.events.append(event)
+            self._changed.set()
+            self._changed = anyio.Event()
+
+    async def wait_for(self, predicate: Callable[[runtime.Event], bool]) -> runtime.Event:
+        seen = 0
+        while True:
+            for event in self.events[seen:]:
+                if predicate(event):
+                    return event
+            seen = len(self.events)
+            await self._changed.wait()
+
+    def types(self) -> list[str]:
+        return [type_tag(type(event.msg)) for event in self.events]
+
+
+def is_(cls: type, turn_id: str | None = None) -> Callable[[runtime.Event], bool]:
+    return lambda event: isinstance(event.msg, cls) and (turn_id is None or event.id == turn_id)
+
+
+def turn(text: str, **kwargs: Any) -> runtime.UserTurn:
+    return runtime.UserTurn(items=[runtime.Text(text)], **kwargs)
+
+
+# --------------------------------------------------------------------------- parity
+
+
+SCRIPTS = [
+    ("hello.jsonl", "hello.model.json"),
+    ("interrupt.jsonl", "interrupt.model.json"),
+    ("replace.jsonl", "replace.model.json"),
+    ("compact.jsonl", None),
+]
+
+
+def test_events_through_the_pool_are_those_of_a_local_session(
+    ray_address: str, tmp_path: Path
+) -> None:
+    local: dict[str, list[str]] = {}
+    pooled: dict[str, list[str]] = {}
+
+    async def main() -> None:
+        for script, model in SCRIPTS:
+            config = config_for(tmp_path, EXAMPLES / model if model else None)
+            steps = parse_op_script((EXAMPLES / script).read_text(encoding="utf-8"))
+            kinds = local.setdefault(script, [])
+            async with runtime.open_session(config) as session:
+                runner = ScriptRunner(session, lambda _, msg, into=kinds: into.append(msg["type"]))
+                await runner.run(steps)
+        async with open_session_pool(2) as pool:
+            for script, model in SCRIPTS:
+                config = config_for(tmp_path, EXAMPLES / model if model else None)
+                steps = parse_op_script((EXAMPLES / script).read_text(encoding="utf-8"))
+                kinds = pooled.setdefault(script, [])
+                async with pool.open_session(config) as session:
+                    await run_op_script(
+                        session,
+                        steps,
+                        lambda event, into=kinds: into.append(type_tag(type(event.msg))),
+                    )
+
+    run_async(main)
+    for script, _ in SCRIPTS:
+        assert pooled[script] == local[script], script
+        assert pooled[script][-1] == "shutdown_complete"
+
+
+# --------------------------------------------------------------------------- failover
+
+NAP_SCRIPT = {
+    "responses": [
+        {"text": "first answer"},
+        {"function_call": {"name": "sleep", "arguments": {"seconds": 3600}, "call_id": "nap"}},
+    ]
+}
+
+
+def test_a_host_killed_mid_turn_moves_its_sessions_and_keeps_what_was_acknowledged(
+    ray_address: str, tmp_path: Path
+) -> None:
+    model = tmp_path / "nap.model.json"
+    model.write_text(json.dumps(NAP_SCRIPT), encoding="utf-8")
+    config = config_for(tmp_path, model)
+    before_kill: dict[str, int] = {}
+    outcome: dict[str, Any] = {}
+
+    async def main() -> None:
+        async with (
+            open_session_pool(3, config, host_cpus=0.5) as pool,
+            AsyncExitStack() as stack,
+        ):
+            sessions = [await stack.enter_async_context(pool.open_session()) for _ in range(6)]
+            hosts = [session.host for session in sessions]
+            # Least loaded placement: the hosts take turns.
+            assert hosts == pool.hosts * 2 and len(set(hosts)) == 3
+            watchers = [Watcher(session) for session in sessions]
+            async with anyio.create_task_group() as tg:
+                for watcher in watchers:
+                    tg.start_soon(watcher.read)
+                for n, (session, watcher) in enumerate(zip(sessions, watchers, strict=True)):
+                    await session.submit(turn(f"question {n}"), id=f"a{n}")
+                    await watcher.wait_for(is_(runtime.TurnComplete, f"a{n}"))
+                    await session.submit(turn(f"nap {n}"), id=f"b{n}")
+                    await watcher.wait_for(
+                        lambda e: (
+                            isinstance(e.msg, runtime.ItemStarted)
+                            and isinstance(e.msg.item, runtime.ToolCallItem)
+                        )
+                    )
+                    await session.submit(turn(f"later {n}", on_busy="queue"), id=f"q{n}")
+                victim = hosts[0]
+                for session, watcher in zip(sessions, watchers, strict=True):
+                    before_kill[session.id] = len(watcher.events)
+                pool.kill_host(victim)
+                moved = [n for n, host in enumerate(hosts) if host == victim]
+                for n in moved:
+                    await watchers[n].wait_for(is_(SessionResumed))
+                outcome["loads"] = pool.loads()
+                # Capacity comes back with a new host, which takes the next session.
+                (added,) = await pool.add_hosts(1)
+                async with pool.open_session() as extra:
+                    assert extra.host == added
+                for n in moved:
+                    # The moved session accepts ops again; its turn ids never repeat.
+                    follow_up = await sessions[n].submit(turn(f"again {n}"))
+                    assert follow_up not in {f"a{n}", f"b{n}", f"q{n}"}
+                    await watchers[n].wait_for(is_(runtime.TurnComplete, follow_up))
+                    await sessions[n].shutdown()
+                outcome["moved"] = moved
+                outcome["victim"] = victim
+                outcome["new_hosts"] = {n: sessions[n].host for n in moved}
+                for n in range(6):
+                    if n not in moved:
+                        await sessions[n].submit(runtime.Interrupt())
+                        await watchers[n].wait_for(is_(runtime.TurnAborted, f"b{n}"))
+                        await sessions[n].shutdown()
+            outcome["watchers"] = watchers
+
+    run_async(main)
+    watchers: list[Watcher] = outcome["watchers"]
+    assert outcome["moved"] == [0, 3]
+    # The moved sessions spread over the live hosts by load.
+    survivors = sorted(set(outcome["loads"]))
+    assert outcome["loads"] == {survivors[0]: 3, survivors[1]: 3}
+    assert sorted(outcome["new_hosts"].values()) == survivors
+    for n, watcher in enumerate(watchers):
+        session = watcher.session
+        events = watcher.events
+        # One stream across hosts: numbered on, in order, each event once.
+        assert [event.seq for event in events] == list(range(1, len(events) + 1))
+        after = events[before_kill[session.id] :]
+        if n not in outcome["moved"]:
+            assert not any(isinstance(e.msg, SessionResumed) for e in events)
+            aborted = [e.msg for e in after if isinstance(e.msg, runtime.TurnAborted)]
+            assert [(m.turn_id, m.reason) for m in aborted] == [
+                (f"b{n}", runtime.AbortReason.INTERRUPTED)
+            ]
+            assert isinstance(after[-1].msg, runtime.ShutdownComplete)
+            continue
+        reported = [e for e in after if not isinstance(e.msg, runtime.WarningEvent)][:2]
+        assert reported[0].msg == runtime.TurnAborted(
+            f"b{n}", runtime.AbortReason.HOST_LOST, reported[0].msg.duration_ms
+        )
+        assert reported[1].msg == SessionResumed(
+            lost_host=outcome["victim"],
+            host=outcome["new_hosts"][n],
+            aborted_turn=f"b{n}",
+            unhandled=(f"q{n}",),
+            downtime_ms=reported[1].msg.downtime_ms,
+        )
+        # Nothing is redone behind the caller's back.
+        started = [e.msg.turn_id for e in events if isinstance(e.msg, runtime.TurnStarted)]
+        assert started.count(f"b{n}") == 1 and f"q{n}" not in started
+
+        # Everything the caller saw end before the loss is in the rollout.
+        assert session.rollout_path is not None
+        rollout = read_rollout(session.rollout_path)
+        ended = [
+            line.msg
+            for line in rollout.lines
+            if isinstance(line, EventMsgLine)
+            and isinstance(line.msg, runtime.TurnComplete | runtime.TurnAborted)
+        ]
+        seen_ended = [
+            e.msg
+            for e in events[: before_kill[session.id]]
+            if isinstance(e.msg, runtime.TurnComplete)
+        ]
+        assert seen_ended and all(msg in ended for msg in seen_ended)
+        assert reported[0].msg in ended
+        history = reconstruct(read_rollout(session.rollout_path, for_resume=True)).history
+        texts = [item.text() for item in history if isinstance(item, runtime.Message)]
+        assert f"question {n}" in texts and "first answer" in texts
+        assert f"again {n}" in texts
+
+
+# --------------------------------------------------------------------------- load
+
+TWO_TURNS = """\
+{"op": {"type": "user_turn", "items": [{"type": "text", "text": "one"}]}}
+{"wait_for": {"type": "turn_complete"}}
+{"op": {"type": "user_turn", "items": [{"type": "text", "text": "two"}]}}
+{"wait_for": {"type": "turn_complete", "count": 2}}
+"""
+
+
+def test_two_hosts_run_two_hundred_scripted_sessions(ray_address: str, tmp_path: Path) -> None:
+    steps = parse_op_script(TWO_TURNS)
+    streams: list[list[str]] = []
+    placed: list[str] = []
+    rollouts: list[str | None] = []
+
+    async def main() -> None:
+        async with open_session_pool(2, config_for(tmp_path)) as pool:
+
+            async def one() -> None:
+                kinds: list[str] = []
+                streams.append(kinds)
+                async with pool.open_session() as session:
+                    placed.append(session.host)
+                    rollouts.append(session.rollout_path)
+                    await run_op_script(
+                        session, steps, lambda event: kinds.append(type_tag(type(event.msg)))
+                    )
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(200):
+                    tg.start_soon(one)
+
+    run_async(main)
+    assert len(streams) == 200
+    for kinds in streams:
+        assert kinds.count("turn_complete") == 2 and kinds[-1] == "shutdown_complete"
+    assert len(set(placed)) == 2
+    assert len(set(rollouts)) == 200
+    for path in rollouts:
+        assert path is not None
+        last = json.loads(Path(path).read_text(encoding="utf-8").splitlines()[-1])
+        assert last["payload"]["type"] == "shutdown_complete"
+
+
+def test_a_session_pool_needs_a_host(ray_address: str) -> None:
+    async def main() -> None:
+        with pytest.raises(runtime.ConfigError, match="at least one host"):
+            async with open_session_pool(0):
+                pass
+
+    run_async(main)
+
+
+def test_an_op_submitted_as_its_host_dies_is_refused_or_reported_never_dropped(
+    ray_address: str, tmp_path: Path
+) -> None:
+    outcome: dict[str, Any] = {}
+
+    async def main() -> None:
+        async with open_session_pool(2, config_for(tmp_path)) as pool:
+            async with pool.open_session() as session:
+                watcher = Watcher(session)
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(watcher.read)
+                    pool.kill_host(session.host)
+                    try:
+                        await session.submit(turn("are you there?"), id="late")
+                    except HostLostError:
+                        outcome["refused"] = True
+                    resumed = await watcher.wait_for(is_(SessionResumed))
+                    outcome["resumed"] = resumed.msg
+                    await session.shutdown()
+            outcome["events"] = watcher.events
+
+    run_async(main)
+    resumed = outcome["resumed"]
+    if outcome.get("refused"):
+        assert (resumed.aborted_turn, resumed.unhandled) == (None, ())
+    else:
+        # Accepted by the dying host: reported as lost, whether or not it had started.
+        assert (resumed.aborted_turn, resumed.unhandled) in {("late", ()), (None, ("late",))}
+    started = [e.id for e in outcome["events"] if isinstance(e.msg, runtime.TurnStarted)]
+    assert started.count("late") <= 1
