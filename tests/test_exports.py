@@ -18,12 +18,13 @@ PUBLIC_MODULES = [
     "runtime.lowlevel",
     "runtime.testing",
     "runtime.compaction",
+    "runtime.cluster",
     "tasks",
     "tasks.compaction",
     "tasks.compaction.base",
 ]
 #: Public submodules a namespace may hold besides its names.
-SUBMODULES = {"compaction", "lowlevel", "testing", "base"}
+SUBMODULES = {"cluster", "compaction", "lowlevel", "testing", "base"}
 
 
 def public_names(module: types.ModuleType) -> set[str]:
