@@ -13,7 +13,6 @@ refuses a wrong one whole rather than running half of it.
 
 from __future__ import annotations
 
-import difflib
 import json
 import types
 import typing
@@ -25,6 +24,7 @@ import attrs
 from . import _protocol as p
 from ._codec import decode_op, type_tag
 from ._errors import InvalidOpError, ScriptError
+from ._suggest import did_you_mean
 
 _LINE_KEYS = ("op", "wait_for", "sleep_ms")
 _WAIT_KEYS = ("type", "count", "match")
@@ -62,12 +62,6 @@ Step: TypeAlias = OpLine | WaitFor | Sleep
 EVENT_TYPES: Mapping[str, type] = {type_tag(cls): cls for cls in typing.get_args(p.EventMsg)}
 OP_TYPES: Mapping[str, type] = {type_tag(cls): cls for cls in typing.get_args(p.Op)}
 _INPUT_TYPES: Mapping[str, type] = {type_tag(cls): cls for cls in typing.get_args(p.InputItem)}
-
-
-def did_you_mean(name: str, known: Iterable[str]) -> str:
-    """`` (did you mean 'x'?)`` for the closest known name, or nothing."""
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _unknown(kind: str, name: str, known: Iterable[str]) -> str:
