@@ -407,3 +407,38 @@ def test_version_imports_no_sdk(tmp_path: Path) -> None:
     imported = {line.split("|")[-1].strip().split(".")[0] for line in result.stderr.splitlines()}
     assert "runtime" in imported
     assert imported.isdisjoint({"openai", "httpx2", "trio", "anyio", "cattrs"})
+
+
+def test_two_quick_turns_steer_into_one_as_the_readme_says(tmp_path: Path) -> None:
+    model = write_json(
+        tmp_path / "model.json", {"responses": [{"text": "first answer", "delay_ms": 200}]}
+    )
+    script = write_jsonl(
+        tmp_path / "s.jsonl",
+        {"id": "a", "op": {**USER_TURN, "items": [{"type": "text", "text": "first"}]}},
+        {"id": "b", "op": {**USER_TURN, "items": [{"type": "text", "text": "second"}]}},
+    )
+    result = run(
+        "run",
+        str(script),
+        "--model-script",
+        str(model),
+        "-c",
+        "rollout.enabled=false",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    out = events(result.stdout)
+    assert [e["msg"]["turn_id"] for e in out if e["msg"]["type"] == "turn_started"] == ["a"]
+    assert [e["msg"]["message"] for e in out if e["msg"]["type"] == "user_message"] == [
+        "first",
+        "second",
+    ]
+    # Whether the first message was answered on its own depends on when "second" arrived;
+    # either way the turn's last answer comes after both messages were recorded.
+    kinds = [e["msg"]["type"] for e in out]
+    last_answer = len(kinds) - 1 - kinds[::-1].index("agent_message")
+    assert kinds.index("user_message", kinds.index("user_message") + 1) < last_answer
+    (done,) = [e["msg"] for e in out if e["msg"]["type"] == "turn_complete"]
+    assert done["turn_id"] == "a"
+    assert done["last_agent_message"] == out[last_answer]["msg"]["message"]
