@@ -1,5 +1,5 @@
-import sys
+"""``python -m runtime``: the ``relay`` command line."""
 
-from ._cli import main
+from ._cli import console_main
 
-sys.exit(main())
+console_main()

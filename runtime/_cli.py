@@ -1,47 +1,96 @@
-"""The ``relay`` command line (SPEC §1.3).
+"""The ``relay`` command line (``README.md`` and ``docs/cli.md``).
 
-Exit codes: 0 the script ran to its end and the session shut down; 2 bad usage, bad config or
-unreadable script (message on stderr, nothing run); 1 the runtime itself failed.
+Exit status of ``relay run`` and ``relay resume``:
 
-``relay resume`` is ``relay run`` in the session of a rollout file: a file that cannot be read
-or has no ``session_meta`` line is bad usage (2). ``relay show`` prints a transcript; it exits 2
-only when the file cannot be read. Both report malformed lines as warnings on stderr, naming the
-line, and go on without them.
+- 0: every turn completed, or was interrupted or replaced on purpose;
+- 1: a turn failed (it ended with an ``error`` event), an op was refused, or the runtime failed;
+- 2: bad usage, config, op script or rollout: a message on stderr, and nothing ran;
+- 130 / 143: SIGINT / SIGTERM ended the session (the running task aborted with reason
+  ``shutdown``, the rollout flushed, ``shutdown_complete`` last, one line on stderr).
+
+``relay show`` exits 2 only when the file cannot be read; like ``relay resume`` it reports
+malformed lines as warnings on stderr, naming the line, and goes on without them.
+
+Only ``argparse`` is imported up front: ``relay --version`` and ``relay --help`` need nothing else,
+and each command imports what it uses.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
-import traceback
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anyio
-import attrs
-
-from . import _protocol as p
-from ._config import Config, load_config
-from ._errors import ConfigError, RelayError, RolloutError, RolloutLockedError, ScriptError
-from ._op_script import Step, parse_op_script
-from ._pretty import PrettyPrinter
-from ._resume import describe_note, reconstruct, resume_session
-from ._rollout_reader import Rollout, read_rollout
-from ._runner import ScriptRunner, json_line
-from ._session import open_session
-from ._transcript import render_transcript
 from ._version import __version__
+
+if TYPE_CHECKING:
+    from ._config import Config
+    from ._op_script import Step
+    from ._outcome import RunOutcome
+    from ._pretty import PrettyPrinter
+    from ._rollout_reader import Rollout
+    from ._runner import ScriptRunner
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+USAGE_HINT = """\
+relay run: no op script given, and standard input is a terminal.
+  relay run SCRIPT.jsonl           run an op script (JSON Lines of ops)
+  relay run - < SCRIPT.jsonl       read the script from standard input
+  relay run --help                 every option
+Example: relay run examples/hello.jsonl --model-script examples/hello.model.json
+"""
+
+
+def _signal_status(signum: int) -> int:
+    return 128 + signum
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"relay: {message}\n")
+
+
+def add_cluster_command(commands: Any) -> None:
+    """Register ``relay cluster run`` on the ``relay`` command's subparsers."""
+    cluster = commands.add_parser("cluster", help="run sessions on a Ray cluster")
+    actions = cluster.add_subparsers(
+        dest="cluster_command", metavar="COMMAND", required=True, parser_class=type(cluster)
+    )
+    run = actions.add_parser("run", help="run op scripts as sessions on a Ray cluster")
+    run.add_argument("scripts", nargs="+", metavar="SCRIPT", help="op scripts (JSON Lines)")
+    run.add_argument(
+        "--address", help="Ray cluster to connect to (default: start a local one for the run)"
+    )
+    run.add_argument("--actors", type=int, default=2, help="session hosts to start (default 2)")
+    run.add_argument(
+        "--out",
+        default="relay-cluster-events",
+        help="directory for each session's events (default ./relay-cluster-events)",
+    )
+    run.add_argument(
+        "--parallel", type=int, default=64, help="sessions running at once (default 64)"
+    )
+    run.add_argument("--config", help="config file (default $RELAY_HOME/config.toml)")
+    run.add_argument(
+        "-c",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key (value parsed as TOML)",
+    )
+    run.add_argument("--model-script", help="model script for the scripted provider")
+    run.add_argument(
+        "--rollout-dir", help="directory for rollout files; on a cluster, one every node reaches"
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,8 +102,7 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument(
             "script",
             nargs="?",
-            default="-",
-            help="op script (JSON Lines); '-' or nothing reads standard input",
+            help="op script (JSON Lines); '-' reads standard input, as does nothing in a pipe",
         )
         sub.add_argument("--config", help="config file (default $RELAY_HOME/config.toml)")
         sub.add_argument(
@@ -67,7 +115,21 @@ def _parser() -> argparse.ArgumentParser:
         )
         sub.add_argument("--model-script", help="model script for the scripted provider")
         sub.add_argument("--rollout-dir", help="directory for rollout files")
-        sub.add_argument("--pretty", action="store_true", help="readable output for a terminal")
+        output = sub.add_mutually_exclusive_group()
+        output.add_argument(
+            "--pretty",
+            dest="output",
+            action="store_const",
+            const="pretty",
+            help="a readable transcript (the default on a terminal)",
+        )
+        output.add_argument(
+            "--json",
+            dest="output",
+            action="store_const",
+            const="json",
+            help="one JSON event per line (the default in a pipe or file)",
+        )
 
     run = commands.add_parser("run", help="run an op script in a new session")
     session_options(run)
@@ -86,13 +148,15 @@ def _parser() -> argparse.ArgumentParser:
     mock.add_argument("--host", default="127.0.0.1")
     mock.add_argument("--port", type=int, default=0)
     mock.add_argument("--log", help="append every request as a JSON line to this file")
-    from ._cluster_cli import add_cluster_command
-
     add_cluster_command(commands)
     return parser
 
 
 def _config(args: argparse.Namespace) -> Config:
+    import attrs
+
+    from ._config import load_config
+
     config = load_config(args.config, args.overrides)
     if args.model_script:
         config = attrs.evolve(config, model_script=args.model_script)
@@ -103,6 +167,11 @@ def _config(args: argparse.Namespace) -> Config:
 
 
 def _read_script(name: str) -> tuple[str, list[Step]]:
+    from pathlib import Path
+
+    from ._errors import ScriptError
+    from ._op_script import parse_op_script
+
     if name == "-":
         try:
             text = sys.stdin.buffer.read().decode("utf-8")
@@ -117,13 +186,54 @@ def _read_script(name: str) -> tuple[str, list[Step]]:
         except UnicodeDecodeError as exc:
             raise ScriptError(f"op script {name} is not UTF-8 text") from exc
         label = Path(name).name
-    return label, parse_op_script(text)
+    return label, parse_op_script(text, label)
+
+
+class _Interrupted:
+    """The first SIGINT/SIGTERM of a run, and the runner to stop when it comes."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.runner: ScriptRunner | None = None
+
+    def receive(self, signum: int) -> None:
+        if self.signum is None:
+            self.signum = signum
+            if self.runner is not None:
+                self.runner.stop()
+        elif signum == signal.SIGINT:
+            # A second Ctrl-C means now: no shutdown, no flush beyond what is already written.
+            _exit_interrupted(self.signum)
+
+
+def _exit_interrupted(signum: int) -> None:
+    try:
+        sys.stderr.write("relay: interrupted\n")
+        sys.stderr.flush()
+    finally:
+        os._exit(_signal_status(signum))
+
+
+def _exit_before_start(signum: int, _frame: Any) -> None:
+    # No session is open yet: there is nothing to end gracefully.
+    _exit_interrupted(signum)
 
 
 async def _run(
-    config: Config, label: str, steps: list[Step], pretty: bool, resume: Rollout | None = None
-) -> None:
-    printer = PrettyPrinter(sys.stdout, live=sys.stdout.isatty()) if pretty else None
+    config: Config,
+    label: str,
+    steps: list[Step],
+    printer: PrettyPrinter | None,
+    outcome: RunOutcome,
+    resume: Rollout | None,
+) -> int | None:
+    """Run the script; returns the signal that ended it early, if one did."""
+    import anyio
+
+    from . import _protocol as p
+    from ._resume import resume_session
+    from ._runner import ScriptRunner, json_line
+    from ._session import open_session
 
     def sink(event: p.Event, _: dict[str, Any]) -> None:
         if printer is not None:
@@ -131,21 +241,48 @@ async def _run(
         else:
             sys.stdout.write(json_line(event) + "\n")
             sys.stdout.flush()
+        outcome.observe(event)
 
-    opened = open_session(config) if resume is None else resume_session(resume, config)
-    async with opened as session:
-        runner = ScriptRunner(session, sink, script_name=label)
+    interrupted = _Interrupted()
+
+    async def watch(signals: Any) -> None:
+        async for signum in signals:
+            interrupted.receive(int(signum))
+
+    async def serve(signals: Any) -> None:
         async with anyio.create_task_group() as tg:
-            if printer is not None and printer.live:
+            tg.start_soon(watch, signals)
+            opened = open_session(config) if resume is None else resume_session(resume, config)
+            async with opened as session:
+                runner = ScriptRunner(session, sink, script_name=label)
+                interrupted.runner = runner
+                if interrupted.signum is not None:
+                    runner.stop()
+                if printer is not None and printer.live:
 
-                async def tick() -> None:
-                    while True:
-                        await anyio.sleep(0.1)
-                        printer.tick()
+                    async def tick() -> None:
+                        while True:
+                            await anyio.sleep(0.1)
+                            printer.tick()
 
-                tg.start_soon(tick)
-            await runner.run(steps)
+                    tg.start_soon(tick)
+                await runner.run(steps)
             tg.cancel_scope.cancel()
+
+    with anyio.open_signal_receiver(*_SIGNALS) as signals:
+        try:
+            await serve(signals)
+        except BaseExceptionGroup as group:
+            raise _single(group) from None
+    return interrupted.signum
+
+
+def _single(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one exception inside nested groups (what failed), or the group itself."""
+    error: BaseException = group
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
 
 
 def _backend() -> str:
@@ -157,10 +294,25 @@ def _backend() -> str:
 
 
 def _run_command(args: argparse.Namespace) -> int:
+    for each in _SIGNALS:
+        signal.signal(each, _exit_before_start)
+    if args.script is None:
+        if sys.stdin.isatty():
+            sys.stderr.write(USAGE_HINT)
+            return EXIT_USAGE
+        args.script = "-"
+
+    from ._errors import ConfigError, RelayError, RolloutError, RolloutLockedError, ScriptError
+    from ._outcome import RunOutcome
+    from ._pretty import PrettyPrinter
+
     resume: Rollout | None = None
     try:
         config = _config(args)
         if args.command == "resume":
+            from ._resume import reconstruct
+            from ._rollout_reader import read_rollout
+
             resume = read_rollout(args.rollout, for_resume=True)
             reconstruct(resume)  # a rollout that cannot be resumed is found before anything runs
         label, steps = _read_script(args.script)
@@ -169,33 +321,57 @@ def _run_command(args: argparse.Namespace) -> int:
 
             load_model_script(config.model_script)
     except (ConfigError, ScriptError, RolloutError) as exc:
-        print(f"relay: {exc}", file=sys.stderr)
+        _print_error(exc)
         return EXIT_USAGE
     if resume is not None:
         _print_notes(resume)
+    outcome = RunOutcome()
+    pretty = args.output == "pretty" or (args.output is None and sys.stdout.isatty())
+    printer = (
+        PrettyPrinter(sys.stdout, live=sys.stdout.isatty(), outcome=outcome) if pretty else None
+    )
     try:
-        anyio.run(_run, config, label, steps, args.pretty, resume, backend=_backend())
+        import anyio
+
+        signum = anyio.run(_run, config, label, steps, printer, outcome, resume, backend=_backend())
     except (ConfigError, RolloutLockedError) as exc:
         print(f"relay: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
-        return EXIT_OK
+        return EXIT_FAILED if outcome.failed else EXIT_OK
     except RelayError as exc:
         print(f"relay: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except Exception:
+        import traceback
+
         print("relay: internal error", file=sys.stderr)
         traceback.print_exc()
         return EXIT_FAILED
-    return EXIT_OK
+    if signum is not None:
+        print("relay: interrupted", file=sys.stderr)
+        return _signal_status(signum)
+    return EXIT_FAILED if outcome.failed else EXIT_OK
+
+
+def _print_error(exc: BaseException) -> None:
+    """One ``relay:`` line per problem that the error reports."""
+    for line in str(exc).splitlines():
+        print(f"relay: {line}", file=sys.stderr)
 
 
 def _print_notes(rollout: Rollout) -> None:
+    from ._resume import describe_note
+
     for note in rollout.notes:
         print(f"relay: warning: {describe_note(rollout, note)}", file=sys.stderr)
 
 
 def _show_command(args: argparse.Namespace) -> int:
+    from ._errors import RolloutError
+    from ._rollout_reader import read_rollout
+    from ._transcript import render_transcript
+
     try:
         rollout = read_rollout(args.rollout)
     except RolloutError as exc:
@@ -216,12 +392,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command in {"run", "resume"}:
         return _run_command(args)
-    if args.command == "show":
-        return _show_command(args)
     if args.command == "cluster":
         from ._cluster_cli import cluster_command
 
         return cluster_command(args)
+    if args.command == "show":
+        return _show_command(args)
     if args.command == "mock-server":
         from ._mock_server import main as mock_main
 
@@ -233,4 +409,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def console_main() -> None:
     """The ``relay`` console script."""
-    sys.exit(main())
+    try:
+        status = main()
+    except KeyboardInterrupt:
+        # Ctrl-C before a command took charge of its signals (while parsing, importing).
+        sys.stderr.write("relay: interrupted\n")
+        status = _signal_status(signal.SIGINT)
+    sys.exit(status)

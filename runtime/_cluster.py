@@ -44,7 +44,7 @@ from . import _protocol as p
 from ._codec import from_json, to_json
 from ._config import Config, relay_home
 from ._errors import ClosedSessionError, ConfigError, RelayError, ScriptError
-from ._op_script import BadOpLine, OpLine, Sleep, Step, WaitFor, matches
+from ._op_script import OpLine, Sleep, Step, WaitFor, matches
 
 if TYPE_CHECKING:
     from ._session import Session
@@ -259,10 +259,6 @@ class SessionHost:
         """Submit an op in its JSON form (decoded by the session, in order)."""
         return self._get(key).submit_json_nowait(payload, id=sub_id, origin=origin)
 
-    async def submit_invalid(self, key: str, message: str, sub_id: str) -> str:
-        """Have the session report ``error{invalid_op}`` with ``message``, in order."""
-        return self._get(key).submit_invalid_nowait(message, id=sub_id)
-
     async def wait_idle(self, key: str) -> int:
         """Wait until the session is idle; returns how many events it had emitted then."""
         session = self._get(key)
@@ -362,10 +358,6 @@ class PooledSession:
     ) -> str:
         """Submit an op in its JSON form; a bad one is reported as ``error{invalid_op}``."""
         return await self._submit("submit", payload, self._next_id(id), origin)
-
-    async def submit_invalid(self, message: str, *, id: str | None = None) -> str:
-        """Have the session report ``error{invalid_op}`` with ``message``, in order."""
-        return await self._submit("submit_invalid", message, self._next_id(id))
 
     async def _submit(self, method: str, *args: Any) -> str:
         if self._closed:
@@ -756,17 +748,12 @@ async def _run_steps(
                 case OpLine(line=line, id=sub_id, op=op):
                     try:
                         await session.submit_json(
-                            op, id=sub_id, origin=f"{script_name} line {line}"
+                            to_json(op), id=sub_id, origin=f"{script_name} line {line}"
                         )
                     except HostLostError:
                         continue
-                    if isinstance(op, dict) and op.get("type") == "shutdown":
+                    if isinstance(op, p.Shutdown):
                         shutdown_sent = True
-                case BadOpLine(line=line, error=error):
-                    try:
-                        await session.submit_invalid(f"{script_name} line {line}: {error}")
-                    except HostLostError:
-                        continue
                 case WaitFor():
                     await wait_for(step)
                 case Sleep(ms=ms):

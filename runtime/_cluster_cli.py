@@ -18,7 +18,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import anyio
 import attrs
@@ -36,41 +36,6 @@ EXIT_USAGE = 2
 
 #: CPUs of the local Ray instance a run starts when no address is given.
 LOCAL_CPUS = 2
-
-
-def add_cluster_command(commands: Any) -> None:
-    """Register ``relay cluster run`` on the ``relay`` command's subparsers."""
-    cluster = commands.add_parser("cluster", help="run sessions on a Ray cluster")
-    actions = cluster.add_subparsers(
-        dest="cluster_command", metavar="COMMAND", required=True, parser_class=type(cluster)
-    )
-    run = actions.add_parser("run", help="run op scripts as sessions on a Ray cluster")
-    run.add_argument("scripts", nargs="+", metavar="SCRIPT", help="op scripts (JSON Lines)")
-    run.add_argument(
-        "--address", help="Ray cluster to connect to (default: start a local one for the run)"
-    )
-    run.add_argument("--actors", type=int, default=2, help="session hosts to start (default 2)")
-    run.add_argument(
-        "--out",
-        default="relay-cluster-events",
-        help="directory for each session's events (default ./relay-cluster-events)",
-    )
-    run.add_argument(
-        "--parallel", type=int, default=64, help="sessions running at once (default 64)"
-    )
-    run.add_argument("--config", help="config file (default $RELAY_HOME/config.toml)")
-    run.add_argument(
-        "-c",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config key (value parsed as TOML)",
-    )
-    run.add_argument("--model-script", help="model script for the scripted provider")
-    run.add_argument(
-        "--rollout-dir", help="directory for rollout files; on a cluster, one every node reaches"
-    )
 
 
 @attrs.define

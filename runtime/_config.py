@@ -1,8 +1,10 @@
-"""Configuration: TOML files, ``-c key=value`` overrides and provider tables (SPEC §1.4).
+"""Configuration: TOML files, ``-c key=value`` overrides and provider tables (``docs/config.md``).
 
 :func:`load_config` merges the sources into one plain dict, checks every key against the attrs
-classes below (an unknown key is an error naming it), then structures it. Nothing reads the
-environment except :func:`resolve_api_key`, and the key it returns is never stored in a config.
+classes below (the error names the file and every unknown key, with the closest known one),
+then structures it. ``docs/config.md`` is generated from these classes by
+``runtime/_config_doc.py``. Nothing reads the environment except :func:`resolve_api_key`, and
+the key it returns is never stored in a config.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import cattrs
 import cattrs.cols
 
 from ._errors import ConfigError
+from ._suggest import did_you_mean
 
 
 @attrs.frozen
@@ -75,9 +78,9 @@ class HookCommand:
     """A compaction hook run as a command."""
 
     command: tuple[str, ...] = attrs.field(converter=tuple)
-    """argv; never run through a shell."""
+    """The program and its arguments (argv); never run through a shell."""
     timeout_ms: int = 10_000
-    """The hook is stopped after this long."""
+    """Milliseconds after which the hook is stopped (and the compaction goes on)."""
 
 
 @attrs.frozen
@@ -213,25 +216,32 @@ def _array_hook(kind: Any, converter: cattrs.Converter) -> Callable[[Any, Any], 
 _converter.register_structure_hook_factory(_is_array, _array_hook)
 
 
-def _check_keys(data: Mapping[str, Any], cls: type, prefix: str) -> None:
+def unknown_keys(data: Mapping[str, Any], cls: type = Config, prefix: str = "") -> list[str]:
+    """Every key of ``data`` that ``cls`` does not know, as ``'path' (did you mean ...)``."""
     fields = {field.name: field for field in attrs.fields(cls)}
+    found: list[str] = []
     for key, value in data.items():
         path = f"{prefix}{key}"
-        field = fields.get(key)
-        if field is None:
-            raise ConfigError(f"unknown config key {path!r}")
-        kind = typing.get_type_hints(cls)[key]
-        nested = _nested_class(kind)
+        if key not in fields:
+            found.append(f"{path!r}{did_you_mean(key, fields, prefix=prefix)}")
+            continue
+        nested = _nested_class(typing.get_type_hints(cls)[key])
         if nested is not None and isinstance(value, Mapping):
-            _check_keys(value, nested, f"{path}.")
+            found += unknown_keys(value, nested, f"{path}.")
         elif key == "model_providers" and isinstance(value, Mapping):
             for name, table in value.items():
                 if isinstance(table, Mapping):
-                    _check_keys(table, ProviderConfig, f"{path}.{name}.")
+                    found += unknown_keys(table, ProviderConfig, f"{path}.{name}.")
         elif key in {"pre_compact", "post_compact"} and isinstance(value, Sequence):
             for index, table in enumerate(value):
                 if isinstance(table, Mapping):
-                    _check_keys(table, HookCommand, f"{path}[{index}].")
+                    found += unknown_keys(table, HookCommand, f"{path}[{index}].")
+    return found
+
+
+def _unknown_key_error(keys: Sequence[str], where: str = "") -> ConfigError:
+    noun = "key" if len(keys) == 1 else "keys"
+    return ConfigError(f"{where}unknown config {noun} {', '.join(keys)}")
 
 
 def _nested_class(kind: Any) -> type | None:
@@ -240,7 +250,9 @@ def _nested_class(kind: Any) -> type | None:
 
 def config_from_dict(data: Mapping[str, Any]) -> Config:
     """Build a :class:`Config` from plain data; unknown keys and wrong types are errors."""
-    _check_keys(data, Config, "")
+    unknown = unknown_keys(data)
+    if unknown:
+        raise _unknown_key_error(unknown)
     providers = data.get("model_providers")
     if isinstance(providers, Mapping):
         data = {
@@ -313,6 +325,9 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
             raise ConfigError(f"cannot read config file {file}: {exc.strerror}") from exc
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"invalid TOML in config file {file}: {exc}") from exc
+        unknown = unknown_keys(data)
+        if unknown:
+            raise _unknown_key_error(unknown, f"{file}: ")
     for override in overrides:
         keys, value = parse_override(override)
         node = data
@@ -322,6 +337,9 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
                 raise ConfigError(f"invalid override {override!r}: {key!r} is not a table")
             node = child
         node[keys[-1]] = value
+    unknown = unknown_keys(data)
+    if unknown:
+        raise _unknown_key_error(unknown, "-c overrides: ")
     return config_from_dict(data)
 
 

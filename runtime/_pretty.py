@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TextIO
 
 from . import _protocol as p
+from ._outcome import RunOutcome
 
 _SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
@@ -19,12 +20,26 @@ def _short(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-class PrettyPrinter:
-    """Writes events to ``out`` as a transcript."""
+def tool_output_summary(output: str | None) -> str:
+    """The first line of a tool's output, and how many lines the transcript leaves out."""
+    lines = (output or "").strip().splitlines()
+    if not lines:
+        return "(no output)"
+    cut = len(lines) - 1
+    more = f" (+{cut} more line{'s' if cut != 1 else ''})" if cut else ""
+    return f"{_short(lines[0])}{more}"
 
-    def __init__(self, out: TextIO, *, live: bool) -> None:
+
+class PrettyPrinter:
+    """Writes events to ``out`` as a transcript.
+
+    ``outcome`` tells which turns failed; the caller hands it each event after the printer.
+    """
+
+    def __init__(self, out: TextIO, *, live: bool, outcome: RunOutcome) -> None:
         self.out = out
         self.live = live
+        self.outcome = outcome
         self._status: str | None = None
         self._frame = 0
         self._in_message = False
@@ -80,8 +95,7 @@ class PrettyPrinter:
                 self._line(f"  ⚙ {name} {_short(arguments, 80)}")
                 self._show_status(f"running {name}…")
             case p.ItemCompleted(item=p.ToolCallItem(output=output)):
-                first = (output or "").strip().splitlines()
-                self._line(f"    ↳ {_short(first[0]) if first else '(no output)'}")
+                self._line(f"    ↳ {tool_output_summary(output)}")
                 self._show_status("waiting for the model…")
             case p.ItemStarted(item=p.ContextCompactionItem()):
                 self._line("  ⇣ compacting the conversation…")
@@ -101,7 +115,14 @@ class PrettyPrinter:
                 share = f" ({used * 100 // window}% of {window})" if window else ""
                 self._line(f"  · tokens {used}{share}")
             case p.TurnComplete(turn_id=turn_id, duration_ms=ms):
-                self._line(f"✓ turn {turn_id} done in {ms} ms")
+                error = self.outcome.error_of(turn_id)
+                if error is None:
+                    self._line(f"✓ turn {turn_id} done in {ms} ms")
+                else:
+                    self._line(
+                        f"✗ turn {turn_id} failed after {ms} ms: "
+                        f"{_short(error.message)} [{error.code.value}]"
+                    )
             case p.TurnAborted(turn_id=turn_id, reason=reason, duration_ms=ms):
                 self._line(f"✗ turn {turn_id} aborted ({reason.value}) after {ms} ms")
             case p.ErrorEvent(message=message, code=code):

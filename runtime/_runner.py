@@ -1,4 +1,4 @@
-"""Drives a session from an op script and hands every event to a sink (SPEC §9.1)."""
+"""Drives a session from an op script and hands every event to a sink."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import anyio
 from . import _protocol as p
 from ._codec import to_json
 from ._errors import ScriptError
-from ._op_script import BadOpLine, OpLine, Sleep, Step, WaitFor, matches
+from ._op_script import OpLine, Sleep, Step, WaitCounter, WaitFor
 from ._session import Session
 
 
@@ -20,7 +20,8 @@ class ScriptRunner:
 
     Every event reaches ``sink`` in order. ``wait_for`` steps count events from the start of
     the session; one that can no longer be met (the session is idle and every event has been
-    read) fails with :class:`ScriptError` instead of hanging.
+    read) fails with :class:`ScriptError` instead of hanging. :meth:`stop` ends the script early:
+    no further step runs and the session shuts down, its events still read to the last.
     """
 
     def __init__(
@@ -34,14 +35,18 @@ class ScriptRunner:
         self.sink = sink
         self.script_name = script_name
         self.seen: list[dict[str, Any]] = []
+        self._by_type: dict[str, list[dict[str, Any]]] = {}
+        self._counters: dict[tuple[str, str], WaitCounter] = {}
         self._changed = anyio.Event()
         self._done = anyio.Event()
+        self._steps = anyio.CancelScope()
 
     async def _consume(self) -> None:
         try:
             async for event in self.session.events():
                 msg = to_json(event.msg)
                 self.seen.append(msg)
+                self._by_type.setdefault(msg["type"], []).append(msg)
                 self.sink(event, msg)
                 self._changed.set()
                 self._changed = anyio.Event()
@@ -49,11 +54,18 @@ class ScriptRunner:
             self._done.set()
             self._changed.set()
 
-    def _count(self, wait: WaitFor) -> int:
-        return sum(1 for msg in self.seen if matches(wait, msg))
+    def _counter(self, wait: WaitFor) -> WaitCounter:
+        # Waits on one condition share a counter, so a script that waits after every turn looks
+        # at each event once in all, not once per wait.
+        key = (wait.type, json.dumps(wait.match, sort_keys=True))
+        counter = self._counters.get(key)
+        if counter is None:
+            counter = self._counters[key] = WaitCounter(wait)
+        return counter
 
     async def _wait(self, wait: WaitFor) -> None:
-        while self._count(wait) < wait.count:
+        counter = self._counter(wait)
+        while counter.catch_up(self._by_type.get(wait.type, [])) < wait.count:
             stats = self.session.statistics()
             idle = (
                 stats.submissions_pending == 0
@@ -65,7 +77,7 @@ class ScriptRunner:
                 raise ScriptError(
                     f"{self.script_name} line {wait.line}: wait_for {wait.type!r} "
                     f"(count {wait.count}) can no longer be met: the session is idle after "
-                    f"{self._count(wait)} matching event(s)"
+                    f"{counter.count} matching event(s)"
                 )
             changed = self._changed
             if idle:
@@ -80,38 +92,40 @@ class ScriptRunner:
                     tg.start_soon(first, changed.wait)
                     tg.start_soon(first, self.session.wait_idle)
 
+    def stop(self) -> None:
+        """Run no further step and shut the session down (a running task ends ``shutdown``)."""
+        self._steps.cancel()
+        if not self.session.closed:
+            self.session.submit_nowait(p.Shutdown())
+
     async def run(self, steps: Sequence[Step]) -> None:
         """Run every step, then wait for idleness, shut down and read the last event."""
-        shutdown_sent = False
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._consume)
-            for step in steps:
-                if self.session.closed:
-                    raise ScriptError(
-                        f"{self.script_name} line {step.line}: the session has already shut down"
-                    )
-                match step:
-                    case OpLine(line=line, id=sub_id, op=op):
-                        self.session.submit_json_nowait(
-                            op, id=sub_id, origin=f"{self.script_name} line {line}"
-                        )
-                        if isinstance(op, dict) and op.get("type") == "shutdown":
-                            shutdown_sent = True
-                    case BadOpLine(line=line, error=error):
-                        self.session.submit_invalid_nowait(
-                            f"{self.script_name} line {line}: {error}"
-                        )
-                    case WaitFor():
-                        await self._wait(step)
-                    case Sleep(ms=ms):
-                        await anyio.sleep(ms / 1000)
-                    case _:
-                        assert_never(step)
-            if not shutdown_sent:
-                await self.session.wait_idle()
-                if not self.session.closed:
-                    self.session.submit_nowait(p.Shutdown())
+            with self._steps:
+                await self._run_steps(steps)
             await self._done.wait()
+
+    async def _run_steps(self, steps: Sequence[Step]) -> None:
+        for step in steps:
+            if self.session.closed:
+                raise ScriptError(
+                    f"{self.script_name} line {step.line}: the session has already shut down"
+                )
+            match step:
+                case OpLine(id=sub_id, op=op):
+                    self.session.submit_nowait(op, id=sub_id)
+                    if isinstance(op, p.Shutdown):
+                        return
+                case WaitFor():
+                    await self._wait(step)
+                case Sleep(ms=ms):
+                    await anyio.sleep(ms / 1000)
+                case _:
+                    assert_never(step)
+        await self.session.wait_idle()
+        if not self.session.closed:
+            self.session.submit_nowait(p.Shutdown())
 
 
 def json_line(event: p.Event) -> str:

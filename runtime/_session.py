@@ -100,7 +100,6 @@ class _RawSubmission:
     id: str
     payload: Any
     origin: str | None
-    error: str | None = None
 
 
 @attrs.frozen
@@ -223,12 +222,6 @@ class Session(metaclass=NoPublicConstructor):
         """
         sub_id = self._next_id(id)
         self._enqueue(_RawSubmission(sub_id, payload, origin))
-        return sub_id
-
-    def submit_invalid_nowait(self, message: str, *, id: str | None = None) -> str:
-        """Have the loop report ``error{code: invalid_op}`` with ``message``, in order."""
-        sub_id = self._next_id(id)
-        self._enqueue(_RawSubmission(sub_id, None, None, error=message))
         return sub_id
 
     def _enqueue(self, submission: p.Submission | _RawSubmission) -> None:
@@ -378,9 +371,6 @@ class Session(metaclass=NoPublicConstructor):
 
     async def _handle(self, submission: p.Submission | _RawSubmission) -> None:
         if isinstance(submission, _RawSubmission):
-            if submission.error is not None:
-                self._emit(submission.id, p.ErrorEvent(submission.error, ErrorCode.INVALID_OP))
-                return
             try:
                 op = decode_op(submission.payload)
             except InvalidOpError as exc:

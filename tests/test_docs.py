@@ -2,8 +2,21 @@
 
 from __future__ import annotations
 
+import json
+import re
+import tomllib
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+import attrs
+import pytest
+
+from runtime import _protocol as p
+from runtime._config import Config, load_config
+from runtime._config_doc import EXAMPLES, documented_keys
+from runtime._config_doc import render as render_config
+from runtime._model_script import parse_model_script
 from runtime._protocol_doc import render
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -12,3 +25,105 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_protocol_document_matches_the_protocol_classes() -> None:
     # Regenerate with: python -m runtime._protocol_doc > docs/protocol.md
     assert (ROOT / "docs" / "protocol.md").read_text() == render()
+
+
+def test_configuration_document_matches_the_config_classes() -> None:
+    # Regenerate with: python -m runtime._config_doc > docs/config.md
+    assert (ROOT / "docs" / "config.md").read_text() == render_config()
+
+
+def _value_at(config: Config, path: str) -> Any:
+    node: Any = config
+    for part in path.split("."):
+        if part == "*":
+            node = node["local"]
+        elif part.endswith("[]"):
+            node = node.pre_compact[0]
+        else:
+            node = node[part] if isinstance(node, Mapping) else getattr(node, part)
+    return node
+
+
+def _plain(value: Any) -> Any:
+    if attrs.has(type(value)):
+        # A table: the keys an example leaves out keep their defaults.
+        return _plain(attrs.asdict(value, recurse=False))
+    if isinstance(value, tuple | list):
+        return [_plain(item) for item in value]
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
+
+
+@pytest.mark.parametrize("path", documented_keys())
+def test_every_configuration_example_loads_into_the_value_it_shows(
+    tmp_path: Path, path: str
+) -> None:
+    example = EXAMPLES[path]
+    file = tmp_path / "config.toml"
+    file.write_text(example, encoding="utf-8")
+    config = load_config(file)
+    expected: Any = tomllib.loads(example)
+    for part in path.split("."):
+        if part == "*":
+            expected = expected["local"]
+        elif part.endswith("[]"):
+            expected = expected["pre_compact"][0]
+        else:
+            expected = expected[part]
+    found = _plain(_value_at(config, path))
+    if isinstance(expected, list) and expected and isinstance(expected[0], dict):
+        found = [
+            {key: entry[key] for key in wanted}
+            for entry, wanted in zip(found, expected, strict=True)
+        ]
+    assert found == _plain(expected)
+
+
+def _json_examples(document: str) -> dict[str, list[Any]]:
+    """The JSON code blocks of a document, by the heading they stand under."""
+    examples: dict[str, list[Any]] = {}
+    for match in re.finditer(r"^```json\n(.*?)^```", document, flags=re.MULTILINE | re.DOTALL):
+        before = document[: match.start()]
+        titles = re.findall(r"^## (.+)$", before, flags=re.MULTILINE)
+        heading = titles[-1] if titles else ""
+        examples.setdefault(heading, []).append(json.loads(match[1]))
+    return examples
+
+
+def test_every_model_script_example_loads_as_its_form() -> None:
+    examples = _json_examples((ROOT / "docs" / "model-script.md").read_text())
+    scripts = {
+        title: [parse_model_script(data) for data in found] for title, found in examples.items()
+    }
+    (first,) = scripts["A reply in words"]
+    assert [r.output for r in first.responses] == [
+        (p.assistant_message("Hello! How can I help?"),),
+        (p.assistant_message("Anything else?"),),
+    ]
+    (calls,) = scripts["A tool call"]
+    assert calls.responses[0].output == (
+        p.FunctionCall(name="list_dir", arguments='{"path": "."}', call_id="call-ls"),
+    )
+    (items,) = scripts["Any output items"]
+    assert [type(item) for item in items.responses[0].output] == [
+        p.Reasoning,
+        p.FunctionCall,
+        p.FunctionCall,
+    ]
+    assert scripts["A delay"][0].responses[0].delay_ms == 1500
+    assert scripts["A stall"][0].responses[0].stall_ms == 200
+    errors = scripts["An HTTP error"][0].responses
+    assert [e.http_error.status for e in errors if e.http_error] == [429, 400]
+    failing = scripts["A stream that fails"][0].responses
+    assert failing[0].stream_error == {"code": "server_error", "message": "overloaded"}
+    assert failing[1].cut_after_events == 2
+    usage = scripts["Usage"][0].responses
+    assert usage[0].usage == p.TokenUsage(9000, 8000, 300, 120, 9300)
+    assert usage[1].usage == p.TokenUsage(total_tokens=120)
+    assert scripts["A remote V2 compaction"][0].responses[0].output == (
+        p.Compaction(encrypted_content="c2VhbGVkIHN1bW1hcnk="),
+    )
+    compact = scripts["Remote V1 compaction replies"][0].compact
+    assert [bool(c.http_error) for c in compact] == [False, False, True]
+    assert compact[0].delay_ms == 100

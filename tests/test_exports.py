@@ -49,6 +49,10 @@ def static_names(module: types.ModuleType) -> set[str]:
     def visit(body: list[ast.stmt]) -> None:
         for node in body:
             match node:
+                case ast.ImportFrom(module=source, names=[ast.alias(name="*")], level=level):
+                    # ``from ._api import *``: everything that module shows the checker.
+                    package = module.__name__ if level else ""
+                    names.update(static_names(importlib.import_module(f".{source}", package)))
                 case ast.ImportFrom(names=aliases) | ast.Import(names=aliases):
                     for alias in aliases:
                         bound = alias.asname or alias.name.split(".")[0]
@@ -62,7 +66,10 @@ def static_names(module: types.ModuleType) -> set[str]:
                     names.update(t.id for t in targets if isinstance(t, ast.Name))
                 case ast.AnnAssign(target=ast.Name(id=name)):
                     names.add(name)
-                case ast.If(test=ast.Name(id="TYPE_CHECKING"), body=inner):
+                case ast.If(
+                    test=ast.Name(id="TYPE_CHECKING") | ast.Attribute(attr="TYPE_CHECKING"),
+                    body=inner,
+                ):
                     visit(inner)
                 case _:
                     pass

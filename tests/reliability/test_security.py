@@ -217,7 +217,7 @@ async def test_relay_run_prints_no_key_on_any_stream(tmp_path: Path) -> None:
                     capture_stderr=True,
                     check=False,
                 )  # fmt: skip
-        assert result.returncode == 0, result.stderr
+        assert result.returncode == 1, result.stderr  # the first turn failed (401)
         assert b"[redacted]" in result.stdout
         assert CANARY.encode() not in result.stdout + result.stderr
     for rollout in (tmp_path / "sessions").rglob("*.jsonl"):

@@ -421,3 +421,30 @@ def test_the_key_is_never_part_of_the_config(
     assert resolve_api_key(config.provider()) == "sk-secret-do-not-print"
     assert "sk-secret" not in repr(config)
     assert "sk-secret" not in repr(config.provider())
+
+
+def test_every_unknown_key_is_named_with_the_file_and_the_closest_key(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        'modle = "gpt-5"\n'
+        "[features]\ntoken_budgt = true\n"
+        "[model_providers.local]\nbase_ur = 'http://127.0.0.1:1/v1'\n"
+        "[rollout]\nwhere = '/x'\n",
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(caught.value) == (
+        f"{path}: unknown config keys 'modle' (did you mean 'model'?), "
+        "'features.token_budgt' (did you mean 'features.token_budget'?), "
+        "'model_providers.local.base_ur' (did you mean 'model_providers.local.base_url'?), "
+        "'rollout.where'"
+    )
+
+
+def test_unknown_override_keys_are_all_named() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, ["modle=x", "rollout.enabld=false"])
+    assert str(caught.value) == (
+        "-c overrides: unknown config keys 'modle' (did you mean 'model'?), "
+        "'rollout.enabld' (did you mean 'rollout.enabled'?)"
+    )

@@ -1,4 +1,4 @@
-"""Op scripts: parsing and wait_for matching (SPEC §9.1)."""
+"""Op scripts: parsing, checking the whole script, and wait_for matching."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from runtime import _protocol as p
 from runtime._codec import to_json
 from runtime._errors import ScriptError
 from runtime._op_script import (
-    BadOpLine,
     OpLine,
     Sleep,
+    WaitCounter,
     WaitFor,
     lookup,
     matches,
@@ -21,6 +21,13 @@ from runtime._op_script import (
 )
 
 INTERRUPT = {"type": "interrupt"}
+HI = {"type": "user_turn", "items": [{"type": "text", "text": "hi"}]}
+
+
+def problems(text: str) -> list[str]:
+    with pytest.raises(ScriptError) as caught:
+        parse_op_script(text, "s.jsonl")
+    return str(caught.value).splitlines()
 
 
 def lines(*rows: Any) -> str:
@@ -41,8 +48,8 @@ def test_blank_and_comment_lines_are_skipped_but_counted() -> None:
         {"id": "bye", "op": {"type": "shutdown"}},
     )
     assert parse_op_script(script) == [
-        OpLine(5, None, INTERRUPT),
-        OpLine(7, "bye", {"type": "shutdown"}),
+        OpLine(5, None, p.Interrupt()),
+        OpLine(7, "bye", p.Shutdown()),
     ]
 
 
@@ -51,34 +58,35 @@ def test_an_empty_script_has_no_steps() -> None:
     assert parse_op_script("# only\n\n# comments\n") == []
 
 
-def test_op_lines_keep_the_op_undecoded() -> None:
-    # The session decodes the op, so that a bad op is reported in order as an error event.
-    script = lines(
-        {"id": "t1", "op": {"type": "user_turn", "items": [{"type": "text", "text": "hi"}]}},
-        {"op": {"type": "no_such_op"}},
-        {"op": "not even an object"},
-    )
-    assert parse_op_script(script) == [
-        OpLine(1, "t1", {"type": "user_turn", "items": [{"type": "text", "text": "hi"}]}),
-        OpLine(2, None, {"type": "no_such_op"}),
-        OpLine(3, None, "not even an object"),
+def test_op_lines_hold_the_decoded_op() -> None:
+    assert parse_op_script(lines({"id": "t1", "op": HI})) == [
+        OpLine(1, "t1", p.UserTurn(items=(p.Text("hi"),)))
     ]
 
 
 def test_crlf_line_endings() -> None:
     script = json.dumps({"op": INTERRUPT}) + "\r\n" + json.dumps({"sleep_ms": 5}) + "\r\n"
-    assert parse_op_script(script) == [OpLine(1, None, INTERRUPT), Sleep(2, 5)]
+    assert parse_op_script(script) == [OpLine(1, None, p.Interrupt()), Sleep(2, 5)]
 
 
-def test_invalid_json_is_a_bad_line_with_its_number() -> None:
-    script = lines({"op": INTERRUPT}, "# note", '{"op": {"type": "interrupt"}', {"sleep_ms": 1})
-    steps = parse_op_script(script)
-    assert steps[0] == OpLine(1, None, INTERRUPT)
-    assert steps[2] == Sleep(4, 1)
-    bad = steps[1]
-    assert isinstance(bad, BadOpLine)
-    assert bad.line == 3
-    assert bad.error.startswith("invalid JSON")
+def test_every_problem_is_reported_at_once_naming_its_line() -> None:
+    script = lines(
+        {"op": INTERRUPT},
+        "# note",
+        '{"op": {"type": "interrupt"}',
+        {"op": {"type": "no_such_op"}},
+        {"op": "not even an object"},
+        {"sleep_ms": 1},
+    )
+    found = problems(script)
+    assert [line.split(":")[0] for line in found] == [
+        "s.jsonl line 3",
+        "s.jsonl line 4",
+        "s.jsonl line 5",
+    ]
+    assert "invalid JSON" in found[0]
+    assert "unknown op type 'no_such_op'" in found[1]
+    assert "expected a JSON object, got str" in found[2]
 
 
 @pytest.mark.parametrize(
@@ -86,23 +94,71 @@ def test_invalid_json_is_a_bad_line_with_its_number() -> None:
     [[1, 2], '"just a string"', "42", "null", {"operation": INTERRUPT}, {}],
     ids=["array", "string", "number", "null", "wrong-key", "empty-object"],
 )
-def test_unknown_line_shapes_are_bad_lines(row: Any) -> None:
-    steps = parse_op_script(lines("# header", row))
-    assert len(steps) == 1
-    assert isinstance(steps[0], BadOpLine)
-    assert steps[0].line == 2
-    assert "'op'" in steps[0].error
-    assert "'wait_for'" in steps[0].error
+def test_unknown_line_shapes_are_refused(row: Any) -> None:
+    (found,) = problems(lines("# header", row))
+    assert found.startswith("s.jsonl line 2: ")
+    assert "'op'" in found
+    assert "'wait_for'" in found
 
 
 @pytest.mark.parametrize("sub_id", ["", 5, ["a"], True], ids=["empty", "int", "list", "bool"])
-def test_a_bad_id_is_a_bad_line(sub_id: Any) -> None:
-    steps = parse_op_script(lines({"id": sub_id, "op": INTERRUPT}))
-    assert steps == [BadOpLine(1, "id must be a non-empty string")]
+def test_a_bad_id_is_refused(sub_id: Any) -> None:
+    assert problems(lines({"id": sub_id, "op": INTERRUPT})) == [
+        "s.jsonl line 1: id must be a non-empty string"
+    ]
 
 
 def test_a_null_id_is_no_id() -> None:
-    assert parse_op_script(lines({"id": None, "op": INTERRUPT})) == [OpLine(1, None, INTERRUPT)]
+    assert parse_op_script(lines({"id": None, "op": INTERRUPT})) == [OpLine(1, None, p.Interrupt())]
+
+
+@pytest.mark.parametrize(
+    ("row", "expected"),
+    [
+        ({"op": {"type": "interupt"}}, "unknown op type 'interupt' (did you mean 'interrupt'?)"),
+        (
+            {"op": {**HI, "on_bsy": "queue"}},
+            "op 'user_turn': unknown field 'on_bsy' (did you mean 'on_busy'?)",
+        ),
+        (
+            {"op": {"type": "user_turn", "items": [{"type": "text", "txt": "hi"}]}},
+            "op 'user_turn' items[0]: unknown field 'txt' (did you mean 'text'?)",
+        ),
+        ({"op": HI, "idd": "x"}, "unknown key 'idd' (did you mean 'id'?)"),
+        ({"wiat_for": {"type": "turn_complete"}}, "(did you mean 'wait_for'?)"),
+        (
+            {"wait_for": {"type": "turn_complet"}},
+            "unknown event type 'turn_complet' (did you mean 'turn_complete'?)",
+        ),
+        (
+            {"wait_for": {"type": "item_started", "match": {"item.nme": "ls"}}},
+            "unknown match key 'item.nme' (did you mean 'item.name'?)",
+        ),
+        (
+            {"wait_for": {"type": "turn_aborted", "match": {"reasn": "shutdown"}}},
+            "unknown match key 'reasn' (did you mean 'reason'?)",
+        ),
+    ],
+)
+def test_misspelt_names_get_a_did_you_mean(row: Any, expected: str) -> None:
+    (found,) = problems(lines(row))
+    assert found.startswith("s.jsonl line 1: ")
+    assert expected in found
+
+
+def test_match_keys_follow_the_event_shape() -> None:
+    script = lines(
+        {"wait_for": {"type": "item_completed", "match": {"item.receipt.trigger": "manual"}}},
+        {"wait_for": {"type": "token_count", "match": {"info.last_token_usage.total_tokens": 5}}},
+        {"wait_for": {"type": "turn_aborted", "match": {"reason": "shutdown", "type": "x"}}},
+    )
+    assert [step.line for step in parse_op_script(script)] == [1, 2, 3]
+
+
+def test_nothing_may_follow_a_shutdown() -> None:
+    assert problems(lines({"op": {"type": "shutdown"}}, "# fine", {"op": INTERRUPT})) == [
+        "s.jsonl line 3: nothing runs after the shutdown on line 1"
+    ]
 
 
 def test_wait_for_lines() -> None:
@@ -153,21 +209,20 @@ def test_sleep_lines() -> None:
     ],
 )
 def test_a_malformed_wait_for_is_a_script_error_naming_the_line(wait_for: Any) -> None:
-    script = lines({"op": INTERRUPT}, "", {"wait_for": wait_for})
-    with pytest.raises(ScriptError, match=r"^line 3: .*wait_for"):
-        parse_op_script(script)
+    found = problems(lines({"op": INTERRUPT}, "", {"wait_for": wait_for}))
+    assert found and all(line.startswith("s.jsonl line 3: wait_for") for line in found)
 
 
 def test_an_unknown_wait_for_key_is_named() -> None:
-    with pytest.raises(ScriptError, match="timeout_ms"):
-        parse_op_script(lines({"wait_for": {"type": "x", "timeout_ms": 1}}))
+    (found,) = problems(lines({"wait_for": {"type": "turn_complete", "timeout_ms": 1}}))
+    assert "'timeout_ms'" in found
 
 
 @pytest.mark.parametrize("value", [-1, "10", 1.5, None, True, [10]])
 def test_a_malformed_sleep_is_a_script_error_naming_the_line(value: Any) -> None:
-    script = lines("# pause", {"sleep_ms": value})
-    with pytest.raises(ScriptError, match=r"^line 2: sleep_ms"):
-        parse_op_script(script)
+    assert problems(lines("# pause", {"sleep_ms": value})) == [
+        "s.jsonl line 2: sleep_ms must be a non-negative integer"
+    ]
 
 
 # ------------------------------------------------------------------ matching
@@ -244,3 +299,27 @@ def test_lookup() -> None:
     missing = lookup(data, "a.z")
     assert missing is lookup(data, "a.b.5")
     assert missing is not None
+
+
+# ------------------------------------------------------------------ counting as events arrive
+
+
+def test_a_wait_counter_looks_at_each_event_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import runtime._op_script as op_script
+
+    looked_at: list[dict[str, Any]] = []
+    real = op_script.matches
+
+    def counting(wait: WaitFor, msg: dict[str, Any]) -> bool:
+        looked_at.append(msg)
+        return real(wait, msg)
+
+    monkeypatch.setattr(op_script, "matches", counting)
+    counter = WaitCounter(wait("turn_complete", count=3))
+    seen: list[dict[str, Any]] = []
+    totals = []
+    for n in range(200):
+        seen.append({"type": "turn_complete" if n % 50 == 49 else "token_count"})
+        totals.append(counter.catch_up(seen))
+    assert totals[-1] == 4 and totals[48] == 0 and totals[49] == 1
+    assert len(looked_at) == len(seen)

@@ -1,0 +1,60 @@
+"""The op-script runner: how much work a ``wait_for`` costs as a session grows."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+import runtime
+import runtime._op_script as op_script
+import runtime._runner as runner_module
+from runtime import _protocol as p
+from runtime import testing
+from runtime._op_script import WaitFor, parse_op_script
+from runtime._runner import ScriptRunner
+
+TURNS = 40
+
+
+async def test_waits_look_at_each_event_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    looked_at = 0
+    real = op_script.matches
+
+    def counting(wait: WaitFor, msg: dict[str, Any]) -> bool:
+        nonlocal looked_at
+        looked_at += 1
+        return real(wait, msg)
+
+    monkeypatch.setattr(op_script, "matches", counting)
+    monkeypatch.setattr(runner_module, "matches", counting, raising=False)
+    rows: list[dict[str, Any]] = []
+    for n in range(TURNS):
+        rows.append(
+            {
+                "id": f"t{n}",
+                "op": {"type": "user_input", "items": [{"type": "text", "text": f"turn {n}"}]},
+            }
+        )
+        rows.append({"wait_for": {"type": "turn_complete", "count": n + 1}})
+        rows.append(
+            {
+                "wait_for": {
+                    "type": "item_completed",
+                    "count": n + 1,
+                    "match": {"item.type": "user_message"},
+                }
+            }
+        )
+    steps = parse_op_script("\n".join(json.dumps(row) for row in rows))
+    events: list[runtime.Event] = []
+    config = runtime.Config(rollout=runtime.RolloutConfig(enabled=False))
+    async with runtime.open_session(config, model=testing.ScriptedModel(None)) as session:
+        runner = ScriptRunner(session, lambda event, _: events.append(event))
+        await runner.run(steps)
+    completed = [e for e in events if isinstance(e.msg, p.TurnComplete)]
+    items = [e for e in events if isinstance(e.msg, p.ItemCompleted)]
+    assert len(completed) == TURNS
+    # Each wait condition looks at each event of its type once over the whole script.
+    assert looked_at <= len(completed) + len(items)
