@@ -2,7 +2,7 @@
 
 Two in-process models stand behind the measured sessions:
 
-- relay's own :class:`runtime.testing.ScriptedModel`, fed a model script whose replies are all
+- relay's own :class:`relay.testing.ScriptedModel`, fed a model script whose replies are all
   written out (with ``total_tokens``), so that it does no work proportional to the history
   beyond encoding the request body, as any wire must;
 - :class:`CannedModel`, which hands back model events built in advance and looks at nothing:
@@ -18,9 +18,9 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-import runtime
-from runtime.lowlevel import Completed, OutputItemDone, OutputTextDelta
-from runtime.testing import fixed_clock
+import relay
+from relay.lowlevel import Completed, OutputItemDone, OutputTextDelta
+from relay.testing import fixed_clock
 
 #: The user's requests of the turn benchmarks (cycled).
 QUESTIONS = (
@@ -37,10 +37,10 @@ TOOL_NAME = "lookup"
 TOOL_OUTPUT = "hatchling>=1.25 (build-system.requires)"
 
 
-def config(**rollout: Any) -> runtime.Config:
+def config(**rollout: Any) -> relay.Config:
     """A session configuration: the scripted provider, no rollout unless asked."""
     enabled = bool(rollout.pop("enabled", False))
-    return runtime.Config(rollout=runtime.RolloutConfig(enabled=enabled, **rollout))
+    return relay.Config(rollout=relay.RolloutConfig(enabled=enabled, **rollout))
 
 
 def text_reply(index: int, *, tokens: int = 0) -> dict[str, Any]:
@@ -71,14 +71,14 @@ def scenario_script() -> dict[str, Any]:
     }
 
 
-async def _lookup(args: Mapping[str, Any], ctx: runtime.ToolContext) -> str:
+async def _lookup(args: Mapping[str, Any], ctx: relay.ToolContext) -> str:
     del args, ctx
     return TOOL_OUTPUT
 
 
-def lookup_tool() -> runtime.Tool:
+def lookup_tool() -> relay.Tool:
     """The scenario's tool: answers a constant."""
-    return runtime.Tool(
+    return relay.Tool(
         TOOL_NAME,
         "Look a key up in the project's build configuration.",
         {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]},
@@ -86,29 +86,29 @@ def lookup_tool() -> runtime.Tool:
     )
 
 
-def canned_text(index: int, text: str, tokens: int) -> list[runtime.lowlevel.ModelEvent]:
+def canned_text(index: int, text: str, tokens: int) -> list[relay.lowlevel.ModelEvent]:
     """The model events of a text answer: two deltas, the item, completion."""
     item_id = f"msg-{index}"
     half = len(text) // 2
     return [
         OutputTextDelta(item_id, text[:half]),
         OutputTextDelta(item_id, text[half:]),
-        OutputItemDone(runtime.assistant_message(text, id=item_id)),
-        Completed(f"resp-{index}", runtime.TokenUsage(total_tokens=tokens)),
+        OutputItemDone(relay.assistant_message(text, id=item_id)),
+        Completed(f"resp-{index}", relay.TokenUsage(total_tokens=tokens)),
     ]
 
 
 def canned_call(
     index: int, name: str, arguments: str, call_id: str
-) -> list[runtime.lowlevel.ModelEvent]:
+) -> list[relay.lowlevel.ModelEvent]:
     """The model events of a tool call."""
     return [
-        OutputItemDone(runtime.FunctionCall(name, arguments, call_id)),
-        Completed(f"resp-{index}", runtime.TokenUsage(total_tokens=360)),
+        OutputItemDone(relay.FunctionCall(name, arguments, call_id)),
+        Completed(f"resp-{index}", relay.TokenUsage(total_tokens=360)),
     ]
 
 
-def canned_scenario() -> list[list[runtime.lowlevel.ModelEvent]]:
+def canned_scenario() -> list[list[relay.lowlevel.ModelEvent]]:
     """:func:`scenario_script` as canned model events."""
     return [
         canned_text(0, "Hello! What should I look at?", 300),
@@ -118,38 +118,38 @@ def canned_scenario() -> list[list[runtime.lowlevel.ModelEvent]]:
 
 
 class CannedModel:
-    """A :class:`runtime.lowlevel.ModelClient` replaying prepared events, cycling through them."""
+    """A :class:`relay.lowlevel.ModelClient` replaying prepared events, cycling through them."""
 
-    def __init__(self, replies: Sequence[Sequence[runtime.lowlevel.ModelEvent]]) -> None:
+    def __init__(self, replies: Sequence[Sequence[relay.lowlevel.ModelEvent]]) -> None:
         self._replies = [list(reply) for reply in replies]
         self._next = 0
 
     @asynccontextmanager
-    async def stream(self, prompt: runtime.lowlevel.Prompt) -> AsyncIterator[AsyncIterator[Any]]:
+    async def stream(self, prompt: relay.lowlevel.Prompt) -> AsyncIterator[AsyncIterator[Any]]:
         del prompt
         reply = self._replies[self._next % len(self._replies)]
         self._next += 1
         yield _replay(reply)
 
-    async def compact(self, request: runtime.lowlevel.CompactRequest) -> Any:
+    async def compact(self, request: relay.lowlevel.CompactRequest) -> Any:
         raise NotImplementedError("the canned model has no remote compaction")
 
 
 async def _replay(
-    events: Iterable[runtime.lowlevel.ModelEvent],
-) -> AsyncIterator[runtime.lowlevel.ModelEvent]:
+    events: Iterable[relay.lowlevel.ModelEvent],
+) -> AsyncIterator[relay.lowlevel.ModelEvent]:
     for event in events:
         yield event
 
 
 def open_bench_session(
-    model: runtime.lowlevel.ModelClient,
+    model: relay.lowlevel.ModelClient,
     *,
-    tools: Iterable[runtime.Tool] = (),
-    cfg: runtime.Config | None = None,
+    tools: Iterable[relay.Tool] = (),
+    cfg: relay.Config | None = None,
 ) -> Any:
     """A session on ``model`` with a fixed clock and a seeded jitter."""
-    return runtime.open_session(
+    return relay.open_session(
         cfg or config(), model=model, tools=tools, clock=fixed_clock, rng=random.Random(0)
     )
 
@@ -160,15 +160,15 @@ class TurnDriver:
     It is the session's only event reader; events of other turns are read and dropped.
     """
 
-    def __init__(self, session: runtime.Session) -> None:
+    def __init__(self, session: relay.Session) -> None:
         self.session = session
         self._events = session.events()
 
-    async def next_event(self) -> runtime.Event:
+    async def next_event(self) -> relay.Event:
         """The next event of the session."""
         return await anext(self._events)
 
-    async def wait_for(self, cls: type[Any], turn_id: str | None = None) -> runtime.Event:
+    async def wait_for(self, cls: type[Any], turn_id: str | None = None) -> relay.Event:
         """Read events until one of ``cls`` (of ``turn_id``, if given) arrives."""
         while True:
             event = await anext(self._events)
@@ -178,13 +178,13 @@ class TurnDriver:
     async def turn(self, text: str) -> float:
         """Submit a user turn; seconds until its ``turn_complete``."""
         start = time.perf_counter()
-        turn_id = await self.session.submit(runtime.UserTurn(items=[runtime.Text(text)]))
-        await self.wait_for(runtime.TurnComplete, turn_id)
+        turn_id = await self.session.submit(relay.UserTurn(items=[relay.Text(text)]))
+        await self.wait_for(relay.TurnComplete, turn_id)
         return time.perf_counter() - start
 
     async def compact(self) -> float:
         """Submit a ``compact``; seconds until its ``turn_complete``."""
         start = time.perf_counter()
-        turn_id = await self.session.submit(runtime.Compact())
-        await self.wait_for(runtime.TurnComplete, turn_id)
+        turn_id = await self.session.submit(relay.Compact())
+        await self.wait_for(relay.TurnComplete, turn_id)
         return time.perf_counter() - start

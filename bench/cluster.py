@@ -28,19 +28,19 @@ from typing import Any
 
 import anyio
 
-import runtime
+import relay
 
 from ._core import Figure, Options, ms
 
 GROUP = "cluster"
 
 
-def _config(root: Path) -> runtime.Config:
-    return runtime.Config(cwd=str(root), rollout=runtime.RolloutConfig(dir=str(root / "sessions")))
+def _config(root: Path) -> relay.Config:
+    return relay.Config(cwd=str(root), rollout=relay.RolloutConfig(dir=str(root / "sessions")))
 
 
-def _turn(index: int) -> runtime.UserTurn:
-    return runtime.UserTurn(items=[runtime.Text(f"question {index}")])
+def _turn(index: int) -> relay.UserTurn:
+    return relay.UserTurn(items=[relay.Text(f"question {index}")])
 
 
 class _Reader:
@@ -48,7 +48,7 @@ class _Reader:
 
     def __init__(self, events: Callable[[], Any]) -> None:
         self._events = events
-        self.seen: list[runtime.Event] = []
+        self.seen: list[relay.Event] = []
         self._changed = anyio.Event()
 
     async def run(self) -> None:
@@ -57,7 +57,7 @@ class _Reader:
             self._changed.set()
             self._changed = anyio.Event()
 
-    async def wait_for(self, cls: type, event_id: str | None = None) -> runtime.Event:
+    async def wait_for(self, cls: type, event_id: str | None = None) -> relay.Event:
         index = 0
         while True:
             for event in self.seen[index:]:
@@ -68,29 +68,29 @@ class _Reader:
 
 
 async def _turns(
-    submit: Callable[[runtime.Op], Awaitable[str]], reader: _Reader, count: int
+    submit: Callable[[relay.Op], Awaitable[str]], reader: _Reader, count: int
 ) -> list[float]:
     out: list[float] = []
     for index in range(count):
         start = time.perf_counter()
         turn_id = await submit(_turn(index))
-        await reader.wait_for(runtime.TurnComplete, turn_id)
+        await reader.wait_for(relay.TurnComplete, turn_id)
         out.append(time.perf_counter() - start)
     return out
 
 
 async def _local_turns(root: Path, count: int) -> list[float]:
-    async with runtime.open_session(_config(root)) as session:
+    async with relay.open_session(_config(root)) as session:
         reader = _Reader(session.events)
         async with anyio.create_task_group() as tg:
             tg.start_soon(reader.run)
             out = await _turns(session.submit, reader, count)
-            await session.submit(runtime.Shutdown())
+            await session.submit(relay.Shutdown())
     return out
 
 
 async def _pool_turns(root: Path, count: int) -> list[float]:
-    from runtime.cluster import open_session_pool
+    from relay.cluster import open_session_pool
 
     async with open_session_pool(1, _config(root)) as pool, pool.open_session() as session:
         reader = _Reader(session.events)
@@ -103,7 +103,7 @@ async def _pool_turns(root: Path, count: int) -> list[float]:
 
 async def _throughput(root: Path, hosts: int, sessions: int, turns: int) -> float:
     """Sessions × turns per second, all sessions at once, each turn after the last."""
-    from runtime.cluster import open_session_pool
+    from relay.cluster import open_session_pool
 
     async with open_session_pool(hosts, _config(root)) as pool:
 
@@ -127,12 +127,12 @@ async def _local_throughput(root: Path, sessions: int, turns: int) -> float:
     """The same load as :func:`_throughput`, every session in the caller's process."""
 
     async def one() -> None:
-        async with runtime.open_session(_config(root)) as session:
+        async with relay.open_session(_config(root)) as session:
             reader = _Reader(session.events)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(reader.run)
                 await _turns(session.submit, reader, turns)
-                await session.submit(runtime.Shutdown())
+                await session.submit(relay.Shutdown())
 
     start = time.perf_counter()
     async with anyio.create_task_group() as tg:
@@ -148,7 +148,7 @@ def _rss_kib(pid: int) -> float:
 
 async def _host_memory(root: Path, sessions: int) -> float:
     """KiB of the host's resident set per idle session (each has run one turn)."""
-    from runtime.cluster import open_session_pool
+    from relay.cluster import open_session_pool
 
     async with open_session_pool(1, _config(root)) as pool:
         pid = await pool.host_pid(pool.hosts[0])
@@ -186,7 +186,7 @@ async def _host_memory(root: Path, sessions: int) -> float:
 
 async def _failover(root: Path, sessions: int) -> tuple[list[float], list[float]]:
     """Per moved session: kill → ``session_resumed``, and kill → next op accepted."""
-    from runtime.cluster import SessionResumed, open_session_pool
+    from relay.cluster import SessionResumed, open_session_pool
 
     resumed: list[float] = []
     accepted: list[float] = []
@@ -203,9 +203,9 @@ async def _failover(root: Path, sessions: int) -> tuple[list[float], list[float]
                     async with anyio.create_task_group() as inner:
                         inner.start_soon(reader.run)
                         turn_id = await session.submit(_turn(0))
-                        await reader.wait_for(runtime.TurnComplete, turn_id)
+                        await reader.wait_for(relay.TurnComplete, turn_id)
                         ready()
-                        await reader.wait_for(runtime.ShutdownComplete)
+                        await reader.wait_for(relay.ShutdownComplete)
 
             ready = anyio.Event()
             count = [0]

@@ -3,7 +3,7 @@
 Bookkeeping is everything the local compaction does besides asking the model for a summary
 (SPEC §10): snapshot the history and count it, collect the real user messages and ghost
 snapshots, keep the recent ones within the 20,000-token budget and rebuild the history around
-the summary, then install it through :meth:`runtime.lowlevel.TaskContext.install_compaction`
+the summary, then install it through :meth:`relay.lowlevel.TaskContext.install_compaction`
 on a live session that writes its rollout. It is timed on histories of 1k, 10k and 100k items
 (about 100 approximate tokens each, so 10k items ≈ 1M tokens) with a straight line fitted
 through the times, and its peak of new allocations is taken with tracemalloc.
@@ -25,13 +25,13 @@ from pathlib import Path
 import anyio
 import trio
 
-import runtime
-from runtime import compaction as pure
-from runtime._history import History
-from runtime._task import TaskHandle
-from runtime._tokens import approx_tokens, item_tokens
-from runtime.testing import ScriptedModel
-from tasks.compaction import Injection, place_initial_context
+import relay
+from relay import compaction as pure
+from relay._history import History
+from relay._task import TaskHandle
+from relay._tokens import approx_tokens, item_tokens
+from relay.tasks.compaction import Injection, place_initial_context
+from relay.testing import ScriptedModel
 
 from ._core import Figure, Options, Target, linear_fit, ms, no_gc, time_call
 from ._drive import TurnDriver, config, open_bench_session
@@ -48,25 +48,25 @@ _PROSE = (
 )
 
 
-def make_history(count: int) -> list[runtime.ResponseItem]:
+def make_history(count: int) -> list[relay.ResponseItem]:
     """``count`` items in the shape of a coding session, about 100 approximate tokens each:
     a user request, a tool call, its output, an answer, over and over."""
-    items: list[runtime.ResponseItem] = []
+    items: list[relay.ResponseItem] = []
     for index in range(count):
         match index % 4:
             case 0:
-                items.append(runtime.user_message(f"Request {index}: {_PROSE * 2}"))
+                items.append(relay.user_message(f"Request {index}: {_PROSE * 2}"))
             case 1:
                 items.append(
-                    runtime.FunctionCall(
+                    relay.FunctionCall(
                         "read_file", json.dumps({"path": f"src/mod_{index}.py"}), f"call-{index}"
                     )
                 )
             case 2:
                 body = "\n".join(f"    line_{n} = compute({n}, {index})" for n in range(17))
-                items.append(runtime.FunctionCallOutput(f"call-{index - 1}", body))
+                items.append(relay.FunctionCallOutput(f"call-{index - 1}", body))
             case _:
-                items.append(runtime.assistant_message(f"Answer {index}: {_PROSE * 2}"))
+                items.append(relay.assistant_message(f"Answer {index}: {_PROSE * 2}"))
     return items
 
 
@@ -77,7 +77,7 @@ class _Prefilled:
     prepared items and their estimates are computed once and put back directly.
     """
 
-    def __init__(self, session: runtime.Session, items: list[runtime.ResponseItem]) -> None:
+    def __init__(self, session: relay.Session, items: list[relay.ResponseItem]) -> None:
         self.session = session
         self.items = items
         self.estimates = [item_tokens(item) for item in items]
@@ -91,16 +91,16 @@ class _Prefilled:
 
 
 class _CompactTask:
-    kind = runtime.lowlevel.TaskKind.COMPACT
+    kind = relay.lowlevel.TaskKind.COMPACT
 
-    async def run(self, ctx: runtime.lowlevel.TaskContext) -> str | None:
+    async def run(self, ctx: relay.lowlevel.TaskContext) -> str | None:
         return None
 
 
 SUMMARY = "Requests so far: the build, the compaction tests and the rollout format."
 
 
-def _bookkeeping(ctx: runtime.lowlevel.TaskContext) -> tuple[float, float, float]:
+def _bookkeeping(ctx: relay.lowlevel.TaskContext) -> tuple[float, float, float]:
     """One local compaction's bookkeeping; seconds spent collecting, rebuilding, installing."""
     session = ctx.session
     start = time.perf_counter()
@@ -111,8 +111,8 @@ def _bookkeeping(ctx: runtime.lowlevel.TaskContext) -> tuple[float, float, float
     collected = time.perf_counter()
     new = pure.build_compacted_history(users, SUMMARY, ghosts=ghosts)
     new = place_initial_context(new, [], Injection.DO_NOT_INJECT)
-    receipt = runtime.CompactionReceipt(
-        trigger=runtime.CompactionTrigger.MANUAL,
+    receipt = relay.CompactionReceipt(
+        trigger=relay.CompactionTrigger.MANUAL,
         backend="local",
         tokens_before=tokens_before,
         tokens_after=pure.estimate_tokens(new),
@@ -140,7 +140,7 @@ async def _measure_size(
         handle = TaskHandle(
             "bench-compact", _CompactTask(), session.state.defaults, anyio.current_time()
         )
-        ctx = runtime.lowlevel.TaskContext(session, handle)
+        ctx = relay.lowlevel.TaskContext(session, handle)
         for _ in range(opts.repeat):
             prefilled.reset()
             with no_gc():
@@ -223,8 +223,8 @@ def _compaction_figures(opts: Options) -> list[Figure]:
 
 
 def _accounting_turn(history: History, index: int) -> None:
-    history.record(runtime.user_message(f"Request {index}: {_PROSE}"))
-    history.record(runtime.assistant_message(f"Answer {index}: {_PROSE}"), from_model=True)
+    history.record(relay.user_message(f"Request {index}: {_PROSE}"))
+    history.record(relay.assistant_message(f"Answer {index}: {_PROSE}"), from_model=True)
     history.response_completed(1000 + index)
     _ = history.usage_tokens
 
@@ -299,7 +299,7 @@ def _tiktoken_figures(opts: Options) -> list[Figure]:
     approx = [s / mb * 1000 for s in time_call(lambda: approx_tokens(text), 7)]
     approx_fig = Figure(TOKENS, "approx estimator: ms per MB", "ms/MB", approx)
     try:
-        from runtime._tiktoken import TiktokenEstimator, get_encoding
+        from relay._tiktoken import TiktokenEstimator, get_encoding
     except ImportError as exc:
         opts.note(f"tiktoken estimator unavailable ({exc}); its cost was not measured.")
         return [approx_fig]

@@ -19,8 +19,8 @@ from typing import Any
 
 import anyio
 
-import runtime
-from runtime.testing import ScriptedModel
+import relay
+from relay.testing import ScriptedModel
 
 from ._core import Better, Figure, Options, Target, ms
 from ._drive import (
@@ -41,14 +41,14 @@ FIRST = "Hello!"
 SECOND = "Which build backend does the project use? Look it up."
 
 
-async def _relay_scenario(model: runtime.lowlevel.ModelClient) -> float:
+async def _relay_scenario(model: relay.lowlevel.ModelClient) -> float:
     async with open_bench_session(model, tools=[lookup_tool()]) as session:
         driver = TurnDriver(session)
         start = time.perf_counter()
         await driver.turn(FIRST)
         await driver.turn(SECOND)
         elapsed = time.perf_counter() - start
-        outputs = [i for i in session.history.items if isinstance(i, runtime.FunctionCallOutput)]
+        outputs = [i for i in session.history.items if isinstance(i, relay.FunctionCallOutput)]
         if [o.output for o in outputs] != [TOOL_OUTPUT]:
             raise AssertionError(f"the relay scenario ran its tool wrongly: {outputs!r}")
         return elapsed

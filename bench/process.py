@@ -184,7 +184,7 @@ def _op_script(path: Path, turns: int) -> Path:
 
 def _relay_argv() -> list[str]:
     script = Path(sys.executable).with_name("relay")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "runtime"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "relay"]
 
 
 def _relay_run_figures(opts: Options, tmp: Path) -> list[Figure]:

@@ -2,13 +2,13 @@
 
 Writing: the lines of real turns (``turn_started``, the user message as item and event, the
 answer as item and event, ``token_count``, ``turn_complete``), appended through
-:class:`runtime._rollout.RolloutWriter` and flushed before every ``turn_complete``, as the
+:class:`relay._rollout.RolloutWriter` and flushed before every ``turn_complete``, as the
 session does; against the floor of writing the same text, already encoded, with the same
 flushes.
 
 Resume: rollouts of 10k and 100k lines are made from the lines of a real session (text turns
 and tool turns, no compaction, so that every line counts toward the restored history: the
-worst case), and :func:`runtime.resume_session` is timed from the call to a session ready for
+worst case), and :func:`relay.resume_session` is timed from the call to a session ready for
 its first op; against the floor of reading and JSON-decoding every line.
 """
 
@@ -24,9 +24,9 @@ from pathlib import Path
 import anyio
 import trio
 
-import runtime
-from runtime._rollout import RolloutWriter
-from runtime.testing import ScriptedModel
+import relay
+from relay._rollout import RolloutWriter
+from relay.testing import ScriptedModel
 
 from ._core import Figure, Options, Target, no_gc
 from ._drive import QUESTIONS, TurnDriver, config, lookup_tool, open_bench_session
@@ -36,21 +36,21 @@ RESUME_TARGET = Target("≤ 2 s for 100k lines", 2.0)
 
 
 def _turn_payloads(index: int) -> list[tuple[str, object]]:
-    user = runtime.user_message(f"{QUESTIONS[index % len(QUESTIONS)]} ({index})")
-    answer = runtime.assistant_message(f"Answer {index}: the build uses hatchling.")
+    user = relay.user_message(f"{QUESTIONS[index % len(QUESTIONS)]} ({index})")
+    answer = relay.assistant_message(f"Answer {index}: the build uses hatchling.")
     turn = f"sub-{index}"
-    usage = runtime.TokenUsage(total_tokens=1000 + index)
+    usage = relay.TokenUsage(total_tokens=1000 + index)
     return [
-        ("event_msg", runtime.to_json(runtime.TurnStarted(turn, 200_000, 0.0))),
-        ("response_item", runtime.to_json(user)),
-        ("event_msg", runtime.to_json(runtime.UserMessage(user.text()))),
-        ("response_item", runtime.to_json(answer)),
-        ("event_msg", runtime.to_json(runtime.AgentMessage(answer.text()))),
+        ("event_msg", relay.to_json(relay.TurnStarted(turn, 200_000, 0.0))),
+        ("response_item", relay.to_json(user)),
+        ("event_msg", relay.to_json(relay.UserMessage(user.text()))),
+        ("response_item", relay.to_json(answer)),
+        ("event_msg", relay.to_json(relay.AgentMessage(answer.text()))),
         (
             "event_msg",
-            runtime.to_json(runtime.TokenCount(runtime.TokenUsageInfo(usage, usage, 200_000))),
+            relay.to_json(relay.TokenCount(relay.TokenUsageInfo(usage, usage, 200_000))),
         ),
-        ("event_msg", runtime.to_json(runtime.TurnComplete(turn, answer.text(), 3))),
+        ("event_msg", relay.to_json(relay.TurnComplete(turn, answer.text(), 3))),
     ]
 
 
@@ -154,7 +154,7 @@ def _make_rollout(source: Path, lines: int, target: Path) -> None:
 
 async def _resume_once(path: Path) -> tuple[float, int]:
     start = time.perf_counter()
-    async with runtime.resume_session(
+    async with relay.resume_session(
         path, config(enabled=True), model=ScriptedModel({"responses": []})
     ) as session:
         elapsed = time.perf_counter() - start
@@ -171,8 +171,8 @@ def _parse_floor(path: Path) -> float:
 
 
 def _resume_figures(opts: Options, tmp: Path) -> list[Figure]:
-    if not hasattr(runtime, "resume_session"):
-        opts.note("runtime.resume_session is not there yet; resume was not measured.")
+    if not hasattr(relay, "resume_session"):
+        opts.note("relay.resume_session is not there yet; resume was not measured.")
         return []
     source = trio.run(_record_session, tmp / "recorded", 40)
     figures = []

@@ -21,8 +21,8 @@ from typing import Any
 import trio
 import trio.testing
 
-import runtime
-from runtime.testing import ScriptedModel
+import relay
+from relay.testing import ScriptedModel
 
 from ._core import Figure, Options, Target, ms, percentile
 from ._drive import QUESTIONS, TurnDriver, open_bench_session, text_reply
@@ -59,19 +59,17 @@ class _Run:
             driver = TurnDriver(session)
             for index in range(3):
                 start = time.perf_counter()
-                turn_id = await session.submit(
-                    runtime.UserTurn(items=[runtime.Text(QUESTIONS[index])])
-                )
-                await driver.wait_for(runtime.TurnStarted, turn_id)
+                turn_id = await session.submit(relay.UserTurn(items=[relay.Text(QUESTIONS[index])]))
+                await driver.wait_for(relay.TurnStarted, turn_id)
                 self.first_events.append(time.perf_counter() - start)
-                await driver.wait_for(runtime.TurnComplete, turn_id)
+                await driver.wait_for(relay.TurnComplete, turn_id)
                 self.turns.append(time.perf_counter() - start)
             start = time.perf_counter()
-            turn_id = await session.submit(runtime.Compact())
-            await driver.wait_for(runtime.TurnStarted, turn_id)
+            turn_id = await session.submit(relay.Compact())
+            await driver.wait_for(relay.TurnStarted, turn_id)
             self.first_events.append(time.perf_counter() - start)
-            await driver.wait_for(runtime.ContextCompacted, turn_id)
-            await driver.wait_for(runtime.TurnComplete, turn_id)
+            await driver.wait_for(relay.ContextCompacted, turn_id)
+            await driver.wait_for(relay.TurnComplete, turn_id)
             self.finished += 1
             if self.finished == self.count:
                 self.all_finished.set()

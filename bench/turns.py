@@ -21,8 +21,8 @@ from typing import Any
 
 import trio
 
-import runtime
-from runtime.testing import ScriptedModel
+import relay
+from relay.testing import ScriptedModel
 
 from ._core import Figure, Options, Target, ms
 from ._drive import QUESTIONS, CannedModel, TurnDriver, canned_text, open_bench_session, turn_script
@@ -35,15 +35,13 @@ LATENCY_TARGET = Target("≤ 5 ms median", 5.0)
 ModelFactory = Callable[[dict[str, Any]], Any]
 
 
-async def _run_turns(model: runtime.lowlevel.ModelClient, turns: int) -> list[float]:
+async def _run_turns(model: relay.lowlevel.ModelClient, turns: int) -> list[float]:
     async with open_bench_session(model) as session:
         driver = TurnDriver(session)
         return [await driver.turn(QUESTIONS[i % len(QUESTIONS)]) for i in range(turns)]
 
 
-async def _model_alone(
-    prompts: list[runtime.lowlevel.Prompt], script: dict[str, Any]
-) -> list[float]:
+async def _model_alone(prompts: list[relay.lowlevel.Prompt], script: dict[str, Any]) -> list[float]:
     """Seconds the scripted model takes for each prompt, without a session around it."""
     model = ScriptedModel(script)
     out: list[float] = []
@@ -57,12 +55,12 @@ async def _model_alone(
 
 
 @asynccontextmanager
-async def _scripted(script: dict[str, Any]) -> AsyncIterator[runtime.lowlevel.ModelClient]:
+async def _scripted(script: dict[str, Any]) -> AsyncIterator[relay.lowlevel.ModelClient]:
     yield ScriptedModel(script)
 
 
 @asynccontextmanager
-async def _canned(script: dict[str, Any]) -> AsyncIterator[runtime.lowlevel.ModelClient]:
+async def _canned(script: dict[str, Any]) -> AsyncIterator[relay.lowlevel.ModelClient]:
     replies = [
         canned_text(i, reply["text"], reply["total_tokens"])
         for i, reply in enumerate(script["responses"])
@@ -71,24 +69,24 @@ async def _canned(script: dict[str, Any]) -> AsyncIterator[runtime.lowlevel.Mode
 
 
 @asynccontextmanager
-async def _transport(script: dict[str, Any]) -> AsyncIterator[runtime.lowlevel.ModelClient]:
-    from runtime._mock_transport import scripted_http_client
-    from runtime._wire import open_http_client
+async def _transport(script: dict[str, Any]) -> AsyncIterator[relay.lowlevel.ModelClient]:
+    from relay._mock_transport import scripted_http_client
+    from relay._wire import open_http_client
 
     http, _ = scripted_http_client(script)
-    provider = runtime.ProviderConfig(name="mock", base_url="http://mock.invalid/v1")
+    provider = relay.ProviderConfig(name="mock", base_url="http://mock.invalid/v1")
     async with open_http_client(provider, api_key=None, http_client=http) as client:
         yield client
 
 
 @asynccontextmanager
-async def _loopback(script: dict[str, Any]) -> AsyncIterator[runtime.lowlevel.ModelClient]:
-    from runtime._mock_server import open_mock_server
-    from runtime._wire import open_http_client
+async def _loopback(script: dict[str, Any]) -> AsyncIterator[relay.lowlevel.ModelClient]:
+    from relay._mock_server import open_mock_server
+    from relay._wire import open_http_client
 
     async with open_mock_server(script) as server:
         assert server.base_url is not None
-        provider = runtime.ProviderConfig(name="mock", base_url=server.base_url)
+        provider = relay.ProviderConfig(name="mock", base_url=server.base_url)
         async with open_http_client(provider, api_key=None) as client:
             yield client
 
@@ -188,14 +186,14 @@ STREAMING = {
 }
 
 
-async def _abort_latency(op: runtime.Op) -> float:
+async def _abort_latency(op: relay.Op) -> float:
     async with open_bench_session(ScriptedModel(STREAMING)) as session:
         driver = TurnDriver(session)
-        first = await session.submit(runtime.UserTurn(items=[runtime.Text("stream slowly")]))
-        await driver.wait_for(runtime.AgentMessageDelta, first)
+        first = await session.submit(relay.UserTurn(items=[relay.Text("stream slowly")]))
+        await driver.wait_for(relay.AgentMessageDelta, first)
         start = time.perf_counter()
         await session.submit(op)
-        await driver.wait_for(runtime.TurnAborted, first)
+        await driver.wait_for(relay.TurnAborted, first)
         return time.perf_counter() - start
 
 
@@ -203,8 +201,8 @@ async def _idle_latency() -> float:
     async with open_bench_session(ScriptedModel(STREAMING)) as session:
         driver = TurnDriver(session)
         start = time.perf_counter()
-        turn_id = await session.submit(runtime.UserTurn(items=[runtime.Text("hello")]))
-        await driver.wait_for(runtime.TurnStarted, turn_id)
+        turn_id = await session.submit(relay.UserTurn(items=[relay.Text("hello")]))
+        await driver.wait_for(relay.TurnStarted, turn_id)
         return time.perf_counter() - start
 
 
@@ -213,12 +211,12 @@ async def _latency_figures(opts: Options) -> list[Figure]:
     floor = [await _idle_latency() for _ in range(count)]
     floor_ms = _median(ms(floor))
     figures = [Figure(LATENCY, "floor: idle session, submit → turn_started", "ms", ms(floor))]
-    ops: list[tuple[str, runtime.Op]] = [
-        ("compact while a turn streams → old turn_aborted", runtime.Compact()),
-        ("interrupt while a turn streams → turn_aborted", runtime.Interrupt()),
+    ops: list[tuple[str, relay.Op]] = [
+        ("compact while a turn streams → old turn_aborted", relay.Compact()),
+        ("interrupt while a turn streams → turn_aborted", relay.Interrupt()),
         (
             "user_turn(on_busy=replace) while a turn streams → old turn_aborted",
-            runtime.UserTurn(items=[runtime.Text("instead")], on_busy=runtime.OnBusy.REPLACE),
+            relay.UserTurn(items=[relay.Text("instead")], on_busy=relay.OnBusy.REPLACE),
         ),
     ]
     for label, op in ops:

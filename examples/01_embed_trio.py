@@ -2,8 +2,8 @@
 
 import trio
 
-import runtime
-from runtime.testing import ScriptedModel
+import relay
+from relay.testing import ScriptedModel
 
 MODEL = ScriptedModel(
     {
@@ -16,18 +16,18 @@ MODEL = ScriptedModel(
 
 
 async def main() -> None:
-    config = runtime.Config(rollout=runtime.RolloutConfig(enabled=False))
-    async with runtime.open_session(config, model=MODEL) as session:
-        await session.submit(runtime.UserTurn(items=[runtime.Text("Look around.")]))
+    config = relay.Config(rollout=relay.RolloutConfig(enabled=False))
+    async with relay.open_session(config, model=MODEL) as session:
+        await session.submit(relay.UserTurn(items=[relay.Text("Look around.")]))
         async for event in session.events():
             match event.msg:
-                case runtime.ItemCompleted(item=runtime.ToolCallItem(name=name)):
+                case relay.ItemCompleted(item=relay.ToolCallItem(name=name)):
                     print(f"tool {name} ran")
-                case runtime.AgentMessage(message=text):
+                case relay.AgentMessage(message=text):
                     print(f"model: {text}")
-                case runtime.TurnComplete():
-                    await session.submit(runtime.Shutdown())
-                case runtime.ShutdownComplete():
+                case relay.TurnComplete():
+                    await session.submit(relay.Shutdown())
+                case relay.ShutdownComplete():
                     print("done")
 
 

@@ -2,22 +2,22 @@
 
 import asyncio
 
-import runtime
+import relay
 
 
 async def main() -> None:
     # No model script: the embedded scripted model echoes the user's text.
-    config = runtime.Config(rollout=runtime.RolloutConfig(enabled=False))
-    async with runtime.open_session(config) as session:
+    config = relay.Config(rollout=relay.RolloutConfig(enabled=False))
+    async with relay.open_session(config) as session:
         for text in ["first question", "second question"]:
-            await session.submit(runtime.UserTurn(items=[runtime.Text(text)], on_busy="queue"))
+            await session.submit(relay.UserTurn(items=[relay.Text(text)], on_busy="queue"))
         done = 0
         async for event in session.events():
-            if isinstance(event.msg, runtime.TurnComplete):
+            if isinstance(event.msg, relay.TurnComplete):
                 print(f"{event.id}: {event.msg.last_agent_message}")
                 done += 1
                 if done == 2:
-                    await session.submit(runtime.Shutdown())
+                    await session.submit(relay.Shutdown())
 
 
 if __name__ == "__main__":

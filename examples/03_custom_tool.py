@@ -5,19 +5,19 @@ from typing import Any
 
 import trio
 
-import runtime
-from runtime.testing import ScriptedModel
+import relay
+from relay.testing import ScriptedModel
 
 
-async def count_words(args: Mapping[str, Any], ctx: runtime.ToolContext) -> str:
+async def count_words(args: Mapping[str, Any], ctx: relay.ToolContext) -> str:
     text = args.get("text")
     if not isinstance(text, str):
         # A ToolError becomes the tool's output: the model reads it and can try again.
-        raise runtime.ToolError("text must be a string")
+        raise relay.ToolError("text must be a string")
     return str(len(text.split()))
 
 
-WORD_COUNT = runtime.Tool(
+WORD_COUNT = relay.Tool(
     name="count_words",
     description="Count the words of a text.",
     parameters={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
@@ -40,16 +40,16 @@ MODEL = ScriptedModel(
 
 
 async def main() -> None:
-    config = runtime.Config(rollout=runtime.RolloutConfig(enabled=False))
-    async with runtime.open_session(config, model=MODEL, tools=[WORD_COUNT]) as session:
-        await session.submit(runtime.UserTurn(items=[runtime.Text("How many words?")]))
+    config = relay.Config(rollout=relay.RolloutConfig(enabled=False))
+    async with relay.open_session(config, model=MODEL, tools=[WORD_COUNT]) as session:
+        await session.submit(relay.UserTurn(items=[relay.Text("How many words?")]))
         async for event in session.events():
             match event.msg:
-                case runtime.ItemCompleted(item=runtime.ToolCallItem(name=name, output=output)):
+                case relay.ItemCompleted(item=relay.ToolCallItem(name=name, output=output)):
                     print(f"{name} -> {output}")
-                case runtime.TurnComplete(last_agent_message=text):
+                case relay.TurnComplete(last_agent_message=text):
                     print(f"model: {text}")
-                    await session.submit(runtime.Shutdown())
+                    await session.submit(relay.Shutdown())
 
 
 if __name__ == "__main__":

@@ -14,13 +14,13 @@ import httpx2
 from hypercorn.asyncio import serve
 from hypercorn.config import Config as ServerConfig
 
-import runtime
+import relay
 
 
 class TurnEndpoint:
     """A minimal ASGI app around one relay session."""
 
-    def __init__(self, session: runtime.Session) -> None:
+    def __init__(self, session: relay.Session) -> None:
         self.session = session
         self.events = session.events()
         self.lock = asyncio.Lock()  # one turn at a time: the session's events have one reader
@@ -50,20 +50,20 @@ class TurnEndpoint:
             }
         )
         async with self.lock:
-            turn_id = await self.session.submit(runtime.UserTurn(items=[runtime.Text(text)]))
+            turn_id = await self.session.submit(relay.UserTurn(items=[relay.Text(text)]))
             async for event in self.events:
-                frame = f"data: {json.dumps(runtime.to_json(event))}\n\n".encode()
+                frame = f"data: {json.dumps(relay.to_json(event))}\n\n".encode()
                 await send({"type": "http.response.body", "body": frame, "more_body": True})
                 if event.id == turn_id and isinstance(
-                    event.msg, runtime.TurnComplete | runtime.TurnAborted
+                    event.msg, relay.TurnComplete | relay.TurnAborted
                 ):
                     break
         await send({"type": "http.response.body", "body": b""})
 
 
 async def main() -> None:
-    config = runtime.Config(rollout=runtime.RolloutConfig(enabled=False))
-    async with runtime.open_session(config) as session:
+    config = relay.Config(rollout=relay.RolloutConfig(enabled=False))
+    async with relay.open_session(config) as session:
         # Listen on a free loopback port first, then hand the socket to the server, so the
         # client below can connect at once.
         listener = socket.create_server(("127.0.0.1", 0))

@@ -1,4 +1,4 @@
-"""Test your own cancellation semantics with runtime.testing, in virtual time.
+"""Test your own cancellation semantics with relay.testing, in virtual time.
 
 Run it with pytest (`pytest examples/05_test_cancellation.py`). Under trio's autojump_clock a
 model that takes a minute answers at once in real time, while the session's clock still sees
@@ -12,13 +12,13 @@ import anyio
 import trio
 import trio.testing
 
-import runtime
-from runtime import testing
+import relay
+from relay import testing
 
 cleanups: list[str] = []
 
 
-async def upload(args: Mapping[str, Any], ctx: runtime.ToolContext) -> str:
+async def upload(args: Mapping[str, Any], ctx: relay.ToolContext) -> str:
     """A tool whose cleanup must run even when the turn is interrupted."""
     try:
         await anyio.sleep(60)
@@ -30,7 +30,7 @@ async def upload(args: Mapping[str, Any], ctx: runtime.ToolContext) -> str:
             cleanups.append(ctx.turn_id)
 
 
-UPLOAD = runtime.Tool("upload", "Upload the build.", {"type": "object"}, upload)
+UPLOAD = relay.Tool("upload", "Upload the build.", {"type": "object"}, upload)
 
 
 async def test_interrupting_an_upload_runs_its_cleanup(
@@ -41,10 +41,10 @@ async def test_interrupting_an_upload_runs_its_cleanup(
         await t.turn("ship it", id="t1")
         await t.wait_for(testing.tool_call_started)
         started = trio.current_time()
-        await t.submit(runtime.Interrupt())
-        aborted = await t.wait_for(runtime.TurnAborted)
+        await t.submit(relay.Interrupt())
+        aborted = await t.wait_for(relay.TurnAborted)
         assert trio.current_time() - started == 0.01  # the cleanup's own time, in virtual time
-    assert aborted.msg == runtime.TurnAborted("t1", runtime.AbortReason.INTERRUPTED, 10)
+    assert aborted.msg == relay.TurnAborted("t1", relay.AbortReason.INTERRUPTED, 10)
     assert cleanups == ["t1"]
     # The next request would see the call answered "aborted" and the interrupt marker.
-    assert runtime.FunctionCallOutput("call_1", "aborted") in t.session.history.items
+    assert relay.FunctionCallOutput("call_1", "aborted") in t.session.history.items

@@ -4,8 +4,8 @@ Open a session with :func:`open_session`, submit ops (:class:`UserTurn`, :class:
 :class:`Interrupt`, ...) and read events (:class:`TurnStarted`, :class:`TurnComplete`, ...).
 
 This namespace is for embedders. Authors of tasks, compaction backends and model clients find
-the other side in :mod:`runtime.lowlevel` and :mod:`runtime.compaction`; test doubles are in
-:mod:`runtime.testing`.
+the other side in :mod:`relay.lowlevel` and :mod:`relay.compaction`; test doubles are in
+:mod:`relay.testing`.
 
 The names are defined in ``runtime/_api.py`` and loaded on first use, so that a program (or the
 ``relay`` command) that needs one module of the package does not pay for all of them.
@@ -26,16 +26,16 @@ def __getattr__(name: str) -> _typing.Any:
     if name.startswith("_"):
         # Private submodules (``from . import _protocol``) are imported by the import system,
         # which asks here first; answering must not load the whole package.
-        raise AttributeError(f"module 'runtime' has no attribute {name!r}")
-    api = _importlib.import_module("runtime._api")
+        raise AttributeError(f"module 'relay' has no attribute {name!r}")
+    api = _importlib.import_module("relay._api")
     try:
         value = getattr(api, name)
     except AttributeError:
-        raise AttributeError(f"module 'runtime' has no attribute {name!r}") from None
+        raise AttributeError(f"module 'relay' has no attribute {name!r}") from None
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    api = _importlib.import_module("runtime._api")
+    api = _importlib.import_module("relay._api")
     return sorted({*globals(), *(name for name in vars(api) if not name.startswith("_"))})

@@ -1,4 +1,4 @@
-"""``python -m runtime``: the ``relay`` command line."""
+"""``python -m relay``: the ``relay`` command line."""
 
 from ._cli import console_main
 

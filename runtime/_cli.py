@@ -388,7 +388,7 @@ def _show_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``relay`` console script and ``python -m runtime``."""
+    """Entry point of the ``relay`` console script and ``python -m relay``."""
     args = _parser().parse_args(argv)
     if args.command in {"run", "resume"}:
         return _run_command(args)

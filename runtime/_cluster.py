@@ -1,7 +1,7 @@
 """Sessions hosted in Ray actors, with failover through the rollout (see ``docs/cluster.md``).
 
 Theory of operation. A :class:`SessionPool` owns a few *hosts*: Ray async actors, each one
-event loop holding many sessions opened with :func:`runtime.open_session`. The caller gets a
+event loop holding many sessions opened with :func:`relay.open_session`. The caller gets a
 :class:`PooledSession` per session, with the surface of a local one: submit ops, read events,
 shut down. Ops travel to the host in their JSON form; events come back as they happen through
 one Ray streaming generator per session, in batches of whatever the host had ready, so they
@@ -11,7 +11,7 @@ be a directory every host reaches.
 Placement: a new session goes to the live host holding the fewest sessions of this pool.
 
 Failover: when a host dies, every stream it served fails. Each session's pump then asks the
-least loaded live host to resume the session from its rollout (:func:`runtime.resume_session`).
+least loaded live host to resume the session from its rollout (:func:`relay.resume_session`).
 The rollout holds everything the caller saw, because a session flushes it before every event
 that ends a turn. The new host reports, through the resumed session and before anything else:
 ``turn_aborted`` with reason ``host_lost`` for the turn that was running (this one is also

@@ -1,6 +1,6 @@
 """``relay cluster run``: many op scripts as sessions on a Ray cluster (see ``docs/cluster.md``).
 
-Each script runs in its own session of a :class:`~runtime.cluster.SessionPool`, and its events
+Each script runs in its own session of a :class:`~relay.cluster.SessionPool`, and its events
 go to their own JSON Lines file. A progress bar on standard error (when it is a terminal) counts
 finished sessions; a summary table on standard output ends the run.
 

@@ -3,7 +3,7 @@
 One cattrs converter knows every protocol class. Unions are tagged by ``"type"`` (see
 :func:`type_tag`); their hooks are built from the union's members, so adding a class to a union
 is the whole change. Unknown fields are ignored; an unknown ``type`` is an error, except in
-response items, where an unknown type from a model becomes :class:`~runtime.Other`.
+response items, where an unknown type from a model becomes :class:`~relay.Other`.
 """
 
 from __future__ import annotations
@@ -222,7 +222,7 @@ def encode_response_item(item: p.ResponseItem) -> dict[str, Any]:
 
 
 def decode_response_item(data: Any) -> p.ResponseItem:
-    """Decode a history item; unknown types become :class:`~runtime.Other`."""
+    """Decode a history item; unknown types become :class:`~relay.Other`."""
     return from_json(data, p.ResponseItem)
 
 

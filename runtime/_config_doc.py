@@ -1,6 +1,6 @@
-"""Renders ``docs/config.md`` from :class:`~runtime.Config` and the classes it holds.
+"""Renders ``docs/config.md`` from :class:`~relay.Config` and the classes it holds.
 
-``python -m runtime._config_doc > docs/config.md`` writes it. A test checks that the file equals
+``python -m relay._config_doc > docs/config.md`` writes it. A test checks that the file equals
 what this renders and that every example below loads into the value it shows, so the document
 cannot drift from the code. Each key's meaning is the attribute docstring in ``_config.py``.
 """
@@ -154,14 +154,14 @@ def render() -> str:
     lines = [
         "# Configuration",
         "",
-        "Generated from `runtime/_config.py` by `python -m runtime._config_doc`; a test keeps it",
+        "Generated from `runtime/_config.py` by `python -m relay._config_doc`; a test keeps it",
         "in step with the code and loads every example.",
         "",
         "relay reads TOML from `--config FILE`, else from `$RELAY_HOME/config.toml` (`RELAY_HOME`",
         "defaults to `~/.relay`) when it exists, then applies each `-c key=value` override: the",
         "value is parsed as TOML, else taken as a plain string (`-c model=gpt-5`,",
         "`-c rollout.enabled=false`, `-c 'tools={shell=true}'`). An embedding program builds a",
-        "`runtime.Config` directly or calls `runtime.load_config(path, overrides)`.",
+        "`relay.Config` directly or calls `relay.load_config(path, overrides)`.",
         "",
         "A key relay does not know is an error that names the file, every unknown key and the",
         "closest known one; a value of the wrong type names its key. Nothing runs until the whole",

@@ -19,7 +19,7 @@ A command runs without a shell, in the turn's working directory, in a process gr
 with the JSON form of :class:`HookInput` on its standard input. That object names the session,
 the turn, the directory, the rollout file, the model and the trigger, never a credential. The
 outcome is decided when the command exits, from what it printed until then; its whole group is
-killed then, so that no child of a hook outlives it (nor relay, see :mod:`runtime._process`).
+killed then, so that no child of a hook outlives it (nor relay, see :mod:`relay._process`).
 
 This module is where hook failures (processes, exceptions of callables) are translated into
 outcomes; nothing here raises to the caller except cancellation.

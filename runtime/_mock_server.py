@@ -1,6 +1,6 @@
 """A real loopback model server driven by a model script (``relay mock-server``, SPEC §9.2).
 
-It answers what :class:`~runtime._mock_transport.ScriptedTransport` answers in-process, over a
+It answers what :class:`~relay._mock_transport.ScriptedTransport` answers in-process, over a
 real socket: hypercorn (with its trio worker) serves a small hand-written ASGI application.
 Routes, under ``/v1``: ``POST /responses`` (server-sent events), ``POST /responses/compact``
 (JSON) and ``POST /chat/completions`` (streamed chat chunks).

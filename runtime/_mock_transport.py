@@ -1,8 +1,8 @@
 """A model server in-process: an ``httpx2`` transport that answers from a model script.
 
 :class:`ScriptedTransport` lets the real HTTP wire (the openai SDK included) run against a
-:class:`~runtime._model_script.ModelScript` without a socket, so tests of the wire run in
-virtual time. :mod:`runtime._mock_server` serves the very same answers over a real loopback
+:class:`~relay._model_script.ModelScript` without a socket, so tests of the wire run in
+virtual time. :mod:`relay._mock_server` serves the very same answers over a real loopback
 socket: both ask :func:`plan_exchange` what to send and only differ in how they send it.
 
 An :class:`Exchange` is plain data: a status, headers and either a whole body or a list of
@@ -376,7 +376,7 @@ class ScriptedTransport(httpx2.MockTransport):
     """An in-process ``httpx2`` transport that plays a model script.
 
     Use it as the transport of an ``httpx2.AsyncClient`` given to
-    :func:`~runtime._wire.open_http_client`. A cut is a transport error in the middle of the
+    :func:`~relay._wire.open_http_client`. A cut is a transport error in the middle of the
     body, as a dropped connection is for a real transport.
 
     Attributes:

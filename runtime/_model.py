@@ -1,8 +1,8 @@
 """The model client interface: what a turn asks of a model, and what it gets back.
 
 A :class:`ModelClient` turns a :class:`Prompt` into a stream of :class:`ModelEvent` values and
-raises :class:`~runtime.ModelError` when the request fails. Retries are not the client's
-business: :func:`runtime._sampling.sample` owns them, so that the embedded scripted model and the
+raises :class:`~relay.ModelError` when the request fails. Retries are not the client's
+business: :func:`relay._sampling.sample` owns them, so that the embedded scripted model and the
 HTTP wires fail and recover in the same way.
 """
 
@@ -136,7 +136,7 @@ class ModelClient(Protocol):
 
         Raises:
             ModelError: the request failed (before or during the stream). A stream that ends
-                without :class:`Completed` raises :class:`~runtime.StreamError`.
+                without :class:`Completed` raises :class:`~relay.StreamError`.
         """
         ...
 

@@ -2,7 +2,7 @@
 
 :func:`parse_model_script` validates a script into :class:`ModelScript`; :meth:`ModelScript.plan`
 turns the next reply into a :class:`ReplyPlan` (what to send and how), which the embedded
-:class:`~runtime.testing.ScriptedModel` plays in-process and the mock server plays over HTTP.
+:class:`~relay.testing.ScriptedModel` plays in-process and the mock server plays over HTTP.
 All of it is plain data and plain functions.
 """
 

@@ -2,7 +2,7 @@
 
 Every message is a frozen attrs class. Its JSON form is an object whose ``"type"`` is the
 snake_case name of the class, with a trailing ``Event`` or ``Item`` dropped (``ErrorEvent`` is
-``error``, ``UserMessageItem`` is ``user_message``). The codec in :mod:`runtime._codec` is
+``error``, ``UserMessageItem`` is ``user_message``). The codec in :mod:`relay._codec` is
 generated from these classes; nothing here knows about JSON.
 
 Ops are imperatives (``UserTurn``), events are past-tense facts (``TurnStarted``). Closed sets

@@ -1,6 +1,6 @@
 """Renders ``docs/protocol.md`` from the protocol classes and their docstrings.
 
-``python -m runtime._protocol_doc > docs/protocol.md`` writes it; a test checks the file equals
+``python -m relay._protocol_doc > docs/protocol.md`` writes it; a test checks the file equals
 what this renders, so the document cannot drift from the code.
 """
 
@@ -43,7 +43,7 @@ def _type_name(hint: Any) -> str:
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return " | ".join(f'"{member.value}"' for member in hint)
     text = str(hint) if not isinstance(hint, type) else hint.__name__
-    for prefix in ("runtime._protocol.", "runtime._errors.", "typing.", "collections.abc."):
+    for prefix in ("relay._protocol.", "relay._errors.", "typing.", "collections.abc."):
         text = text.replace(prefix, "")
     text = re.sub(r"tuple\[(.*), \.\.\.\]", r"list[\1]", text)
     text = re.sub(r"\bNone(Type)?\b", "null", text)
@@ -92,7 +92,7 @@ def render() -> str:
     lines = [
         "# Protocol",
         "",
-        "Generated from `runtime/_protocol.py` by `python -m runtime._protocol_doc`; a test keeps",
+        "Generated from `runtime/_protocol.py` by `python -m relay._protocol_doc`; a test keeps",
         "it in step with the code. Every message is a JSON object whose `type` names its class.",
         'Submissions are `{"id": …, "op": {…}}`; events are',
         '`{"id": …, "seq": …, "msg": {…}}`, where `id` is the turn id for events of a turn',

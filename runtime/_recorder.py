@@ -2,7 +2,7 @@
 
 The session and its task context say *what* happened (an item was recorded, a compaction was
 installed, a turn's context was set); this module says how that becomes rollout lines, on top
-of :class:`~runtime._rollout.RolloutWriter`, which owns the file. With persistence off there is
+of :class:`~relay._rollout.RolloutWriter`, which owns the file. With persistence off there is
 no writer and every method does nothing.
 """
 

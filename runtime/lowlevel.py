@@ -1,10 +1,10 @@
 """relay's low-level API: for authors of tasks, compaction backends and model clients.
 
 Embedders need only :mod:`runtime` (sessions, ops, events, items, configuration, errors) and
-:mod:`runtime.testing`. What is here is the other side of those: the task interface and the
+:mod:`relay.testing`. What is here is the other side of those: the task interface and the
 context a task sees, the model client protocol and its events, the session's state and what a
 resumed session starts from, and the codec of history items. The pure functions compaction
-backends are built from are in :mod:`runtime.compaction`.
+backends are built from are in :mod:`relay.compaction`.
 """
 
 from ._codec import decode_response_item as decode_response_item

@@ -206,7 +206,7 @@ def __getattr__(name: str) -> Any:
         from . import _mock_server
 
         return getattr(_mock_server, name)
-    raise AttributeError(f"module 'runtime.testing' has no attribute {name!r}")
+    raise AttributeError(f"module 'relay.testing' has no attribute {name!r}")
 
 
 __all__ = [

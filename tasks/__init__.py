@@ -1,7 +1,7 @@
 """relay's task kinds: the regular turn and the compaction task.
 
 :data:`TASK_KINDS` is what a session runs unless it is given other kinds
-(``runtime.open_session(task_kinds=...)``); :func:`task_kinds` builds the same kinds over
+(``relay.open_session(task_kinds=...)``); :func:`task_kinds` builds the same kinds over
 another sequence of compaction backends.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import partial
 
-from runtime.lowlevel import TaskKinds
+from relay.lowlevel import TaskKinds
 
 from .compact import CompactTask
 from .compaction import BACKENDS, CompactionBackend

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import attrs
 
-import runtime
-from runtime.lowlevel import SessionTask, TaskContext, TaskKind
+import relay
+from relay.lowlevel import SessionTask, TaskContext, TaskKind
 
 from .compaction import (
     BACKENDS,
@@ -35,7 +35,7 @@ class CompactTask(SessionTask):
         await run_compaction(
             ctx,
             CompactionRequest(
-                trigger=runtime.CompactionTrigger.MANUAL,
+                trigger=relay.CompactionTrigger.MANUAL,
                 injection=Injection.DO_NOT_INJECT,
                 instructions=self.instructions,
             ),

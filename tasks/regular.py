@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import attrs
 
-import runtime
-from runtime.lowlevel import SessionTask, TaskContext, TaskKind
+import relay
+from relay.lowlevel import SessionTask, TaskContext, TaskKind
 
 from .compaction import (
     BACKENDS,
@@ -27,7 +27,7 @@ class RegularTurn(SessionTask):
     follow-up and usage reached the limit (mid-turn). A failed auto-compaction ends the turn.
     """
 
-    items: tuple[runtime.InputItem, ...]
+    items: tuple[relay.InputItem, ...]
     """The user's input."""
     backends: Sequence[CompactionBackend] = BACKENDS
     """The compaction backends auto-compaction chooses from, in order."""
@@ -41,7 +41,7 @@ class RegularTurn(SessionTask):
         """Input steered into the turn is picked up before its next sampling request."""
         return True
 
-    def abort(self, ctx: TaskContext, reason: runtime.AbortReason) -> None:
+    def abort(self, ctx: TaskContext, reason: relay.AbortReason) -> None:
         """Steered input the turn never picked up stays in the history."""
         del reason
         for items in ctx.drain_pending():
@@ -61,7 +61,7 @@ class RegularTurn(SessionTask):
             drain = True
             try:
                 result = await ctx.sample(ctx.build_prompt())
-            except runtime.ModelError as error:
+            except relay.ModelError as error:
                 ctx.report_model_error(error)
                 return last
             last = result.last_agent_message or last
@@ -73,7 +73,7 @@ class RegularTurn(SessionTask):
             limit = ctx.auto_compact_limit()
             if limit is not None and ctx.usage_tokens >= limit:
                 request = CompactionRequest(
-                    runtime.CompactionTrigger.MID_TURN, Injection.BEFORE_LAST_USER_MESSAGE
+                    relay.CompactionTrigger.MID_TURN, Injection.BEFORE_LAST_USER_MESSAGE
                 )
                 if not (await run_compaction(ctx, request, self.backends)).proceed:
                     return last
@@ -97,11 +97,11 @@ async def _compact_before_turn(ctx: TaskContext, backends: Sequence[CompactionBa
             and ctx.usage_tokens > new_limit
         ):
             request = CompactionRequest(
-                runtime.CompactionTrigger.MODEL_DOWNSHIFT, Injection.DO_NOT_INJECT, model=previous
+                relay.CompactionTrigger.MODEL_DOWNSHIFT, Injection.DO_NOT_INJECT, model=previous
             )
             return (await run_compaction(ctx, request, backends)).proceed
     limit = ctx.auto_compact_limit()
     if limit is not None and ctx.usage_tokens >= limit:
-        request = CompactionRequest(runtime.CompactionTrigger.PRE_TURN, Injection.DO_NOT_INJECT)
+        request = CompactionRequest(relay.CompactionTrigger.PRE_TURN, Injection.DO_NOT_INJECT)
         return (await run_compaction(ctx, request, backends)).proceed
     return True

@@ -31,7 +31,7 @@ def run(args: list[str]) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("script", OP_SCRIPTS, ids=lambda p: p.name)
 def test_op_script_example_runs(script: Path) -> None:
     model = script.with_suffix(".model.json")
-    args = [sys.executable, "-m", "runtime", "run", str(script), "-c", "rollout.enabled=false"]
+    args = [sys.executable, "-m", "relay", "run", str(script), "-c", "rollout.enabled=false"]
     if model.exists():
         args += ["--model-script", str(model)]
     config = script.with_suffix(".config.toml")

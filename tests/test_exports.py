@@ -11,20 +11,20 @@ from pathlib import Path
 
 import pytest
 
-import runtime
+import relay
 
 PUBLIC_MODULES = [
-    "runtime",
-    "runtime.lowlevel",
-    "runtime.testing",
-    "runtime.compaction",
-    "runtime.cluster",
-    "tasks",
-    "tasks.compaction",
-    "tasks.compaction.base",
+    "relay",
+    "relay.lowlevel",
+    "relay.testing",
+    "relay.compaction",
+    "relay.cluster",
+    "relay.tasks",
+    "relay.tasks.compaction",
+    "relay.tasks.compaction.base",
 ]
 #: Public submodules a namespace may hold besides its names.
-SUBMODULES = {"cluster", "compaction", "lowlevel", "testing", "base"}
+SUBMODULES = {"cluster", "compaction", "lowlevel", "testing", "base", "tasks"}
 
 
 def public_names(module: types.ModuleType) -> set[str]:
@@ -109,15 +109,15 @@ def test_nothing_private_leaks(name: str) -> None:
             # Everything public comes from relay's own packages (or the standard library's
             # typing helpers re-exported as type aliases).
             assert origin is not None
-            if origin.split(".")[0] not in {"runtime", "tasks"}:
+            if origin.split(".")[0] not in {"relay"}:
                 leaks.append(f"{attr} comes from {origin}")
     assert leaks == []
 
 
 def test_the_friendly_and_the_low_level_namespace_do_not_overlap() -> None:
-    assert public_names(runtime) & public_names(runtime.lowlevel) == set()
+    assert public_names(relay) & public_names(relay.lowlevel) == set()
 
 
 def test_sessions_are_made_only_by_open_session() -> None:
     with pytest.raises(TypeError, match="no public constructor"):
-        runtime.Session()
+        relay.Session()

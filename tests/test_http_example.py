@@ -18,7 +18,7 @@ def test_session_against_the_mock_server_over_real_http(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "runtime",
+            "relay",
             "mock-server",
             "--script",
             "mock.model.json",
@@ -39,7 +39,7 @@ def test_session_against_the_mock_server_over_real_http(tmp_path: Path) -> None:
             [
                 sys.executable,
                 "-m",
-                "runtime",
+                "relay",
                 "run",
                 "session.jsonl",
                 "--config",

@@ -38,11 +38,11 @@ def test_wheel_ships_templates_and_loads_them_when_installed(tmp_path: Path) -> 
         "compact/prompt.md",
         "compact/summary_prefix.md",
     ]:
-        assert f"runtime/templates/{name}" in names
-    assert "runtime/py.typed" in names
+        assert f"relay/templates/{name}" in names
+    assert "relay/py.typed" in names
     # Import the unpacked wheel, away from the checkout, and load a template from it.
     code = (
-        "import runtime._templates as t, pathlib; "
+        "import relay._templates as t, pathlib; "
         "print(pathlib.Path(t.__file__).parent); print(t.template('compact/prompt.md'))"
     )
     result = subprocess.run(
@@ -55,5 +55,5 @@ def test_wheel_ships_templates_and_loads_them_when_installed(tmp_path: Path) -> 
         timeout=60,
     )
     location, text = result.stdout.split("\n", 1)
-    assert Path(location) == tmp_path / "site" / "runtime"
+    assert Path(location) == tmp_path / "site" / "relay"
     assert text.strip() == (ROOT / "templates/compact/prompt.md").read_text().strip()

@@ -1,10 +1,10 @@
 """The HTTP wires: model clients that talk to a server through the official ``openai`` SDK.
 
-Two wires implement :class:`~runtime._model.ModelClient` (SPEC §7.1, §7.2):
+Two wires implement :class:`~relay._model.ModelClient` (SPEC §7.1, §7.2):
 
 - :class:`ResponsesClient` streams ``POST /responses`` with exactly the body of
-  :func:`~runtime._responses.request_body` and feeds every server-sent event, as a dict, to the
-  same :class:`~runtime._responses.ResponseStreamParser` the embedded scripted model uses, so a
+  :func:`~relay._responses.request_body` and feeds every server-sent event, as a dict, to the
+  same :class:`~relay._responses.ResponseStreamParser` the embedded scripted model uses, so a
   failure over HTTP and a scripted one are reported alike. It also sends remote compaction
   requests (``POST /responses/compact``).
 - :class:`ChatClient` speaks ``POST /chat/completions`` for OpenAI-compatible local servers:

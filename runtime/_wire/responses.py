@@ -32,7 +32,7 @@ class ResponsesClient(WireClient):
     async def compact(self, request: CompactRequest) -> Any:
         """``POST /responses/compact``, once; returns the JSON body of the answer, unchecked.
 
-        Retries belong to the caller (:meth:`runtime.lowlevel.TaskContext.remote_compact`), as for
+        Retries belong to the caller (:meth:`relay.lowlevel.TaskContext.remote_compact`), as for
         streams.
         """
         try:

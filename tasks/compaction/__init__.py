@@ -4,11 +4,11 @@
 backend of its sequence that applies, runs the pre-compact hooks, reports the compaction item,
 lets the backend compute the new history, places the initial context, installs the result,
 reports it and runs the post-compact hooks. A backend fails by raising
-:class:`CompactionFailed` or letting a :class:`runtime.ModelError` through (translated here,
+:class:`CompactionFailed` or letting a :class:`relay.ModelError` through (translated here,
 once); until it returns, nothing about the session has changed (SPEC §6.9).
 
 Adding a backend is one new module and one line in :data:`BACKENDS`; a backend of another
-package goes into the sequence a session's tasks are built with (:func:`tasks.task_kinds`).
+package goes into the sequence a session's tasks are built with (:func:`relay.tasks.task_kinds`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from collections.abc import Sequence
 
 import anyio
 
-import runtime
-from runtime.lowlevel import HookTrigger, TaskContext, run_compact_hooks
+import relay
+from relay.lowlevel import HookTrigger, TaskContext, run_compact_hooks
 
 from .base import (
     Backend,
@@ -56,7 +56,7 @@ class CompactionOutcome(enum.Enum):
     The caller may go on with its work only after ``INSTALLED`` (:attr:`proceed`); in every
     other case the calling turn must end now: after ``FAILED`` it ends normally (the
     ``error`` is out), after a hook stop it ends with ``turn_aborted{hook_stopped}`` (already
-    arranged through :meth:`~runtime.lowlevel.TaskContext.end_aborted`).
+    arranged through :meth:`~relay.lowlevel.TaskContext.end_aborted`).
     """
 
     INSTALLED = "installed"
@@ -74,13 +74,13 @@ class CompactionOutcome(enum.Enum):
         return self is CompactionOutcome.INSTALLED
 
 
-def hook_trigger(trigger: runtime.CompactionTrigger) -> HookTrigger:
+def hook_trigger(trigger: relay.CompactionTrigger) -> HookTrigger:
     """What hooks are told about a trigger: ``manual``, or ``auto`` for every automatic one."""
-    return "manual" if trigger is runtime.CompactionTrigger.MANUAL else "auto"
+    return "manual" if trigger is relay.CompactionTrigger.MANUAL else "auto"
 
 
 def choose_backend(
-    backends: Sequence[CompactionBackend], config: runtime.Config, provider: runtime.ProviderConfig
+    backends: Sequence[CompactionBackend], config: relay.Config, provider: relay.ProviderConfig
 ) -> CompactionBackend | None:
     """The first of ``backends`` that applies, or None."""
     return next((backend for backend in backends if backend.applies(config, provider)), None)
@@ -95,27 +95,27 @@ async def run_compaction(
     backend = choose_backend(backends, ctx.config, ctx.provider)
     if backend is None:
         ctx.emit(
-            runtime.ErrorEvent(
-                "no compaction backend applies to this configuration", runtime.ErrorCode.INTERNAL
+            relay.ErrorEvent(
+                "no compaction backend applies to this configuration", relay.ErrorCode.INTERNAL
             )
         )
         return CompactionOutcome.FAILED
     trigger = hook_trigger(request.trigger)
     model = request.model or ctx.settings.model
     if await run_compact_hooks(ctx, "pre_compact", trigger=trigger, model=model) is not None:
-        ctx.end_aborted(runtime.AbortReason.HOOK_STOPPED)
+        ctx.end_aborted(relay.AbortReason.HOOK_STOPPED)
         return CompactionOutcome.STOPPED
     item_id = ctx.new_item_id("compaction")
-    ctx.emit(runtime.ItemStarted(ctx.turn_id, runtime.ContextCompactionItem(item_id)))
+    ctx.emit(relay.ItemStarted(ctx.turn_id, relay.ContextCompactionItem(item_id)))
     started = anyio.current_time()
     tokens_before = ctx.estimated_tokens()
     try:
         result = await backend.compact(ctx, request)
-    except runtime.ModelError as error:
-        ctx.emit(runtime.ErrorEvent(f"{backend.error_prefix}{error.message}", error.code))
+    except relay.ModelError as error:
+        ctx.emit(relay.ErrorEvent(f"{backend.error_prefix}{error.message}", error.code))
         return CompactionOutcome.FAILED
     except CompactionFailed as failure:
-        ctx.emit(runtime.ErrorEvent(failure.message, failure.code))
+        ctx.emit(relay.ErrorEvent(failure.message, failure.code))
         return CompactionOutcome.FAILED
     if result.fresh_window:
         history = list(result.history)
@@ -128,22 +128,22 @@ async def run_compaction(
         )
         history = place_initial_context(result.history, initial, request.injection)
         clear_reference = request.injection is Injection.DO_NOT_INJECT
-    receipt = runtime.CompactionReceipt(
+    receipt = relay.CompactionReceipt(
         trigger=request.trigger,
         backend=backend.name,
         tokens_before=tokens_before,
-        tokens_after=runtime.compaction.estimate_tokens(history),
+        tokens_after=relay.compaction.estimate_tokens(history),
         duration_ms=round((anyio.current_time() - started) * 1000),
     )
     ctx.install_compaction(
         history, message=result.message, receipt=receipt, clear_reference=clear_reference
     )
-    ctx.emit(runtime.ItemCompleted(ctx.turn_id, runtime.ContextCompactionItem(item_id, receipt)))
-    ctx.emit(runtime.ContextCompacted())
+    ctx.emit(relay.ItemCompleted(ctx.turn_id, relay.ContextCompactionItem(item_id, receipt)))
+    ctx.emit(relay.ContextCompacted())
     if result.warn:
-        ctx.emit(runtime.WarningEvent(ACCURACY_WARNING))
+        ctx.emit(relay.WarningEvent(ACCURACY_WARNING))
     if await run_compact_hooks(ctx, "post_compact", trigger=trigger, model=model) is not None:
-        ctx.end_aborted(runtime.AbortReason.HOOK_STOPPED)
+        ctx.end_aborted(relay.AbortReason.HOOK_STOPPED)
         return CompactionOutcome.INSTALLED_THEN_STOPPED
     return CompactionOutcome.INSTALLED
 

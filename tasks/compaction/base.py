@@ -4,7 +4,7 @@ One small interface (:class:`CompactionBackend`), its request and result types, 
 raises, and the pure functions of policy: which built-in backend a configuration selects
 (:func:`select_backend`) and where the initial context goes in a compacted history
 (:func:`place_initial_context`). A backend of another package implements the protocol and is
-put in the sequence of backends a session's tasks are built with (:func:`tasks.task_kinds`).
+put in the sequence of backends a session's tasks are built with (:func:`relay.tasks.task_kinds`).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Protocol
 
 import attrs
 
-import runtime
-from runtime import Config, ProviderConfig
-from runtime.compaction import is_real_user_message
-from runtime.lowlevel import TaskContext
+import relay
+from relay import Config, ProviderConfig
+from relay.compaction import is_real_user_message
+from relay.lowlevel import TaskContext
 
 
 class Backend(enum.StrEnum):
@@ -43,7 +43,7 @@ class Injection(enum.Enum):
 class CompactionRequest:
     """What a compaction is asked to do."""
 
-    trigger: runtime.CompactionTrigger
+    trigger: relay.CompactionTrigger
     """Why it runs."""
     injection: Injection
     """Where the initial context goes afterwards."""
@@ -57,7 +57,7 @@ class CompactionRequest:
 class BackendResult:
     """A backend's new history, before the initial context is placed."""
 
-    history: Sequence[runtime.ResponseItem]
+    history: Sequence[relay.ResponseItem]
     """The new history; a summary or compaction item is last (unless ``fresh_window``)."""
     message: str = ""
     """The summary text (local backend), recorded in the rollout's ``compacted`` line."""
@@ -71,7 +71,7 @@ class BackendResult:
 class CompactionFailed(Exception):
     """A backend could not produce a new history; nothing was changed."""
 
-    def __init__(self, message: str, code: runtime.ErrorCode) -> None:
+    def __init__(self, message: str, code: relay.ErrorCode) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
@@ -100,7 +100,7 @@ class CompactionBackend(Protocol):
 
         Raises:
             CompactionFailed: it cannot produce one.
-            runtime.ModelError: a model request failed (reported with :attr:`error_prefix`).
+            relay.ModelError: a model request failed (reported with :attr:`error_prefix`).
         """
         ...
 
@@ -117,10 +117,10 @@ def select_backend(config: Config, provider: ProviderConfig) -> Backend:
 
 
 def place_initial_context(
-    history: Sequence[runtime.ResponseItem],
-    initial: Sequence[runtime.ResponseItem],
+    history: Sequence[relay.ResponseItem],
+    initial: Sequence[relay.ResponseItem],
     injection: Injection,
-) -> list[runtime.ResponseItem]:
+) -> list[relay.ResponseItem]:
     """Put the initial context into a compacted history (SPEC §6.8).
 
     ``before_last_user_message`` inserts it before, in order of preference, the last real user
@@ -132,16 +132,16 @@ def place_initial_context(
         return items
     index = _last_index(items, is_real_user_message)
     if index is None:
-        index = _last_index(items, lambda i: isinstance(i, runtime.Message) and i.role == "user")
+        index = _last_index(items, lambda i: isinstance(i, relay.Message) and i.role == "user")
     if index is None:
-        index = _last_index(items, lambda i: isinstance(i, runtime.Compaction))
+        index = _last_index(items, lambda i: isinstance(i, relay.Compaction))
     if index is None:
         return items + list(initial)
     return items[:index] + list(initial) + items[index:]
 
 
 def _last_index(
-    items: Sequence[runtime.ResponseItem], test: Callable[[runtime.ResponseItem], bool]
+    items: Sequence[relay.ResponseItem], test: Callable[[relay.ResponseItem], bool]
 ) -> int | None:
     for index in range(len(items) - 1, -1, -1):
         if test(items[index]):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import runtime
-from runtime.compaction import (
+import relay
+from relay.compaction import (
     build_compacted_history,
     compaction_prompt,
     drop_oldest,
@@ -11,7 +11,7 @@ from runtime.compaction import (
     real_user_messages,
     summary_text,
 )
-from runtime.lowlevel import TaskContext
+from relay.lowlevel import TaskContext
 
 from .base import Backend, BackendResult, CompactionRequest, select_backend
 
@@ -24,12 +24,12 @@ class LocalBackend:
     name = Backend.LOCAL
     error_prefix = ERROR_PREFIX
 
-    def applies(self, config: runtime.Config, provider: runtime.ProviderConfig) -> bool:
+    def applies(self, config: relay.Config, provider: relay.ProviderConfig) -> bool:
         return select_backend(config, provider) is self.name
 
     async def compact(self, ctx: TaskContext, request: CompactionRequest) -> BackendResult:
         history = list(ctx.history)
-        prompt_message = runtime.user_message(compaction_prompt(ctx.config, request.instructions))
+        prompt_message = relay.user_message(compaction_prompt(ctx.config, request.instructions))
         # The prompt goes to a clone only; the live history is untouched until install.
         clone = [*history, prompt_message]
         dropped = 0
@@ -38,7 +38,7 @@ class LocalBackend:
             try:
                 result = await ctx.sample(prompt, record=False, report=False)
                 break
-            except runtime.ContextWindowExceeded:
+            except relay.ContextWindowExceeded:
                 if len(prompt.input) <= 1:
                     ctx.report_window_full()
                     raise
@@ -47,7 +47,7 @@ class LocalBackend:
                 dropped += removed
         if dropped:
             ctx.emit(
-                runtime.BackgroundEvent(
+                relay.BackgroundEvent(
                     f"Trimmed {dropped} older item{'s' if dropped != 1 else ''} from the "
                     "summarization request so that it fits the model's context window."
                 )

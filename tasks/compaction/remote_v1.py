@@ -12,9 +12,9 @@ from collections.abc import Mapping
 
 import attrs
 
-import runtime
-from runtime.compaction import filter_remote_output, fit_to_window
-from runtime.lowlevel import TaskContext
+import relay
+from relay.compaction import filter_remote_output, fit_to_window
+from relay.lowlevel import TaskContext
 
 from .base import Backend, BackendResult, CompactionFailed, CompactionRequest, select_backend
 
@@ -27,22 +27,22 @@ class RemoteV1Backend:
     name = Backend.REMOTE_V1
     error_prefix = ERROR_PREFIX
 
-    def applies(self, config: runtime.Config, provider: runtime.ProviderConfig) -> bool:
+    def applies(self, config: relay.Config, provider: relay.ProviderConfig) -> bool:
         return select_backend(config, provider) is self.name
 
     async def compact(self, ctx: TaskContext, request: CompactionRequest) -> BackendResult:
         prompt = fitted_prompt(ctx, request.model)
-        answer = await ctx.remote_compact(runtime.lowlevel.CompactRequest.of(prompt))
+        answer = await ctx.remote_compact(relay.lowlevel.CompactRequest.of(prompt))
         try:
             output = compact_output(answer)
         except InvalidAnswer as problem:
             raise CompactionFailed(
-                f"{ERROR_PREFIX}{problem}", runtime.ErrorCode.SERVER_ERROR
+                f"{ERROR_PREFIX}{problem}", relay.ErrorCode.SERVER_ERROR
             ) from problem
         return BackendResult(filter_remote_output(output))
 
 
-def fitted_prompt(ctx: TaskContext, model: str | None) -> runtime.lowlevel.Prompt:
+def fitted_prompt(ctx: TaskContext, model: str | None) -> relay.lowlevel.Prompt:
     """A request over the normalised history whose trailing tool outputs were cut down until
     the estimate (base instructions included) fits the model's context window."""
     prompt = ctx.build_prompt(model=model)
@@ -55,7 +55,7 @@ class InvalidAnswer(ValueError):
     """The answer of ``/responses/compact`` is not ``{"output": [item, ...]}``."""
 
 
-def compact_output(answer: object) -> list[runtime.ResponseItem]:
+def compact_output(answer: object) -> list[relay.ResponseItem]:
     """The items of a ``/responses/compact`` answer.
 
     Raises:
@@ -69,11 +69,11 @@ def compact_output(answer: object) -> list[runtime.ResponseItem]:
     output = answer["output"]
     if not isinstance(output, list):
         raise InvalidAnswer(f"output is not a list (it is {_json_kind(output)})")
-    items: list[runtime.ResponseItem] = []
+    items: list[relay.ResponseItem] = []
     for index, entry in enumerate(output):
         try:
-            items.append(runtime.lowlevel.decode_response_item(entry))
-        except runtime.DecodeError as exc:
+            items.append(relay.lowlevel.decode_response_item(entry))
+        except relay.DecodeError as exc:
             raise InvalidAnswer(f"output[{index}] is not a valid item: {exc}") from exc
     return items
 

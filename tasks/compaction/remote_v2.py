@@ -12,13 +12,13 @@ from typing import Any
 
 import attrs
 
-import runtime
-from runtime.compaction import (
+import relay
+from relay.compaction import (
     REMOTE_V2_USER_MESSAGE_BUDGET,
     keep_recent_messages,
     real_user_messages,
 )
-from runtime.lowlevel import TaskContext
+from relay.lowlevel import TaskContext
 
 from .base import Backend, BackendResult, CompactionFailed, CompactionRequest, select_backend
 from .remote_v1 import ERROR_PREFIX, fitted_prompt
@@ -38,7 +38,7 @@ class RemoteV2Backend:
     name = Backend.REMOTE_V2
     error_prefix = ERROR_PREFIX
 
-    def applies(self, config: runtime.Config, provider: runtime.ProviderConfig) -> bool:
+    def applies(self, config: relay.Config, provider: relay.ProviderConfig) -> bool:
         return select_backend(config, provider) is self.name
 
     async def compact(self, ctx: TaskContext, request: CompactionRequest) -> BackendResult:
@@ -50,18 +50,18 @@ class RemoteV2Backend:
         retries = min(ctx.provider.stream_max_retries, MAX_RETRIES)
         try:
             result = await ctx.sample(prompt, record=False, report=False, max_retries=retries)
-        except runtime.StreamError as error:
+        except relay.StreamError as error:
             # Whatever broke the stream, it ended without ``response.completed``.
             detail = error.message
             message = detail if _NOT_COMPLETED in detail else f"{_NOT_COMPLETED}: {detail}"
             raise CompactionFailed(f"{ERROR_PREFIX}{message}", error.code) from error
-        compactions = [item for item in result.output if isinstance(item, runtime.Compaction)]
+        compactions = [item for item in result.output if isinstance(item, relay.Compaction)]
         if len(compactions) != 1:
             raise CompactionFailed(
                 f"{ERROR_PREFIX}expected exactly one compaction item, got {len(compactions)} "
                 f"compaction item{'' if len(compactions) == 1 else 's'} of "
                 f"{len(result.output)} output item{'' if len(result.output) == 1 else 's'}",
-                runtime.ErrorCode.SERVER_ERROR,
+                relay.ErrorCode.SERVER_ERROR,
             )
         kept = keep_recent_messages(real_user_messages(prompt.input), REMOTE_V2_USER_MESSAGE_BUDGET)
         return BackendResult([*kept, compactions[0]])

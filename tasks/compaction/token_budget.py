@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-import runtime
-from runtime.compaction import keep_recent_messages
-from runtime.lowlevel import TaskContext
+import relay
+from relay.compaction import keep_recent_messages
+from relay.lowlevel import TaskContext
 
 from .base import Backend, BackendResult, CompactionRequest, select_backend
 
@@ -27,7 +27,7 @@ class TokenBudgetBackend:
     name = Backend.TOKEN_BUDGET
     error_prefix = "Error running token-budget compaction: "
 
-    def applies(self, config: runtime.Config, provider: runtime.ProviderConfig) -> bool:
+    def applies(self, config: relay.Config, provider: relay.ProviderConfig) -> bool:
         return select_backend(config, provider) is self.name
 
     async def compact(self, ctx: TaskContext, request: CompactionRequest) -> BackendResult:
@@ -39,16 +39,16 @@ class TokenBudgetBackend:
 
 
 def client_developer_messages(
-    history: Iterable[runtime.ResponseItem], initial: Sequence[runtime.ResponseItem]
-) -> list[runtime.Message]:
+    history: Iterable[relay.ResponseItem], initial: Sequence[relay.ResponseItem]
+) -> list[relay.Message]:
     """The developer messages of ``history`` that the initial context does not produce."""
     own = {
         item.text()
         for item in initial
-        if isinstance(item, runtime.Message) and item.role == "developer"
+        if isinstance(item, relay.Message) and item.role == "developer"
     }
     return [
         item
         for item in history
-        if isinstance(item, runtime.Message) and item.role == "developer" and item.text() not in own
+        if isinstance(item, relay.Message) and item.role == "developer" and item.text() not in own
     ]

@@ -29,7 +29,7 @@ def test_cluster_run_writes_each_sessions_events_and_sums_up(
         [
             sys.executable,
             "-m",
-            "runtime",
+            "relay",
             "cluster",
             "run",
             str(EXAMPLES / "compact.jsonl"),

@@ -15,13 +15,13 @@ from typing import Any
 import anyio
 import pytest
 
-import runtime
-from runtime._codec import type_tag
-from runtime._op_script import parse_op_script
-from runtime._resume import reconstruct
-from runtime._rollout_reader import EventMsgLine, read_rollout
-from runtime._runner import ScriptRunner
-from runtime.cluster import (
+import relay
+from relay._codec import type_tag
+from relay._op_script import parse_op_script
+from relay._resume import reconstruct
+from relay._rollout_reader import EventMsgLine, read_rollout
+from relay._runner import ScriptRunner
+from relay.cluster import (
     HostLostError,
     PooledSession,
     SessionResumed,
@@ -38,11 +38,11 @@ def run_async(fn: Callable[[], Awaitable[None]]) -> None:
     anyio.run(fn, backend="asyncio")
 
 
-def config_for(tmp_path: Path, model_script: Path | None = None) -> runtime.Config:
-    return runtime.Config(
+def config_for(tmp_path: Path, model_script: Path | None = None) -> relay.Config:
+    return relay.Config(
         model_script=str(model_script) if model_script else None,
         cwd=str(EXAMPLES),
-        rollout=runtime.RolloutConfig(dir=str(tmp_path / "sessions")),
+        rollout=relay.RolloutConfig(dir=str(tmp_path / "sessions")),
     )
 
 
@@ -51,7 +51,7 @@ class Watcher:
 
     def __init__(self, session: PooledSession) -> None:
         self.session = session
-        self.events: list[runtime.Event] = []
+        self.events: list[relay.Event] = []
         self._changed = anyio.Event()
 
     async def read(self) -> None:
@@ -60,7 +60,7 @@ class Watcher:
             self._changed.set()
             self._changed = anyio.Event()
 
-    async def wait_for(self, predicate: Callable[[runtime.Event], bool]) -> runtime.Event:
+    async def wait_for(self, predicate: Callable[[relay.Event], bool]) -> relay.Event:
         seen = 0
         while True:
             for event in self.events[seen:]:
@@ -73,12 +73,12 @@ class Watcher:
         return [type_tag(type(event.msg)) for event in self.events]
 
 
-def is_(cls: type, turn_id: str | None = None) -> Callable[[runtime.Event], bool]:
+def is_(cls: type, turn_id: str | None = None) -> Callable[[relay.Event], bool]:
     return lambda event: isinstance(event.msg, cls) and (turn_id is None or event.id == turn_id)
 
 
-def turn(text: str, **kwargs: Any) -> runtime.UserTurn:
-    return runtime.UserTurn(items=[runtime.Text(text)], **kwargs)
+def turn(text: str, **kwargs: Any) -> relay.UserTurn:
+    return relay.UserTurn(items=[relay.Text(text)], **kwargs)
 
 
 # --------------------------------------------------------------------------- parity
@@ -103,7 +103,7 @@ def test_events_through_the_pool_are_those_of_a_local_session(
             config = config_for(tmp_path, EXAMPLES / model if model else None)
             steps = parse_op_script((EXAMPLES / script).read_text(encoding="utf-8"))
             kinds = local.setdefault(script, [])
-            async with runtime.open_session(config) as session:
+            async with relay.open_session(config) as session:
                 runner = ScriptRunner(session, lambda _, msg, into=kinds: into.append(msg["type"]))
                 await runner.run(steps)
         async with open_session_pool(2) as pool:
@@ -158,12 +158,12 @@ def test_a_host_killed_mid_turn_moves_its_sessions_and_keeps_what_was_acknowledg
                     tg.start_soon(watcher.read)
                 for n, (session, watcher) in enumerate(zip(sessions, watchers, strict=True)):
                     await session.submit(turn(f"question {n}"), id=f"a{n}")
-                    await watcher.wait_for(is_(runtime.TurnComplete, f"a{n}"))
+                    await watcher.wait_for(is_(relay.TurnComplete, f"a{n}"))
                     await session.submit(turn(f"nap {n}"), id=f"b{n}")
                     await watcher.wait_for(
                         lambda e: (
-                            isinstance(e.msg, runtime.ItemStarted)
-                            and isinstance(e.msg.item, runtime.ToolCallItem)
+                            isinstance(e.msg, relay.ItemStarted)
+                            and isinstance(e.msg.item, relay.ToolCallItem)
                         )
                     )
                     await session.submit(turn(f"later {n}", on_busy="queue"), id=f"q{n}")
@@ -183,15 +183,15 @@ def test_a_host_killed_mid_turn_moves_its_sessions_and_keeps_what_was_acknowledg
                     # The moved session accepts ops again; its turn ids never repeat.
                     follow_up = await sessions[n].submit(turn(f"again {n}"))
                     assert follow_up not in {f"a{n}", f"b{n}", f"q{n}"}
-                    await watchers[n].wait_for(is_(runtime.TurnComplete, follow_up))
+                    await watchers[n].wait_for(is_(relay.TurnComplete, follow_up))
                     await sessions[n].shutdown()
                 outcome["moved"] = moved
                 outcome["victim"] = victim
                 outcome["new_hosts"] = {n: sessions[n].host for n in moved}
                 for n in range(6):
                     if n not in moved:
-                        await sessions[n].submit(runtime.Interrupt())
-                        await watchers[n].wait_for(is_(runtime.TurnAborted, f"b{n}"))
+                        await sessions[n].submit(relay.Interrupt())
+                        await watchers[n].wait_for(is_(relay.TurnAborted, f"b{n}"))
                         await sessions[n].shutdown()
             outcome["watchers"] = watchers
 
@@ -210,15 +210,15 @@ def test_a_host_killed_mid_turn_moves_its_sessions_and_keeps_what_was_acknowledg
         after = events[before_kill[session.id] :]
         if n not in outcome["moved"]:
             assert not any(isinstance(e.msg, SessionResumed) for e in events)
-            aborted = [e.msg for e in after if isinstance(e.msg, runtime.TurnAborted)]
+            aborted = [e.msg for e in after if isinstance(e.msg, relay.TurnAborted)]
             assert [(m.turn_id, m.reason) for m in aborted] == [
-                (f"b{n}", runtime.AbortReason.INTERRUPTED)
+                (f"b{n}", relay.AbortReason.INTERRUPTED)
             ]
-            assert isinstance(after[-1].msg, runtime.ShutdownComplete)
+            assert isinstance(after[-1].msg, relay.ShutdownComplete)
             continue
-        reported = [e for e in after if not isinstance(e.msg, runtime.WarningEvent)][:2]
-        assert reported[0].msg == runtime.TurnAborted(
-            f"b{n}", runtime.AbortReason.HOST_LOST, reported[0].msg.duration_ms
+        reported = [e for e in after if not isinstance(e.msg, relay.WarningEvent)][:2]
+        assert reported[0].msg == relay.TurnAborted(
+            f"b{n}", relay.AbortReason.HOST_LOST, reported[0].msg.duration_ms
         )
         assert reported[1].msg == SessionResumed(
             lost_host=outcome["victim"],
@@ -228,7 +228,7 @@ def test_a_host_killed_mid_turn_moves_its_sessions_and_keeps_what_was_acknowledg
             downtime_ms=reported[1].msg.downtime_ms,
         )
         # Nothing is redone behind the caller's back.
-        started = [e.msg.turn_id for e in events if isinstance(e.msg, runtime.TurnStarted)]
+        started = [e.msg.turn_id for e in events if isinstance(e.msg, relay.TurnStarted)]
         assert started.count(f"b{n}") == 1 and f"q{n}" not in started
 
         # Everything the caller saw end before the loss is in the rollout.
@@ -238,17 +238,17 @@ def test_a_host_killed_mid_turn_moves_its_sessions_and_keeps_what_was_acknowledg
             line.msg
             for line in rollout.lines
             if isinstance(line, EventMsgLine)
-            and isinstance(line.msg, runtime.TurnComplete | runtime.TurnAborted)
+            and isinstance(line.msg, relay.TurnComplete | relay.TurnAborted)
         ]
         seen_ended = [
             e.msg
             for e in events[: before_kill[session.id]]
-            if isinstance(e.msg, runtime.TurnComplete)
+            if isinstance(e.msg, relay.TurnComplete)
         ]
         assert seen_ended and all(msg in ended for msg in seen_ended)
         assert reported[0].msg in ended
         history = reconstruct(read_rollout(session.rollout_path, for_resume=True)).history
-        texts = [item.text() for item in history if isinstance(item, runtime.Message)]
+        texts = [item.text() for item in history if isinstance(item, relay.Message)]
         assert f"question {n}" in texts and "first answer" in texts
         assert f"again {n}" in texts
 
@@ -300,7 +300,7 @@ def test_two_hosts_run_two_hundred_scripted_sessions(ray_address: str, tmp_path:
 
 def test_a_session_pool_needs_a_host(ray_address: str) -> None:
     async def main() -> None:
-        with pytest.raises(runtime.ConfigError, match="at least one host"):
+        with pytest.raises(relay.ConfigError, match="at least one host"):
             async with open_session_pool(0):
                 pass
 
@@ -335,5 +335,5 @@ def test_an_op_submitted_as_its_host_dies_is_refused_or_reported_never_dropped(
     else:
         # Accepted by the dying host: reported as lost, whether or not it had started.
         assert (resumed.aborted_turn, resumed.unhandled) in {("late", ()), (None, ("late",))}
-    started = [e.id for e in outcome["events"] if isinstance(e.msg, runtime.TurnStarted)]
+    started = [e.id for e in outcome["events"] if isinstance(e.msg, relay.TurnStarted)]
     assert started.count("late") <= 1

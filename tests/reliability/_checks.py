@@ -10,18 +10,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import runtime
-from runtime import compaction
-from runtime._history import is_contextual
-from runtime._resume import reconstruct
-from runtime._rollout_reader import CompactedLine, Rollout, read_rollout
-from tasks.compaction import Backend
+import relay
+from relay import compaction
+from relay._history import is_contextual
+from relay._resume import reconstruct
+from relay._rollout_reader import CompactedLine, Rollout, read_rollout
+from relay.tasks.compaction import Backend
 
-CALLS = (runtime.FunctionCall, runtime.CustomToolCall)
-OUTPUTS = (runtime.FunctionCallOutput, runtime.CustomToolCallOutput)
+CALLS = (relay.FunctionCall, relay.CustomToolCall)
+OUTPUTS = (relay.FunctionCallOutput, relay.CustomToolCallOutput)
 
 
-def check_well_formed(items: Sequence[runtime.ResponseItem], *, settled: bool) -> None:
+def check_well_formed(items: Sequence[relay.ResponseItem], *, settled: bool) -> None:
     """Every call has exactly one output, after it; no output lacks an earlier call.
 
     ``settled``: no task runs, so every call must be answered. While a turn runs, only the
@@ -38,7 +38,7 @@ def check_well_formed(items: Sequence[runtime.ResponseItem], *, settled: bool) -
             assert item.call_id in calls, f"output {item.call_id} without an earlier call"
             assert item.call_id not in answered, f"call {item.call_id} answered twice"
             answered.add(item.call_id)
-        elif not (isinstance(item, runtime.Message) and item.role == "assistant"):
+        elif not (isinstance(item, relay.Message) and item.role == "assistant"):
             last_input = index
     waiting = set(calls) - answered
     if settled:
@@ -48,7 +48,7 @@ def check_well_formed(items: Sequence[runtime.ResponseItem], *, settled: bool) -
         assert not early, f"calls left without an output before later input: {early}"
 
 
-def expected_backend(config: runtime.Config) -> Backend:
+def expected_backend(config: relay.Config) -> Backend:
     """The backend SPEC §6.1 selects, written out independently of the runtime's function."""
     provider = config.provider()
     if config.features.token_budget:
@@ -60,23 +60,21 @@ def expected_backend(config: runtime.Config) -> Backend:
     return Backend.LOCAL
 
 
-def check_compacted_part(items: Sequence[runtime.ResponseItem], backend: str) -> None:
+def check_compacted_part(items: Sequence[relay.ResponseItem], backend: str) -> None:
     """The history a compaction installed ends as its backend promises (SPEC §6.3–6.8)."""
     if backend == Backend.TOKEN_BUDGET:
         # A fresh window: the initial context and developer messages, nothing else.
         for item in items:
-            assert isinstance(item, runtime.Message), f"token budget window holds {item!r}"
+            assert isinstance(item, relay.Message), f"token budget window holds {item!r}"
             assert item.role == "developer" or is_contextual(item), f"not context: {item!r}"
         return
     last = items[-1] if items else None
     if backend == Backend.LOCAL:
         assert last is not None and compaction.is_summary(last), f"summary not last: {last!r}"
-    elif backend == Backend.REMOTE_V2 or any(
-        isinstance(item, runtime.Compaction) for item in items
-    ):
+    elif backend == Backend.REMOTE_V2 or any(isinstance(item, relay.Compaction) for item in items):
         # V1 installs what the server answered, filtered: an answer without a compaction
         # item (even an empty one) is valid, and then nothing has to be last.
-        assert isinstance(last, runtime.Compaction), f"the compaction item is not last: {last!r}"
+        assert isinstance(last, relay.Compaction), f"the compaction item is not last: {last!r}"
     for item in items:
         assert not isinstance(item, (*CALLS, *OUTPUTS)), f"a tool item survived: {item!r}"
 
@@ -86,7 +84,7 @@ def compacted_lines(rollout: Rollout) -> list[CompactedLine]:
     return [line for line in rollout.lines if isinstance(line, CompactedLine)]
 
 
-def check_rollout_matches(session: runtime.Session, path: Path) -> Rollout:
+def check_rollout_matches(session: relay.Session, path: Path) -> Rollout:
     """The rollout reads without notes and reconstructs exactly the live session (SPEC §8).
 
     Returns the parsed rollout for further checks.

@@ -26,10 +26,10 @@ from typing import Any, Literal
 import attrs
 import trio
 
-import runtime
-from runtime import testing
-from runtime._codec import to_json, type_tag
-from runtime._tokens import ApproxEstimator
+import relay
+from relay import testing
+from relay._codec import to_json, type_tag
+from relay._tokens import ApproxEstimator
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import check_rollout_matches, check_well_formed
 from tests.reliability._raw_server import RawAnswer, open_raw_server, sse
@@ -50,14 +50,14 @@ GUARD_S = 30
 #: Events persisted to the rollout according to SPEC §8 (turn lifecycle, messages, token
 #: counts, compactions, hook outcomes).
 SPEC_PERSISTED = (
-    runtime.TurnStarted,
-    runtime.TurnComplete,
-    runtime.TurnAborted,
-    runtime.UserMessage,
-    runtime.AgentMessage,
-    runtime.TokenCount,
-    runtime.ContextCompacted,
-    runtime.HookCompleted,
+    relay.TurnStarted,
+    relay.TurnComplete,
+    relay.TurnAborted,
+    relay.UserMessage,
+    relay.AgentMessage,
+    relay.TokenCount,
+    relay.ContextCompacted,
+    relay.HookCompleted,
 )
 
 
@@ -365,7 +365,7 @@ class Observation:
     """A failed compaction changed the history (never expected)."""
     duration_ms: int
     """The faulted op's ``duration_ms``."""
-    events: tuple[runtime.Event, ...]
+    events: tuple[relay.Event, ...]
     server_log: tuple[dict[str, Any], ...]
     rollout_text: str
 
@@ -380,7 +380,7 @@ class Observation:
         )
 
 
-def summarize(events: list[runtime.Event], turn_id: str) -> tuple[str, ...]:
+def summarize(events: list[relay.Event], turn_id: str) -> tuple[str, ...]:
     """The events of one turn in short form: lifecycle, retries, errors, token counts and
     compaction items (messages, deltas and other items left out)."""
     out: list[str] = []
@@ -389,20 +389,20 @@ def summarize(events: list[runtime.Event], turn_id: str) -> tuple[str, ...]:
             continue
         msg = event.msg
         match msg:
-            case runtime.ErrorEvent(code=code):
+            case relay.ErrorEvent(code=code):
                 out.append(f"error{{{code}}}")
-            case runtime.StreamErrorEvent(message=message):
+            case relay.StreamErrorEvent(message=message):
                 out.append(f"stream_error({message.removeprefix('Reconnecting... ')})")
-            case runtime.ItemStarted(item=runtime.ContextCompactionItem()):
+            case relay.ItemStarted(item=relay.ContextCompactionItem()):
                 out.append("item_started{compaction}")
-            case runtime.ItemCompleted(item=runtime.ContextCompactionItem()):
+            case relay.ItemCompleted(item=relay.ContextCompactionItem()):
                 out.append("item_completed{compaction}")
             case (
-                runtime.ItemStarted()
-                | runtime.ItemCompleted()
-                | runtime.AgentMessageDelta()
-                | runtime.AgentMessage()
-                | runtime.UserMessage()
+                relay.ItemStarted()
+                | relay.ItemCompleted()
+                | relay.AgentMessageDelta()
+                | relay.AgentMessage()
+                | relay.UserMessage()
             ):
                 pass
             case _:
@@ -436,8 +436,8 @@ async def serve(fault: Fault) -> AsyncIterator[Any]:
             yield server
 
 
-def fault_config(fault: Fault, base_url: str, workdir: Path) -> runtime.Config:
-    provider = runtime.ProviderConfig(
+def fault_config(fault: Fault, base_url: str, workdir: Path) -> relay.Config:
+    provider = relay.ProviderConfig(
         name="faulty",
         base_url=base_url,
         env_key=KEY_ENV,
@@ -446,19 +446,19 @@ def fault_config(fault: Fault, base_url: str, workdir: Path) -> runtime.Config:
         request_max_retries=REQUEST_RETRIES,
         stream_idle_timeout_ms=IDLE_MS,
     )
-    return runtime.Config(
+    return relay.Config(
         model="gpt-test",
         model_provider="faulty",
         model_providers={"faulty": provider},
-        features=runtime.Features(remote_compaction_v2=fault.remote == "v2"),
+        features=relay.Features(remote_compaction_v2=fault.remote == "v2"),
         base_instructions="Answer briefly.",
         cwd=str(workdir),
-        rollout=runtime.RolloutConfig(enabled=True, dir=str(workdir / "sessions")),
+        rollout=relay.RolloutConfig(enabled=True, dir=str(workdir / "sessions")),
     )
 
 
-def ended(event: runtime.Event) -> bool:
-    return isinstance(event.msg, runtime.TurnComplete | runtime.TurnAborted)
+def ended(event: relay.Event) -> bool:
+    return isinstance(event.msg, relay.TurnComplete | relay.TurnAborted)
 
 
 def _problem(check: Any) -> str | None:
@@ -469,7 +469,7 @@ def _problem(check: Any) -> str | None:
     return None
 
 
-def check_nothing_lost(events: list[runtime.Event], rollout_text: str) -> None:
+def check_nothing_lost(events: list[relay.Event], rollout_text: str) -> None:
     """Every event SPEC §8 persists is in the rollout, in order; nothing persisted is made up."""
     lines = [json.loads(line) for line in rollout_text.splitlines()]
     persisted = [line["payload"] for line in lines if line["type"] == "event_msg"]
@@ -492,7 +492,7 @@ async def run_fault(fault: Fault, workdir: Path, *, api_key: str) -> Observation
         async with serve(fault) as server:
             config = fault_config(fault, server.base_url, workdir)
             async with (
-                runtime.open_session(
+                relay.open_session(
                     config,
                     clock=testing.fixed_clock,
                     rng=random.Random(0),
@@ -502,48 +502,46 @@ async def run_fault(fault: Fault, workdir: Path, *, api_key: str) -> Observation
             ):
                 nursery.start_soon(recorder.consume, session)
                 done = 0
-                before: list[runtime.ResponseItem] = []
+                before: list[relay.ResponseItem] = []
                 if fault.op == "compact":
-                    await session.submit(runtime.UserTurn(items=[runtime.Text("warm up")]))
+                    await session.submit(relay.UserTurn(items=[relay.Text("warm up")]))
                     done += 1
                     await recorder.wait_for(ended, done)
                     before = list(session.history.items)
-                    faulted = await session.submit(runtime.Compact())
+                    faulted = await session.submit(relay.Compact())
                 else:
                     faulted = await session.submit(
-                        runtime.UserTurn(items=[runtime.Text("first request")])
+                        relay.UserTurn(items=[relay.Text("first request")])
                     )
                 done += 1
                 await recorder.wait_for(ended, done)
                 after_fault = list(session.history.items)
                 following = await session.submit(
-                    runtime.UserTurn(items=[runtime.Text("after the fault")])
+                    relay.UserTurn(items=[relay.Text("after the fault")])
                 )
                 done += 1
                 await recorder.wait_for(ended, done)
-                await session.submit(runtime.Shutdown())
-                await recorder.wait_for(runtime.ShutdownComplete)
+                await session.submit(relay.Shutdown())
+                await recorder.wait_for(relay.ShutdownComplete)
             log = tuple(server.requests)
     events = recorder.events
     msgs = {sub: [e.msg for e in events if e.id == sub] for sub in (faulted, following)}
-    errors = [m for m in msgs[faulted] if isinstance(m, runtime.ErrorEvent)]
+    errors = [m for m in msgs[faulted] if isinstance(m, relay.ErrorEvent)]
     end = msgs[faulted][-1]
-    assert isinstance(end, runtime.TurnComplete | runtime.TurnAborted)
+    assert isinstance(end, relay.TurnComplete | relay.TurnAborted)
     if fault.op == "compact":
-        answered = not errors and any(
-            isinstance(m, runtime.ContextCompacted) for m in msgs[faulted]
-        )
+        answered = not errors and any(isinstance(m, relay.ContextCompacted) for m in msgs[faulted])
     else:
         answered = (
             not errors
-            and isinstance(end, runtime.TurnComplete)
+            and isinstance(end, relay.TurnComplete)
             and end.last_agent_message is not None
         )
     last = msgs[following][-1]
     next_ok = (
-        isinstance(last, runtime.TurnComplete)
+        isinstance(last, relay.TurnComplete)
         and last.last_agent_message is not None
-        and not any(isinstance(m, runtime.ErrorEvent) for m in msgs[following])
+        and not any(isinstance(m, relay.ErrorEvent) for m in msgs[following])
     )
     assert session.rollout is not None
     path = session.rollout.path

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-import runtime
-from runtime._codec import to_json
+import relay
+from relay._codec import to_json
 from tests.reliability._faults import FAULTS, Fault, expected_table, run_fault
 
 CANARY = "sk-fault-canary-3f9c1d2e"
@@ -43,9 +43,9 @@ async def test_fault_is_reported_recovered_from_and_recorded(fault: Fault, tmp_p
         for event in seen.events
         for text in (
             [event.msg.message]
-            if isinstance(event.msg, runtime.ErrorEvent)
+            if isinstance(event.msg, relay.ErrorEvent)
             else [event.msg.detail]
-            if isinstance(event.msg, runtime.StreamErrorEvent)
+            if isinstance(event.msg, relay.StreamErrorEvent)
             else []
         )
     ]

@@ -32,17 +32,17 @@ import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings
 
-import runtime
-from runtime import testing
-from runtime._config import config_from_dict, load_config
-from runtime._errors import ModelError, ScriptError
-from runtime._model import Completed, OutputItemDone, OutputTextDelta, Prompt
-from runtime._op_script import parse_op_script
-from runtime._responses import ResponseStreamParser
-from runtime._resume import reconstruct
-from runtime._rollout_reader import parse_rollout
-from runtime._runner import ScriptRunner
-from runtime._tokens import ApproxEstimator
+import relay
+from relay import testing
+from relay._config import config_from_dict, load_config
+from relay._errors import ModelError, ScriptError
+from relay._model import Completed, OutputItemDone, OutputTextDelta, Prompt
+from relay._op_script import parse_op_script
+from relay._responses import ResponseStreamParser
+from relay._resume import reconstruct
+from relay._rollout_reader import parse_rollout
+from relay._runner import ScriptRunner
+from relay._tokens import ApproxEstimator
 from tests.hypothesis_profiles import examples as scaled
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import check_rollout_matches
@@ -76,9 +76,9 @@ json_values = st.recursive(
 )
 
 
-def no_internal_errors(events: list[runtime.Event]) -> None:
+def no_internal_errors(events: list[relay.Event]) -> None:
     internal = [
-        e.msg for e in events if isinstance(e.msg, runtime.ErrorEvent) and e.msg.code == "internal"
+        e.msg for e in events if isinstance(e.msg, relay.ErrorEvent) and e.msg.code == "internal"
     ]
     assert not internal, internal
 
@@ -172,14 +172,14 @@ def test_fuzzed_op_scripts_are_refused_line_by_line_or_run(scratch: Path, lines:
             line = lines[int(found[1]) - 1].strip()
             assert line and not line.startswith("#"), problem
         return
-    config = runtime.Config(
+    config = relay.Config(
         cwd=str(scratch / "work"),
-        rollout=runtime.RolloutConfig(enabled=True, dir=str(scratch / "sessions")),
+        rollout=relay.RolloutConfig(enabled=True, dir=str(scratch / "sessions")),
     )
-    events: list[runtime.Event] = []
+    events: list[relay.Event] = []
 
     async def main() -> None:
-        async with runtime.open_session(
+        async with relay.open_session(
             config,
             model=testing.ScriptedModel(None),
             clock=testing.fixed_clock,
@@ -197,7 +197,7 @@ def test_fuzzed_op_scripts_are_refused_line_by_line_or_run(scratch: Path, lines:
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     check_event_invariants(events, finished=True)
     no_internal_errors(events)
-    assert not [e for e in events if isinstance(e.msg, runtime.ErrorEvent)]
+    assert not [e for e in events if isinstance(e.msg, relay.ErrorEvent)]
 
 
 async def test_a_lone_surrogate_in_an_op_is_an_invalid_op(
@@ -208,10 +208,10 @@ async def test_a_lone_surrogate_in_an_op_is_an_invalid_op(
         t.session.submit_json_nowait(op, origin="script line 1")
         await t.session.wait_idle()
         await t.turn("still working?")
-        await t.wait_for(runtime.TurnComplete)
+        await t.wait_for(relay.TurnComplete)
         await t.session.wait_idle()
     no_internal_errors(t.recorder.events)
-    errors = t.recorder.of_type(runtime.ErrorEvent)
+    errors = t.recorder.of_type(relay.ErrorEvent)
     assert [e.code for e in errors] == ["invalid_op"]
     assert errors[0].message.startswith("script line 1: invalid op:")
 
@@ -219,11 +219,11 @@ async def test_a_lone_surrogate_in_an_op_is_an_invalid_op(
 # ============================================================================ the command line
 
 
-def relay(
+def run_relay(
     *args: str, cwd: Path, stdin: bytes = b"", env: Mapping[str, str] | None = None
 ) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, "-m", "runtime", *args],
+        [sys.executable, "-m", "relay", *args],
         cwd=cwd,
         input=stdin,
         capture_output=True,
@@ -327,7 +327,7 @@ def test_the_cli_reports_bad_input_without_a_traceback(case: CliCase, tmp_path: 
     args = list(case.args)
     if args[0] in {"run", "resume"}:
         args += ["--rollout-dir", str(tmp_path / "sessions")]
-    result = relay(*args, cwd=tmp_path)
+    result = run_relay(*args, cwd=tmp_path)
     stdout = result.stdout.decode("utf-8", "replace")
     stderr = result.stderr.decode("utf-8", "replace")
     assert result.returncode == case.status, stderr
@@ -338,7 +338,7 @@ def test_the_cli_reports_bad_input_without_a_traceback(case: CliCase, tmp_path: 
 
 def test_an_op_script_on_stdin_that_is_not_utf8_exits_2(tmp_path: Path) -> None:
     script = b'{"op": {"type": "user_turn", "items": [{"type": "text", "text": "\xff\xfe"}]}}\n'
-    result = relay("run", "-", "--rollout-dir", str(tmp_path), cwd=tmp_path, stdin=script)
+    result = run_relay("run", "-", "--rollout-dir", str(tmp_path), cwd=tmp_path, stdin=script)
     stderr = result.stderr.decode("utf-8", "replace")
     assert "Traceback" not in stderr
     assert result.returncode == 2
@@ -347,7 +347,7 @@ def test_an_op_script_on_stdin_that_is_not_utf8_exits_2(tmp_path: Path) -> None:
 
 def test_an_op_line_with_a_lone_surrogate_refuses_the_script(tmp_path: Path) -> None:
     script = b'{"op": {"type": "user_turn", "items": [{"type": "text", "text": "\\ud800"}]}}\n'
-    result = relay("run", "-", "--rollout-dir", str(tmp_path), cwd=tmp_path, stdin=script)
+    result = run_relay("run", "-", "--rollout-dir", str(tmp_path), cwd=tmp_path, stdin=script)
     stderr = result.stderr.decode("utf-8", "replace")
     assert "Traceback" not in stderr
     assert result.returncode == 2
@@ -444,12 +444,12 @@ configs = st.one_of(
 def test_fuzzed_configs_load_or_name_what_is_wrong(data: dict[str, Any]) -> None:
     try:
         config = config_from_dict(data)
-    except runtime.ConfigError as exc:
+    except relay.ConfigError as exc:
         message = str(exc)
         # Keys are named as they are, or escaped as Python's repr escapes them.
         assert any(k in message or repr(k)[1:-1] in message for k in map(str, data)), message
         return
-    assert isinstance(config, runtime.Config)
+    assert isinstance(config, relay.Config)
     for limit in (config.model_context_window, config.model_auto_compact_token_limit):
         assert limit is None or limit > 0, "non-positive limits read as unset"
 
@@ -461,10 +461,10 @@ def test_fuzzed_configs_open_a_working_session_or_fail_clearly(
 ) -> None:
     try:
         config = config_from_dict(data)
-    except runtime.ConfigError:
+    except relay.ConfigError:
         return
     # Hook commands of random argv are not run: every hook runs ``true`` with its timeout.
-    harmless = runtime.Hooks(
+    harmless = relay.Hooks(
         pre_compact=[attrs.evolve(h, command=["true"]) for h in config.hooks.pre_compact],
         post_compact=[attrs.evolve(h, command=["true"]) for h in config.hooks.post_compact],
     )
@@ -472,33 +472,33 @@ def test_fuzzed_configs_open_a_working_session_or_fail_clearly(
         config,
         cwd=str(scratch / "work"),
         hooks=harmless,
-        rollout=runtime.RolloutConfig(enabled=False),
+        rollout=relay.RolloutConfig(enabled=False),
     )
     try:
         provider = config.provider()
-    except runtime.ConfigError as exc:
+    except relay.ConfigError as exc:
         assert repr(config.model_provider) in str(exc)
         return
     if provider.base_url is not None:
         return  # a network provider; covered over loopback elsewhere
-    events: list[runtime.Event] = []
+    events: list[relay.Event] = []
 
     async def main() -> None:
         recorder = testing.EventRecorder()
         try:
             async with (
-                runtime.open_session(
+                relay.open_session(
                     config, clock=testing.fixed_clock, estimator=ApproxEstimator()
                 ) as session,
                 trio.open_nursery() as nursery,
             ):
                 nursery.start_soon(recorder.consume, session)
-                await session.submit(runtime.UserTurn(items=[runtime.Text("hello")]))
-                await session.submit(runtime.Compact(), id="compact")
-                await session.submit(runtime.UserTurn(items=[runtime.Text("again")]))
+                await session.submit(relay.UserTurn(items=[relay.Text("hello")]))
+                await session.submit(relay.Compact(), id="compact")
+                await session.submit(relay.UserTurn(items=[relay.Text("again")]))
                 await session.wait_idle()
-                await session.submit(runtime.Shutdown())
-        except runtime.ConfigError as exc:
+                await session.submit(relay.Shutdown())
+        except relay.ConfigError as exc:
             assert "tools." in str(exc), str(exc)
             return
         events.extend(recorder.events)
@@ -526,20 +526,20 @@ def test_fuzzed_configs_open_a_working_session_or_fail_clearly(
 def test_negative_limits_are_configuration_errors_naming_the_key(
     data: dict[str, Any], key: str
 ) -> None:
-    with pytest.raises(runtime.ConfigError, match=key):
+    with pytest.raises(relay.ConfigError, match=key):
         config_from_dict(data)
 
 
 async def test_an_unreadable_compact_prompt_file_is_a_configuration_error(
     autojump_clock: trio.testing.MockClock, tmp_path: Path
 ) -> None:
-    config = runtime.Config(
+    config = relay.Config(
         experimental_compact_prompt_file=str(tmp_path / "missing.md"),
-        rollout=runtime.RolloutConfig(enabled=False),
+        rollout=relay.RolloutConfig(enabled=False),
     )
-    with pytest.raises(runtime.ConfigError, match="experimental_compact_prompt_file"):
+    with pytest.raises(relay.ConfigError, match="experimental_compact_prompt_file"):
         async with testing.open_test_session(config=config) as t:
-            await t.submit(runtime.Compact())
+            await t.submit(relay.Compact())
             await t.session.wait_idle()
 
 
@@ -550,7 +550,7 @@ def test_a_config_file_of_random_bytes_is_a_configuration_error(tmp_path: Path) 
         path.write_bytes(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 80))))
         try:
             load_config(path)
-        except runtime.ConfigError as exc:
+        except relay.ConfigError as exc:
             assert (
                 str(path) in str(exc) or "config key" in str(exc) or "invalid config" in str(exc)
             ), str(exc)
@@ -691,16 +691,16 @@ ORDINARY = [
 def test_fuzzed_model_outputs_never_break_a_session(
     scratch: Path, answers: list[list[dict[str, Any]]]
 ) -> None:
-    config = runtime.Config(
+    config = relay.Config(
         cwd=str(scratch / "work"),
-        model_providers={"scripted": runtime.ProviderConfig(name="scripted", stream_max_retries=1)},
-        rollout=runtime.RolloutConfig(enabled=True, dir=str(scratch / "sessions")),
+        model_providers={"scripted": relay.ProviderConfig(name="scripted", stream_max_retries=1)},
+        rollout=relay.RolloutConfig(enabled=True, dir=str(scratch / "sessions")),
     )
     recorder = testing.EventRecorder()
 
     async def main() -> None:
         async with (
-            runtime.open_session(
+            relay.open_session(
                 config,
                 model=RawStreamModel(answers),
                 clock=testing.fixed_clock,
@@ -711,13 +711,13 @@ def test_fuzzed_model_outputs_never_break_a_session(
         ):
             nursery.start_soon(recorder.consume, session)
             for text in ("first", "second", "third"):
-                await session.submit(runtime.UserTurn(items=[runtime.Text(text)]))
+                await session.submit(relay.UserTurn(items=[relay.Text(text)]))
                 await session.wait_idle()
-            await session.submit(runtime.Compact())
+            await session.submit(relay.Compact())
             await session.wait_idle()
-            await session.submit(runtime.UserTurn(items=[runtime.Text("last")]))
+            await session.submit(relay.UserTurn(items=[relay.Text("last")]))
             await session.wait_idle()
-            await session.submit(runtime.Shutdown())
+            await session.submit(relay.Shutdown())
         assert session.rollout is not None
         check_rollout_matches(session, session.rollout.path)
         session.rollout.path.unlink()
@@ -726,12 +726,12 @@ def test_fuzzed_model_outputs_never_break_a_session(
     events = recorder.events
     check_event_invariants(events, finished=True)
     no_internal_errors(events)
-    completes = [e.msg for e in events if isinstance(e.msg, runtime.TurnComplete)]
+    completes = [e.msg for e in events if isinstance(e.msg, relay.TurnComplete)]
     assert len(completes) == 5
     # Once the fuzzed answers are used up, turns get their answer again.
     assert completes[-1].last_agent_message == "ordinary"
     for event in events:
-        if isinstance(event.msg, runtime.ErrorEvent):
+        if isinstance(event.msg, relay.ErrorEvent):
             assert event.msg.message.strip()
 
 
@@ -745,9 +745,9 @@ async def test_a_lone_surrogate_in_model_output_is_a_malformed_item(
     model = RawStreamModel([[bad, {"type": "response.completed", "response": {"id": "r"}}]])
     async with testing.open_test_session(model=model) as t:
         await t.turn("hello")
-        await t.wait_for(runtime.TurnComplete)
+        await t.wait_for(relay.TurnComplete)
     no_internal_errors(t.recorder.events)
-    streams = t.recorder.of_type(runtime.StreamErrorEvent)
+    streams = t.recorder.of_type(relay.StreamErrorEvent)
     assert streams and "malformed output item" in streams[0].detail
 
 
@@ -766,26 +766,24 @@ def sample_rollout(tmp_path_factory: pytest.TempPathFactory) -> bytes:
             {"function_call": {"name": "sleep", "arguments": {"seconds": 60}, "call_id": "c2"}},
         ]
     }
-    config = runtime.Config(
-        cwd=str(root), rollout=runtime.RolloutConfig(enabled=True, dir=str(root))
-    )
+    config = relay.Config(cwd=str(root), rollout=relay.RolloutConfig(enabled=True, dir=str(root)))
 
     async def main() -> Path:
-        async with runtime.open_session(
+        async with relay.open_session(
             config,
             model=testing.ScriptedModel(script),
             clock=testing.fixed_clock,
             estimator=ApproxEstimator(),
         ) as session:
             for text in ("one", "two"):
-                await session.submit(runtime.UserTurn(items=[runtime.Text(text)]))
+                await session.submit(relay.UserTurn(items=[relay.Text(text)]))
                 await session.wait_idle()
-            await session.submit(runtime.UserTurn(items=[runtime.Text("three")]))
+            await session.submit(relay.UserTurn(items=[relay.Text("three")]))
             await trio.sleep(1)
-            await session.submit(runtime.Interrupt())
-            await session.submit(runtime.Compact())
+            await session.submit(relay.Interrupt())
+            await session.submit(relay.Compact())
             await session.wait_idle()
-            await session.submit(runtime.UserTurn(items=[runtime.Text("four")]))
+            await session.submit(relay.UserTurn(items=[relay.Text("four")]))
             await session.wait_idle()
             assert session.rollout is not None
             return session.rollout.path
@@ -804,7 +802,7 @@ def test_rollouts_of_random_bytes_are_read_with_notes(data: bytes) -> None:
         assert str(note).startswith(f"line {note.line}: ")
     try:
         reconstruct(rollout)
-    except runtime.RolloutError as exc:
+    except relay.RolloutError as exc:
         assert "session_meta" in str(exc)
 
 

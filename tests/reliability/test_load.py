@@ -28,10 +28,10 @@ import pytest
 import trio
 import trio.testing
 
-import runtime
-from runtime import testing
-from runtime._model_script import CompactReply, ModelScript, ReplyPlan, parse_model_script
-from runtime._tokens import ApproxEstimator
+import relay
+from relay import testing
+from relay._model_script import CompactReply, ModelScript, ReplyPlan, parse_model_script
+from relay._tokens import ApproxEstimator
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import check_rollout_matches, check_well_formed
 
@@ -123,14 +123,14 @@ class RoutedScript:
         return self.scripts[str(body.get("model"))].plan_compact(body)
 
 
-def session_config(index: int, base_url: str, root: Path) -> runtime.Config:
+def session_config(index: int, base_url: str, root: Path) -> relay.Config:
     backend = BACKENDS[index % len(BACKENDS)]
     remote = {"remote_v1": "v1", "remote_v2": "v2"}.get(backend, "unsupported")
-    return runtime.Config(
+    return relay.Config(
         model=f"load-{index}",
         model_provider="mock",
         model_providers={
-            "mock": runtime.ProviderConfig(
+            "mock": relay.ProviderConfig(
                 name="mock",
                 base_url=base_url,
                 env_key=KEY_ENV,
@@ -140,30 +140,30 @@ def session_config(index: int, base_url: str, root: Path) -> runtime.Config:
                 stream_idle_timeout_ms=60_000,
             )
         },
-        features=runtime.Features(
+        features=relay.Features(
             remote_compaction_v2=backend == "remote_v2", token_budget=backend == "token_budget"
         ),
         base_instructions="Answer briefly.",
         cwd=str(root / "work"),
-        rollout=runtime.RolloutConfig(enabled=True, dir=str(root / "sessions")),
+        rollout=relay.RolloutConfig(enabled=True, dir=str(root / "sessions")),
     )
 
 
-def ended(event: runtime.Event) -> bool:
-    return isinstance(event.msg, runtime.TurnComplete | runtime.TurnAborted)
+def ended(event: relay.Event) -> bool:
+    return isinstance(event.msg, relay.TurnComplete | relay.TurnAborted)
 
 
 async def drive(index: int, base_url: str, root: Path, peaks: list[tuple[int, int]]) -> None:
     """One session's ops, then every check of it; ``peaks`` gets the counts mid-run."""
     recorder = testing.EventRecorder()
-    ops: list[runtime.Op] = [
-        runtime.UserTurn(items=[runtime.Text("hello")]),
-        runtime.UserTurn(items=[runtime.Text("list the files")]),
-        runtime.Compact(),
-        runtime.UserTurn(items=[runtime.Text("are you still there?")]),
+    ops: list[relay.Op] = [
+        relay.UserTurn(items=[relay.Text("hello")]),
+        relay.UserTurn(items=[relay.Text("list the files")]),
+        relay.Compact(),
+        relay.UserTurn(items=[relay.Text("are you still there?")]),
     ]
     async with (
-        runtime.open_session(
+        relay.open_session(
             session_config(index, base_url, root),
             clock=testing.fixed_clock,
             rng=random.Random(index),
@@ -177,15 +177,15 @@ async def drive(index: int, base_url: str, root: Path, peaks: list[tuple[int, in
             await recorder.wait_for(ended, done)
             if done == 2:
                 peaks.append((open_fds(), trio_tasks()))
-        await session.submit(runtime.Shutdown())
-        await recorder.wait_for(runtime.ShutdownComplete)
+        await session.submit(relay.Shutdown())
+        await recorder.wait_for(relay.ShutdownComplete)
     events = recorder.events
     expected = plan(index)
     check_event_invariants(events, finished=True)
     check_well_formed(session.history.items, settled=True)
     msgs = recorder.msgs
-    assert not [m for m in msgs if isinstance(m, runtime.ErrorEvent)], f"session {index}"
-    completes = [m for m in msgs if isinstance(m, runtime.TurnComplete)]
+    assert not [m for m in msgs if isinstance(m, relay.ErrorEvent)], f"session {index}"
+    completes = [m for m in msgs if isinstance(m, relay.TurnComplete)]
     assert len(completes) == len(ops), f"session {index}"
     answers = [m.last_agent_message for m in completes]
     assert answers[0] == f"hello from session {index}"
@@ -194,11 +194,11 @@ async def drive(index: int, base_url: str, root: Path, peaks: list[tuple[int, in
     tools = [
         m
         for m in msgs
-        if isinstance(m, runtime.ItemCompleted) and isinstance(m.item, runtime.ToolCallItem)
+        if isinstance(m, relay.ItemCompleted) and isinstance(m.item, relay.ToolCallItem)
     ]
     assert len(tools) == 1 and "notes.txt" in (tools[0].item.output or "")
-    assert sum(isinstance(m, runtime.ContextCompacted) for m in msgs) == 1
-    assert sum(isinstance(m, runtime.StreamErrorEvent) for m in msgs) == expected.stream_faults
+    assert sum(isinstance(m, relay.ContextCompacted) for m in msgs) == 1
+    assert sum(isinstance(m, relay.StreamErrorEvent) for m in msgs) == expected.stream_faults
     assert session.rollout is not None
     check_rollout_matches(session, session.rollout.path)
 

@@ -34,10 +34,10 @@ import pytest
 import trio
 import trio.testing
 
-import runtime
-from runtime import testing
-from runtime._codec import to_json
-from runtime._tokens import ApproxEstimator
+import relay
+from relay import testing
+from relay._codec import to_json
+from relay._tokens import ApproxEstimator
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import check_rollout_matches, check_well_formed
 
@@ -47,21 +47,21 @@ ROOT = Path(__file__).resolve().parents[2]
 GUARD_S = 30
 
 
-def ended(event: runtime.Event) -> bool:
-    return isinstance(event.msg, runtime.TurnComplete | runtime.TurnAborted)
+def ended(event: relay.Event) -> bool:
+    return isinstance(event.msg, relay.TurnComplete | relay.TurnAborted)
 
 
-def turn(text: str) -> runtime.UserTurn:
-    return runtime.UserTurn(items=[runtime.Text(text)])
+def turn(text: str) -> relay.UserTurn:
+    return relay.UserTurn(items=[relay.Text(text)])
 
 
 @asynccontextmanager
 async def recorded(
-    config: runtime.Config, **kwargs: Any
-) -> AsyncIterator[tuple[runtime.Session, testing.EventRecorder]]:
+    config: relay.Config, **kwargs: Any
+) -> AsyncIterator[tuple[relay.Session, testing.EventRecorder]]:
     recorder = testing.EventRecorder()
     async with (
-        runtime.open_session(
+        relay.open_session(
             config,
             clock=testing.fixed_clock,
             rng=random.Random(0),
@@ -73,13 +73,11 @@ async def recorded(
         nursery.start_soon(recorder.consume, session)
         yield session, recorder
         if not session.closed:
-            await session.submit(runtime.Shutdown())
-        await recorder.wait_for(runtime.ShutdownComplete)
+            await session.submit(relay.Shutdown())
+        await recorder.wait_for(relay.ShutdownComplete)
 
 
-async def run_ops(
-    session: runtime.Session, recorder: testing.EventRecorder, *ops: runtime.Op
-) -> None:
+async def run_ops(session: relay.Session, recorder: testing.EventRecorder, *ops: relay.Op) -> None:
     done = sum(ended(event) for event in recorder.events)
     for op in ops:
         await session.submit(op)
@@ -115,15 +113,15 @@ HOOK_SCRIPT = (
 )
 
 
-def key_config(base_url: str, tmp_path: Path) -> runtime.Config:
-    hook = runtime.HookCommand(
+def key_config(base_url: str, tmp_path: Path) -> relay.Config:
+    hook = relay.HookCommand(
         [sys.executable, "-c", HOOK_SCRIPT, str(tmp_path / "hook-input.jsonl")]
     )
-    return runtime.Config(
+    return relay.Config(
         model="gpt-test",
         model_provider="mock",
         model_providers={
-            "mock": runtime.ProviderConfig(
+            "mock": relay.ProviderConfig(
                 name="mock",
                 base_url=base_url,
                 env_key=KEY_ENV,
@@ -132,9 +130,9 @@ def key_config(base_url: str, tmp_path: Path) -> runtime.Config:
                 request_max_retries=1,
             )
         },
-        hooks=runtime.Hooks(pre_compact=[hook], post_compact=[hook]),
+        hooks=relay.Hooks(pre_compact=[hook], post_compact=[hook]),
         cwd=str(tmp_path / "work"),
-        rollout=runtime.RolloutConfig(enabled=True, dir=str(tmp_path / "sessions")),
+        rollout=relay.RolloutConfig(enabled=True, dir=str(tmp_path / "sessions")),
     )
 
 
@@ -157,18 +155,18 @@ async def test_the_api_key_never_leaves_the_authorization_header(
                     turn("again"),  # 401 echoing the key
                     turn("retry"),  # 500 echoing the key, retried
                     turn("failing"),  # response.failed echoing the key
-                    runtime.Compact(),  # compaction endpoint echoing the key, twice
+                    relay.Compact(),  # compaction endpoint echoing the key, twice
                     turn("list"),  # a tool call
-                    runtime.Compact(),  # answered: hooks run before and after
+                    relay.Compact(),  # answered: hooks run before and after
                 )
             requests = list(server.requests)
     events = recorder.events
     check_event_invariants(events, finished=True)
     assert session.rollout is not None
     check_rollout_matches(session, session.rollout.path)
-    codes = [e.msg.code for e in events if isinstance(e.msg, runtime.ErrorEvent)]
+    codes = [e.msg.code for e in events if isinstance(e.msg, relay.ErrorEvent)]
     assert codes == ["unauthorized", "unauthorized", "server_error"]
-    messages = [e.msg.message for e in events if isinstance(e.msg, runtime.ErrorEvent)]
+    messages = [e.msg.message for e in events if isinstance(e.msg, relay.ErrorEvent)]
     assert "[redacted]" in messages[0] and "[redacted]" in messages[2]
     hooks = (tmp_path / "hook-input.jsonl").read_text().splitlines()
     assert len(hooks) == 3  # pre of the failed compaction, then pre and post of the second
@@ -208,7 +206,7 @@ async def test_relay_run_prints_no_key_on_any_stream(tmp_path: Path) -> None:
                 )
                 result = await trio.run_process(
                     [
-                        sys.executable, "-m", "runtime", "run", "ops.jsonl",
+                        sys.executable, "-m", "relay", "run", "ops.jsonl",
                         "--config", "relay.toml", "--rollout-dir", "sessions", *pretty,
                     ],
                     cwd=tmp_path,
@@ -231,7 +229,7 @@ async def test_rollout_files_are_0600_in_0700_directories_whatever_the_umask(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     root = tmp_path / "fresh" / "sessions"
-    config = runtime.Config(rollout=runtime.RolloutConfig(enabled=True, dir=str(root)))
+    config = relay.Config(rollout=relay.RolloutConfig(enabled=True, dir=str(root)))
     previous = os.umask(0)
     try:
         async with recorded(config, model=testing.ScriptedModel(None)) as (session, recorder):
@@ -246,8 +244,8 @@ async def test_rollout_files_are_0600_in_0700_directories_whatever_the_umask(
     for directory in created:
         assert directory.stat().st_mode & 0o777 == 0o700, directory
     # Resuming appends to the same file and keeps its mode.
-    async with runtime.resume_session(path, config, model=testing.ScriptedModel(None)) as again:
-        await again.submit(runtime.Shutdown())
+    async with relay.resume_session(path, config, model=testing.ScriptedModel(None)) as again:
+        await again.submit(relay.Shutdown())
         await again.wait_closed()
     assert path.stat().st_mode & 0o777 == 0o600
 
@@ -308,15 +306,15 @@ async def test_tool_paths_that_leave_cwd_are_refused(
         ]
         + [{"text": "done"}]
     }
-    config = runtime.Config(
-        cwd=str(jail), rollout=runtime.RolloutConfig(enabled=True, dir=str(jail.parent / "r"))
+    config = relay.Config(
+        cwd=str(jail), rollout=relay.RolloutConfig(enabled=True, dir=str(jail.parent / "r"))
     )
     async with recorded(config, model=testing.ScriptedModel(script)) as (session, recorder):
         await run_ops(session, recorder, turn("look around"))
     outputs = {
         item.call_id: item.output
         for item in session.history.items
-        if isinstance(item, runtime.FunctionCallOutput)
+        if isinstance(item, relay.FunctionCallOutput)
     }
     for i, (_, path) in enumerate(calls[: len(ESCAPES)]):
         assert outputs[f"c{i}"] == f"error: path {path!r} is outside the working directory"
@@ -340,12 +338,12 @@ async def test_a_path_with_a_nul_character_is_refused(
             {"text": "done"},
         ]
     }
-    config = runtime.Config(cwd=str(jail), rollout=runtime.RolloutConfig(enabled=False))
+    config = relay.Config(cwd=str(jail), rollout=relay.RolloutConfig(enabled=False))
     async with recorded(config, model=testing.ScriptedModel(script)) as (session, recorder):
         await run_ops(session, recorder, turn("read it"))
-    assert not recorder.of_type(runtime.ErrorEvent)
+    assert not recorder.of_type(relay.ErrorEvent)
     check_well_formed(session.history.items, settled=True)
-    output = next(i for i in session.history.items if isinstance(i, runtime.FunctionCallOutput))
+    output = next(i for i in session.history.items if isinstance(i, relay.FunctionCallOutput))
     assert output.output.startswith("error: ")
 
 
@@ -370,8 +368,8 @@ async def test_shell_arguments_from_the_model_are_never_shell_syntax(jail: Path)
             {"text": "done"},
         ]
     }
-    config = runtime.Config(
-        tools={"shell": True}, cwd=str(jail), rollout=runtime.RolloutConfig(enabled=False)
+    config = relay.Config(
+        tools={"shell": True}, cwd=str(jail), rollout=relay.RolloutConfig(enabled=False)
     )
     started = trio.current_time()
     with trio.fail_after(GUARD_S):
@@ -380,7 +378,7 @@ async def test_shell_arguments_from_the_model_are_never_shell_syntax(jail: Path)
     outputs = {
         item.call_id: item.output
         for item in session.history.items
-        if isinstance(item, runtime.FunctionCallOutput)
+        if isinstance(item, relay.FunctionCallOutput)
     }
     assert outputs["echo"] == " ".join(INJECTIONS) + "\n\n[exit code 0]"
     assert outputs["slow"].endswith("[timed out after 300 ms; process killed]")
@@ -398,23 +396,23 @@ async def test_hook_commands_run_from_argv_with_a_timeout_that_kills_the_group(
         str(marker), "; touch pwned-hook", "$(touch pwned-hook2)",
     ]  # fmt: skip
     hanging = ["sh", "-c", f"sleep 1000 & echo $! > {pidfile}; wait"]
-    config = runtime.Config(
-        hooks=runtime.Hooks(
+    config = relay.Config(
+        hooks=relay.Hooks(
             pre_compact=[
-                runtime.HookCommand(literal),
-                runtime.HookCommand(hanging, timeout_ms=1_000),
+                relay.HookCommand(literal),
+                relay.HookCommand(hanging, timeout_ms=1_000),
             ]
         ),
         cwd=str(tmp_path),
-        rollout=runtime.RolloutConfig(enabled=False),
+        rollout=relay.RolloutConfig(enabled=False),
     )
     with trio.fail_after(GUARD_S):
         async with recorded(config, model=testing.ScriptedModel(None)) as (session, recorder):
-            await run_ops(session, recorder, turn("hello"), runtime.Compact())
-    completed = recorder.of_type(runtime.HookCompleted)
+            await run_ops(session, recorder, turn("hello"), relay.Compact())
+    completed = recorder.of_type(relay.HookCompleted)
     assert [c.outcome for c in completed] == ["continue", "timeout"]
     assert completed[1].duration_ms < 5_000
-    warnings = [w.message for w in recorder.of_type(runtime.WarningEvent)]
+    warnings = [w.message for w in recorder.of_type(relay.WarningEvent)]
     assert any("did not finish within 1000 ms" in w for w in warnings)
     assert marker.read_text() == "ran"
     assert not list(tmp_path.glob("pwned*"))
@@ -442,14 +440,17 @@ def test_relay_starts_processes_only_for_the_shell_tool_and_hook_commands() -> N
         f"{path.relative_to(ROOT)}"
         for package in ("runtime", "tasks")
         for path in (ROOT / package).rglob("*.py")
-        if starts.search(path.read_text(encoding="utf-8"))
+        if path.resolve().is_relative_to(ROOT / package)
+        and starts.search(path.read_text(encoding="utf-8"))
     )
     assert found == ["runtime/_process.py"]
     users = sorted(
         f"{path.relative_to(ROOT)}"
         for package in ("runtime", "tasks")
         for path in (ROOT / package).rglob("*.py")
-        if "open_command(" in path.read_text(encoding="utf-8") and path.name != "_process.py"
+        if path.resolve().is_relative_to(ROOT / package)
+        and "open_command(" in path.read_text(encoding="utf-8")
+        and path.name != "_process.py"
     )
     assert users == ["runtime/_hooks.py", "runtime/_tools.py"]
     hooks = (ROOT / "runtime" / "_hooks.py").read_text(encoding="utf-8")
@@ -476,17 +477,17 @@ async def test_the_shell_tool_cannot_read_the_api_key(
     with trio.fail_after(GUARD_S):
         async with testing.open_mock_server(script) as server:
             assert server.base_url is not None
-            config = runtime.Config(
+            config = relay.Config(
                 model="gpt-test",
                 model_provider="mock",
                 model_providers={
-                    "mock": runtime.ProviderConfig(
+                    "mock": relay.ProviderConfig(
                         name="mock", base_url=server.base_url, env_key=KEY_ENV
                     )
                 },
                 tools={"shell": True},
                 cwd=str(tmp_path),
-                rollout=runtime.RolloutConfig(enabled=True, dir=str(tmp_path / "sessions")),
+                rollout=relay.RolloutConfig(enabled=True, dir=str(tmp_path / "sessions")),
             )
             async with recorded(config) as (session, recorder):
                 await run_ops(session, recorder, turn("show me the environment"))

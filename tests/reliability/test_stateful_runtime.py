@@ -45,9 +45,9 @@ import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings
 
-import runtime
-from runtime import testing
-from runtime._tokens import ApproxEstimator
+import relay
+from relay import testing
+from relay._tokens import ApproxEstimator
 from tests.hypothesis_profiles import examples
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import (
@@ -238,7 +238,7 @@ def action(kind: str) -> st.SearchStrategy[tuple[Any, ...]]:
             return st.tuples(
                 st.just(kind),
                 st.booleans(),
-                st.sampled_from(list(runtime.OnBusy)),
+                st.sampled_from(list(relay.OnBusy)),
                 st.sampled_from([None, None, *MODELS]),
                 st.sampled_from([None, None, 0, 1]),
             )
@@ -270,24 +270,24 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     shutil.rmtree(root, ignore_errors=True)
 
 
-def make_config(setup: Setup, workspace: Path, rollouts: Path) -> runtime.Config:
-    return runtime.Config(
+def make_config(setup: Setup, workspace: Path, rollouts: Path) -> relay.Config:
+    return relay.Config(
         model_provider="scripted",
         model_providers={
-            "scripted": runtime.ProviderConfig(
+            "scripted": relay.ProviderConfig(
                 name="scripted",
                 remote_compaction=setup.selection[0],  # type: ignore[arg-type]
                 stream_max_retries=2,
                 request_max_retries=1,
             )
         },
-        features=runtime.Features(
+        features=relay.Features(
             remote_compaction_v2=setup.selection[1], token_budget=setup.selection[2]
         ),
         model_auto_compact_token_limit=setup.limit,
         base_instructions="You are tested.",
         cwd=str(workspace / "a"),
-        rollout=runtime.RolloutConfig(enabled=True, dir=str(rollouts)),
+        rollout=relay.RolloutConfig(enabled=True, dir=str(rollouts)),
     )
 
 
@@ -299,7 +299,7 @@ class Attempt:
     """A compaction as its pre-compact hook saw the session."""
 
     turn_id: str
-    history: tuple[runtime.ResponseItem, ...]
+    history: tuple[relay.ResponseItem, ...]
     window_id: str
     window_number: int
     stopped: bool
@@ -312,11 +312,11 @@ class Probe:
 
     stop_before: int | None = None
     stop_after: int | None = None
-    session: runtime.Session | None = None
+    session: relay.Session | None = None
     attempts: list[Attempt] = attrs.field(factory=list)
     installed: int = 0
 
-    async def before_compaction(self, info: runtime.HookInput) -> runtime.HookStop | None:
+    async def before_compaction(self, info: relay.HookInput) -> relay.HookStop | None:
         session = self.session
         assert session is not None
         stop = len(self.attempts) + 1 == self.stop_before
@@ -329,11 +329,11 @@ class Probe:
                 stop,
             )
         )
-        return runtime.HookStop("the probe stops it") if stop else None
+        return relay.HookStop("the probe stops it") if stop else None
 
-    async def after_compaction(self, info: runtime.HookInput) -> runtime.HookStop | None:
+    async def after_compaction(self, info: relay.HookInput) -> relay.HookStop | None:
         self.installed += 1
-        return runtime.HookStop("the probe stops it") if self.installed == self.stop_after else None
+        return relay.HookStop("the probe stops it") if self.installed == self.stop_after else None
 
     @property
     def started(self) -> list[Attempt]:
@@ -341,7 +341,7 @@ class Probe:
         return [attempt for attempt in self.attempts if not attempt.stopped]
 
 
-def compaction_outcomes(events: list[runtime.Event]) -> list[tuple[str, str]]:
+def compaction_outcomes(events: list[relay.Event]) -> list[tuple[str, str]]:
     """``(turn id, outcome)`` of each compaction item, in order: ``installed``, ``failed``
     (the turn went on to report an error and end normally), ``aborted`` or ``running``."""
     outcomes: list[tuple[str, str]] = []
@@ -350,23 +350,23 @@ def compaction_outcomes(events: list[runtime.Event]) -> list[tuple[str, str]]:
     for event in events:
         msg = event.msg
         match msg:
-            case runtime.ItemStarted(item=runtime.ContextCompactionItem()):
+            case relay.ItemStarted(item=relay.ContextCompactionItem()):
                 open_item[event.id] = len(outcomes)
                 outcomes.append((event.id, "running"))
-            case runtime.ItemCompleted(item=runtime.ContextCompactionItem()):
+            case relay.ItemCompleted(item=relay.ContextCompactionItem()):
                 outcomes[open_item.pop(event.id)] = (event.id, "installed")
-            case runtime.ErrorEvent() if event.id in open_item:
+            case relay.ErrorEvent() if event.id in open_item:
                 errored.add(open_item[event.id])
-            case runtime.TurnComplete() | runtime.TurnAborted() if event.id in open_item:
+            case relay.TurnComplete() | relay.TurnAborted() if event.id in open_item:
                 index = open_item.pop(event.id)
-                failed = isinstance(msg, runtime.TurnComplete) and index in errored
+                failed = isinstance(msg, relay.TurnComplete) and index in errored
                 outcomes[index] = (event.id, "failed" if failed else "aborted")
             case _:
                 pass
     return outcomes
 
 
-def check_failed_compactions(probe: Probe, events: list[runtime.Event]) -> None:
+def check_failed_compactions(probe: Probe, events: list[relay.Event]) -> None:
     """A failed compaction changed nothing (SPEC §3 invariant 4), seen live.
 
     The pre-compact hook runs once per compaction that reports an item, in the same order,
@@ -430,14 +430,14 @@ def check_step(probe: Probe, recorder: testing.EventRecorder) -> None:
         session.rollout.flush()
         check_rollout_matches(session, session.rollout.path)
     internal = [
-        e.msg for e in events if isinstance(e.msg, runtime.ErrorEvent) and e.msg.code == "internal"
+        e.msg for e in events if isinstance(e.msg, relay.ErrorEvent) and e.msg.code == "internal"
     ]
     assert not internal, internal
     check_failed_compactions(probe, events)
 
 
 def check_end(
-    probe: Probe, recorder: testing.EventRecorder, config: runtime.Config, path: Path
+    probe: Probe, recorder: testing.EventRecorder, config: relay.Config, path: Path
 ) -> None:
     session = probe.session
     assert session is not None
@@ -452,20 +452,20 @@ def check_end(
     receipts = [
         e.msg.item.receipt
         for e in events
-        if isinstance(e.msg, runtime.ItemCompleted)
-        and isinstance(e.msg.item, runtime.ContextCompactionItem)
+        if isinstance(e.msg, relay.ItemCompleted)
+        and isinstance(e.msg.item, relay.ContextCompactionItem)
     ]
     lines = compacted_lines(rollout)
     hypothesis.event(f"backend {backend.value}")
     for _, outcome in compaction_outcomes(events):
         hypothesis.event(f"compaction {outcome}")
     for msg in recorder.msgs:
-        if isinstance(msg, runtime.ErrorEvent):
+        if isinstance(msg, relay.ErrorEvent):
             hypothesis.event(f"error {msg.code}")
-        elif isinstance(msg, runtime.TurnAborted):
+        elif isinstance(msg, relay.TurnAborted):
             hypothesis.event(f"turn_aborted {msg.reason}")
-        elif isinstance(msg, runtime.ItemCompleted) and isinstance(
-            msg.item, runtime.ContextCompactionItem
+        elif isinstance(msg, relay.ItemCompleted) and isinstance(
+            msg.item, relay.ContextCompactionItem
         ):
             assert msg.item.receipt is not None
             hypothesis.event(f"trigger {msg.item.receipt.trigger}")
@@ -499,11 +499,11 @@ def test_random_ops_faults_and_backends_keep_every_promise(
 
     async def main() -> None:
         hooks = [
-            runtime.CompactHook("pre_compact", probe.before_compaction, name="probe"),
-            runtime.CompactHook("post_compact", probe.after_compaction, name="probe"),
+            relay.CompactHook("pre_compact", probe.before_compaction, name="probe"),
+            relay.CompactHook("post_compact", probe.after_compaction, name="probe"),
         ]
         async with (
-            runtime.open_session(
+            relay.open_session(
                 config,
                 model=testing.ScriptedModel(setup.script),
                 clock=testing.fixed_clock,
@@ -522,8 +522,8 @@ def test_random_ops_faults_and_backends_keep_every_promise(
                 match action:
                     case ("turn", wait, on_busy, model, cwd):
                         await session.submit(
-                            runtime.UserTurn(
-                                items=[runtime.Text(f"request {step}")],
+                            relay.UserTurn(
+                                items=[relay.Text(f"request {step}")],
                                 on_busy=on_busy,
                                 model=model,
                                 cwd=None if cwd is None else cwds[cwd],
@@ -533,12 +533,12 @@ def test_random_ops_faults_and_backends_keep_every_promise(
                             with trio.fail_after(3600):
                                 await session.wait_idle()
                     case ("compact", instructions):
-                        await session.submit(runtime.Compact(instructions=instructions))
+                        await session.submit(relay.Compact(instructions=instructions))
                     case ("interrupt",):
-                        await session.submit(runtime.Interrupt())
+                        await session.submit(relay.Interrupt())
                     case ("override", model, cwd):
                         await session.submit(
-                            runtime.OverrideTurnContext(
+                            relay.OverrideTurnContext(
                                 model=model, cwd=None if cwd is None else cwds[cwd]
                             )
                         )
@@ -548,16 +548,16 @@ def test_random_ops_faults_and_backends_keep_every_promise(
                         with trio.fail_after(3600):
                             await session.wait_idle()
                     case ("shutdown",):
-                        await session.submit(runtime.Shutdown())
-                        await recorder.wait_for(runtime.ShutdownComplete)
+                        await session.submit(relay.Shutdown())
+                        await recorder.wait_for(relay.ShutdownComplete)
                         break
                     case _:
                         raise AssertionError(action)
                 await trio.testing.wait_all_tasks_blocked()
                 check_step(probe, recorder)
             if not session.closed:
-                await session.submit(runtime.Shutdown())
-                await recorder.wait_for(runtime.ShutdownComplete)
+                await session.submit(relay.Shutdown())
+                await recorder.wait_for(relay.ShutdownComplete)
 
     try:
         trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))

@@ -18,7 +18,7 @@ def relay(
     *args: str, stdin: str | None = None, cwd: Path | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "runtime", *args],
+        [sys.executable, "-m", "relay", *args],
         input=stdin,
         capture_output=True,
         text=True,

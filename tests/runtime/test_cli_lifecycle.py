@@ -27,7 +27,7 @@ SLEEP_FOREVER = {"function_call": {"name": "sleep", "arguments": {"seconds": 360
 
 
 def relay_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "runtime", *args]
+    return [sys.executable, "-m", "relay", *args]
 
 
 def write_jsonl(path: Path, *rows: Any) -> Path:
@@ -396,7 +396,7 @@ def test_the_transcript_says_how_many_tool_output_lines_it_cut(tmp_path: Path) -
 
 def test_version_imports_no_sdk(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "runtime", "--version"],
+        [sys.executable, "-X", "importtime", "-m", "relay", "--version"],
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -405,7 +405,7 @@ def test_version_imports_no_sdk(tmp_path: Path) -> None:
     )
     assert result.returncode == 0 and result.stdout.startswith("relay ")
     imported = {line.split("|")[-1].strip().split(".")[0] for line in result.stderr.splitlines()}
-    assert "runtime" in imported
+    assert "relay" in imported
     assert imported.isdisjoint({"openai", "httpx2", "trio", "anyio", "cattrs"})
 
 

@@ -10,19 +10,19 @@ import subprocess
 import sys
 from pathlib import Path
 
-import runtime
-from runtime._cluster import Ledger, Loss, least_loaded
-from runtime._cluster_cli import _progress, _Tally, summary_table
+import relay
+from relay._cluster import Ledger, Loss, least_loaded
+from relay._cluster_cli import _progress, _Tally, summary_table
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def started(turn_id: str, seq: int) -> runtime.Event:
-    return runtime.Event(turn_id, seq, runtime.TurnStarted(turn_id, None, 100.0))
+def started(turn_id: str, seq: int) -> relay.Event:
+    return relay.Event(turn_id, seq, relay.TurnStarted(turn_id, None, 100.0))
 
 
-def completed(turn_id: str, seq: int) -> runtime.Event:
-    return runtime.Event(turn_id, seq, runtime.TurnComplete(turn_id, "ok", 5))
+def completed(turn_id: str, seq: int) -> relay.Event:
+    return relay.Event(turn_id, seq, relay.TurnComplete(turn_id, "ok", 5))
 
 
 def test_least_loaded_takes_the_emptiest_host_and_the_first_on_a_tie() -> None:
@@ -47,8 +47,8 @@ def test_an_ended_turn_is_not_lost() -> None:
     ledger = Ledger()
     ledger.accept("t1")
     ledger.saw(started("t1", 1))
-    ledger.saw(runtime.Event("t1", 2, runtime.TurnAborted("t1", runtime.AbortReason.REPLACED, 3)))
-    ledger.saw(runtime.Event("bad", 3, runtime.ErrorEvent("no", runtime.ErrorCode.INVALID_OP)))
+    ledger.saw(relay.Event("t1", 2, relay.TurnAborted("t1", relay.AbortReason.REPLACED, 3)))
+    ledger.saw(relay.Event("bad", 3, relay.ErrorEvent("no", relay.ErrorCode.INVALID_OP)))
     ledger.accept("bad")
     assert ledger.lose() == Loss(aborted_turn=None, started_at=None, unhandled=())
 
@@ -84,7 +84,7 @@ def run_python(code: str) -> subprocess.CompletedProcess[str]:
 
 def test_importing_the_runtime_and_its_cluster_module_does_not_import_ray() -> None:
     result = run_python(
-        "import sys, runtime, runtime.cluster, runtime._cli; "
+        "import sys, runtime, relay.cluster, relay._cli; "
         "assert 'ray' not in sys.modules, 'ray imported'"
     )
     assert result.returncode == 0, result.stderr
@@ -95,7 +95,7 @@ def test_without_ray_the_command_fails_with_one_line_naming_the_extra(tmp_path: 
     script.write_text("", encoding="utf-8")
     result = run_python(
         "import sys; sys.modules['ray'] = None\n"
-        "from runtime._cli import main\n"
+        "from relay._cli import main\n"
         f"sys.exit(main(['cluster', 'run', {str(script)!r}]))"
     )
     assert result.returncode == 2

@@ -6,15 +6,15 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import given
 
-import runtime
-from runtime import compaction as c
-from runtime._config import BUILTIN_PROVIDERS, Config, Features, ProviderConfig
-from runtime._tokens import approx_tokens
-from tasks.compaction import base as cb
+import relay
+from relay import compaction as c
+from relay._config import BUILTIN_PROVIDERS, Config, Features, ProviderConfig
+from relay._tokens import approx_tokens
+from relay.tasks.compaction import base as cb
 
 
-def user(text: str, **metadata: object) -> runtime.Message:
-    return runtime.user_message(text, metadata=metadata or None)
+def user(text: str, **metadata: object) -> relay.Message:
+    return relay.user_message(text, metadata=metadata or None)
 
 
 def test_build_token_limited_compacted_history_truncates_overlong_user_messages() -> None:
@@ -22,15 +22,15 @@ def test_build_token_limited_compacted_history_truncates_overlong_user_messages(
     history = c.build_compacted_history([user(overlong)], "the summary", budget=16)
     assert len(history) == 2
     first, last = history
-    assert isinstance(first, runtime.Message)
+    assert isinstance(first, relay.Message)
     assert "tokens truncated" in first.text() and overlong not in first.text()
-    assert isinstance(last, runtime.Message) and last.text() == c.summary_text("the summary")
+    assert isinstance(last, relay.Message) and last.text() == c.summary_text("the summary")
 
 
 def test_build_compacted_history_preserves_user_message_metadata() -> None:
     messages = [user("one", source="cli"), user("two", source="api", n=2)]
     history = c.build_compacted_history(messages, "sum")
-    assert [m.metadata for m in history if isinstance(m, runtime.Message)] == [
+    assert [m.metadata for m in history if isinstance(m, relay.Message)] == [
         {"source": "cli"},
         {"source": "api", "n": 2},
         None,
@@ -52,14 +52,14 @@ def test_summary_text_and_empty_summary() -> None:
 
 
 def test_real_user_messages_exclude_context_markers_and_summaries() -> None:
-    items: list[runtime.ResponseItem] = [
+    items: list[relay.ResponseItem] = [
         user("<environment_context>\n</environment_context>"),
         user("real one"),
         user(c.summary_text("old summary")),
-        runtime.assistant_message("answer"),
+        relay.assistant_message("answer"),
         user("<turn_aborted>\nstop\n</turn_aborted>"),
         user("real two"),
-        runtime.Message("developer", [runtime.InputText("dev")]),
+        relay.Message("developer", [relay.InputText("dev")]),
     ]
     assert [m.text() for m in c.real_user_messages(items)] == ["real one", "real two"]
 
@@ -69,7 +69,7 @@ messages_st = st.lists(st.builds(lambda text: user(text), st.text(max_size=200))
 
 @given(messages=messages_st, budget=st.integers(min_value=0, max_value=150))
 def test_kept_messages_are_a_suffix_within_budget(
-    messages: list[runtime.Message], budget: int
+    messages: list[relay.Message], budget: int
 ) -> None:
     kept = c.keep_recent_user_messages(messages, budget)
     n = len(kept)
@@ -97,7 +97,7 @@ def test_v2_retention_budget_three_keeps_truncated_middle_and_new() -> None:
 
 @pytest.mark.parametrize(("budget", "kept"), [(1, 1), (2, 2)])
 def test_v2_image_only_message_costs_one(budget: int, kept: int) -> None:
-    image = runtime.Message("user", [runtime.InputImage("data:image/png;base64,AAAA")])
+    image = relay.Message("user", [relay.InputImage("data:image/png;base64,AAAA")])
     result = c.keep_recent_messages([image, user("abcd")], budget)
     assert len(result) == kept
     if kept == 2:
@@ -108,7 +108,7 @@ def test_place_initial_context_rules() -> None:
     env = user("<environment_context>\n</environment_context>")
     summary = user(c.summary_text("s"))
     real = user("question")
-    comp = runtime.Compaction("enc")
+    comp = relay.Compaction("enc")
     before = cb.Injection.BEFORE_LAST_USER_MESSAGE
     assert cb.place_initial_context([real, summary], [env], before) == [env, real, summary]
     assert cb.place_initial_context([summary], [env], before) == [env, summary]
@@ -121,8 +121,8 @@ def test_place_initial_context_rules() -> None:
 
 
 def test_drop_oldest_takes_the_call_partner_along() -> None:
-    call = runtime.FunctionCall("f", "{}", "c1")
-    out = runtime.FunctionCallOutput("c1", "r")
+    call = relay.FunctionCall("f", "{}", "c1")
+    out = relay.FunctionCallOutput("c1", "r")
     rest, n = c.drop_oldest([call, user("u"), out, user("v")])
     assert n == 2 and rest == [user("u"), user("v")]
     rest, n = c.drop_oldest([user("u"), call, out])
@@ -174,23 +174,23 @@ def test_compaction_prompt_choice(tmp_path: object) -> None:
         == "Mine."
     )
     assert c.compaction_prompt(Config(), "Focus on tests.") == default + "\n\nFocus on tests."
-    with pytest.raises(runtime.ConfigError, match="experimental_compact_prompt_file"):
+    with pytest.raises(relay.ConfigError, match="experimental_compact_prompt_file"):
         c.compaction_prompt(Config(experimental_compact_prompt_file=str(file) + ".missing"))
 
 
 def test_fit_to_window_rewrites_trailing_tool_outputs_only() -> None:
     big = "z" * 4000
-    items: list[runtime.ResponseItem] = [
-        runtime.FunctionCall("f", "{}", "c0"),
-        runtime.FunctionCallOutput("c0", big),
+    items: list[relay.ResponseItem] = [
+        relay.FunctionCall("f", "{}", "c0"),
+        relay.FunctionCallOutput("c0", big),
         user("question"),
-        runtime.FunctionCall("f", "{}", "c1"),
-        runtime.FunctionCallOutput("c1", big),
-        runtime.FunctionCall("f", "{}", "c2"),
-        runtime.FunctionCallOutput("c2", big),
+        relay.FunctionCall("f", "{}", "c1"),
+        relay.FunctionCallOutput("c1", big),
+        relay.FunctionCall("f", "{}", "c2"),
+        relay.FunctionCallOutput("c2", big),
     ]
     fitted = c.fit_to_window(items, "instr", 600)
-    outputs = [i.output for i in fitted if isinstance(i, runtime.FunctionCallOutput)]
+    outputs = [i.output for i in fitted if isinstance(i, relay.FunctionCallOutput)]
     # The walk stops at the call c2 (not an output), so only the last output is rewritten.
     assert outputs == [big, big, c.TRUNCATED_OUTPUT_NOTE]
     assert c.fit_to_window(items, "instr", None) == items
@@ -198,20 +198,20 @@ def test_fit_to_window_rewrites_trailing_tool_outputs_only() -> None:
 
 
 def test_filter_remote_output() -> None:
-    items: list[runtime.ResponseItem] = [
-        runtime.Message("developer", [runtime.InputText("d")]),
-        runtime.Message("system", [runtime.InputText("s")]),
+    items: list[relay.ResponseItem] = [
+        relay.Message("developer", [relay.InputText("d")]),
+        relay.Message("system", [relay.InputText("s")]),
         user("<environment_context>\n</environment_context>"),
         user("real"),
-        runtime.assistant_message("answer"),
-        runtime.Reasoning("r1"),
-        runtime.FunctionCall("f", "{}", "c"),
-        runtime.FunctionCallOutput("c", "o"),
-        runtime.Compaction("enc"),
-        runtime.Other({"type": "mystery"}),
+        relay.assistant_message("answer"),
+        relay.Reasoning("r1"),
+        relay.FunctionCall("f", "{}", "c"),
+        relay.FunctionCallOutput("c", "o"),
+        relay.Compaction("enc"),
+        relay.Other({"type": "mystery"}),
     ]
     assert c.filter_remote_output(items) == [
         user("real"),
-        runtime.assistant_message("answer"),
-        runtime.Compaction("enc"),
+        relay.assistant_message("answer"),
+        relay.Compaction("enc"),
     ]

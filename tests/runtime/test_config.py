@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime._config import (
+from relay._config import (
     BUILTIN_PROVIDERS,
     Config,
     Features,
@@ -19,7 +19,7 @@ from runtime._config import (
     relay_home,
     resolve_api_key,
 )
-from runtime._errors import ConfigError
+from relay._errors import ConfigError
 
 
 def write(tmp_path: Path, text: str, name: str = "config.toml") -> Path:

@@ -12,11 +12,11 @@ from pathlib import Path
 import attrs
 import pytest
 
-import runtime
-from runtime import _protocol as p
-from runtime import testing
-from runtime._config import Config, RolloutConfig
-from runtime._context import (
+import relay
+from relay import _protocol as p
+from relay import testing
+from relay._config import Config, RolloutConfig
+from relay._context import (
     WorldState,
     context_changes,
     environment_context,
@@ -27,9 +27,9 @@ from runtime._context import (
     turn_aborted_marker,
     world_state,
 )
-from runtime._errors import ConfigError
-from runtime._history import is_contextual
-from runtime._templates import template
+from relay._errors import ConfigError
+from relay._history import is_contextual
+from relay._templates import template
 
 WORLD = WorldState(cwd="/work/repo", shell="bash", current_date="2025-03-04", timezone="UTC")
 
@@ -239,7 +239,7 @@ async def test_a_working_directory_that_is_not_utf8_is_a_configuration_error(
     work.mkdir()
     config = Config(cwd=str(work), rollout=RolloutConfig(dir=str(tmp_path / "sessions")))
     with pytest.raises(ConfigError, match=r"working directory .*caf\\xe9 is not valid UTF-8"):
-        async with runtime.open_session(config):
+        async with relay.open_session(config):
             pass
     assert not (tmp_path / "sessions").exists()
 

@@ -29,10 +29,10 @@ from typing import Any
 import pytest
 import trio
 
-import runtime
-from runtime import testing
-from runtime._resume import reconstruct
-from runtime._rollout_reader import read_rollout
+import relay
+from relay import testing
+from relay._resume import reconstruct
+from relay._rollout_reader import read_rollout
 from tests.pipes import LineReader
 
 ROUNDS = 6
@@ -223,18 +223,18 @@ def in_order_within(wanted: list[Any], found: list[Any]) -> bool:
 
 
 async def resume_and_check(path: Path, workdir: Path, expected: list[Any]) -> list[Any]:
-    config = runtime.Config(cwd=str(workdir), rollout=runtime.RolloutConfig(dir=str(workdir)))
+    config = relay.Config(cwd=str(workdir), rollout=relay.RolloutConfig(dir=str(workdir)))
     recorder = testing.EventRecorder()
     async with (
-        runtime.resume_session(path, config, model=testing.ScriptedModel()) as session,
+        relay.resume_session(path, config, model=testing.ScriptedModel()) as session,
         trio.open_nursery() as nursery,
     ):
         nursery.start_soon(recorder.consume, session)
-        assert [runtime.to_json(item) for item in session.history.items] == expected
-        await session.submit(runtime.UserTurn(items=[runtime.Text("resumed")]))
-        await recorder.wait_for(lambda e: isinstance(e.msg, runtime.TurnComplete))
-        final = [runtime.to_json(item) for item in session.history.items]
-        await session.submit(runtime.Shutdown())
+        assert [relay.to_json(item) for item in session.history.items] == expected
+        await session.submit(relay.UserTurn(items=[relay.Text("resumed")]))
+        await recorder.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete))
+        final = [relay.to_json(item) for item in session.history.items]
+        await session.submit(relay.Shutdown())
     assert final[: len(expected)] == expected
     return final
 
@@ -244,7 +244,7 @@ def check_rollout(path: Path, workdir: Path, seen: list[Event]) -> bool:
     rollout = read_rollout(path)
     assert all(note.truncated for note in rollout.notes), rollout.notes
     records, history = simple_replay(path)
-    assert [runtime.to_json(item) for item in reconstruct(rollout).history] == history
+    assert [relay.to_json(item) for item in reconstruct(rollout).history] == history
     for turn_id, items in acknowledged(seen).items():
         # The file may hold more (an interrupt's marker and synthetic outputs are not items).
         assert in_order_within(items, recorded_before_end(records, turn_id)), turn_id
@@ -254,7 +254,7 @@ def check_rollout(path: Path, workdir: Path, seen: list[Event]) -> bool:
     assert all(
         note.truncated or note.message.startswith("incomplete line") for note in after.notes
     ), after.notes
-    assert [runtime.to_json(item) for item in reconstruct(after).history] == final
+    assert [relay.to_json(item) for item in reconstruct(after).history] == final
     return bool(rollout.notes)
 
 

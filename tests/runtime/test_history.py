@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime import _protocol as p
-from runtime._history import (
+from relay import _protocol as p
+from relay._history import (
     ABORTED_OUTPUT,
     History,
     is_contextual,
@@ -17,7 +17,7 @@ from runtime._history import (
     missing_outputs,
     normalize_for_prompt,
 )
-from runtime._tokens import item_tokens, items_tokens
+from relay._tokens import item_tokens, items_tokens
 
 CALL_A = p.FunctionCall("read_file", '{"path": "a"}', "call-a")
 CALL_B = p.FunctionCall("list_dir", "{}", "call-b")

@@ -19,16 +19,16 @@ import pytest
 import trio
 import trio.testing
 
-import runtime
-from runtime import testing
-from runtime._hooks import (
+import relay
+from relay import testing
+from relay._hooks import (
     CompactHook,
     HookInput,
     HookStop,
     run_hook_command,
 )
 
-NO_ROLLOUT = runtime.RolloutConfig(enabled=False)
+NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 CANARY = "sk-canary-4f1d0c9e-never-leaks"
 
 INFO = HookInput(
@@ -42,9 +42,9 @@ INFO = HookInput(
 )
 
 
-def python(code: str, *args: str, timeout_ms: int = 10_000) -> runtime.HookCommand:
+def python(code: str, *args: str, timeout_ms: int = 10_000) -> relay.HookCommand:
     """A hook command that runs ``code`` with this interpreter."""
-    return runtime.HookCommand([sys.executable, "-c", code, *args], timeout_ms=timeout_ms)
+    return relay.HookCommand([sys.executable, "-c", code, *args], timeout_ms=timeout_ms)
 
 
 STOP = python('import json; print(json.dumps({"decision": "stop", "reason": "not now"}))')
@@ -52,11 +52,11 @@ GO_ON = python("import sys; sys.stdin.read()")
 HANG = "import time; time.sleep(60)"
 
 
-def ended(event: runtime.Event) -> bool:
-    return isinstance(event.msg, runtime.TurnComplete | runtime.TurnAborted)
+def ended(event: relay.Event) -> bool:
+    return isinstance(event.msg, relay.TurnComplete | relay.TurnAborted)
 
 
-async def run(t: testing.TestSession, *ops: runtime.Op) -> None:
+async def run(t: testing.TestSession, *ops: relay.Op) -> None:
     done = sum(ended(e) for e in t.recorder.events)
     for op in ops:
         await t.submit(op)
@@ -64,15 +64,15 @@ async def run(t: testing.TestSession, *ops: runtime.Op) -> None:
         await t.wait_for(ended, done)
 
 
-def hooks_config(**fields: Any) -> runtime.Config:
-    return runtime.Config(hooks=runtime.Hooks(**fields), rollout=NO_ROLLOUT)
+def hooks_config(**fields: Any) -> relay.Config:
+    return relay.Config(hooks=relay.Hooks(**fields), rollout=NO_ROLLOUT)
 
 
-def types(msgs: list[runtime.EventMsg]) -> list[str]:
-    return [runtime.to_json(m)["type"] for m in msgs]
+def types(msgs: list[relay.EventMsg]) -> list[str]:
+    return [relay.to_json(m)["type"] for m in msgs]
 
 
-def turn_msgs(t: testing.TestSession, turn_id: str) -> list[runtime.EventMsg]:
+def turn_msgs(t: testing.TestSession, turn_id: str) -> list[relay.EventMsg]:
     return [e.msg for e in t.recorder.events if e.id == turn_id]
 
 
@@ -129,7 +129,7 @@ async def test_a_crashing_command_fails() -> None:
 
 
 async def test_a_command_that_cannot_start_fails(tmp_path: Path) -> None:
-    missing = runtime.HookCommand([str(tmp_path / "no-such-hook")])
+    missing = relay.HookCommand([str(tmp_path / "no-such-hook")])
     result = await run_hook_command(missing, INFO)
     assert result.outcome == "failed"
     assert result.problem.startswith("could not start")
@@ -212,9 +212,9 @@ async def test_a_detached_child_of_a_hook_that_exited_does_not_survive(tmp_path:
 
 async def test_a_pre_compact_stop_aborts_the_task_and_changes_nothing() -> None:
     async with testing.open_test_session(config=hooks_config(pre_compact=[STOP])) as t:
-        await run(t, runtime.UserTurn(items=[runtime.Text("hi")]))
+        await run(t, relay.UserTurn(items=[relay.Text("hi")]))
         before = list(t.session.history.items)
-        await t.submit(runtime.Compact(), id="c1")
+        await t.submit(relay.Compact(), id="c1")
         await t.wait_for(ended, 2)
         assert list(t.session.history.items) == before
         assert t.session.state.window_number == 0
@@ -227,8 +227,8 @@ async def test_a_pre_compact_stop_aborts_the_task_and_changes_nothing() -> None:
         "turn_aborted",
     ]
     started, completed, note, aborted = msgs[1:]
-    assert isinstance(started, runtime.HookStarted) and started.event == "pre_compact"
-    assert isinstance(completed, runtime.HookCompleted)
+    assert isinstance(started, relay.HookStarted) and started.event == "pre_compact"
+    assert isinstance(completed, relay.HookCompleted)
     assert (completed.hook, completed.event, completed.outcome) == (
         started.hook,
         "pre_compact",
@@ -236,22 +236,20 @@ async def test_a_pre_compact_stop_aborts_the_task_and_changes_nothing() -> None:
     )
     assert completed.duration_ms >= 0
     assert started.hook == shlex.join(STOP.command)
-    assert isinstance(note, runtime.BackgroundEvent) and note.message.endswith(": not now")
-    assert aborted == runtime.TurnAborted(
-        "c1", runtime.AbortReason.HOOK_STOPPED, aborted.duration_ms
-    )
+    assert isinstance(note, relay.BackgroundEvent) and note.message.endswith(": not now")
+    assert aborted == relay.TurnAborted("c1", relay.AbortReason.HOOK_STOPPED, aborted.duration_ms)
     assert len(t.model.requests) == 1
 
 
 async def test_a_post_compact_stop_keeps_the_compaction_installed() -> None:
     cfg = hooks_config(pre_compact=[GO_ON], post_compact=[STOP])
     async with testing.open_test_session(config=cfg) as t:
-        await run(t, runtime.UserTurn(items=[runtime.Text("hi")]))
-        await t.submit(runtime.Compact(), id="c1")
+        await run(t, relay.UserTurn(items=[relay.Text("hi")]))
+        await t.submit(relay.Compact(), id="c1")
         await t.wait_for(ended, 2)
         history = list(t.session.history.items)
         assert t.session.state.window_number == 1
-    assert runtime.compaction.is_summary(history[-1])
+    assert relay.compaction.is_summary(history[-1])
     msgs = turn_msgs(t, "c1")
     assert types(msgs) == [
         "turn_started",
@@ -267,16 +265,16 @@ async def test_a_post_compact_stop_keeps_the_compaction_installed() -> None:
         "background_event",
         "turn_aborted",
     ]
-    outcomes = [(m.event, m.outcome) for m in msgs if isinstance(m, runtime.HookCompleted)]
+    outcomes = [(m.event, m.outcome) for m in msgs if isinstance(m, relay.HookCompleted)]
     assert outcomes == [("pre_compact", "continue"), ("post_compact", "stop")]
-    assert msgs[-1].reason is runtime.AbortReason.HOOK_STOPPED  # type: ignore[union-attr]
+    assert msgs[-1].reason is relay.AbortReason.HOOK_STOPPED  # type: ignore[union-attr]
 
 
 async def test_a_hanging_hook_is_cut_at_its_timeout_with_a_warning() -> None:
     cfg = hooks_config(pre_compact=[python(HANG, timeout_ms=500)])
     async with testing.open_test_session(config=cfg) as t:
-        await run(t, runtime.UserTurn(items=[runtime.Text("hi")]))
-        await t.submit(runtime.Compact(), id="c1")
+        await run(t, relay.UserTurn(items=[relay.Text("hi")]))
+        await t.submit(relay.Compact(), id="c1")
         with trio.fail_after(20):
             await t.wait_for(ended, 2)
     msgs = turn_msgs(t, "c1")
@@ -289,9 +287,9 @@ async def test_a_hanging_hook_is_cut_at_its_timeout_with_a_warning() -> None:
     ]
     assert types(msgs)[-1] == "turn_complete"
     completed, warning = msgs[2], msgs[3]
-    assert isinstance(completed, runtime.HookCompleted) and completed.outcome == "timeout"
+    assert isinstance(completed, relay.HookCompleted) and completed.outcome == "timeout"
     assert 500 <= completed.duration_ms < 10_000
-    assert isinstance(warning, runtime.WarningEvent)
+    assert isinstance(warning, relay.WarningEvent)
     assert "did not finish within 500 ms" in warning.message
     assert t.session.state.window_number == 1
 
@@ -308,13 +306,13 @@ async def test_interrupting_a_running_hook_kills_it(tmp_path: Path) -> None:
         trio.lowlevel.FdStream(os.open(ready, os.O_RDWR | os.O_NONBLOCK)) as pids,
         testing.open_test_session(config=hooks_config(pre_compact=[hook])) as t,
     ):
-        await run(t, runtime.UserTurn(items=[runtime.Text("hi")]))
-        await t.submit(runtime.Compact(), id="c1")
+        await run(t, relay.UserTurn(items=[relay.Text("hi")]))
+        await t.submit(relay.Compact(), id="c1")
         with trio.fail_after(10):
             pid = int(await pids.receive_some())
         pidfd = os.pidfd_open(pid)
         try:
-            await t.submit(runtime.Interrupt())
+            await t.submit(relay.Interrupt())
             await t.wait_for(ended, 2)
             with trio.fail_after(5):
                 await trio.lowlevel.wait_readable(pidfd)
@@ -322,20 +320,20 @@ async def test_interrupting_a_running_hook_kills_it(tmp_path: Path) -> None:
             os.close(pidfd)
     msgs = turn_msgs(t, "c1")
     assert types(msgs) == ["turn_started", "hook_started", "turn_aborted"]
-    assert msgs[-1].reason is runtime.AbortReason.INTERRUPTED  # type: ignore[union-attr]
+    assert msgs[-1].reason is relay.AbortReason.INTERRUPTED  # type: ignore[union-attr]
     assert t.session.state.window_number == 0
 
 
 async def test_a_crashing_hook_warns_and_the_compaction_goes_on() -> None:
     cfg = hooks_config(pre_compact=[python("raise SystemExit(2)"), STOP])
     async with testing.open_test_session(config=cfg) as t:
-        await run(t, runtime.UserTurn(items=[runtime.Text("hi")]))
-        await t.submit(runtime.Compact(), id="c1")
+        await run(t, relay.UserTurn(items=[relay.Text("hi")]))
+        await t.submit(relay.Compact(), id="c1")
         await t.wait_for(ended, 2)
     msgs = turn_msgs(t, "c1")
-    outcomes = [m.outcome for m in msgs if isinstance(m, runtime.HookCompleted)]
+    outcomes = [m.outcome for m in msgs if isinstance(m, relay.HookCompleted)]
     assert outcomes == ["failed", "stop"]
-    (warning,) = [m for m in msgs if isinstance(m, runtime.WarningEvent)]
+    (warning,) = [m for m in msgs if isinstance(m, relay.WarningEvent)]
     assert "exited with status 2" in warning.message
 
 
@@ -357,8 +355,8 @@ async def test_callable_hooks_run_after_commands_and_a_stop_skips_the_rest(
     async with testing.open_test_session() as t:
         t.session.register_hook(CompactHook("pre_compact", veto))
         t.session.register_hook(CompactHook("pre_compact", never, name="never"))
-        await run(t, runtime.UserTurn(items=[runtime.Text("hi")]))
-        await t.submit(runtime.Compact(), id="c1")
+        await run(t, relay.UserTurn(items=[relay.Text("hi")]))
+        await t.submit(relay.Compact(), id="c1")
         await t.wait_for(ended, 2)
     msgs = turn_msgs(t, "c1")
     assert types(msgs) == [
@@ -368,7 +366,7 @@ async def test_callable_hooks_run_after_commands_and_a_stop_skips_the_rest(
         "background_event",
         "turn_aborted",
     ]
-    assert msgs[1] == runtime.HookStarted(veto.__qualname__, "pre_compact")
+    assert msgs[1] == relay.HookStarted(veto.__qualname__, "pre_compact")
     assert [(i.turn_id, i.trigger, i.event) for i in seen] == [("c1", "manual", "pre_compact")]
 
 
@@ -385,16 +383,16 @@ async def test_a_hanging_callable_is_cancelled_at_exactly_its_timeout(
     async with testing.open_test_session() as t:
         t.session.register_hook(CompactHook("post_compact", hang, timeout_ms=2500))
         t.session.register_hook(CompactHook("post_compact", crash, name="crash"))
-        await run(t, runtime.UserTurn(items=[runtime.Text("hi")]))
-        await t.submit(runtime.Compact(), id="c1")
+        await run(t, relay.UserTurn(items=[relay.Text("hi")]))
+        await t.submit(relay.Compact(), id="c1")
         await t.wait_for(ended, 2)
     msgs = turn_msgs(t, "c1")
-    completed = [m for m in msgs if isinstance(m, runtime.HookCompleted)]
+    completed = [m for m in msgs if isinstance(m, relay.HookCompleted)]
     assert [(m.hook, m.outcome, m.duration_ms) for m in completed] == [
         (hang.__qualname__, "timeout", 2500),
         ("crash", "failed", 0),
     ]
-    warnings = [m.message for m in msgs if isinstance(m, runtime.WarningEvent)]
+    warnings = [m.message for m in msgs if isinstance(m, relay.WarningEvent)]
     assert warnings[1:] == [
         f"post_compact hook {hang.__qualname__!r} did not finish within 2500 ms; "
         "going on without it",
@@ -413,10 +411,10 @@ async def test_an_auto_compaction_stopped_by_a_hook_ends_the_turn(
         return HookStop("no auto compaction here")
 
     script = {"responses": [{"function_call": {"name": "sleep", "arguments": {"seconds": 0}}}]}
-    cfg = runtime.Config(model_auto_compact_token_limit=1, rollout=NO_ROLLOUT)
+    cfg = relay.Config(model_auto_compact_token_limit=1, rollout=NO_ROLLOUT)
     async with testing.open_test_session(script, config=cfg) as t:
         t.session.register_hook(CompactHook("pre_compact", veto))
-        await t.submit(runtime.UserTurn(items=[runtime.Text("hi")]), id="t1")
+        await t.submit(relay.UserTurn(items=[relay.Text("hi")]), id="t1")
         await t.wait_for(ended)
     assert seen == ["auto"]
     assert len(t.model.requests) == 1
@@ -424,10 +422,10 @@ async def test_an_auto_compaction_stopped_by_a_hook_ends_the_turn(
     assert not [
         m
         for m in msgs
-        if isinstance(m, runtime.ItemStarted) and isinstance(m.item, runtime.ContextCompactionItem)
+        if isinstance(m, relay.ItemStarted) and isinstance(m.item, relay.ContextCompactionItem)
     ]
-    assert isinstance(msgs[-1], runtime.TurnAborted)
-    assert msgs[-1].reason is runtime.AbortReason.HOOK_STOPPED
+    assert isinstance(msgs[-1], relay.TurnAborted)
+    assert msgs[-1].reason is relay.AbortReason.HOOK_STOPPED
 
 
 # ----------------------------------------------------------------------------- secrets
@@ -441,27 +439,27 @@ async def test_hook_input_never_carries_the_api_key(
     record = python("import sys; open(sys.argv[1], 'a').write(sys.stdin.read() + '\\n')", str(sink))
     script = {"responses": [{"text": "a1"}, {"text": "summary"}]}
     async with testing.open_mock_server(script) as server:
-        cfg = runtime.Config(
+        cfg = relay.Config(
             model="gpt-test",
             model_provider="canary",
             model_providers={
-                "canary": runtime.ProviderConfig(
+                "canary": relay.ProviderConfig(
                     name="canary", base_url=server.base_url, env_key="RELAY_CANARY_KEY"
                 )
             },
-            hooks=runtime.Hooks(pre_compact=[record], post_compact=[record]),
-            rollout=runtime.RolloutConfig(enabled=True, dir=str(tmp_path / "sessions")),
+            hooks=relay.Hooks(pre_compact=[record], post_compact=[record]),
+            rollout=relay.RolloutConfig(enabled=True, dir=str(tmp_path / "sessions")),
             cwd=str(tmp_path),
         )
-        async with runtime.open_session(cfg, clock=testing.fixed_clock) as session:
+        async with relay.open_session(cfg, clock=testing.fixed_clock) as session:
             recorder = testing.EventRecorder()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(recorder.consume, session)
-                await session.submit(runtime.UserTurn(items=[runtime.Text("hi")]))
+                await session.submit(relay.UserTurn(items=[relay.Text("hi")]))
                 await recorder.wait_for(ended)
-                await session.submit(runtime.Compact(), id="c1")
+                await session.submit(relay.Compact(), id="c1")
                 await recorder.wait_for(ended, 2)
-                await session.submit(runtime.Shutdown())
+                await session.submit(relay.Shutdown())
             rollout_path = session.rollout.path  # type: ignore[union-attr]
     raw = sink.read_text()
     assert CANARY not in raw

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from runtime import _protocol as p
-from runtime._codec import to_json
-from runtime._errors import ScriptError
-from runtime._op_script import (
+from relay import _protocol as p
+from relay._codec import to_json
+from relay._errors import ScriptError
+from relay._op_script import (
     OpLine,
     Sleep,
     WaitCounter,
@@ -305,7 +305,7 @@ def test_lookup() -> None:
 
 
 def test_a_wait_counter_looks_at_each_event_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    import runtime._op_script as op_script
+    import relay._op_script as op_script
 
     looked_at: list[dict[str, Any]] = []
     real = op_script.matches

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime._process import open_command
+from relay._process import open_command
 
 #: Bound on every wait for another process; reached only when the behaviour is broken.
 WAIT_SECONDS = 15

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime import _protocol as p
-from runtime._codec import (
+from relay import _protocol as p
+from relay._codec import (
     DecodeError,
     decode_op,
     decode_response_item,
@@ -21,7 +21,7 @@ from runtime._codec import (
     to_json,
     type_tag,
 )
-from runtime._errors import ErrorCode, InvalidOpError
+from relay._errors import ErrorCode, InvalidOpError
 
 RECEIPT = p.CompactionReceipt(
     trigger=p.CompactionTrigger.MID_TURN,

@@ -18,14 +18,14 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import runtime
-from runtime import _protocol as p
-from runtime import compaction as c
-from runtime import testing
-from runtime._context import TurnSettings, WorldState
-from runtime._history import History
-from runtime._resume import is_model_output, rebuild_compacted_history, reconstruct
-from runtime._rollout_reader import parse_rollout, read_rollout
+import relay
+from relay import _protocol as p
+from relay import compaction as c
+from relay import testing
+from relay._context import TurnSettings, WorldState
+from relay._history import History
+from relay._resume import is_model_output, rebuild_compacted_history, reconstruct
+from relay._rollout_reader import parse_rollout, read_rollout
 
 from .test_rollout_reader import (
     WORLD,
@@ -46,7 +46,7 @@ U1, U2, U3 = (p.user_message(f"user {n}") for n in (1, 2, 3))
 A1, A2 = p.assistant_message("answer 1"), p.assistant_message("answer 2")
 
 
-def state_of(*lines: str) -> runtime.lowlevel.ResumedState:
+def state_of(*lines: str) -> relay.lowlevel.ResumedState:
     """The state rebuilt from these lines (after a ``session_meta`` line).
 
     Every test also checks that reading only what resuming needs (``for_resume``, as
@@ -198,7 +198,7 @@ def test_a_compaction_resets_usage_to_the_estimate_of_its_history() -> None:
 
 
 def test_the_window_full_count_of_a_context_window_error_changes_no_usage() -> None:
-    error = p.ErrorEvent("too long", runtime.ErrorCode.CONTEXT_WINDOW_EXCEEDED)
+    error = p.ErrorEvent("too long", relay.ErrorCode.CONTEXT_WINDOW_EXCEEDED)
     state = state_of(
         item(U1), item(A1), token_count(300), item(U2), token_count(8000), event(error)
     )
@@ -226,7 +226,7 @@ def test_model_output_kinds() -> None:
 
 def test_a_rollout_without_session_meta_cannot_be_resumed() -> None:
     rollout = parse_rollout(text_of(item(U1)))
-    with pytest.raises(runtime.RolloutError, match="does not start with a session_meta line"):
+    with pytest.raises(relay.RolloutError, match="does not start with a session_meta line"):
         reconstruct(rollout)
 
 
@@ -287,7 +287,7 @@ def test_reconstruction_equals_a_full_replay_with_a_live_history(ops: list[Any])
             case ("window_full", window):
                 # The session shows the window full, then fails: its usage does not change.
                 shown = window or live.usage_tokens
-                error = p.ErrorEvent("too long", runtime.ErrorCode.CONTEXT_WINDOW_EXCEEDED)
+                error = p.ErrorEvent("too long", relay.ErrorCode.CONTEXT_WINDOW_EXCEEDED)
                 lines += [token_count(shown, window=window), event(error)]
     state = state_of(*lines)
     assert list(state.history) == list(live.items)
@@ -301,19 +301,19 @@ def test_reconstruction_equals_a_full_replay_with_a_live_history(ops: list[Any])
 # ----------------------------------------------------------------------------- sessions
 
 
-def rollout_config(tmp_path: Path, **kwargs: Any) -> runtime.Config:
-    return runtime.Config(rollout=runtime.RolloutConfig(dir=str(tmp_path / "sessions")), **kwargs)
+def rollout_config(tmp_path: Path, **kwargs: Any) -> relay.Config:
+    return relay.Config(rollout=relay.RolloutConfig(dir=str(tmp_path / "sessions")), **kwargs)
 
 
 @asynccontextmanager
 async def open_resumed(
-    path: Path, script: dict[str, Any] | None = None, *, config: runtime.Config
+    path: Path, script: dict[str, Any] | None = None, *, config: relay.Config
 ) -> AsyncIterator[testing.TestSession]:
     """Like ``open_test_session``, resuming the session recorded at ``path``."""
     model = testing.ScriptedModel(script)
     recorder = testing.EventRecorder()
     async with (
-        runtime.resume_session(
+        relay.resume_session(
             path, config, model=model, clock=testing.fixed_clock, rng=random.Random(0)
         ) as session,
         trio.open_nursery() as nursery,
@@ -329,12 +329,12 @@ async def open_resumed(
 
 async def run_ops(t: testing.TestSession, *ops: tuple[str, str | None]) -> None:
     """Run turns and compactions one after the other, each to its end."""
-    done = sum(isinstance(m, runtime.TurnComplete | runtime.TurnAborted) for m in t.recorder.msgs)
+    done = sum(isinstance(m, relay.TurnComplete | relay.TurnAborted) for m in t.recorder.msgs)
     for kind, arg in ops:
         if kind == "turn":
             await t.turn(arg or "")
         else:
-            await t.submit(runtime.Compact(instructions=arg))
+            await t.submit(relay.Compact(instructions=arg))
         done += 1
         await t.wait_for(testing.turn_ended, done)
 
@@ -344,7 +344,7 @@ def rollout_path(t: testing.TestSession) -> Path:
     return t.session.rollout.path
 
 
-def assert_restores(session: runtime.Session, path: Path) -> runtime.lowlevel.ResumedState:
+def assert_restores(session: relay.Session, path: Path) -> relay.lowlevel.ResumedState:
     """The state rebuilt from the file is the state the live session ended with."""
     state = reconstruct(read_rollout(path))
     assert state.session_id == session.id
@@ -395,8 +395,8 @@ async def test_compact_resume_preserves_model_history_view(
     first_after = r.model.requests[0]["input"]
     assert first_after[: len(last_before)] == last_before
     assert first_after[len(last_before) :] == [
-        runtime.lowlevel.encode_response_item(t.session.history.items[-1]),
-        runtime.lowlevel.encode_response_item(p.user_message("third")),
+        relay.lowlevel.encode_response_item(t.session.history.items[-1]),
+        relay.lowlevel.encode_response_item(p.user_message("third")),
     ]
     assert r.session.id == t.session.id
 
@@ -461,10 +461,9 @@ async def test_a_session_that_ended_over_its_limit_compacts_before_its_first_req
     completed = [
         m.item.receipt
         for m in r.recorder.msgs
-        if isinstance(m, runtime.ItemCompleted)
-        and isinstance(m.item, runtime.ContextCompactionItem)
+        if isinstance(m, relay.ItemCompleted) and isinstance(m.item, relay.ContextCompactionItem)
     ]
-    assert [rc.trigger for rc in completed if rc] == [runtime.CompactionTrigger.PRE_TURN]
+    assert [rc.trigger for rc in completed if rc] == [relay.CompactionTrigger.PRE_TURN]
 
 
 SCENARIOS: dict[str, tuple[dict[str, Any], dict[str, Any], list[tuple[str, str | None]]]] = {
@@ -550,8 +549,8 @@ async def test_an_interrupted_turn_resumes_with_its_marker_and_outputs(
     async with testing.open_test_session(script, config=config) as t:
         await t.turn("wait")
         await t.wait_for(testing.tool_call_started)
-        await t.submit(runtime.Interrupt())
-        await t.wait_for(runtime.TurnAborted)
+        await t.submit(relay.Interrupt())
+        await t.wait_for(relay.TurnAborted)
     state = assert_restores(t.session, rollout_path(t))
     assert state.history[-2] == p.FunctionCallOutput("c1", "aborted")
     assert state.history[-1].text().startswith("<turn_aborted>")  # type: ignore[union-attr]
@@ -592,13 +591,13 @@ async def test_problems_in_the_rollout_are_the_first_events_of_the_resumed_sessi
     assert [(e.id, e.msg) for e in r.recorder.events[:2]] == [
         (
             "resume",
-            runtime.WarningEvent(
+            relay.WarningEvent(
                 f"{path} line {garbage}: not valid JSON (Expecting value at column 1); ignored"
             ),
         ),
         (
             "resume",
-            runtime.WarningEvent(
+            relay.WarningEvent(
                 f"{path} line {cut}: incomplete last line (the session stopped while writing "
                 "it); ignored"
             ),
@@ -615,20 +614,22 @@ async def test_resume_session_refuses_a_rollout_without_session_meta(
 ) -> None:
     path = tmp_path / "orphan.jsonl"
     path.write_text(text_of(item(U1)))
-    with pytest.raises(runtime.RolloutError, match=r"orphan\.jsonl: cannot resume"):
-        async with runtime.resume_session(path, rollout_config(tmp_path)):
+    with pytest.raises(relay.RolloutError, match=r"orphan\.jsonl: cannot resume"):
+        async with relay.resume_session(path, rollout_config(tmp_path)):
             pass  # pragma: no cover
-    with pytest.raises(runtime.RolloutError, match="cannot read rollout file"):
-        async with runtime.resume_session(tmp_path / "missing.jsonl"):
+    with pytest.raises(relay.RolloutError, match="cannot read rollout file"):
+        async with relay.resume_session(tmp_path / "missing.jsonl"):
             pass  # pragma: no cover
 
 
 # ----------------------------------------------------------------------------- relay resume
 
 
-def relay(*args: str, stdin: str = "", cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run_relay(
+    *args: str, stdin: str = "", cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "runtime", *args],
+        [sys.executable, "-m", "relay", *args],
         input=stdin,
         capture_output=True,
         text=True,
@@ -645,12 +646,14 @@ def turn_line(text: str) -> str:
 
 def test_relay_resume_continues_the_session_in_the_same_file(tmp_path: Path) -> None:
     sessions = tmp_path / "sessions"
-    first = relay("run", "-", "--rollout-dir", str(sessions), stdin=turn_line("one"), cwd=tmp_path)
+    first = run_relay(
+        "run", "-", "--rollout-dir", str(sessions), stdin=turn_line("one"), cwd=tmp_path
+    )
     assert first.returncode == 0, first.stderr
     (path,) = sessions.rglob("*.jsonl")
     script = tmp_path / "more.jsonl"
     script.write_text(turn_line("two") + "\n")
-    second = relay("resume", str(path), str(script), cwd=tmp_path)
+    second = run_relay("resume", str(path), str(script), cwd=tmp_path)
     assert second.returncode == 0, second.stderr
     assert second.stderr == ""
     events = [json.loads(line) for line in second.stdout.splitlines()]
@@ -681,7 +684,9 @@ def test_relay_resume_warns_about_malformed_lines_and_goes_on(tmp_path: Path) ->
         + item(U2)[:40]
     )
     path.write_text(content)
-    result = relay("resume", str(path), "-", "-c", "cwd=" + str(tmp_path), stdin=turn_line("hi"))
+    result = run_relay(
+        "resume", str(path), "-", "-c", "cwd=" + str(tmp_path), stdin=turn_line("hi")
+    )
     assert result.returncode == 0, result.stderr
     notes = [
         "line 3: not valid JSON (Expecting property name enclosed in double quotes at column "
@@ -716,7 +721,7 @@ def test_relay_resume_exits_2_for_a_rollout_it_cannot_resume(
     path = tmp_path / "rollout.jsonl"
     if content is not None:
         path.write_text(text_of(item(U1)) if content else "")
-    result = relay("resume", str(path), "-", stdin=turn_line("hi"))
+    result = run_relay("resume", str(path), "-", stdin=turn_line("hi"))
     assert result.returncode == 2
     assert result.stdout == ""
     assert message in result.stderr

@@ -13,11 +13,11 @@ import pytest
 import trio
 import trio.testing
 
-import runtime
-from runtime import _protocol as p
-from runtime import testing
-from runtime._context import TurnSettings, WorldState
-from runtime._rollout_reader import (
+import relay
+from relay import _protocol as p
+from relay import testing
+from relay._context import TurnSettings, WorldState
+from relay._rollout_reader import (
     CompactedLine,
     EventMsgLine,
     ResponseItemLine,
@@ -29,7 +29,7 @@ from runtime._rollout_reader import (
     parse_rollout,
     read_rollout,
 )
-from runtime._transcript import render_transcript
+from relay._transcript import render_transcript
 
 TS = "2026-01-02T03:04:05.000Z"
 WORLD = {"cwd": "/w", "shell": "bash", "current_date": "2026-01-02", "timezone": "UTC"}
@@ -55,11 +55,11 @@ def meta(session_id: str = "s-1") -> str:
 
 
 def item(value: p.ResponseItem) -> str:
-    return raw("response_item", runtime.to_json(value))
+    return raw("response_item", relay.to_json(value))
 
 
 def event(msg: p.EventMsg) -> str:
-    return raw("event_msg", runtime.to_json(msg))
+    return raw("event_msg", relay.to_json(msg))
 
 
 def turn_context(
@@ -82,7 +82,7 @@ def compacted(
 ) -> str:
     payload: dict[str, Any] = {"message": message}
     if history is not None:
-        payload["replacement_history"] = [runtime.to_json(i) for i in history]
+        payload["replacement_history"] = [relay.to_json(i) for i in history]
     if window_number is not None:
         payload |= {
             "window_number": window_number,
@@ -91,7 +91,7 @@ def compacted(
             "window_id": f"w{window_number}",
         }
     if receipt is not None:
-        payload["receipt"] = runtime.to_json(receipt)
+        payload["receipt"] = relay.to_json(receipt)
     return raw("compacted", payload)
 
 
@@ -140,7 +140,7 @@ def test_every_line_type_is_parsed_into_its_class() -> None:
 async def test_a_live_rollout_reads_back_as_the_session_recorded_it(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    config = runtime.Config(rollout=runtime.RolloutConfig(dir=str(tmp_path)))
+    config = relay.Config(rollout=relay.RolloutConfig(dir=str(tmp_path)))
     script = {
         "responses": [
             {"function_call": {"name": "list_dir", "arguments": {}, "call_id": "c1"}},
@@ -149,14 +149,14 @@ async def test_a_live_rollout_reads_back_as_the_session_recorded_it(
     }
     async with testing.open_test_session(script, config=config) as t:
         await t.turn("list it")
-        await t.wait_for(runtime.TurnComplete)
-        await t.submit(runtime.Compact())
-        await t.wait_for(runtime.TurnComplete, 2)
+        await t.wait_for(relay.TurnComplete)
+        await t.submit(relay.Compact())
+        await t.wait_for(relay.TurnComplete, 2)
         path = t.session.rollout.path  # type: ignore[union-attr]
         before_compaction = None
         for msg in t.recorder.msgs:
-            if isinstance(msg, runtime.ItemCompleted) and isinstance(
-                msg.item, runtime.ContextCompactionItem
+            if isinstance(msg, relay.ItemCompleted) and isinstance(
+                msg.item, relay.ContextCompactionItem
             ):
                 before_compaction = msg.item.receipt
         history = list(t.session.history.items)
@@ -170,7 +170,7 @@ async def test_a_live_rollout_reads_back_as_the_session_recorded_it(
     assert last_compaction.receipt == before_compaction
     assert last_compaction.window_number == 1
     events = [line.msg for line in rollout.lines if isinstance(line, EventMsgLine)]
-    assert events[-1] == runtime.ShutdownComplete()
+    assert events[-1] == relay.ShutdownComplete()
 
 
 def test_a_cut_at_any_byte_reads_as_a_prefix_with_at_most_a_truncation_note() -> None:
@@ -214,7 +214,7 @@ def test_malformed_lines_are_skipped_with_notes_naming_them() -> None:
             raw("response_item", {"type": "message", "content": []}),
             raw("event_msg", {"type": "levitated"}),
             raw("turn_context", {"cwd": "/w"}),
-            json.dumps({"type": "response_item", "payload": runtime.to_json(user)}),
+            json.dumps({"type": "response_item", "payload": relay.to_json(user)}),
             meta("s-2"),
             "",
             raw("compacted", {"replacement_history": []}),
@@ -326,7 +326,7 @@ def test_reading_for_a_resume_decodes_only_what_resuming_needs() -> None:
         world_state(),
         event(p.TurnStarted("t2", None, 0.0)),
         token_count(30),
-        event(p.ErrorEvent("e", runtime.ErrorCode.STREAM)),
+        event(p.ErrorEvent("e", relay.ErrorCode.STREAM)),
         event(p.TurnComplete("t2", None, 1)),
     )
     rollout = parse_rollout(data, for_resume=True)
@@ -347,7 +347,7 @@ def test_a_file_that_cannot_be_read_is_a_rollout_error(tmp_path: Path, make: str
     target = tmp_path / "rollout.jsonl"
     if make == "directory":
         target.mkdir()
-    with pytest.raises(runtime.RolloutError, match=r"cannot read rollout file .*rollout\.jsonl"):
+    with pytest.raises(relay.RolloutError, match=r"cannot read rollout file .*rollout\.jsonl"):
         read_rollout(target)
 
 
@@ -367,8 +367,8 @@ SAMPLE = [
     event(p.TurnComplete("t1", "The notes say hello.", 42)),
     event(p.TurnStarted("c1", 8000, 1.0)),
     compacted(
-        [p.user_message("read the notes"), p.user_message(runtime.compaction.summary_text("S"))],
-        runtime.compaction.summary_text("The user asked to read notes.txt.\nDone."),
+        [p.user_message("read the notes"), p.user_message(relay.compaction.summary_text("S"))],
+        relay.compaction.summary_text("The user asked to read notes.txt.\nDone."),
         window_number=1,
         receipt=RECEIPT,
     ),
@@ -379,7 +379,7 @@ SAMPLE = [
     event(p.TurnStarted("t2", 8000, 2.0)),
     turn_context(model="other", cwd="/w"),
     item(p.user_message("again")),
-    event(p.ErrorEvent("boom", runtime.ErrorCode.SERVER_ERROR)),
+    event(p.ErrorEvent("boom", relay.ErrorCode.SERVER_ERROR)),
     event(p.TurnAborted("t2", p.AbortReason.INTERRUPTED, 7)),
     event(p.ShutdownComplete()),
     event(p.TurnStarted("sub-1", None, 3.0)),
@@ -467,9 +467,9 @@ def test_an_old_style_checkpoint_is_shown_without_a_receipt() -> None:
 # ----------------------------------------------------------------------------- relay show
 
 
-def relay(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run_relay(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "runtime", *args],
+        [sys.executable, "-m", "relay", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -482,7 +482,7 @@ def relay(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[st
 def test_relay_show_prints_the_transcript(tmp_path: Path) -> None:
     path = tmp_path / "rollout.jsonl"
     path.write_text(text_of(*SAMPLE))
-    result = relay("show", str(path))
+    result = run_relay("show", str(path))
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     expected = list(render_transcript(parse_rollout(text_of(*SAMPLE))))
@@ -495,7 +495,7 @@ def test_relay_show_warns_about_malformed_lines_on_stderr(tmp_path: Path) -> Non
         text_of(SAMPLE[0], "garbage", raw("teleport", {}), *SAMPLE[1:3]).encode()
         + SAMPLE[3][:20].encode()
     )
-    result = relay("show", str(path))
+    result = run_relay("show", str(path))
     assert result.returncode == 0, result.stderr
     assert result.stderr.splitlines() == [
         f"relay: warning: {path} line 2: not valid JSON (Expecting value at column 1); ignored",
@@ -509,7 +509,7 @@ def test_relay_show_warns_about_malformed_lines_on_stderr(tmp_path: Path) -> Non
 def test_relay_show_without_session_meta_still_shows_what_it_can(tmp_path: Path) -> None:
     path = tmp_path / "rollout.jsonl"
     path.write_text(text_of(*SAMPLE[1:3]))
-    result = relay("show", str(path))
+    result = run_relay("show", str(path))
     assert result.returncode == 0
     assert "line 1: the rollout does not start with a session_meta line" in result.stderr
     assert result.stdout.splitlines()[0] == f"session unknown ({path} has no session_meta line)"
@@ -521,7 +521,7 @@ def test_relay_show_exits_2_for_an_unreadable_file(tmp_path: Path, make: str) ->
     target = tmp_path / "rollout.jsonl"
     if make == "directory":
         target.mkdir()
-    result = relay("show", str(target))
+    result = run_relay("show", str(target))
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr.startswith(f"relay: cannot read rollout file {target}: ")

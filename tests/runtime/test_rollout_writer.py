@@ -13,11 +13,11 @@ import pytest
 import trio
 import trio.testing
 
-import runtime
-from runtime import testing
-from runtime._errors import RolloutLockedError
-from runtime._rollout import RolloutWriter
-from runtime.testing import FIXED_NOW
+import relay
+from relay import testing
+from relay._errors import RolloutLockedError
+from relay._rollout import RolloutWriter
+from relay.testing import FIXED_NOW
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:
@@ -27,8 +27,8 @@ def read_lines(path: Path) -> list[dict[str, Any]]:
 async def test_rollout_lines_modes_and_flush_before_terminal_events(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    config = runtime.Config(
-        rollout=runtime.RolloutConfig(dir=str(tmp_path / "sessions")),
+    config = relay.Config(
+        rollout=relay.RolloutConfig(dir=str(tmp_path / "sessions")),
         developer_instructions="Be brief.",
     )
     script = {
@@ -44,9 +44,9 @@ async def test_rollout_lines_modes_and_flush_before_terminal_events(
 
         async def watch() -> None:
             for cls, name in [
-                (runtime.TurnComplete, "complete"),
-                (runtime.TurnAborted, "aborted"),
-                (runtime.ShutdownComplete, "shutdown"),
+                (relay.TurnComplete, "complete"),
+                (relay.TurnAborted, "aborted"),
+                (relay.ShutdownComplete, "shutdown"),
             ]:
                 await t.wait_for(cls)
                 seen_at_terminal[name] = read_lines(path)
@@ -54,14 +54,14 @@ async def test_rollout_lines_modes_and_flush_before_terminal_events(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watch)
             await t.turn("first", id="t1")
-            await t.wait_for(runtime.TurnComplete)
+            await t.wait_for(relay.TurnComplete)
             await t.turn("second", id="t2")
             await t.wait_for(
                 testing.tool_call_started,
                 2,
             )
-            await t.submit(runtime.Interrupt())
-            await t.wait_for(runtime.TurnAborted)
+            await t.submit(relay.Interrupt())
+            await t.wait_for(relay.TurnAborted)
             await t.shutdown()
 
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -82,14 +82,14 @@ async def test_rollout_lines_modes_and_flush_before_terminal_events(
     lines = read_lines(path)
     assert lines[0]["type"] == "session_meta"
     assert lines[0]["payload"]["id"] == t.session.id
-    assert lines[0]["payload"]["relay_version"] == runtime.__version__
+    assert lines[0]["payload"]["relay_version"] == relay.__version__
     assert all(line["timestamp"].endswith("Z") and len(line["timestamp"]) == 24 for line in lines)
     types = {line["type"] for line in lines}
     assert types == {"session_meta", "event_msg", "response_item", "turn_context", "world_state"}
     events = [line["payload"]["type"] for line in lines if line["type"] == "event_msg"]
     assert "agent_message_delta" not in events and "item_started" not in events
     items = [
-        runtime.lowlevel.decode_response_item(line["payload"])
+        relay.lowlevel.decode_response_item(line["payload"])
         for line in lines
         if line["type"] == "response_item"
     ]
@@ -135,9 +135,9 @@ def test_a_second_process_resuming_a_rollout_in_use_exits_2(tmp_path: Path) -> N
         f'{turn("t3")}\n{{"wait_for": {{"type": "turn_complete"}}}}\n'
     )
     (tmp_path / "model2.json").write_text(json.dumps({"responses": [{"text": "three"}]}))
-    relay = [sys.executable, "-m", "runtime"]
+    command = [sys.executable, "-m", "relay"]
     first = subprocess.Popen(
-        [*relay, "run", "ops.jsonl", "--model-script", "model.json", "--rollout-dir", "sessions"],
+        [*command, "run", "ops.jsonl", "--model-script", "model.json", "--rollout-dir", "sessions"],
         cwd=tmp_path,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -152,7 +152,7 @@ def test_a_second_process_resuming_a_rollout_in_use_exits_2(tmp_path: Path) -> N
         (rollout,) = (tmp_path / "sessions").rglob("*.jsonl")
         size = rollout.stat().st_size
         second_argv = [
-            *relay,
+            *command,
             "resume",
             str(rollout),
             "more.jsonl",

@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-import runtime
-import runtime._op_script as op_script
-import runtime._runner as runner_module
-from runtime import _protocol as p
-from runtime import testing
-from runtime._op_script import WaitFor, parse_op_script
-from runtime._runner import ScriptRunner
+import relay
+import relay._op_script as op_script
+import relay._runner as runner_module
+from relay import _protocol as p
+from relay import testing
+from relay._op_script import WaitFor, parse_op_script
+from relay._runner import ScriptRunner
 
 TURNS = 40
 
@@ -48,9 +48,9 @@ async def test_waits_look_at_each_event_once(monkeypatch: pytest.MonkeyPatch) ->
             }
         )
     steps = parse_op_script("\n".join(json.dumps(row) for row in rows))
-    events: list[runtime.Event] = []
-    config = runtime.Config(rollout=runtime.RolloutConfig(enabled=False))
-    async with runtime.open_session(config, model=testing.ScriptedModel(None)) as session:
+    events: list[relay.Event] = []
+    config = relay.Config(rollout=relay.RolloutConfig(enabled=False))
+    async with relay.open_session(config, model=testing.ScriptedModel(None)) as session:
         runner = ScriptRunner(session, lambda event, _: events.append(event))
         await runner.run(steps)
     completed = [e for e in events if isinstance(e.msg, p.TurnComplete)]

@@ -10,9 +10,9 @@ import pytest
 import trio
 import trio.testing
 
-import runtime
-from runtime import testing
-from runtime._history import normalize_for_prompt
+import relay
+from relay import testing
+from relay._history import normalize_for_prompt
 
 TEXT = {"type": "text", "text": "x"}
 
@@ -31,7 +31,7 @@ async def test_a_turn_reports_its_events_in_order(autojump_clock: trio.testing.M
     script = {"responses": [{"text": "hi there"}]}
     async with testing.open_test_session(script) as t:
         await t.turn("hello", id="t1")
-        await t.wait_for(runtime.TurnComplete)
+        await t.wait_for(relay.TurnComplete)
     assert t.recorder.types() == [
         "turn_started",
         "item_started",
@@ -47,8 +47,8 @@ async def test_a_turn_reports_its_events_in_order(autojump_clock: trio.testing.M
         "shutdown_complete",
     ]
     assert [e.seq for e in t.recorder.events] == list(range(1, 13))
-    complete = t.recorder.of_type(runtime.TurnComplete)[0]
-    assert complete == runtime.TurnComplete("t1", "hi there", 0)
+    complete = t.recorder.of_type(relay.TurnComplete)[0]
+    assert complete == relay.TurnComplete("t1", "hi there", 0)
 
 
 async def test_replacement_aborts_the_old_turn_before_the_new_one_starts(
@@ -57,16 +57,16 @@ async def test_replacement_aborts_the_old_turn_before_the_new_one_starts(
     script = {"responses": [{"text": "slow", "delay_ms": 5000}, {"text": "fast"}]}
     async with testing.open_test_session(script) as t:
         await t.turn("first", id="t1")
-        await t.wait_for(runtime.UserMessage)
+        await t.wait_for(relay.UserMessage)
         await t.turn("second", id="t2", on_busy="replace")
-        await t.wait_for(lambda e: isinstance(e.msg, runtime.TurnComplete))
+        await t.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete))
         assert trio.current_time() == pytest.approx(0)
     types = [(e.id, type(e.msg).__name__) for e in t.recorder.events]
     aborted = types.index(("t1", "TurnAborted"))
     started = types.index(("t2", "TurnStarted"))
     assert aborted + 1 == started
-    assert [m for m in t.recorder.msgs if isinstance(m, runtime.TurnAborted)] == [
-        runtime.TurnAborted("t1", runtime.AbortReason.REPLACED, 0)
+    assert [m for m in t.recorder.msgs if isinstance(m, relay.TurnAborted)] == [
+        relay.TurnAborted("t1", relay.AbortReason.REPLACED, 0)
     ]
     assert not any(e.id == "t1" for e in t.recorder.events[aborted + 1 :])
     # The replaced turn's request never finished: the second request sees both user messages.
@@ -85,14 +85,14 @@ async def test_interrupt_during_a_tool_call_records_marker_and_synthetic_output(
         await t.turn("wait a minute", id="t1")
         await t.wait_for(testing.tool_call_started)
         started = trio.current_time()
-        await t.submit(runtime.Interrupt(), id="int")
-        await t.wait_for(runtime.TurnAborted)
+        await t.submit(relay.Interrupt(), id="int")
+        await t.wait_for(relay.TurnAborted)
         assert trio.current_time() == started  # the sleep tool reacts at once
         await t.turn("and now?", id="t2")
-        await t.wait_for(runtime.TurnComplete)
+        await t.wait_for(relay.TurnComplete)
     assert t.recorder.types("t1")[-2:] == ["item_started", "turn_aborted"]
-    aborted = t.recorder.of_type(runtime.TurnAborted)[0]
-    assert aborted.reason is runtime.AbortReason.INTERRUPTED
+    aborted = t.recorder.of_type(relay.TurnAborted)[0]
+    assert aborted.reason is relay.AbortReason.INTERRUPTED
     next_input = t.model.requests[1]["input"]
     kinds = [item["type"] for item in next_input]
     call_at = kinds.index("function_call")
@@ -111,37 +111,37 @@ async def test_interrupt_during_a_tool_call_records_marker_and_synthetic_output(
 async def test_abort_is_idempotent(autojump_clock: trio.testing.MockClock) -> None:
     script = {"responses": [sleep_call(60)]}
     async with testing.open_test_session(script) as t:
-        await t.submit(runtime.Interrupt(), id="idle-int")  # nothing runs: nothing happens
+        await t.submit(relay.Interrupt(), id="idle-int")  # nothing runs: nothing happens
         await t.turn("go", id="t1")
         await t.wait_for(testing.tool_call_started)
-        await t.submit(runtime.Interrupt())
-        await t.submit(runtime.Interrupt())
+        await t.submit(relay.Interrupt())
+        await t.submit(relay.Interrupt())
         await t.session.wait_idle()
-        assert len(t.recorder.of_type(runtime.TurnAborted)) == 1
+        assert len(t.recorder.of_type(relay.TurnAborted)) == 1
     assert "idle-int" not in {e.id for e in t.recorder.events}
     markers = [
         i
         for i in t.session.history.items
-        if isinstance(i, runtime.Message) and i.text().startswith("<turn_aborted>")
+        if isinstance(i, relay.Message) and i.text().startswith("<turn_aborted>")
     ]
     assert len(markers) == 1
 
 
-def stubborn_tool(linger: float, done: anyio.Event) -> runtime.Tool:
+def stubborn_tool(linger: float, done: anyio.Event) -> relay.Tool:
     """A tool that keeps working for ``linger`` seconds after it is cancelled, reports it, then
     sets ``done``."""
 
-    async def handler(args: Mapping[str, Any], ctx: runtime.ToolContext) -> str:
+    async def handler(args: Mapping[str, Any], ctx: relay.ToolContext) -> str:
         try:
             await anyio.sleep_forever()
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.sleep(linger)
-                ctx.emit(runtime.BackgroundEvent(f"cleaned up after {linger}s"))
+                ctx.emit(relay.BackgroundEvent(f"cleaned up after {linger}s"))
                 done.set()
         return "unreachable"
 
-    return runtime.Tool("stubborn", "lingers", {"type": "object"}, handler)
+    return relay.Tool("stubborn", "lingers", {"type": "object"}, handler)
 
 
 @pytest.mark.parametrize(
@@ -161,14 +161,14 @@ async def test_abort_grace_lets_a_task_finish_within_100ms_then_cuts_it(
         await t.turn("go", id="t1")
         await t.wait_for(testing.tool_call_started)
         start = trio.current_time()
-        await t.submit(runtime.Interrupt())
-        await t.wait_for(runtime.TurnAborted)
+        await t.submit(relay.Interrupt())
+        await t.wait_for(relay.TurnAborted)
         assert trio.current_time() - start == pytest.approx(aborted_at)
         await done.wait()  # a lingering task has run out its shield and tried to report
     t1 = [e.msg for e in t.recorder.events if e.id == "t1"]
-    backgrounds = [m for m in t1 if isinstance(m, runtime.BackgroundEvent)]
+    backgrounds = [m for m in t1 if isinstance(m, relay.BackgroundEvent)]
     assert bool(backgrounds) is cleanup_reported
-    assert isinstance(t1[-1], runtime.TurnAborted)
+    assert isinstance(t1[-1], relay.TurnAborted)
 
 
 async def test_steer_adds_input_to_the_running_turn(autojump_clock: trio.testing.MockClock) -> None:
@@ -177,8 +177,8 @@ async def test_steer_adds_input_to_the_running_turn(autojump_clock: trio.testing
         await t.turn("first", id="t1")
         await t.wait_for(testing.tool_call_started)
         await t.turn("also this", id="s1")  # default on_busy: steer
-        await t.wait_for(runtime.TurnComplete)
-    assert len(t.recorder.of_type(runtime.TurnStarted)) == 1
+        await t.wait_for(relay.TurnComplete)
+    assert len(t.recorder.of_type(relay.TurnStarted)) == 1
     assert "s1" not in {e.id for e in t.recorder.events}
     second = t.model.requests[1]["input"]
     assert second[-1]["content"][0]["text"] == "also this"
@@ -191,12 +191,12 @@ async def test_input_steered_during_the_last_response_gets_a_follow_up(
     script = {"responses": [{"text": "slow", "stall_ms": 1000}]}
     async with testing.open_test_session(script) as t:
         await t.turn("first", id="t1")
-        await t.wait_for(runtime.AgentMessageDelta)
+        await t.wait_for(relay.AgentMessageDelta)
         await t.turn("late", id="s1")
-        await t.wait_for(runtime.TurnComplete)
+        await t.wait_for(relay.TurnComplete)
     assert len(t.model.requests) == 2
     assert t.model.requests[1]["input"][-1]["content"][0]["text"] == "late"
-    assert t.recorder.of_type(runtime.TurnComplete)[0].last_agent_message == "echo: late"
+    assert t.recorder.of_type(relay.TurnComplete)[0].last_agent_message == "echo: late"
 
 
 async def test_steered_input_of_an_interrupted_turn_is_kept(
@@ -206,9 +206,9 @@ async def test_steered_input_of_an_interrupted_turn_is_kept(
         await t.turn("first", id="t1")
         await t.wait_for(testing.tool_call_started)
         await t.turn("never mind", id="s1")
-        await t.submit(runtime.Interrupt())
-        await t.wait_for(runtime.TurnAborted)
-    texts = [i.text() for i in t.session.history.items[-2:] if isinstance(i, runtime.Message)]
+        await t.submit(relay.Interrupt())
+        await t.wait_for(relay.TurnAborted)
+    texts = [i.text() for i in t.session.history.items[-2:] if isinstance(i, relay.Message)]
     assert texts[0] == "never mind" and texts[1].startswith("<turn_aborted>")
 
 
@@ -219,12 +219,12 @@ async def test_queue_starts_the_next_turn_when_the_running_one_ends(
     async with testing.open_test_session(script) as t:
         await t.turn("first", id="t1")
         await t.turn("second", id="t2", on_busy="queue")
-        await t.wait_for(runtime.TurnComplete, 2)
+        await t.wait_for(relay.TurnComplete, 2)
         assert trio.current_time() == pytest.approx(1.0)
     lifecycle = [
         (e.id, type(e.msg).__name__)
         for e in t.recorder.events
-        if isinstance(e.msg, runtime.TurnStarted | runtime.TurnComplete)
+        if isinstance(e.msg, relay.TurnStarted | relay.TurnComplete)
     ]
     assert lifecycle == [
         ("t1", "TurnStarted"),
@@ -240,12 +240,12 @@ async def test_interrupt_lets_a_queued_turn_start(autojump_clock: trio.testing.M
         await t.turn("first", id="t1")
         await t.turn("second", id="t2", on_busy="queue")
         await t.wait_for(testing.tool_call_started)
-        await t.submit(runtime.Interrupt())
-        await t.wait_for(runtime.TurnComplete)
+        await t.submit(relay.Interrupt())
+        await t.wait_for(relay.TurnComplete)
     lifecycle = [
         (e.id, type(e.msg).__name__)
         for e in t.recorder.events
-        if isinstance(e.msg, runtime.TurnStarted | runtime.TurnComplete | runtime.TurnAborted)
+        if isinstance(e.msg, relay.TurnStarted | relay.TurnComplete | relay.TurnAborted)
     ]
     assert lifecycle == [
         ("t1", "TurnStarted"),
@@ -260,18 +260,18 @@ async def test_shutdown_during_a_turn(autojump_clock: trio.testing.MockClock) ->
     async with testing.open_test_session(script) as t:
         await t.turn("first", id="t1")
         await t.wait_for(testing.tool_call_started)
-        await t.submit(runtime.Shutdown(), id="bye")
-        await t.wait_for(runtime.ShutdownComplete)
-        with pytest.raises(runtime.ClosedSessionError):
-            await t.submit(runtime.Interrupt())
+        await t.submit(relay.Shutdown(), id="bye")
+        await t.wait_for(relay.ShutdownComplete)
+        with pytest.raises(relay.ClosedSessionError):
+            await t.submit(relay.Interrupt())
     tail = t.recorder.events[-2:]
     assert [(e.id, e.msg) for e in tail] == [
-        ("t1", runtime.TurnAborted("t1", runtime.AbortReason.SHUTDOWN, 0)),
-        ("bye", runtime.ShutdownComplete()),
+        ("t1", relay.TurnAborted("t1", relay.AbortReason.SHUTDOWN, 0)),
+        ("bye", relay.ShutdownComplete()),
     ]
     items = t.session.history.items
-    assert not any(isinstance(i, runtime.Message) and "<turn_aborted>" in i.text() for i in items)
-    assert items[-1] == runtime.FunctionCallOutput("call-sleep", "aborted")
+    assert not any(isinstance(i, relay.Message) and "<turn_aborted>" in i.text() for i in items)
+    assert items[-1] == relay.FunctionCallOutput("call-sleep", "aborted")
 
 
 async def test_leaving_the_block_shuts_the_session_down(
@@ -279,56 +279,56 @@ async def test_leaving_the_block_shuts_the_session_down(
 ) -> None:
     recorder = testing.EventRecorder()
     model = testing.ScriptedModel({"responses": [sleep_call(60)]})
-    config = runtime.Config(rollout=runtime.RolloutConfig(enabled=False))
-    async with trio.open_nursery() as nursery, runtime.open_session(config, model=model) as session:
+    config = relay.Config(rollout=relay.RolloutConfig(enabled=False))
+    async with trio.open_nursery() as nursery, relay.open_session(config, model=model) as session:
         nursery.start_soon(recorder.consume, session)
-        await session.submit(runtime.UserTurn(items=[runtime.Text("go")]), id="t1")
+        await session.submit(relay.UserTurn(items=[relay.Text("go")]), id="t1")
         await recorder.wait_for(testing.tool_call_started)
     assert [type(m).__name__ for m in recorder.msgs[-2:]] == ["TurnAborted", "ShutdownComplete"]
-    assert recorder.msgs[-2].reason is runtime.AbortReason.SHUTDOWN
+    assert recorder.msgs[-2].reason is relay.AbortReason.SHUTDOWN
 
 
 async def test_invalid_ops_through_the_api_raise_and_leave_the_session_usable(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     with pytest.raises(TypeError):
-        runtime.UserTurn(items="hello")  # type: ignore[arg-type]
+        relay.UserTurn(items="hello")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="must not be empty"):
-        runtime.UserTurn(items=[])
+        relay.UserTurn(items=[])
     with pytest.raises(ValueError, match="not a valid OnBusy"):
-        runtime.UserTurn(items=[runtime.Text("x")], on_busy="later")  # type: ignore[arg-type]
+        relay.UserTurn(items=[relay.Text("x")], on_busy="later")  # type: ignore[arg-type]
     async with testing.open_test_session() as t:
-        with pytest.raises(runtime.InvalidOpError, match="not an op"):
+        with pytest.raises(relay.InvalidOpError, match="not an op"):
             await t.session.submit("hello")  # type: ignore[arg-type]
         t.session.submit_json_nowait({"type": "user_turn", "items": "nope"}, id="bad")
         t.session.submit_json_nowait({"type": "dance"}, id="bad2", origin="script line 7")
         await t.turn("still here?", id="t1")
-        await t.wait_for(runtime.TurnComplete)
+        await t.wait_for(relay.TurnComplete)
     errors = [
         (e.id, e.msg.code, e.msg.message)
         for e in t.recorder.events
-        if isinstance(e.msg, runtime.ErrorEvent)
+        if isinstance(e.msg, relay.ErrorEvent)
     ]
     assert [(i, c) for i, c, _ in errors] == [
-        ("bad", runtime.ErrorCode.INVALID_OP),
-        ("bad2", runtime.ErrorCode.INVALID_OP),
+        ("bad", relay.ErrorCode.INVALID_OP),
+        ("bad2", relay.ErrorCode.INVALID_OP),
     ]
     assert errors[1][2].startswith("script line 7: invalid op: unknown type 'dance'")
-    assert t.recorder.of_type(runtime.TurnComplete)[0].last_agent_message == "echo: still here?"
+    assert t.recorder.of_type(relay.TurnComplete)[0].last_agent_message == "echo: still here?"
 
 
 async def test_override_turn_context_changes_later_turns_only(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     async with testing.open_test_session() as t:
-        await t.submit(runtime.OverrideTurnContext(model="gpt-5", effort="low"))
+        await t.submit(relay.OverrideTurnContext(model="gpt-5", effort="low"))
         await t.session.wait_idle()
         assert t.recorder.events == []
         await t.turn("hi", id="t1")
-        await t.wait_for(runtime.TurnComplete)
+        await t.wait_for(relay.TurnComplete)
     body = t.model.requests[0]
     assert body["model"] == "gpt-5" and body["reasoning"] == {"effort": "low"}
-    assert t.recorder.of_type(runtime.TurnStarted)[0].model_context_window == 272_000
+    assert t.recorder.of_type(relay.TurnStarted)[0].model_context_window == 272_000
 
 
 async def test_unknown_tool_gets_unsupported_call(autojump_clock: trio.testing.MockClock) -> None:
@@ -340,10 +340,8 @@ async def test_unknown_tool_gets_unsupported_call(autojump_clock: trio.testing.M
     }
     async with testing.open_test_session(script) as t:
         await t.turn("go")
-        await t.wait_for(runtime.TurnComplete)
-    assert runtime.FunctionCallOutput("c9", "unsupported call: teleport") in (
-        t.session.history.items
-    )
+        await t.wait_for(relay.TurnComplete)
+    assert relay.FunctionCallOutput("c9", "unsupported call: teleport") in (t.session.history.items)
 
 
 async def test_model_errors_are_retried_then_reported(
@@ -353,12 +351,10 @@ async def test_model_errors_are_retried_then_reported(
     script = {"responses": [failure] * 6}
     async with testing.open_test_session(script) as t:
         await t.turn("go", id="t1")
-        await t.wait_for(runtime.TurnComplete)
-    msgs = [
-        m for m in t.recorder.msgs if isinstance(m, runtime.StreamErrorEvent | runtime.ErrorEvent)
-    ]
+        await t.wait_for(relay.TurnComplete)
+    msgs = [m for m in t.recorder.msgs if isinstance(m, relay.StreamErrorEvent | relay.ErrorEvent)]
     assert [m.message for m in msgs] == [f"Reconnecting... {n}/5" for n in range(1, 6)] + ["boom"]
-    assert msgs[-1].code is runtime.ErrorCode.SERVER_ERROR
+    assert msgs[-1].code is relay.ErrorCode.SERVER_ERROR
     assert len(t.model.requests) == 6
 
 
@@ -376,24 +372,24 @@ async def test_context_window_exceeded_is_not_retried(
             }
         ]
     }
-    config = runtime.Config(model_context_window=1000, rollout=runtime.RolloutConfig(enabled=False))
+    config = relay.Config(model_context_window=1000, rollout=relay.RolloutConfig(enabled=False))
     async with testing.open_test_session(script, config=config) as t:
         await t.turn("go", id="t1")
-        await t.wait_for(runtime.TurnComplete)
+        await t.wait_for(relay.TurnComplete)
     assert t.recorder.types("t1")[-3:] == ["token_count", "error", "turn_complete"]
-    count = t.recorder.of_type(runtime.TokenCount)[-1]
+    count = t.recorder.of_type(relay.TokenCount)[-1]
     assert count.info.last_token_usage.total_tokens == 1000
-    error = t.recorder.of_type(runtime.ErrorEvent)[0]
-    assert error.code is runtime.ErrorCode.CONTEXT_WINDOW_EXCEEDED
+    error = t.recorder.of_type(relay.ErrorEvent)[0]
+    assert error.code is relay.ErrorCode.CONTEXT_WINDOW_EXCEEDED
     assert len(t.model.requests) == 1
 
 
 async def test_prompt_input_is_normalised_history(autojump_clock: trio.testing.MockClock) -> None:
     async with testing.open_test_session({"responses": [{"text": "a"}]}) as t:
         await t.turn("hello")
-        await t.wait_for(runtime.TurnComplete)
+        await t.wait_for(relay.TurnComplete)
         expected = [
-            runtime.lowlevel.encode_response_item(i)
+            relay.lowlevel.encode_response_item(i)
             for i in normalize_for_prompt(t.session.history.items[:-1])
         ]
     assert t.model.requests[0]["input"] == expected

@@ -9,8 +9,8 @@ import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings
 
-import runtime
-from runtime import testing
+import relay
+from relay import testing
 from tests.hypothesis_profiles import examples
 from tests.invariants import check_event_invariants
 
@@ -60,14 +60,14 @@ def test_random_op_sequences_keep_the_event_invariants(
                     case "turn":
                         await t.turn(f"input {step}", on_busy=arg)
                     case "interrupt":
-                        await t.submit(runtime.Interrupt())
+                        await t.submit(relay.Interrupt())
                     case "override":
-                        await t.submit(runtime.OverrideTurnContext(model=arg))
+                        await t.submit(relay.OverrideTurnContext(model=arg))
                     case "advance":
                         await trio.sleep(arg)
                     case "shutdown":
-                        await t.submit(runtime.Shutdown())
-                        await t.wait_for(runtime.ShutdownComplete)
+                        await t.submit(relay.Shutdown())
+                        await t.wait_for(relay.ShutdownComplete)
                         break
                 await trio.testing.wait_all_tasks_blocked()
                 check_event_invariants(t.recorder.events, finished=False)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import trio
 
-import runtime
-from runtime import testing
+import relay
+from relay import testing
 
 
 def alive(pid: int) -> bool:
@@ -30,16 +30,16 @@ async def test_interrupt_kills_the_shell_process_group(tmp_path: Path) -> None:
             {"text": "ok"},
         ]
     }
-    config = runtime.Config(
-        tools={"shell": True}, cwd=str(tmp_path), rollout=runtime.RolloutConfig(enabled=False)
+    config = relay.Config(
+        tools={"shell": True}, cwd=str(tmp_path), rollout=relay.RolloutConfig(enabled=False)
     )
     async with testing.open_test_session(script, config=config) as t:
         await t.turn("run it", id="t1")
         async with await trio.open_file(fifo) as reader:
             grandchild = int((await reader.read()).strip())
         assert alive(grandchild)
-        await t.submit(runtime.Interrupt())
-        await t.wait_for(runtime.TurnAborted)
+        await t.submit(relay.Interrupt())
+        await t.wait_for(relay.TurnAborted)
         # The group was sent SIGKILL before turn_aborted; wait for the grandchild's exit through
         # a pidfd (readable once the process has terminated), bounded in case it never dies.
         pidfd = os.pidfd_open(grandchild)
@@ -48,4 +48,4 @@ async def test_interrupt_kills_the_shell_process_group(tmp_path: Path) -> None:
                 await trio.lowlevel.wait_readable(pidfd)
         finally:
             os.close(pidfd)
-    assert runtime.FunctionCallOutput("sh1", "aborted") in t.session.history.items
+    assert relay.FunctionCallOutput("sh1", "aborted") in t.session.history.items

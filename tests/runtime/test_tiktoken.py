@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime._errors import RelayError
-from runtime._tiktoken import (
+from relay._errors import RelayError
+from relay._tiktoken import (
     ENCODINGS,
     TiktokenEstimator,
     get_encoding,

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime import _protocol as p
-from runtime._tokens import (
+from relay import _protocol as p
+from relay._tokens import (
     IMAGE_BYTES,
     ApproxEstimator,
     approx_tokens,

@@ -14,12 +14,12 @@ import pytest
 import trio
 import trio.testing
 
-from runtime import _protocol as p
-from runtime import testing
-from runtime._config import Config, RolloutConfig
-from runtime._errors import ConfigError
-from runtime._model import ToolSpec
-from runtime._tools import (
+from relay import _protocol as p
+from relay import testing
+from relay._config import Config, RolloutConfig
+from relay._errors import ConfigError
+from relay._model import ToolSpec
+from relay._tools import (
     BUILTIN_TOOLS,
     Tool,
     ToolContext,

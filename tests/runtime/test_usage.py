@@ -9,32 +9,32 @@ from typing import Any
 import trio
 import trio.testing
 
-import runtime
-from runtime import testing
-from runtime._tokens import ApproxEstimator, approx_tokens, items_tokens
+import relay
+from relay import testing
+from relay._tokens import ApproxEstimator, approx_tokens, items_tokens
 
 
 class NoUsageModel:
     """Answers every request with one text and no usage."""
 
     def __init__(self) -> None:
-        self.prompts: list[runtime.lowlevel.Prompt] = []
+        self.prompts: list[relay.lowlevel.Prompt] = []
 
     @asynccontextmanager
     async def stream(
-        self, prompt: runtime.lowlevel.Prompt
-    ) -> AsyncIterator[AsyncIterator[runtime.lowlevel.ModelEvent]]:
+        self, prompt: relay.lowlevel.Prompt
+    ) -> AsyncIterator[AsyncIterator[relay.lowlevel.ModelEvent]]:
         self.prompts.append(prompt)
 
-        async def events() -> AsyncIterator[runtime.lowlevel.ModelEvent]:
-            yield runtime.lowlevel.OutputItemDone(
-                runtime.assistant_message(f"answer {len(self.prompts)}")
+        async def events() -> AsyncIterator[relay.lowlevel.ModelEvent]:
+            yield relay.lowlevel.OutputItemDone(
+                relay.assistant_message(f"answer {len(self.prompts)}")
             )
-            yield runtime.lowlevel.Completed("r", None)
+            yield relay.lowlevel.Completed("r", None)
 
         yield events()
 
-    async def compact(self, request: runtime.lowlevel.CompactRequest) -> Any:
+    async def compact(self, request: relay.lowlevel.CompactRequest) -> Any:
         raise NotImplementedError
 
 
@@ -49,24 +49,24 @@ class CountingEstimator(ApproxEstimator):
         return approx_tokens(text)
 
 
-async def session_with(estimator: runtime.TokenEstimator | None) -> Any:
-    return runtime.open_session(
-        runtime.Config(rollout=runtime.RolloutConfig(enabled=False)),
+async def session_with(estimator: relay.TokenEstimator | None) -> Any:
+    return relay.open_session(
+        relay.Config(rollout=relay.RolloutConfig(enabled=False)),
         model=NoUsageModel(),
         clock=testing.fixed_clock,
         estimator=estimator,
     )
 
 
-async def run_turns(session: runtime.Session, n: int) -> list[runtime.TokenCount]:
+async def run_turns(session: relay.Session, n: int) -> list[relay.TokenCount]:
     recorder = testing.EventRecorder()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(recorder.consume, session)
         for i in range(1, n + 1):
-            await session.submit(runtime.UserTurn(items=[runtime.Text(f"question {i}")]))
-            await recorder.wait_for(runtime.TurnComplete, i)
-        await session.submit(runtime.Shutdown())
-    return recorder.of_type(runtime.TokenCount)
+            await session.submit(relay.UserTurn(items=[relay.Text(f"question {i}")]))
+            await recorder.wait_for(relay.TurnComplete, i)
+        await session.submit(relay.Shutdown())
+    return recorder.of_type(relay.TokenCount)
 
 
 async def test_first_and_later_responses_without_usage(
@@ -99,10 +99,10 @@ async def test_counting_work_per_turn_does_not_grow_with_history(
             nursery.start_soon(recorder.consume, session)
             for i in range(1, 31):
                 before = estimator.calls
-                await session.submit(runtime.UserTurn(items=[runtime.Text(f"q{i}")]))
-                await recorder.wait_for(runtime.TurnComplete, i)
+                await session.submit(relay.UserTurn(items=[relay.Text(f"q{i}")]))
+                await recorder.wait_for(relay.TurnComplete, i)
                 calls_per_turn.append(estimator.calls - before)
-            await session.submit(runtime.Shutdown())
+            await session.submit(relay.Shutdown())
     # Each later turn counts exactly one new user message and one output.
     assert set(calls_per_turn[1:]) == {0}  # approximate counting goes through the cache
 

@@ -12,17 +12,17 @@ import httpx2
 import pytest
 import trio
 
-from runtime import _protocol as p
-from runtime._config import ProviderConfig
-from runtime._errors import ContextWindowExceeded, ErrorCode, ModelError, StreamError
-from runtime._mock_transport import (
+from relay import _protocol as p
+from relay._config import ProviderConfig
+from relay._errors import ContextWindowExceeded, ErrorCode, ModelError, StreamError
+from relay._mock_transport import (
     SSE_HEADERS,
     ScriptedTransport,
     chat_chunks_for,
     chat_frame,
     responses_body_from_chat,
 )
-from runtime._model import (
+from relay._model import (
     CompactRequest,
     Completed,
     ModelClient,
@@ -32,8 +32,8 @@ from runtime._model import (
     Prompt,
     ToolSpec,
 )
-from runtime._responses import stream_events_for
-from runtime._wire import (
+from relay._responses import stream_events_for
+from relay._wire import (
     ChatStreamParser,
     chat_messages,
     chat_request_body,

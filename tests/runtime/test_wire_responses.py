@@ -21,17 +21,17 @@ import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime import _protocol as p
-from runtime._config import ProviderConfig
-from runtime._errors import (
+from relay import _protocol as p
+from relay._config import ProviderConfig
+from relay._errors import (
     ConfigError,
     ContextWindowExceeded,
     ErrorCode,
     ModelError,
     StreamError,
 )
-from runtime._mock_transport import SSE_HEADERS, ScriptedTransport, sse_frame
-from runtime._model import (
+from relay._mock_transport import SSE_HEADERS, ScriptedTransport, sse_frame
+from relay._model import (
     CompactRequest,
     Completed,
     ModelClient,
@@ -41,9 +41,9 @@ from runtime._model import (
     Prompt,
     ToolSpec,
 )
-from runtime._model_script import parse_model_script
-from runtime._responses import compact_request_body, request_body
-from runtime._wire import (
+from relay._model_script import parse_model_script
+from relay._responses import compact_request_body, request_body
+from relay._wire import (
     ResponsesClient,
     ServerSentEvent,
     SseDecoder,
@@ -314,8 +314,8 @@ async def test_a_provider_without_base_url_is_a_config_error() -> None:
 
 def test_the_scripted_path_does_not_import_the_sdk() -> None:
     code = (
-        "import sys, runtime, runtime._scripted, runtime._responses, runtime._model_script\n"
-        "print(sorted(m for m in ('openai', 'httpx2', 'runtime._wire') if m in sys.modules))"
+        "import sys, runtime, relay._scripted, relay._responses, relay._model_script\n"
+        "print(sorted(m for m in ('openai', 'httpx2', 'relay._wire') if m in sys.modules))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60

@@ -10,16 +10,16 @@ import pytest
 import trio
 import trio.testing
 
-import runtime
-from runtime import testing
-from runtime._mock_server import open_mock_server
-from runtime._mock_transport import scripted_http_client
-from runtime._wire import open_http_client
+import relay
+from relay import testing
+from relay._mock_server import open_mock_server
+from relay._mock_transport import scripted_http_client
+from relay._wire import open_http_client
 
-PROVIDER = runtime.ProviderConfig(
+PROVIDER = relay.ProviderConfig(
     name="mock", base_url="http://mock.invalid/v1", stream_max_retries=3
 )
-NO_ROLLOUT = runtime.RolloutConfig(enabled=False)
+NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 
 
 @asynccontextmanager
@@ -31,7 +31,7 @@ async def sdk_session(
         open_http_client(PROVIDER, api_key="sk-test", http_client=http) as client,
         testing.open_test_session(
             model=client,
-            config=runtime.Config(  # type: ignore[arg-type]
+            config=relay.Config(  # type: ignore[arg-type]
                 rollout=NO_ROLLOUT, **config
             ),
         ) as t,
@@ -50,15 +50,15 @@ async def test_retries_with_backoff_then_success(autojump_clock: trio.testing.Mo
     async with sdk_session(script) as (t, requests):
         start = trio.current_time()
         await t.turn("hi")
-        await t.wait_for(runtime.TurnComplete)
+        await t.wait_for(relay.TurnComplete)
         elapsed = trio.current_time() - start
-    errors = t.recorder.of_type(runtime.StreamErrorEvent)
+    errors = t.recorder.of_type(relay.StreamErrorEvent)
     assert [e.message for e in errors] == ["Reconnecting... 1/3", "Reconnecting... 2/3"]
     assert [e.detail for e in errors] == ["busy", "oops"]
     # 200 ms then 400 ms, each with a jitter in [0.9, 1.1).
     assert 0.54 <= elapsed < 0.66
     assert len(requests) == 3
-    assert t.recorder.of_type(runtime.TurnComplete)[0].last_agent_message == "finally"
+    assert t.recorder.of_type(relay.TurnComplete)[0].last_agent_message == "finally"
 
 
 async def test_server_retry_after_is_honoured(autojump_clock: trio.testing.MockClock) -> None:
@@ -78,37 +78,37 @@ async def test_server_retry_after_is_honoured(autojump_clock: trio.testing.MockC
     async with sdk_session(script) as (t, _):
         start = trio.current_time()
         await t.turn("hi")
-        await t.wait_for(runtime.TurnComplete)
+        await t.wait_for(relay.TurnComplete)
         assert trio.current_time() - start == pytest.approx(7.0)
 
 
 @pytest.mark.parametrize(
     ("reply", "code"),
     [
-        ({"http_error": {"status": 401, "message": "no"}}, runtime.ErrorCode.UNAUTHORIZED),
+        ({"http_error": {"status": 401, "message": "no"}}, relay.ErrorCode.UNAUTHORIZED),
         (
             {"http_error": {"status": 429, "code": "insufficient_quota", "message": "pay"}},
-            runtime.ErrorCode.QUOTA_EXCEEDED,
+            relay.ErrorCode.QUOTA_EXCEEDED,
         ),
         (
             {"http_error": {"status": 400, "code": "invalid_request_error", "message": "bad"}},
-            runtime.ErrorCode.BAD_REQUEST,
+            relay.ErrorCode.BAD_REQUEST,
         ),
         (
             {"http_error": {"status": 400, "code": "context_length_exceeded", "message": "long"}},
-            runtime.ErrorCode.CONTEXT_WINDOW_EXCEEDED,
+            relay.ErrorCode.CONTEXT_WINDOW_EXCEEDED,
         ),
     ],
 )
 async def test_errors_that_are_not_retried(
-    autojump_clock: trio.testing.MockClock, reply: dict[str, Any], code: runtime.ErrorCode
+    autojump_clock: trio.testing.MockClock, reply: dict[str, Any], code: relay.ErrorCode
 ) -> None:
     async with sdk_session({"responses": [reply]}) as (t, requests):
         await t.turn("hi", id="t1")
-        await t.wait_for(runtime.TurnComplete)
+        await t.wait_for(relay.TurnComplete)
     assert len(requests) == 1
-    assert not t.recorder.of_type(runtime.StreamErrorEvent)
-    assert [e.code for e in t.recorder.of_type(runtime.ErrorEvent)] == [code]
+    assert not t.recorder.of_type(relay.StreamErrorEvent)
+    assert [e.code for e in t.recorder.of_type(relay.ErrorEvent)] == [code]
     assert t.recorder.types("t1")[-1] == "turn_complete"
 
 
@@ -124,23 +124,23 @@ async def test_broken_streams_are_retried_until_exhausted(
 ) -> None:
     async with sdk_session({"responses": [reply] * 4}) as (t, requests):
         await t.turn("hi", id="t1")
-        await t.wait_for(runtime.TurnComplete)
+        await t.wait_for(relay.TurnComplete)
     assert len(requests) == 4
-    assert [e.message for e in t.recorder.of_type(runtime.StreamErrorEvent)] == [
+    assert [e.message for e in t.recorder.of_type(relay.StreamErrorEvent)] == [
         f"Reconnecting... {n}/3" for n in (1, 2, 3)
     ]
-    error = t.recorder.of_type(runtime.ErrorEvent)[0]
-    assert error.code is runtime.ErrorCode.STREAM
+    error = t.recorder.of_type(relay.ErrorEvent)[0]
+    assert error.code is relay.ErrorCode.STREAM
     # Every started agent message was completed before the retry (invariant 3).
     started = [
         m.item.id
         for m in t.recorder.msgs
-        if isinstance(m, runtime.ItemStarted) and isinstance(m.item, runtime.AgentMessageItem)
+        if isinstance(m, relay.ItemStarted) and isinstance(m.item, relay.AgentMessageItem)
     ]
     completed = [
         m.item.id
         for m in t.recorder.msgs
-        if isinstance(m, runtime.ItemCompleted) and isinstance(m.item, runtime.AgentMessageItem)
+        if isinstance(m, relay.ItemCompleted) and isinstance(m.item, relay.AgentMessageItem)
     ]
     assert started == completed
 
@@ -148,7 +148,7 @@ async def test_broken_streams_are_retried_until_exhausted(
 async def test_idle_stream_times_out_and_is_retried(autojump_clock: trio.testing.MockClock) -> None:
     provider_script = {"responses": [{"text": "stalled", "stall_ms": 60_000}, {"text": "fine"}]}
     http, _ = scripted_http_client(provider_script)
-    provider = runtime.ProviderConfig(
+    provider = relay.ProviderConfig(
         name="mock", base_url="http://mock.invalid/v1", stream_idle_timeout_ms=5_000
     )
     async with (
@@ -157,11 +157,11 @@ async def test_idle_stream_times_out_and_is_retried(autojump_clock: trio.testing
     ):  # type: ignore[arg-type]
         start = trio.current_time()
         await t.turn("hi")
-        await t.wait_for(runtime.StreamErrorEvent)
+        await t.wait_for(relay.StreamErrorEvent)
         assert trio.current_time() - start == pytest.approx(5.0)
-        await t.wait_for(runtime.TurnComplete)
-    assert "idle" in t.recorder.of_type(runtime.StreamErrorEvent)[0].detail
-    assert t.recorder.of_type(runtime.TurnComplete)[0].last_agent_message == "fine"
+        await t.wait_for(relay.TurnComplete)
+    assert "idle" in t.recorder.of_type(relay.StreamErrorEvent)[0].detail
+    assert t.recorder.of_type(relay.TurnComplete)[0].last_agent_message == "fine"
 
 
 async def test_two_turn_session_with_a_tool_call_over_loopback() -> None:
@@ -176,15 +176,15 @@ async def test_two_turn_session_with_a_tool_call_over_loopback() -> None:
         ]
     }
     async with open_mock_server(script) as server:
-        provider = runtime.ProviderConfig(name="mock", base_url=server.base_url)
+        provider = relay.ProviderConfig(name="mock", base_url=server.base_url)
         async with (
             open_http_client(provider, api_key="sk-secret-canary") as client,
             testing.open_test_session(model=client) as t,
         ):  # type: ignore[arg-type]
             await t.turn("look", id="t1")
-            await t.wait_for(runtime.TurnComplete)
+            await t.wait_for(relay.TurnComplete)
             await t.turn("again", id="t2")
-            await t.wait_for(runtime.TurnComplete, 2)
+            await t.wait_for(relay.TurnComplete, 2)
     logged = server.requests
     assert [entry["path"] for entry in logged] == ["/v1/responses"] * 3
     for entry in logged:
@@ -214,8 +214,8 @@ async def test_two_turn_session_with_a_tool_call_over_loopback() -> None:
     assert second[3]["call_id"] == "c1"
     assert third[: len(second)] == second
     assert third[-1]["content"][0]["text"] == "again"
-    counts = t.recorder.of_type(runtime.TokenCount)
-    assert counts[0].info.last_token_usage == runtime.TokenUsage(
+    counts = t.recorder.of_type(relay.TokenCount)
+    assert counts[0].info.last_token_usage == relay.TokenUsage(
         input_tokens=100, output_tokens=20, total_tokens=120
     )
 
@@ -223,15 +223,15 @@ async def test_two_turn_session_with_a_tool_call_over_loopback() -> None:
 async def test_cancelling_a_streaming_turn_closes_the_connection() -> None:
     script = {"responses": [{"text": "a very slow answer", "stall_ms": 60_000}]}
     async with open_mock_server(script) as server:
-        provider = runtime.ProviderConfig(name="mock", base_url=server.base_url)
+        provider = relay.ProviderConfig(name="mock", base_url=server.base_url)
         async with (
             open_http_client(provider, api_key="k") as client,
             testing.open_test_session(model=client) as t,
         ):  # type: ignore[arg-type]
             await t.turn("go", id="t1")
             await server.wait_requests(1)
-            await t.submit(runtime.Interrupt())
-            await t.wait_for(runtime.TurnAborted)
+            await t.submit(relay.Interrupt())
+            await t.wait_for(relay.TurnAborted)
             with trio.fail_after(10):
                 await server.wait_disconnects(1)
     assert server.disconnects == 1

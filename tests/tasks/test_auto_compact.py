@@ -7,15 +7,15 @@ from typing import Any
 import trio
 import trio.testing
 
-import runtime
-from runtime import compaction as c
-from runtime import testing
+import relay
+from relay import compaction as c
+from relay import testing
 
-NO_ROLLOUT = runtime.RolloutConfig(enabled=False)
+NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 
 
-def config(**kwargs: Any) -> runtime.Config:
-    return runtime.Config(rollout=NO_ROLLOUT, **kwargs)
+def config(**kwargs: Any) -> relay.Config:
+    return relay.Config(rollout=NO_ROLLOUT, **kwargs)
 
 
 def user_texts(body: dict[str, Any]) -> list[str]:
@@ -28,23 +28,23 @@ def user_texts(body: dict[str, Any]) -> list[str]:
 
 def is_compaction_request(body: dict[str, Any]) -> bool:
     texts = user_texts(body)
-    return bool(texts) and texts[-1] == c.compaction_prompt(runtime.Config())
+    return bool(texts) and texts[-1] == c.compaction_prompt(relay.Config())
 
 
 async def turns(t: testing.TestSession, *texts: str, **kwargs: Any) -> None:
     """Run user turns one after the other, each to its end."""
-    done = sum(isinstance(m, runtime.TurnComplete | runtime.TurnAborted) for m in t.recorder.msgs)
+    done = sum(isinstance(m, relay.TurnComplete | relay.TurnAborted) for m in t.recorder.msgs)
     for n, text in enumerate(texts, start=done + 1):
         await t.turn(text, **kwargs)
         await t.wait_for(testing.turn_ended, n)
 
 
-def receipts(t: testing.TestSession) -> list[runtime.CompactionReceipt]:
+def receipts(t: testing.TestSession) -> list[relay.CompactionReceipt]:
     return [
         m.item.receipt
         for m in t.recorder.msgs
-        if isinstance(m, runtime.ItemCompleted)
-        and isinstance(m.item, runtime.ContextCompactionItem)
+        if isinstance(m, relay.ItemCompleted)
+        and isinstance(m.item, relay.ContextCompactionItem)
         and m.item.receipt
     ]
 
@@ -83,7 +83,7 @@ async def test_auto_compact_runs_after_token_limit_hit(
     third = t.recorder.types("sub-3")
     assert third[:2] == ["turn_started", "item_started"]
     assert third.count("turn_started") == 1
-    assert [r.trigger for r in receipts(t)] == [runtime.CompactionTrigger.PRE_TURN]
+    assert [r.trigger for r in receipts(t)] == [relay.CompactionTrigger.PRE_TURN]
 
 
 async def test_auto_compact_clamps_config_limit_to_context_window(
@@ -131,8 +131,8 @@ async def test_mid_turn_compaction_after_tool_call(autojump_clock: trio.testing.
         ("user", "do it"),
         ("user", c.summary_prefix().split("\n")[0]),
     ]
-    assert [r.trigger for r in receipts(t)] == [runtime.CompactionTrigger.MID_TURN]
-    assert t.recorder.of_type(runtime.TurnComplete)[0].last_agent_message == "done"
+    assert [r.trigger for r in receipts(t)] == [relay.CompactionTrigger.MID_TURN]
+    assert t.recorder.of_type(relay.TurnComplete)[0].last_agent_message == "done"
 
 
 async def test_multiple_auto_compactions_in_one_turn(
@@ -169,9 +169,7 @@ async def test_multiple_auto_compactions_in_one_turn(
         False,
     ]
     for index in (2, 4, 6):
-        summaries = [
-            u for u in user_texts(requests[index]) if c.is_summary(runtime.user_message(u))
-        ]
+        summaries = [u for u in user_texts(requests[index]) if c.is_summary(relay.user_message(u))]
         assert len(summaries) == 1
     assert len(receipts(t)) == 3
     assert t.recorder.types("sub-1").count("turn_started") == 1
@@ -218,7 +216,7 @@ async def test_failing_auto_compaction_ends_the_turn(
     assert second[-2:] == ["error", "turn_complete"]
     assert "user_message" not in second
     assert not any(
-        isinstance(i, runtime.Message) and i.text() == "two" for i in t.session.history.items
+        isinstance(i, relay.Message) and i.text() == "two" for i in t.session.history.items
     )
 
 
@@ -226,21 +224,21 @@ async def test_model_downshift_compacts_with_the_previous_model(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     script = {"responses": [{"text": "a1", "total_tokens": 200_000}, {"text": "S"}, {"text": "a2"}]}
-    cfg = runtime.Config(model="gpt-4.1", rollout=NO_ROLLOUT)
+    cfg = relay.Config(model="gpt-4.1", rollout=NO_ROLLOUT)
     async with testing.open_test_session(script, config=cfg) as t:
         await turns(t, "one")
         await turns(t, "two", model="gpt-4o")
     models = [r["model"] for r in t.model.requests]
     assert models == ["gpt-4.1", "gpt-4.1", "gpt-4o"]
     assert is_compaction_request(t.model.requests[1])
-    assert [r.trigger for r in receipts(t)] == [runtime.CompactionTrigger.MODEL_DOWNSHIFT]
+    assert [r.trigger for r in receipts(t)] == [relay.CompactionTrigger.MODEL_DOWNSHIFT]
 
 
 async def test_switching_to_a_larger_model_does_not_compact(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     script = {"responses": [{"text": "a1", "total_tokens": 100_000}, {"text": "a2"}]}
-    cfg = runtime.Config(model="gpt-4o", rollout=NO_ROLLOUT)
+    cfg = relay.Config(model="gpt-4o", rollout=NO_ROLLOUT)
     async with testing.open_test_session(script, config=cfg) as t:
         await turns(t, "one")
         await turns(t, "two", model="gpt-4.1")
@@ -267,10 +265,10 @@ async def test_steered_input_waits_one_step_after_a_mid_turn_compaction(
         await t.turn("do it", id="t1")
         await t.wait_for(testing.tool_call_started)
         await t.turn("also this", id="s1")
-        await t.wait_for(runtime.TurnComplete)
+        await t.wait_for(relay.TurnComplete)
     after_compaction, next_one = t.model.requests[2], t.model.requests[3]
     # The first request after the compaction answers the tool follow-up without the steered
     # input; the request after it picks the input up.
     assert "also this" not in user_texts(after_compaction)
     assert user_texts(next_one)[-1] == "also this"
-    assert t.recorder.of_type(runtime.TurnComplete)[0].last_agent_message == "answering the steer"
+    assert t.recorder.of_type(relay.TurnComplete)[0].last_agent_message == "answering the steer"

@@ -8,17 +8,17 @@ import pytest
 import trio
 import trio.testing
 
-import runtime
-from runtime import testing
+import relay
+from relay import testing
 
-NO_ROLLOUT = runtime.RolloutConfig(enabled=False)
+NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 
 
-def config(backend: str, **fields: Any) -> runtime.Config:
-    provider = runtime.ProviderConfig(name="scripted", remote_compaction=backend)  # type: ignore[arg-type]
-    return runtime.Config(
+def config(backend: str, **fields: Any) -> relay.Config:
+    provider = relay.ProviderConfig(name="scripted", remote_compaction=backend)  # type: ignore[arg-type]
+    return relay.Config(
         model_providers={"scripted": provider},
-        features=runtime.Features(remote_compaction_v2=backend == "v2"),
+        features=relay.Features(remote_compaction_v2=backend == "v2"),
         rollout=NO_ROLLOUT,
         **fields,
     )
@@ -41,7 +41,7 @@ def kinds(body: dict[str, Any]) -> list[str]:
 
 
 async def turns(t: testing.TestSession, *texts: str) -> None:
-    done = sum(isinstance(m, runtime.TurnComplete | runtime.TurnAborted) for m in t.recorder.msgs)
+    done = sum(isinstance(m, relay.TurnComplete | relay.TurnAborted) for m in t.recorder.msgs)
     for n, text in enumerate(texts, start=done + 1):
         await t.turn(text)
         await t.wait_for(testing.turn_ended, n)
@@ -74,12 +74,11 @@ async def test_pre_turn_auto_compaction_with_a_remote_backend(
     receipt = next(
         m.item.receipt
         for m in t.recorder.msgs
-        if isinstance(m, runtime.ItemCompleted)
-        and isinstance(m.item, runtime.ContextCompactionItem)
+        if isinstance(m, relay.ItemCompleted) and isinstance(m.item, relay.ContextCompactionItem)
     )
     assert receipt is not None
     assert (receipt.trigger, receipt.backend) == (
-        runtime.CompactionTrigger.PRE_TURN,
+        relay.CompactionTrigger.PRE_TURN,
         f"remote_{backend}",
     )
 
@@ -99,7 +98,7 @@ async def test_mid_turn_auto_compaction_with_a_remote_backend(
     follow_up = t.model.requests[-1]
     # The initial context goes before the last real user message; the compaction item is last.
     assert kinds(follow_up) == ["user:<environment_context>", "user:do it", "compaction"]
-    assert t.recorder.of_type(runtime.TurnComplete)[0].last_agent_message == "done"
+    assert t.recorder.of_type(relay.TurnComplete)[0].last_agent_message == "done"
     if backend == "v2":
         trigger_request = t.model.requests[1]
         assert trigger_request["input"][-1] == {"type": "compaction_trigger"}

@@ -9,11 +9,11 @@ from typing import Any
 import trio
 import trio.testing
 
-import runtime
-from runtime import compaction as c
-from runtime import testing
+import relay
+from relay import compaction as c
+from relay import testing
 
-NO_ROLLOUT = runtime.RolloutConfig(enabled=False)
+NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 
 
 def texts(body: dict[str, Any]) -> list[str]:
@@ -36,12 +36,12 @@ def user_texts(body: dict[str, Any]) -> list[str]:
 
 async def run_ops(t: testing.TestSession, *ops: tuple[str, Any]) -> None:
     """Run turns and compactions one after the other."""
-    done = sum(isinstance(m, runtime.TurnComplete | runtime.TurnAborted) for m in t.recorder.msgs)
+    done = sum(isinstance(m, relay.TurnComplete | relay.TurnAborted) for m in t.recorder.msgs)
     for kind, arg in ops:
         if kind == "turn":
             await t.turn(arg)
         else:
-            await t.submit(runtime.Compact(instructions=arg))
+            await t.submit(relay.Compact(instructions=arg))
         done += 1
         await t.wait_for(testing.turn_ended, done)
 
@@ -53,7 +53,7 @@ async def test_manual_compact_emits_context_compaction_items(
     async with testing.open_test_session(script) as t:
         await run_ops(t, ("turn", "hello"), ("compact", None))
     c1 = [e.msg for e in t.recorder.events if e.id == "sub-2"]
-    assert [runtime.to_json(m)["type"] for m in c1] == [
+    assert [relay.to_json(m)["type"] for m in c1] == [
         "turn_started",
         "item_started",
         "token_count",
@@ -63,12 +63,12 @@ async def test_manual_compact_emits_context_compaction_items(
         "turn_complete",
     ]
     started, completed = c1[1], c1[3]
-    assert isinstance(started, runtime.ItemStarted) and isinstance(completed, runtime.ItemCompleted)
+    assert isinstance(started, relay.ItemStarted) and isinstance(completed, relay.ItemCompleted)
     assert started.item.id == completed.item.id
-    assert started.item == runtime.ContextCompactionItem(started.item.id)
+    assert started.item == relay.ContextCompactionItem(started.item.id)
     receipt = completed.item.receipt
     assert receipt is not None
-    assert (receipt.trigger, receipt.backend) == (runtime.CompactionTrigger.MANUAL, "local")
+    assert (receipt.trigger, receipt.backend) == (relay.CompactionTrigger.MANUAL, "local")
     assert receipt.tokens_after == c.estimate_tokens(t.session.history.items)
     assert receipt.tokens_before > 0
     assert "less accurate" in c1[5].message
@@ -77,7 +77,7 @@ async def test_manual_compact_emits_context_compaction_items(
 async def test_compaction_request_and_follow_up_shape(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    config = runtime.Config(developer_instructions="Be terse.", rollout=NO_ROLLOUT)
+    config = relay.Config(developer_instructions="Be terse.", rollout=NO_ROLLOUT)
     script = {"responses": [{"text": "a1"}, {"text": "SUMMARY"}, {"text": "a2"}]}
     async with testing.open_test_session(script, config=config) as t:
         await run_ops(t, ("turn", "first"), ("compact", None), ("turn", "second"))
@@ -114,14 +114,14 @@ async def test_compaction_request_and_follow_up_shape(
 async def test_manual_compact_uses_custom_prompt(
     autojump_clock: trio.testing.MockClock, tmp_path: Path
 ) -> None:
-    default = c.compaction_prompt(runtime.Config())
+    default = c.compaction_prompt(relay.Config())
     prompt_file = tmp_path / "prompt.md"
     prompt_file.write_text("Prompt from a file.")
     cases = [
-        (runtime.Config(compact_prompt="Custom words.", rollout=NO_ROLLOUT), "Custom words."),
-        (runtime.Config(compact_prompt="  ", rollout=NO_ROLLOUT), default),
+        (relay.Config(compact_prompt="Custom words.", rollout=NO_ROLLOUT), "Custom words."),
+        (relay.Config(compact_prompt="  ", rollout=NO_ROLLOUT), default),
         (
-            runtime.Config(experimental_compact_prompt_file=str(prompt_file), rollout=NO_ROLLOUT),
+            relay.Config(experimental_compact_prompt_file=str(prompt_file), rollout=NO_ROLLOUT),
             "Prompt from a file.",
         ),
     ]
@@ -138,7 +138,7 @@ async def test_compact_instructions_are_appended(autojump_clock: trio.testing.Mo
     async with testing.open_test_session() as t:
         await run_ops(t, ("turn", "hi"), ("compact", "Keep the file names."))
     last = t.model.requests[1]["input"][-1]["content"][0]["text"]
-    assert last == c.compaction_prompt(runtime.Config()) + "\n\nKeep the file names."
+    assert last == c.compaction_prompt(relay.Config()) + "\n\nKeep the file names."
 
 
 async def test_manual_compact_retries_after_context_window_error(
@@ -154,7 +154,7 @@ async def test_manual_compact_retries_after_context_window_error(
     assert len(retried["input"]) == len(failed["input"]) - 1
     assert retried["input"][0] != failed["input"][0]
     assert retried["input"] == failed["input"][1:]
-    tail = [runtime.to_json(m)["type"] for m in t.recorder.msgs][-6:]
+    tail = [relay.to_json(m)["type"] for m in t.recorder.msgs][-6:]
     assert tail == [
         "token_count",
         "item_completed",
@@ -163,31 +163,29 @@ async def test_manual_compact_retries_after_context_window_error(
         "turn_complete",
         "shutdown_complete",
     ]
-    notices = t.recorder.of_type(runtime.BackgroundEvent)
+    notices = t.recorder.of_type(relay.BackgroundEvent)
     assert len(notices) == 1 and notices[0].message.startswith("Trimmed 1 older item ")
-    assert not t.recorder.of_type(runtime.ErrorEvent)
+    assert not t.recorder.of_type(relay.ErrorEvent)
 
 
 async def test_compact_fails_when_even_the_prompt_alone_does_not_fit(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     too_long = {"http_error": {"status": 400, "code": "context_length_exceeded"}}
-    config = runtime.Config(model_context_window=5000, rollout=NO_ROLLOUT)
+    config = relay.Config(model_context_window=5000, rollout=NO_ROLLOUT)
     async with testing.open_test_session({"responses": [too_long] * 10}, config=config) as t:
         await run_ops(t, ("compact", None))
     assert [len(r["input"]) for r in t.model.requests] == [1]
     types = t.recorder.types("sub-1")
     assert types == ["turn_started", "item_started", "token_count", "error", "turn_complete"]
-    assert t.recorder.of_type(runtime.TokenCount)[0].info.last_token_usage.total_tokens == 5000
-    assert t.recorder.of_type(runtime.ErrorEvent)[0].code is (
-        runtime.ErrorCode.CONTEXT_WINDOW_EXCEEDED
-    )
+    assert t.recorder.of_type(relay.TokenCount)[0].info.last_token_usage.total_tokens == 5000
+    assert t.recorder.of_type(relay.ErrorEvent)[0].code is (relay.ErrorCode.CONTEXT_WINDOW_EXCEEDED)
 
 
 async def test_failed_compaction_changes_nothing(
     autojump_clock: trio.testing.MockClock, tmp_path: Path
 ) -> None:
-    config = runtime.Config(rollout=runtime.RolloutConfig(dir=str(tmp_path)))
+    config = relay.Config(rollout=relay.RolloutConfig(dir=str(tmp_path)))
     failure = {"http_error": {"status": 500, "message": "down"}}
     script = {"responses": [{"text": "a1"}] + [failure] * 6}
     async with testing.open_test_session(script, config=config) as t:
@@ -211,7 +209,7 @@ async def test_failed_compaction_changes_nothing(
         "error",
         "turn_complete",
     ]
-    error = t.recorder.of_type(runtime.ErrorEvent)[0]
+    error = t.recorder.of_type(relay.ErrorEvent)[0]
     assert error.message == "Error running local compact task: down"
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert "compacted" not in {line["type"] for line in lines}
@@ -251,13 +249,13 @@ async def test_compaction_replaces_a_running_turn(autojump_clock: trio.testing.M
     script = {"responses": [{"text": "streaming slowly", "stall_ms": 1000}, {"text": "S"}]}
     async with testing.open_test_session(script) as t:
         await t.turn("go", id="t1")
-        await t.wait_for(runtime.AgentMessageDelta)
-        await t.submit(runtime.Compact(), id="c1")
-        await t.wait_for(runtime.TurnComplete)
+        await t.wait_for(relay.AgentMessageDelta)
+        await t.submit(relay.Compact(), id="c1")
+        await t.wait_for(relay.TurnComplete)
     lifecycle = [
-        (e.id, runtime.to_json(e.msg)["type"])
+        (e.id, relay.to_json(e.msg)["type"])
         for e in t.recorder.events
-        if isinstance(e.msg, runtime.TurnStarted | runtime.TurnAborted | runtime.TurnComplete)
+        if isinstance(e.msg, relay.TurnStarted | relay.TurnAborted | relay.TurnComplete)
     ]
     assert lifecycle == [
         ("t1", "turn_started"),
@@ -270,23 +268,21 @@ async def test_compaction_replaces_a_running_turn(autojump_clock: trio.testing.M
 async def test_steering_a_compaction_is_rejected(autojump_clock: trio.testing.MockClock) -> None:
     script = {"responses": [{"text": "S", "delay_ms": 1000}]}
     async with testing.open_test_session(script) as t:
-        await t.submit(runtime.Compact(), id="c1")
-        await t.wait_for(lambda e: isinstance(e.msg, runtime.ItemStarted))
+        await t.submit(relay.Compact(), id="c1")
+        await t.wait_for(lambda e: isinstance(e.msg, relay.ItemStarted))
         await t.turn("more input", id="s1")
-        await t.wait_for(runtime.TurnComplete)
-    errors = [
-        (e.id, e.msg.code) for e in t.recorder.events if isinstance(e.msg, runtime.ErrorEvent)
-    ]
-    assert errors == [("s1", runtime.ErrorCode.ACTIVE_TURN_NOT_STEERABLE)]
+        await t.wait_for(relay.TurnComplete)
+    errors = [(e.id, e.msg.code) for e in t.recorder.events if isinstance(e.msg, relay.ErrorEvent)]
+    assert errors == [("s1", relay.ErrorCode.ACTIVE_TURN_NOT_STEERABLE)]
     assert not any(
-        isinstance(i, runtime.Message) and i.text() == "more input" for i in t.session.history.items
+        isinstance(i, relay.Message) and i.text() == "more input" for i in t.session.history.items
     )
 
 
 async def test_compaction_rollout_line(
     autojump_clock: trio.testing.MockClock, tmp_path: Path
 ) -> None:
-    config = runtime.Config(rollout=runtime.RolloutConfig(dir=str(tmp_path)))
+    config = relay.Config(rollout=relay.RolloutConfig(dir=str(tmp_path)))
     script = {"responses": [{"text": "a1"}, {"text": "SUMMARY"}]}
     async with testing.open_test_session(script, config=config) as t:
         first_window = t.session.state.window_id
@@ -297,7 +293,7 @@ async def test_compaction_rollout_line(
     compacted = lines[index]["payload"]
     assert compacted["message"] == c.summary_text("SUMMARY")
     assert [
-        runtime.lowlevel.decode_response_item(i) for i in compacted["replacement_history"]
+        relay.lowlevel.decode_response_item(i) for i in compacted["replacement_history"]
     ] == list(t.session.history.items)
     assert compacted["window_number"] == 1
     assert compacted["first_window_id"] == compacted["previous_window_id"] == first_window
@@ -318,7 +314,7 @@ async def test_fallback_summary_without_a_script(autojump_clock: trio.testing.Mo
     async with testing.open_test_session(script) as t:
         await run_ops(t, ("turn", "summarize notes.txt"), ("compact", None))
     summary = t.session.history.items[-1]
-    assert isinstance(summary, runtime.Message)
+    assert isinstance(summary, relay.Message)
     text = summary.text()
     assert "- summarize notes.txt" in text and "- notes.txt" in text
     assert "Last answer: read it" in text

@@ -17,18 +17,18 @@ import pytest
 import trio
 import trio.testing
 
-import runtime
-from runtime import compaction as c
-from runtime import testing
-from runtime._wire import open_http_client
+import relay
+from relay import compaction as c
+from relay import testing
+from relay._wire import open_http_client
 
-NO_ROLLOUT = runtime.RolloutConfig(enabled=False)
+NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 API_KEY = "sk-test-remote-compaction"
 TRIGGER = {"type": "compaction_trigger"}
 
 
-def provider(remote: str, **fields: Any) -> runtime.ProviderConfig:
-    return runtime.ProviderConfig(name="scripted", remote_compaction=remote, **fields)  # type: ignore[arg-type]
+def provider(remote: str, **fields: Any) -> relay.ProviderConfig:
+    return relay.ProviderConfig(name="scripted", remote_compaction=remote, **fields)  # type: ignore[arg-type]
 
 
 def config(
@@ -38,36 +38,36 @@ def config(
     token_budget: bool = False,
     provider_fields: dict[str, Any] | None = None,
     **fields: Any,
-) -> runtime.Config:
+) -> relay.Config:
     fields.setdefault("rollout", NO_ROLLOUT)
-    return runtime.Config(
+    return relay.Config(
         model_provider="scripted",
         model_providers={"scripted": provider(remote, **(provider_fields or {}))},
-        features=runtime.Features(token_budget=token_budget, remote_compaction_v2=v2),
+        features=relay.Features(token_budget=token_budget, remote_compaction_v2=v2),
         **fields,
     )
 
 
-def wire(item: runtime.ResponseItem) -> dict[str, Any]:
-    return runtime.lowlevel.encode_response_item(item)
+def wire(item: relay.ResponseItem) -> dict[str, Any]:
+    return relay.lowlevel.encode_response_item(item)
 
 
-def user(text: str) -> runtime.Message:
-    return runtime.user_message(text)
+def user(text: str) -> relay.Message:
+    return relay.user_message(text)
 
 
-def ended(event: runtime.Event) -> bool:
-    return isinstance(event.msg, runtime.TurnComplete | runtime.TurnAborted)
+def ended(event: relay.Event) -> bool:
+    return isinstance(event.msg, relay.TurnComplete | relay.TurnAborted)
 
 
 @attrs.define
 class Running:
     """A session under test, its recorder and the transport or scripted model behind it."""
 
-    session: runtime.Session
+    session: relay.Session
     recorder: testing.EventRecorder
 
-    async def run(self, *ops: runtime.Op) -> None:
+    async def run(self, *ops: relay.Op) -> None:
         """Submit ops one at a time, each after the turn before it ended."""
         done = sum(ended(e) for e in self.recorder.events)
         for op in ops:
@@ -75,19 +75,19 @@ class Running:
             done += 1
             await self.recorder.wait_for(ended, done)
 
-    def turn_msgs(self, turn_id: str) -> list[runtime.EventMsg]:
+    def turn_msgs(self, turn_id: str) -> list[relay.EventMsg]:
         return [e.msg for e in self.recorder.events if e.id == turn_id]
 
     def turn_types(self, turn_id: str) -> list[str]:
         return self.recorder.types(turn_id)
 
 
-def turn(text: str, **fields: Any) -> runtime.UserTurn:
-    return runtime.UserTurn(items=[runtime.Text(text)], **fields)
+def turn(text: str, **fields: Any) -> relay.UserTurn:
+    return relay.UserTurn(items=[relay.Text(text)], **fields)
 
 
 @asynccontextmanager
-async def running(session: runtime.Session) -> AsyncIterator[Running]:
+async def running(session: relay.Session) -> AsyncIterator[Running]:
     recorder = testing.EventRecorder()
     async with anyio.create_task_group() as tg:
         tg.start_soon(recorder.consume, session)
@@ -96,20 +96,20 @@ async def running(session: runtime.Session) -> AsyncIterator[Running]:
         finally:
             with anyio.CancelScope(shield=True):
                 if not session.closed:
-                    await session.submit(runtime.Shutdown())
-                await recorder.wait_for(runtime.ShutdownComplete)
+                    await session.submit(relay.Shutdown())
+                await recorder.wait_for(relay.ShutdownComplete)
 
 
 @asynccontextmanager
 async def sdk_session(
-    script: dict[str, Any], cfg: runtime.Config
+    script: dict[str, Any], cfg: relay.Config
 ) -> AsyncIterator[tuple[Running, testing.ScriptedTransport]]:
     """A session whose model client is the HTTP client over the in-process transport."""
     http, transport = testing.scripted_http_client(script)
     http_provider = attrs.evolve(cfg.provider(), base_url="http://model.test/v1")
     async with (
         open_http_client(http_provider, api_key=API_KEY, http_client=http) as client,
-        runtime.open_session(
+        relay.open_session(
             cfg, model=client, clock=testing.fixed_clock, rng=random.Random(0)
         ) as session,
         running(session) as r,
@@ -119,11 +119,11 @@ async def sdk_session(
 
 @asynccontextmanager
 async def scripted_session(
-    script: dict[str, Any], cfg: runtime.Config, **kwargs: Any
+    script: dict[str, Any], cfg: relay.Config, **kwargs: Any
 ) -> AsyncIterator[tuple[Running, testing.ScriptedModel]]:
     model = testing.ScriptedModel(script)
     async with (
-        runtime.open_session(
+        relay.open_session(
             cfg, model=model, clock=testing.fixed_clock, rng=random.Random(0), **kwargs
         ) as session,
         running(session) as r,
@@ -133,7 +133,7 @@ async def scripted_session(
 
 @asynccontextmanager
 async def loopback_session(
-    script: dict[str, Any], cfg: runtime.Config, monkeypatch: pytest.MonkeyPatch
+    script: dict[str, Any], cfg: relay.Config, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[tuple[Running, Any]]:
     """A session that opens its own HTTP client to the loopback mock server."""
     monkeypatch.setenv("RELAY_TEST_API_KEY", API_KEY)
@@ -147,18 +147,17 @@ async def loopback_session(
             },
         )
         async with (
-            runtime.open_session(cfg, clock=testing.fixed_clock) as session,
+            relay.open_session(cfg, clock=testing.fixed_clock) as session,
             running(session) as r,
         ):
             yield r, server
 
 
-def compaction_receipt(r: Running, turn_id: str) -> runtime.CompactionReceipt:
+def compaction_receipt(r: Running, turn_id: str) -> relay.CompactionReceipt:
     completed = [
         m
         for m in r.turn_msgs(turn_id)
-        if isinstance(m, runtime.ItemCompleted)
-        and isinstance(m.item, runtime.ContextCompactionItem)
+        if isinstance(m, relay.ItemCompleted) and isinstance(m.item, relay.ContextCompactionItem)
     ]
     assert len(completed) == 1
     receipt = completed[0].item.receipt  # type: ignore[union-attr]
@@ -188,7 +187,7 @@ V1_OUTPUT = [
     {"type": "function_call_output", "call_id": "c9", "output": "a.txt"},
     {"type": "compaction", "encrypted_content": "ENC-V1"},
 ]
-V1_KEPT = [runtime.lowlevel.decode_response_item(V1_OUTPUT[i]) for i in (3, 4, 8)]
+V1_KEPT = [relay.lowlevel.decode_response_item(V1_OUTPUT[i]) for i in (3, 4, 8)]
 
 
 async def test_v1_through_the_sdk_posts_the_history_and_installs_the_filtered_output(
@@ -199,7 +198,7 @@ async def test_v1_through_the_sdk_posts_the_history_and_installs_the_filtered_ou
     async with sdk_session(script, config("v1", cwd=str(tmp_path))) as (r, transport):
         await r.run(turn("List it."))
         before = list(r.session.history.items)
-        await r.session.submit(runtime.Compact(), id="c1")
+        await r.session.submit(relay.Compact(), id="c1")
         await r.recorder.wait_for(ended, 2)
         assert list(r.session.history.items) == V1_KEPT
         turn_request = transport.requests[1]["body"]
@@ -243,9 +242,9 @@ async def test_v1_rollout_has_compacted_with_an_empty_message_and_no_warning(
     autojump_clock: trio.testing.MockClock, tmp_path: Path
 ) -> None:
     script = {"responses": [{"text": "a1"}], "compact": [{"output": V1_OUTPUT}]}
-    rollout = runtime.RolloutConfig(enabled=True, dir=str(tmp_path))
+    rollout = relay.RolloutConfig(enabled=True, dir=str(tmp_path))
     async with scripted_session(script, config("v1", rollout=rollout)) as (r, model):
-        await r.run(turn("List it."), runtime.Compact())
+        await r.run(turn("List it."), relay.Compact())
         path = r.session.rollout.path  # type: ignore[union-attr]
     assert len(model.compact_requests) == 1
     lines = [json.loads(line) for line in path.read_text().splitlines()]
@@ -254,16 +253,16 @@ async def test_v1_rollout_has_compacted_with_an_empty_message_and_no_warning(
     assert compacted[0]["message"] == ""
     assert compacted[0]["replacement_history"] == [wire(item) for item in V1_KEPT]
     assert compacted[0]["window_number"] == 1
-    assert not r.recorder.of_type(runtime.WarningEvent)
+    assert not r.recorder.of_type(relay.WarningEvent)
 
 
 async def test_v1_fit_to_window_counts_the_base_instructions(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    async def big(args: Any, ctx: runtime.ToolContext) -> str:
+    async def big(args: Any, ctx: relay.ToolContext) -> str:
         return "x" * 4000  # ~1,000 tokens
 
-    tool = runtime.Tool("big", "A big output.", {"type": "object"}, big)
+    tool = relay.Tool("big", "A big output.", {"type": "object"}, big)
     # After the second call, usage (1,500 + the second output) reaches the limit of 2,000 and
     # the compaction runs mid-turn, with the history ending in tool outputs.
     script = {
@@ -318,19 +317,19 @@ async def test_v1_invalid_answer_is_an_error_and_changes_nothing(
     autojump_clock: trio.testing.MockClock, tmp_path: Path, answer: Any, problem: str
 ) -> None:
     script = {"responses": [{"text": "a1"}], "compact": [{"raw": answer}]}
-    rollout = runtime.RolloutConfig(enabled=True, dir=str(tmp_path))
+    rollout = relay.RolloutConfig(enabled=True, dir=str(tmp_path))
     async with scripted_session(script, config("v1", rollout=rollout)) as (r, model):
         await r.run(turn("hi"))
         before = list(r.session.history.items)
         window = r.session.state.window_number
-        await r.run(runtime.Compact())
+        await r.run(relay.Compact())
         assert list(r.session.history.items) == before
         assert r.session.state.window_number == window
         path = r.session.rollout.path  # type: ignore[union-attr]
-    errors = r.recorder.of_type(runtime.ErrorEvent)
+    errors = r.recorder.of_type(relay.ErrorEvent)
     assert len(errors) == 1
     assert errors[0].message.startswith(f"Error running remote compact task: {problem}")
-    assert errors[0].code is runtime.ErrorCode.SERVER_ERROR
+    assert errors[0].code is relay.ErrorCode.SERVER_ERROR
     assert r.turn_types("sub-2") == ["turn_started", "item_started", "error", "turn_complete"]
     assert len(model.requests) == 1
     assert "compacted" not in {json.loads(line)["type"] for line in path.read_text().splitlines()}
@@ -349,7 +348,7 @@ async def test_v1_failed_auto_compaction_ends_the_turn_without_sampling_again(
     assert len(model.requests) == 1
     assert len(model.compact_requests) == 1
     assert r.turn_types("sub-1")[-2:] == ["error", "turn_complete"]
-    assert not r.recorder.of_type(runtime.ContextCompacted)
+    assert not r.recorder.of_type(relay.ContextCompacted)
 
 
 async def test_v1_retries_server_errors_through_the_sdk(
@@ -358,10 +357,10 @@ async def test_v1_retries_server_errors_through_the_sdk(
     down = {"http_error": {"status": 503, "message": "busy"}}
     script = {"responses": [{"text": "a1"}], "compact": [down, down, {"output": V1_OUTPUT}]}
     async with sdk_session(script, config("v1")) as (r, transport):
-        await r.run(turn("List it."), runtime.Compact())
+        await r.run(turn("List it."), relay.Compact())
         assert list(r.session.history.items) == V1_KEPT
     assert [e["path"] for e in transport.requests].count("/v1/responses/compact") == 3
-    assert not r.recorder.of_type(runtime.ErrorEvent)
+    assert not r.recorder.of_type(relay.ErrorEvent)
 
 
 async def test_v1_gives_up_after_request_max_retries(
@@ -373,12 +372,12 @@ async def test_v1_gives_up_after_request_max_retries(
     async with sdk_session(script, cfg) as (r, transport):
         await r.run(turn("hi"))
         before = list(r.session.history.items)
-        await r.run(runtime.Compact())
+        await r.run(relay.Compact())
         assert list(r.session.history.items) == before
     assert [e["path"] for e in transport.requests].count("/v1/responses/compact") == 3
-    (error,) = r.recorder.of_type(runtime.ErrorEvent)
+    (error,) = r.recorder.of_type(relay.ErrorEvent)
     assert error.message == "Error running remote compact task: down"
-    assert error.code is runtime.ErrorCode.SERVER_ERROR
+    assert error.code is relay.ErrorCode.SERVER_ERROR
 
 
 # ----------------------------------------------------------------------------- remote V2
@@ -392,12 +391,12 @@ async def test_v2_through_the_sdk_streams_the_trigger_and_installs_the_compactio
     compaction = {"type": "compaction", "encrypted_content": "ENC-V2"}
     reply = {"output": [{"type": "reasoning", "id": "rs-1", "summary": []}, compaction]}
     script = {"responses": [{"text": "a1"}, reply]}
-    look = runtime.UserTurn(items=[runtime.Text("Look."), runtime.Image(IMAGE)])
+    look = relay.UserTurn(items=[relay.Text("Look."), relay.Image(IMAGE)])
     async with sdk_session(script, config("v2", v2=True)) as (r, transport):
         await r.session.submit(look, id="t1")
         await r.recorder.wait_for(ended)
         before = list(r.session.history.items)
-        await r.session.submit(runtime.Compact(), id="c1")
+        await r.session.submit(relay.Compact(), id="c1")
         await r.recorder.wait_for(ended, 2)
         after = list(r.session.history.items)
     paths = [entry["path"] for entry in transport.requests]
@@ -409,8 +408,8 @@ async def test_v2_through_the_sdk_streams_the_trigger_and_installs_the_compactio
     assert body["stream"] is True
     assert body["tools"] == transport.requests[0]["body"]["tools"]
     # The real user message of the request input (its image kept), then the compaction item.
-    looked = runtime.Message("user", (runtime.InputText("Look."), runtime.InputImage(IMAGE)))
-    assert after == [looked, runtime.Compaction("ENC-V2")]
+    looked = relay.Message("user", (relay.InputText("Look."), relay.InputImage(IMAGE)))
+    assert after == [looked, relay.Compaction("ENC-V2")]
     assert r.turn_types("c1") == [
         "turn_started",
         "item_started",
@@ -428,11 +427,11 @@ async def test_v2_keeps_user_messages_within_the_budget_newest_first(
     long_text = "y" * (4 * (c.REMOTE_V2_USER_MESSAGE_BUDGET + 1000))
     script = {"responses": [{"text": "a1"}, {"text": "a2"}, {"compaction": "ENC"}]}
     async with scripted_session(script, config("v2", v2=True)) as (r, model):
-        await r.run(turn(long_text), turn("short"), runtime.Compact())
+        await r.run(turn(long_text), turn("short"), relay.Compact())
         after = list(r.session.history.items)
     assert model.requests[-1]["input"][-1] == TRIGGER
     first, second, last = after
-    assert second == user("short") and last == runtime.Compaction("ENC")
+    assert second == user("short") and last == relay.Compaction("ENC")
     text = first.text()  # type: ignore[union-attr]
     assert text.startswith("yyyy") and "tokens truncated" in text
     # "short" costs 2 of the budget; the older message gets the rest, plus the marker.
@@ -470,9 +469,9 @@ async def test_v2_needs_exactly_one_compaction_item(
     async with scripted_session(script, config("v2", v2=True)) as (r, model):
         await r.run(turn("hi"))
         before = list(r.session.history.items)
-        await r.run(runtime.Compact())
+        await r.run(relay.Compact())
         assert list(r.session.history.items) == before
-    (error,) = r.recorder.of_type(runtime.ErrorEvent)
+    (error,) = r.recorder.of_type(relay.ErrorEvent)
     assert error.message == f"Error running remote compact task: {problem}"
     assert len(model.requests) == 2
     assert r.session.state.window_number == 0
@@ -489,15 +488,15 @@ async def test_v2_stream_without_completion_fails_after_at_most_two_retries(
     async with scripted_session(script, cfg) as (r, model):
         await r.run(turn("hi"))
         before = list(r.session.history.items)
-        await r.run(runtime.Compact())
+        await r.run(relay.Compact())
         assert list(r.session.history.items) == before
     assert len(model.requests) == 1 + 1 + retries
-    reconnects = [e.message for e in r.recorder.of_type(runtime.StreamErrorEvent)]
+    reconnects = [e.message for e in r.recorder.of_type(relay.StreamErrorEvent)]
     assert reconnects == [f"Reconnecting... {n}/{retries}" for n in range(1, retries + 1)]
-    (error,) = r.recorder.of_type(runtime.ErrorEvent)
+    (error,) = r.recorder.of_type(relay.ErrorEvent)
     assert error.message.startswith("Error running remote compact task: ")
     assert "closed before response.completed" in error.message
-    assert error.code is runtime.ErrorCode.STREAM
+    assert error.code is relay.ErrorCode.STREAM
 
 
 async def test_v2_stream_cut_through_the_sdk_says_the_stream_closed(
@@ -508,10 +507,10 @@ async def test_v2_stream_cut_through_the_sdk_says_the_stream_closed(
     async with sdk_session(script, config("v2", v2=True)) as (r, transport):
         await r.run(turn("hi"))
         before = list(r.session.history.items)
-        await r.run(runtime.Compact())
+        await r.run(relay.Compact())
         assert list(r.session.history.items) == before
     assert len(transport.requests) == 4
-    (error,) = r.recorder.of_type(runtime.ErrorEvent)
+    (error,) = r.recorder.of_type(relay.ErrorEvent)
     assert error.message.startswith(
         "Error running remote compact task: stream closed before response.completed: "
     )
@@ -536,7 +535,7 @@ async def test_a_v2_provider_with_the_feature_off_uses_v1(
 ) -> None:
     script = {"responses": [{"text": "a1"}], "compact": [{"output": V1_OUTPUT}]}
     async with sdk_session(script, config("v2", v2=False)) as (r, transport):
-        await r.run(turn("hi"), runtime.Compact())
+        await r.run(turn("hi"), relay.Compact())
         assert list(r.session.history.items) == V1_KEPT
     assert [e["path"] for e in transport.requests] == ["/v1/responses", "/v1/responses/compact"]
     assert compaction_receipt(r, "sub-2").backend == "remote_v1"
@@ -550,7 +549,7 @@ async def test_a_provider_without_remote_compaction_never_reaches_a_remote_endpo
     script = {"responses": [{"text": "a1"}, {"text": "summary"}]}
     cfg = config("unsupported", v2=v2, token_budget=token_budget)
     async with sdk_session(script, cfg) as (r, transport):
-        await r.run(turn("hi"), runtime.Compact())
+        await r.run(turn("hi"), relay.Compact())
     assert remote_traffic(transport.requests) == []
     expected = "token_budget" if token_budget else "local"
     assert compaction_receipt(r, "sub-2").backend == expected
@@ -578,7 +577,7 @@ async def test_selection_order_through_a_session(
         r,
         _,
     ):
-        await r.run(turn("hi"), runtime.Compact())
+        await r.run(turn("hi"), relay.Compact())
     assert compaction_receipt(r, "sub-2").backend == backend
 
 
@@ -592,7 +591,7 @@ async def test_v1_over_the_loopback_server(
     async with loopback_session(script, config("v1"), monkeypatch) as (r, server):
         await r.run(turn("List it."))
         before = list(r.session.history.items)
-        await r.run(runtime.Compact())
+        await r.run(relay.Compact())
         assert list(r.session.history.items) == V1_KEPT
     assert [e["path"] for e in server.requests] == ["/v1/responses", "/v1/responses/compact"]
     body = server.requests[1]["body"]
@@ -606,10 +605,10 @@ async def test_v2_over_the_loopback_server(monkeypatch: pytest.MonkeyPatch) -> N
     async with loopback_session(script, config("v2", v2=True), monkeypatch) as (r, server):
         await r.run(turn("Remember this."))
         before = list(r.session.history.items)
-        await r.run(runtime.Compact())
+        await r.run(relay.Compact())
         assert list(r.session.history.items) == [
             user("Remember this."),
-            runtime.Compaction("ENC-LOOP"),
+            relay.Compaction("ENC-LOOP"),
         ]
     assert [e["path"] for e in server.requests] == ["/v1/responses", "/v1/responses"]
     assert server.requests[1]["body"]["input"] == [*(wire(i) for i in before), TRIGGER]
@@ -632,12 +631,12 @@ async def test_v1_retry_waits_follow_the_jittered_backoff(
     async with sdk_session(script, config("v1")) as (r, transport):
         await r.run(turn("List it."))
         start = trio.current_time()
-        await r.run(runtime.Compact())
+        await r.run(relay.Compact())
         elapsed = trio.current_time() - start
     posts = [e for e in transport.requests if e["path"].endswith("/responses/compact")]
     assert len(posts) == 3
     assert 0.54 <= elapsed < 0.66  # 200 ms then 400 ms, each jittered by [0.9, 1.1)
-    assert list(r.session.history.items)[-1] == runtime.Compaction("ENC-V1")
+    assert list(r.session.history.items)[-1] == relay.Compaction("ENC-V1")
 
 
 async def test_v1_honours_retry_after_and_does_not_retry_auth(
@@ -656,9 +655,9 @@ async def test_v1_honours_retry_after_and_does_not_retry_auth(
     async with scripted_session(script, config("v1")) as (r, model):
         await r.run(turn("hi"))
         start = trio.current_time()
-        await r.run(runtime.Compact())
+        await r.run(relay.Compact())
         assert trio.current_time() - start == pytest.approx(3.0)
-        await r.run(runtime.Compact())
+        await r.run(relay.Compact())
     assert len(model.compact_requests) == 3
-    errors = [m for m in r.recorder.msgs if isinstance(m, runtime.ErrorEvent)]
-    assert [e.code for e in errors] == [runtime.ErrorCode.UNAUTHORIZED]
+    errors = [m for m in r.recorder.msgs if isinstance(m, relay.ErrorEvent)]
+    assert [e.code for e in errors] == [relay.ErrorCode.UNAUTHORIZED]

@@ -10,12 +10,11 @@ import attrs
 import trio
 import trio.testing
 
-import runtime
-import tasks
-from runtime import testing
-from tasks.compaction import BACKENDS, BackendResult, CompactionRequest
+import relay
+from relay import tasks, testing
+from relay.tasks.compaction import BACKENDS, BackendResult, CompactionRequest
 
-NO_ROLLOUT = runtime.RolloutConfig(enabled=False)
+NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 
 
 @attrs.frozen
@@ -23,21 +22,21 @@ class KeepTail:
     """Keeps the last user message and the last answer; asks no model."""
 
     enabled: bool = True
-    fail_with: runtime.ModelError | None = None
+    fail_with: relay.ModelError | None = None
     name: str = "keep_tail"
     error_prefix: str = "keep_tail could not compact: "
 
-    def applies(self, config: runtime.Config, provider: runtime.ProviderConfig) -> bool:
+    def applies(self, config: relay.Config, provider: relay.ProviderConfig) -> bool:
         return self.enabled
 
     async def compact(
-        self, ctx: runtime.lowlevel.TaskContext, request: CompactionRequest
+        self, ctx: relay.lowlevel.TaskContext, request: CompactionRequest
     ) -> BackendResult:
         if self.fail_with is not None:
             raise self.fail_with
-        messages = [item for item in ctx.history if isinstance(item, runtime.Message)]
+        messages = [item for item in ctx.history if isinstance(item, relay.Message)]
         users = [
-            m for m in messages if m.role == "user" and runtime.compaction.is_real_user_message(m)
+            m for m in messages if m.role == "user" and relay.compaction.is_real_user_message(m)
         ]
         answers = [m for m in messages if m.role == "assistant"]
         return BackendResult([users[-1], answers[-1]])
@@ -45,13 +44,13 @@ class KeepTail:
 
 async def compact_after_two_turns(backend: KeepTail) -> testing.TestSession:
     script = {"responses": [{"text": "first answer"}, {"text": "second answer"}]}
-    config = runtime.Config(rollout=NO_ROLLOUT)
+    config = relay.Config(rollout=NO_ROLLOUT)
     kinds = tasks.task_kinds(backends=(backend, *BACKENDS))
     async with testing.open_test_session(script, config=config, task_kinds=kinds) as t:
         for text in ("one", "two"):
             await t.turn(text)
-            await t.wait_for(runtime.TurnComplete, 1 if text == "one" else 2)
-        await t.submit(runtime.Compact(), id="c1")
+            await t.wait_for(relay.TurnComplete, 1 if text == "one" else 2)
+        await t.submit(relay.Compact(), id="c1")
         await t.wait_for(testing.turn_ended, 3)
     return t
 
@@ -61,16 +60,15 @@ async def test_a_fifth_backend_compacts_the_session(
 ) -> None:
     t = await compact_after_two_turns(KeepTail())
     items = t.session.history.items
-    assert all(isinstance(m, runtime.Message) for m in items)
-    assert [(m.role, m.text()) for m in items if isinstance(m, runtime.Message)] == [
+    assert all(isinstance(m, relay.Message) for m in items)
+    assert [(m.role, m.text()) for m in items if isinstance(m, relay.Message)] == [
         ("user", "two"),
         ("assistant", "second answer"),
     ]
     (completed,) = [
         m
         for m in t.recorder.msgs
-        if isinstance(m, runtime.ItemCompleted)
-        and isinstance(m.item, runtime.ContextCompactionItem)
+        if isinstance(m, relay.ItemCompleted) and isinstance(m.item, relay.ContextCompactionItem)
     ]
     assert completed.item.receipt is not None
     assert completed.item.receipt.backend == "keep_tail"
@@ -92,8 +90,7 @@ async def test_a_fifth_backend_that_does_not_apply_leaves_relays_choice(
     (completed,) = [
         m
         for m in t.recorder.msgs
-        if isinstance(m, runtime.ItemCompleted)
-        and isinstance(m.item, runtime.ContextCompactionItem)
+        if isinstance(m, relay.ItemCompleted) and isinstance(m.item, relay.ContextCompactionItem)
     ]
     assert completed.item.receipt is not None
     assert completed.item.receipt.backend == "local"
@@ -102,14 +99,14 @@ async def test_a_fifth_backend_that_does_not_apply_leaves_relays_choice(
 async def test_a_model_error_of_a_fifth_backend_is_reported_with_its_prefix(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    failure = runtime.ModelError("the quota is spent", runtime.ErrorCode.SERVER_ERROR)
+    failure = relay.ModelError("the quota is spent", relay.ErrorCode.SERVER_ERROR)
     t = await compact_after_two_turns(KeepTail(fail_with=failure))
     errors = [
-        e.msg for e in t.recorder.events if e.id == "c1" and isinstance(e.msg, runtime.ErrorEvent)
+        e.msg for e in t.recorder.events if e.id == "c1" and isinstance(e.msg, relay.ErrorEvent)
     ]
     assert errors == [
-        runtime.ErrorEvent(
-            "keep_tail could not compact: the quota is spent", runtime.ErrorCode.SERVER_ERROR
+        relay.ErrorEvent(
+            "keep_tail could not compact: the quota is spent", relay.ErrorCode.SERVER_ERROR
         )
     ]
-    assert runtime.user_message("one") in t.session.history.items  # nothing was installed
+    assert relay.user_message("one") in t.session.history.items  # nothing was installed

@@ -15,36 +15,36 @@ import pytest
 import trio
 import trio.testing
 
-import runtime
-from runtime import testing
-from runtime._wire import open_http_client
-from tasks.compaction.token_budget import DEVELOPER_MESSAGE_BUDGET, client_developer_messages
+import relay
+from relay import testing
+from relay._wire import open_http_client
+from relay.tasks.compaction.token_budget import DEVELOPER_MESSAGE_BUDGET, client_developer_messages
 
-NO_ROLLOUT = runtime.RolloutConfig(enabled=False)
+NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 
 
-def config(**fields: Any) -> runtime.Config:
+def config(**fields: Any) -> relay.Config:
     fields.setdefault("rollout", NO_ROLLOUT)
-    return runtime.Config(features=runtime.Features(token_budget=True), **fields)
+    return relay.Config(features=relay.Features(token_budget=True), **fields)
 
 
-def wire(item: runtime.ResponseItem) -> dict[str, Any]:
-    return runtime.lowlevel.encode_response_item(item)
+def wire(item: relay.ResponseItem) -> dict[str, Any]:
+    return relay.lowlevel.encode_response_item(item)
 
 
-def developer(text: str) -> runtime.Message:
-    return runtime.Message("developer", (runtime.InputText(text),))
+def developer(text: str) -> relay.Message:
+    return relay.Message("developer", (relay.InputText(text),))
 
 
-def turn(text: str) -> runtime.UserTurn:
-    return runtime.UserTurn(items=[runtime.Text(text)])
+def turn(text: str) -> relay.UserTurn:
+    return relay.UserTurn(items=[relay.Text(text)])
 
 
-def ended(event: runtime.Event) -> bool:
-    return isinstance(event.msg, runtime.TurnComplete | runtime.TurnAborted)
+def ended(event: relay.Event) -> bool:
+    return isinstance(event.msg, relay.TurnComplete | relay.TurnAborted)
 
 
-async def run(t: testing.TestSession, *ops: runtime.Op) -> None:
+async def run(t: testing.TestSession, *ops: relay.Op) -> None:
     done = sum(ended(e) for e in t.recorder.events)
     for op in ops:
         await t.submit(op)
@@ -52,8 +52,8 @@ async def run(t: testing.TestSession, *ops: runtime.Op) -> None:
         await t.wait_for(ended, done)
 
 
-def environment(cwd: str) -> runtime.Message:
-    return runtime.user_message(
+def environment(cwd: str) -> relay.Message:
+    return relay.user_message(
         "\n".join(
             [
                 "<environment_context>",
@@ -74,7 +74,7 @@ async def test_no_request_reaches_the_model_and_the_window_advances(
     async with testing.open_test_session(config=cfg) as t:
         await run(t, turn("first"))
         window_id = t.session.state.window_id
-        await t.submit(runtime.Compact(), id="c1")
+        await t.submit(relay.Compact(), id="c1")
         await t.wait_for(ended, 2)
         assert len(t.model.requests) == 1
         assert t.model.compact_requests == []
@@ -95,16 +95,15 @@ async def test_no_request_reaches_the_model_and_the_window_advances(
     (completed,) = [
         m
         for m in t.recorder.msgs
-        if isinstance(m, runtime.ItemCompleted)
-        and isinstance(m.item, runtime.ContextCompactionItem)
+        if isinstance(m, relay.ItemCompleted) and isinstance(m.item, relay.ContextCompactionItem)
     ]
     receipt = completed.item.receipt
     assert receipt.backend == "token_budget"
-    assert receipt.tokens_after == runtime.compaction.estimate_tokens(fresh)
+    assert receipt.tokens_after == relay.compaction.estimate_tokens(fresh)
     # The next turn starts with the fresh initial context, recorded once, then its input.
     assert t.model.requests[1]["input"] == [
         *(wire(i) for i in fresh),
-        wire(runtime.user_message("second")),
+        wire(relay.user_message("second")),
     ]
 
 
@@ -116,8 +115,8 @@ async def test_the_world_state_is_taken_now(
     (other / "AGENTS.md").write_text("Use tabs.")
     async with testing.open_test_session(config=config(cwd=str(tmp_path))) as t:
         await run(t, turn("first"))
-        await t.submit(runtime.OverrideTurnContext(cwd=str(other)))
-        await run(t, runtime.Compact(), turn("second"))
+        await t.submit(relay.OverrideTurnContext(cwd=str(other)))
+        await run(t, relay.Compact(), turn("second"))
     second = t.model.requests[1]["input"]
     assert [item["content"][0]["text"].split("\n")[0] for item in second] == [
         f'<project_instructions path="{other / "AGENTS.md"}">',
@@ -136,7 +135,7 @@ async def test_developer_messages_the_client_added_are_kept(
         t.session._record(developer("Client rule one."))
         await run(t, turn("second"))
         t.session._record(developer("Client rule two."))
-        await run(t, runtime.Compact())
+        await run(t, relay.Compact())
         assert list(t.session.history.items) == [
             developer("Be brief."),
             environment(str(tmp_path)),
@@ -146,17 +145,17 @@ async def test_developer_messages_the_client_added_are_kept(
 
 
 def test_client_developer_messages_within_the_budget() -> None:
-    initial = [developer("Be brief."), runtime.user_message("<environment_context>")]
+    initial = [developer("Be brief."), relay.user_message("<environment_context>")]
     history = [
         developer("Be brief."),
-        runtime.user_message("hi"),
+        relay.user_message("hi"),
         developer("old " * 10),
-        runtime.assistant_message("a"),
+        relay.assistant_message("a"),
         developer("new"),
     ]
     added = client_developer_messages(history, initial)
     assert added == [developer("old " * 10), developer("new")]
-    kept = runtime.compaction.keep_recent_messages(added, 5)
+    kept = relay.compaction.keep_recent_messages(added, 5)
     assert kept[-1] == developer("new")
     assert "tokens truncated" in kept[0].text()
     assert DEVELOPER_MESSAGE_BUDGET == 64_000
@@ -165,10 +164,10 @@ def test_client_developer_messages_within_the_budget() -> None:
 async def test_rollout_records_what_resume_needs(
     autojump_clock: trio.testing.MockClock, tmp_path: Path
 ) -> None:
-    rollout = runtime.RolloutConfig(enabled=True, dir=str(tmp_path / "sessions"))
+    rollout = relay.RolloutConfig(enabled=True, dir=str(tmp_path / "sessions"))
     cfg = config(cwd=str(tmp_path), rollout=rollout)
     async with testing.open_test_session(config=cfg) as t:
-        await run(t, turn("first"), runtime.Compact())
+        await run(t, turn("first"), relay.Compact())
         path = t.session.rollout.path  # type: ignore[union-attr]
         live = list(t.session.history.items)
     lines = [json.loads(line) for line in path.read_text().splitlines()]
@@ -182,7 +181,7 @@ async def test_rollout_records_what_resume_needs(
     assert compacted["receipt"]["backend"] == "token_budget"
     # A resumed session continues from exactly this window and records no context again.
     model = testing.ScriptedModel()
-    async with runtime.resume_session(
+    async with relay.resume_session(
         path, cfg, model=model, clock=testing.fixed_clock, rng=random.Random(0)
     ) as session:
         assert list(session.history.items) == live
@@ -191,11 +190,11 @@ async def test_rollout_records_what_resume_needs(
         async with anyio.create_task_group() as tg:
             tg.start_soon(recorder.consume, session)
             await session.submit(turn("after resume"))
-            await recorder.wait_for(runtime.TurnComplete)
-            await session.submit(runtime.Shutdown())
+            await recorder.wait_for(relay.TurnComplete)
+            await session.submit(relay.Shutdown())
     assert model.requests[0]["input"] == [
         *(wire(item) for item in live),
-        wire(runtime.user_message("after resume")),
+        wire(relay.user_message("after resume")),
     ]
 
 
@@ -216,20 +215,19 @@ async def test_mid_turn_token_budget_keeps_the_fresh_context_once(
     receipts = [
         m.item.receipt
         for m in t.recorder.msgs
-        if isinstance(m, runtime.ItemCompleted)
-        and isinstance(m.item, runtime.ContextCompactionItem)
+        if isinstance(m, relay.ItemCompleted) and isinstance(m.item, relay.ContextCompactionItem)
     ]
     assert [(r.trigger, r.backend) for r in receipts] == [
-        (runtime.CompactionTrigger.MID_TURN, "token_budget")
+        (relay.CompactionTrigger.MID_TURN, "token_budget")
     ]
 
 
 @asynccontextmanager
 async def sdk_session(
-    script: dict[str, Any], cfg: runtime.Config
+    script: dict[str, Any], cfg: relay.Config
 ) -> AsyncIterator[tuple[testing.TestSession, testing.ScriptedTransport]]:
     http, transport = testing.scripted_http_client(script)
-    provider = runtime.ProviderConfig(name="mock", base_url="http://model.test/v1")
+    provider = relay.ProviderConfig(name="mock", base_url="http://model.test/v1")
     async with (
         open_http_client(provider, api_key="sk-test", http_client=http) as client,
         testing.open_test_session(config=cfg, model=client) as t,  # type: ignore[arg-type]
@@ -244,13 +242,13 @@ async def test_through_the_sdk_nothing_is_sent_until_the_next_turn(
     async with sdk_session({"responses": [{"text": "a1"}, {"text": "a2"}]}, cfg) as (t, transport):
         await run(t, turn("first"))
         sent = len(transport.requests)
-        await run(t, runtime.Compact())
+        await run(t, relay.Compact())
         assert len(transport.requests) == sent == 1
         await run(t, turn("second"))
     assert [e["path"] for e in transport.requests] == ["/v1/responses", "/v1/responses"]
     assert transport.requests[1]["body"]["input"] == [
         wire(environment(str(tmp_path))),
-        wire(runtime.user_message("second")),
+        wire(relay.user_message("second")),
     ]
 
 
@@ -259,24 +257,22 @@ async def test_over_the_loopback_server(tmp_path: Path) -> None:
         cfg = config(
             cwd=str(tmp_path),
             model_provider="mock",
-            model_providers={"mock": runtime.ProviderConfig(name="mock", base_url=server.base_url)},
+            model_providers={"mock": relay.ProviderConfig(name="mock", base_url=server.base_url)},
         )
-        async with runtime.open_session(cfg, clock=testing.fixed_clock) as session:
+        async with relay.open_session(cfg, clock=testing.fixed_clock) as session:
             recorder = testing.EventRecorder()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(recorder.consume, session)
-                for index, op in enumerate([turn("first"), runtime.Compact(), turn("second")]):
+                for index, op in enumerate([turn("first"), relay.Compact(), turn("second")]):
                     await session.submit(op)
                     await recorder.wait_for(ended, index + 1)
-                await session.submit(runtime.Shutdown())
+                await session.submit(relay.Shutdown())
     assert [e["path"] for e in server.requests] == ["/v1/responses", "/v1/responses"]
     assert server.requests[1]["body"]["input"] == [
         wire(environment(str(tmp_path))),
-        wire(runtime.user_message("second")),
+        wire(relay.user_message("second")),
     ]
-    assert not [
-        m for m in recorder.msgs if isinstance(m, runtime.WarningEvent | runtime.ErrorEvent)
-    ]
+    assert not [m for m in recorder.msgs if isinstance(m, relay.WarningEvent | relay.ErrorEvent)]
 
 
 @pytest.mark.parametrize("remote", ["unsupported", "v1", "v2"])
@@ -285,11 +281,11 @@ async def test_token_budget_wins_whatever_the_provider_offers(
 ) -> None:
     cfg = attrs.evolve(
         config(),
-        features=runtime.Features(token_budget=True, remote_compaction_v2=True),
+        features=relay.Features(token_budget=True, remote_compaction_v2=True),
         model_providers={
-            "scripted": runtime.ProviderConfig(name="scripted", remote_compaction=remote)
+            "scripted": relay.ProviderConfig(name="scripted", remote_compaction=remote)
         },  # type: ignore[arg-type]
     )
     async with testing.open_test_session(config=cfg) as t:
-        await run(t, turn("first"), runtime.Compact())
+        await run(t, turn("first"), relay.Compact())
         assert len(t.model.requests) == 1 and t.model.compact_requests == []
