@@ -71,6 +71,11 @@ class Features:
     """Use the token-budget compaction backend."""
     remote_compaction_v2: bool = False
     """Allow the remote V2 compaction backend."""
+    work_state: bool = False
+    """Keep the work-state record (files read, commands run, tool errors) and place it in the
+    history after every compaction."""
+    tool_output_masking: bool = False
+    """Mask old tool outputs before compacting (the ``recall`` tool returns them)."""
 
 
 @attrs.frozen
@@ -117,6 +122,15 @@ class Config:
     """Context window in tokens; overrides the model default."""
     model_auto_compact_token_limit: int | None = None
     """Auto-compaction threshold."""
+    max_auto_compactions_per_turn: int = 3
+    """Automatic compactions one turn may run; one more needed ends it with
+    ``error{compaction_loop}``."""
+    work_state_token_budget: int = 2_000
+    """Tokens the work-state record may take in the history after a compaction."""
+    mask_keep_recent_tokens: int = 20_000
+    """Tool outputs within this many of the newest tokens of the history are never masked."""
+    mask_margin_percent: int = 10
+    """Masking replaces a summary compaction when it leaves usage this far under the limit."""
     compact_prompt: str | None = None
     """Replaces the default summarization prompt."""
     experimental_compact_prompt_file: str | None = None
@@ -293,6 +307,17 @@ def _check_limits(config: Config) -> None:
                 f"model_providers.{name}.stream_idle_timeout_ms must be positive, "
                 f"got {provider.stream_idle_timeout_ms}"
             )
+    for key in ("max_auto_compactions_per_turn", "work_state_token_budget"):
+        if getattr(config, key) <= 0:
+            raise ConfigError(f"{key} must be positive, got {getattr(config, key)}")
+    if config.mask_keep_recent_tokens < 0:
+        raise ConfigError(
+            f"mask_keep_recent_tokens must be >= 0, got {config.mask_keep_recent_tokens}"
+        )
+    if not 0 <= config.mask_margin_percent < 100:
+        raise ConfigError(
+            f"mask_margin_percent must be from 0 to 99, got {config.mask_margin_percent}"
+        )
     for point in ("pre_compact", "post_compact"):
         for index, hook in enumerate(getattr(config.hooks, point)):
             if hook.timeout_ms <= 0:

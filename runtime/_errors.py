@@ -35,6 +35,7 @@ class ErrorCode(enum.StrEnum):
     INVALID_OP = "invalid_op"
     ACTIVE_TURN_NOT_STEERABLE = "active_turn_not_steerable"
     HOOK = "hook"
+    COMPACTION_LOOP = "compaction_loop"
     INTERNAL = "internal"
 
 

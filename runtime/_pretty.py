@@ -11,6 +11,7 @@ from typing import TextIO
 
 from . import _protocol as p
 from ._outcome import RunOutcome
+from ._work_state import WorkEntry, WorkState, work_state_lines
 
 _SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
@@ -43,6 +44,7 @@ class PrettyPrinter:
         self._status: str | None = None
         self._frame = 0
         self._in_message = False
+        self._work = WorkState()
 
     def _clear_status(self) -> None:
         if self.live and self._status is not None:
@@ -109,6 +111,12 @@ class PrettyPrinter:
                     )
                 else:
                     self._line("  ━━ checkpoint")
+                for line in work_state_lines(self._work):
+                    self._line(f"     ▸ {line}")
+            case p.WorkStateNoted(kind="pinned", text=text):
+                self._work.pin(text)
+            case p.WorkStateNoted(kind=kind, text=text, key=key):
+                self._work.add(WorkEntry(kind, text, key))
             case p.TokenCount(info=info) if info is not None:
                 window = info.model_context_window
                 used = info.last_token_usage.total_tokens

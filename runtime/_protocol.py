@@ -323,6 +323,8 @@ class UserTurn:
     """Reasoning effort for this turn and later ones."""
     on_busy: OnBusy = attrs.field(default=OnBusy.STEER, converter=OnBusy)
     """What to do when a task is running."""
+    pin: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    """Keep the text of this input verbatim in the history across every compaction."""
 
 
 @attrs.frozen
@@ -658,6 +660,20 @@ class SessionResumed:
 
 
 @attrs.frozen
+class WorkStateNoted:
+    """The session added an entry to its work-state record (``features.work_state``), or the
+    user pinned a message (kind ``pinned``). Persisted, so that a resumed session has the
+    record as it was."""
+
+    kind: str
+    """``read``, ``list``, ``command``, ``error``, ``pinned``, or a custom tool's own kind."""
+    text: str
+    """The fact, one line (for ``pinned``: the whole text of the message)."""
+    key: str | None = None
+    """Entries with the same kind and key replace each other; None: the text is the key."""
+
+
+@attrs.frozen
 class ShutdownComplete:
     """The session has shut down; this is its last event."""
 
@@ -680,6 +696,7 @@ EventMsg: TypeAlias = (
     | HookStarted
     | HookCompleted
     | SessionResumed
+    | WorkStateNoted
     | ShutdownComplete
 )
 

@@ -8,7 +8,7 @@ no writer and every method does nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -19,6 +19,7 @@ from ._codec import to_json
 from ._context import TurnSettings, WorldState, instructions_hash
 from ._rollout import RolloutWriter
 from ._version import __version__
+from ._work_state import WorkState
 
 #: Event types written to the rollout as ``event_msg`` lines (deltas are not).
 PERSISTED_EVENTS: tuple[type, ...] = (
@@ -34,6 +35,7 @@ PERSISTED_EVENTS: tuple[type, ...] = (
     p.HookCompleted,
     p.ShutdownComplete,
     p.SessionResumed,
+    p.WorkStateNoted,
 )
 #: Events that end a turn or the session: the file is flushed before anyone sees them.
 TERMINAL_EVENTS = (p.TurnComplete, p.TurnAborted, p.ShutdownComplete)
@@ -112,21 +114,26 @@ class RolloutRecorder:
         first_window_id: str,
         previous_window_id: str | None,
         window_id: str,
+        work_state: WorkState | None = None,
+        masked_outputs: Mapping[str, str] | None = None,
     ) -> None:
-        """A ``compacted`` line: the new history and the window it opens."""
+        """A ``compacted`` line: the new history and the window it opens, with the work-state
+        record as it stands and the originals of the outputs it masked (when there are)."""
         if self.writer is not None:
-            self.writer.write(
-                "compacted",
-                {
-                    "message": message,
-                    "replacement_history": [to_json(item) for item in items],
-                    "window_number": window_number,
-                    "first_window_id": first_window_id,
-                    "previous_window_id": previous_window_id,
-                    "window_id": window_id,
-                    "receipt": to_json(receipt),
-                },
-            )
+            payload: dict[str, Any] = {
+                "message": message,
+                "replacement_history": [to_json(item) for item in items],
+                "window_number": window_number,
+                "first_window_id": first_window_id,
+                "previous_window_id": previous_window_id,
+                "window_id": window_id,
+                "receipt": to_json(receipt),
+            }
+            if work_state is not None:
+                payload["work_state"] = work_state.to_json()
+            if masked_outputs:
+                payload["masked_outputs"] = dict(masked_outputs)
+            self.writer.write("compacted", payload)
 
     def close(self) -> None:
         """Flush and close the file."""

@@ -71,6 +71,7 @@ from ._session import Session, open_session
 from ._state import ResumedState
 from ._tokens import TokenEstimator
 from ._tools import Tool
+from ._work_state import WorkEntry, WorkState
 
 #: The event id of the warnings a resumed session reports about its rollout.
 RESUME_EVENT_ID = "resume"
@@ -233,6 +234,7 @@ def reconstruct(rollout: Rollout) -> ResumedState:
                 pass
 
     history = replay.history
+    record, outputs = restore_work_record(lines)
     return ResumedState(
         session_id=rollout.meta.id,
         rollout_path=rollout.path,
@@ -247,7 +249,35 @@ def reconstruct(rollout: Rollout) -> ResumedState:
         tokens_since_model=history.tokens_since_model,
         items_since_model=len(history.items_since_model()),
         total_usage=total_usage,
+        work_state=record,
+        outputs=outputs,
     )
+
+
+def restore_work_record(lines: Iterable[RolloutLine]) -> tuple[WorkState, dict[str, str]]:
+    """The work-state record and the originals of the masked tool outputs, as of the last line.
+
+    The record is the snapshot of the newest ``compacted`` line that carries one, with every
+    ``work_state_noted`` event after it applied. The outputs are the originals every masking
+    compaction wrote (an output is masked once: the first original of a call id stays).
+    """
+    record = WorkState()
+    outputs: dict[str, str] = {}
+    for line in lines:
+        match line:
+            case CompactedLine(work_state=snapshot, masked_outputs=masked):
+                if snapshot is not None:
+                    record = WorkState.from_json(snapshot)
+                for call_id, output in masked.items():
+                    outputs.setdefault(call_id, output)
+            case EventMsgLine(msg=p.WorkStateNoted(kind=kind, text=text, key=key)):
+                if kind == "pinned":
+                    record.pin(text)
+                else:
+                    record.add(WorkEntry(kind, text, key))
+            case _:
+                pass
+    return record, outputs
 
 
 def describe_note(rollout: Rollout, note: RolloutNote) -> str:
@@ -310,5 +340,6 @@ __all__ = [
     "is_model_output",
     "rebuild_compacted_history",
     "reconstruct",
+    "restore_work_record",
     "resume_session",
 ]

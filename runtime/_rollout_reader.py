@@ -155,6 +155,10 @@ class CompactedLine:
     """Id of the window it opened."""
     receipt: p.CompactionReceipt | None = None
     """What it did."""
+    work_state: Mapping[str, Any] | None = None
+    """The work-state record as it stood (JSON), when there was one."""
+    masked_outputs: Mapping[str, str] = attrs.field(factory=dict)
+    """The originals of the tool outputs this compaction masked, by call id."""
 
 
 RolloutLine: TypeAlias = (
@@ -286,7 +290,7 @@ def _wanted_from(records: Sequence[tuple[int, Mapping[str, Any]]], base: int) ->
             event = _event_type(record)
             if event == "token_count":
                 counts.append(position)
-            elif event == "error":
+            elif event in {"error", "work_state_noted"}:
                 wanted.add(position)
         elif kind == "turn_context":
             last_context = position
@@ -472,7 +476,26 @@ class _Parser:
             except _Malformed as exc:
                 self.note(number, f"{exc}; ignored")
                 window[name] = None
-        return CompactedLine(number, timestamp, message, replacement, receipt=receipt, **window)
+        work_state = fields.get("work_state")
+        if work_state is not None and not isinstance(work_state, Mapping):
+            self.note(number, "compacted: work_state is not an object; ignored")
+            work_state = None
+        masked = fields.get("masked_outputs") or {}
+        if not isinstance(masked, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in masked.items()
+        ):
+            self.note(number, "compacted: masked_outputs is not an object of texts; ignored")
+            masked = {}
+        return CompactedLine(
+            number,
+            timestamp,
+            message,
+            replacement,
+            receipt=receipt,
+            work_state=work_state,
+            masked_outputs=dict(masked),
+            **window,
+        )
 
 
 def _decode_record(chunk: bytes) -> Mapping[str, Any]:

@@ -68,7 +68,7 @@ from ._task import (
 from ._task_context import TaskContext
 from ._templates import template
 from ._tokens import ApproxEstimator, TokenEstimator
-from ._tools import Tool, ToolRegistry, builtin_registry
+from ._tools import Tool, ToolRegistry, builtin_registry, recall_tool
 from ._util import NoPublicConstructor
 
 logger = logging.getLogger("relay")
@@ -324,6 +324,12 @@ class Session(metaclass=NoPublicConstructor):
         self._emit(turn_id, p.ItemCompleted(turn_id, started))
         self._emit(turn_id, p.UserMessage(input_text(items)))
 
+    def _pin(self, sub_id: str, items: tuple[p.InputItem, ...]) -> None:
+        """Keep the text of ``items`` verbatim across compactions, from now on."""
+        text = user_message_of(items).text()
+        self.state.work_state.pin(text)
+        self._emit(sub_id, p.WorkStateNoted("pinned", text))
+
     async def usage_estimator(self) -> TokenEstimator:
         """The counter for usage a server did not report: tiktoken when it is installed
         (loaded once, off the event loop), else the approximate count."""
@@ -381,6 +387,8 @@ class Session(metaclass=NoPublicConstructor):
         sub_id, op = submission.id, submission.op
         match op:
             case p.UserTurn():
+                if op.pin:
+                    self._pin(sub_id, op.items)
                 await self._on_user_turn(sub_id, op.items, op.on_busy, self._update_defaults(op))
             case p.UserInput():
                 await self._on_user_turn(sub_id, op.items, p.OnBusy.STEER, self.state.defaults)
@@ -632,6 +640,8 @@ async def open_session(
                 if resume is not None
                 else SessionState(defaults=defaults)
             )
+            if config.features.tool_output_masking:
+                registry.register(recall_tool(state.outputs))
             async with anyio.create_task_group() as tg:
                 session = Session._create(
                     config,

@@ -9,6 +9,7 @@ total usage. A resumed session is a new session whose state is restored from a
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
@@ -16,6 +17,7 @@ import attrs
 from . import _protocol as p
 from ._context import TurnSettings, WorldState
 from ._history import History
+from ._work_state import WorkState
 
 
 def _new_window_id() -> str:
@@ -52,6 +54,10 @@ class ResumedState:
     """How many of the last items came after the last model item."""
     total_usage: p.TokenUsage = attrs.field(factory=p.TokenUsage)
     """Usage summed over the session so far."""
+    work_state: WorkState = attrs.field(factory=WorkState)
+    """The work-state record as of the last completed write."""
+    outputs: Mapping[str, str] = attrs.field(factory=dict)
+    """The originals of the tool outputs masked so far, by call id (what ``recall`` returns)."""
 
 
 @attrs.define(eq=False)
@@ -78,6 +84,10 @@ class SessionState:
     """Id of the session's first window."""
     previous_window_id: str | None = None
     """Id of the window before the current one."""
+    work_state: WorkState = attrs.field(factory=WorkState)
+    """The work-state record: what the session did, and the pinned user messages."""
+    outputs: dict[str, str] = attrs.field(factory=dict)
+    """The originals of the tool outputs masked so far, by call id (what ``recall`` returns)."""
 
     @classmethod
     def restored(cls, resumed: ResumedState, defaults: TurnSettings) -> SessionState:
@@ -100,6 +110,8 @@ class SessionState:
             window_id=window_id,
             first_window_id=resumed.first_window_id or window_id,
             previous_window_id=resumed.previous_window_id,
+            work_state=WorkState(list(resumed.work_state.entries), list(resumed.work_state.pinned)),
+            outputs=dict(resumed.outputs),
         )
 
     def start_window(self) -> None:

@@ -7,7 +7,7 @@ or records is dropped, so nothing carries the turn id after its terminal event.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -30,6 +30,7 @@ from ._sampling import SampleResult, reconnecting_message, stream_response, with
 from ._task import TaskHandle
 from ._tokens import truncate_text
 from ._tools import ToolContext
+from ._work_state import WorkEntry, carry_work_state
 
 if TYPE_CHECKING:
     from ._session import Session
@@ -286,18 +287,21 @@ class TaskContext:
         message: str,
         receipt: p.CompactionReceipt,
         clear_reference: bool,
+        masked_outputs: Mapping[str, str] | None = None,
     ) -> None:
         """Install a compacted history in one step (SPEC §6.9).
 
         Replaces the history (and the reference context), starts a new window, persists
-        ``compacted``, ``world_state`` and ``turn_context`` (when there is a reference context),
-        recomputes usage and emits ``token_count``.
+        ``compacted`` (with the work-state record and the originals of ``masked_outputs``),
+        ``world_state`` and ``turn_context`` (when there is a reference context), recomputes
+        usage and emits ``token_count``.
         """
         if self.detached:
             return
         session = self.session
         state = session.state
         state.history.replace(items)
+        state.outputs.update(masked_outputs or {})
         state.start_window()
         world = session._world(self.settings.cwd)
         state.reference_world = None if clear_reference else world
@@ -310,12 +314,35 @@ class TaskContext:
             first_window_id=state.first_window_id,
             previous_window_id=state.previous_window_id,
             window_id=state.window_id,
+            work_state=None if state.work_state.is_empty() else state.work_state,
+            masked_outputs=masked_outputs,
         )
         recorder.world_state(world)
         if state.reference_world is not None:
             recorder.turn_context(self.settings, session.instructions, world)
         usage = p.TokenUsage(total_tokens=state.history.usage_tokens)
         self.emit(state.token_count(usage, self.model_context_window))
+
+    # -- the work-state record and masking
+
+    def note(self, entry: WorkEntry) -> None:
+        """Add ``entry`` to the work-state record and report it (when ``features.work_state``
+        is on; else nothing happens)."""
+        if self.detached or not self.config.features.work_state:
+            return
+        self.session.state.work_state.add(entry)
+        self.emit(p.WorkStateNoted(entry.kind, entry.text, entry.key))
+
+    def carry_work_state(self, history: Sequence[p.ResponseItem]) -> list[p.ResponseItem]:
+        """``history`` with the pinned user messages and (when ``features.work_state`` is on)
+        the rendered work-state record placed in it; unchanged when there is neither."""
+        config = self.config
+        return carry_work_state(
+            history,
+            self.session.state.work_state,
+            config.work_state_token_budget,
+            include_entries=config.features.work_state,
+        )
 
     # -- tools
 
@@ -330,6 +357,7 @@ class TaskContext:
             self.settings.cwd,
             self.emit,
             hidden_env=frozenset([secret]) if secret else frozenset(),
+            note=self.note,
         )
         if isinstance(call, p.FunctionCall):
             output = await self.session.tools.call(call, tool_ctx)
@@ -340,6 +368,7 @@ class TaskContext:
             self.record(p.FunctionCallOutput(call.call_id, output))
         else:
             self.record(p.CustomToolCallOutput(call.call_id, output))
+
         self.emit(p.ItemCompleted(self.turn_id, attrs.evolve(item, output=output)))
         return output
 

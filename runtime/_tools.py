@@ -25,6 +25,7 @@ from . import _protocol as p
 from ._errors import ConfigError
 from ._model import ToolSpec
 from ._process import open_command
+from ._work_state import WorkEntry, command_run, dir_listed, file_read, tool_failed
 
 logger = logging.getLogger("relay.tools")
 
@@ -45,6 +46,9 @@ class ToolContext:
     """Report an event in the turn (dropped once the turn has ended)."""
     hidden_env: frozenset[str] = frozenset()
     """Environment variables the commands a tool starts must not see (the API key's)."""
+    note: Callable[[WorkEntry], None] = lambda entry: None
+    """Add an entry to the session's work-state record (kept only when the record is on):
+    what the tool observed, stated as a fact the model may rely on after a compaction."""
 
 
 ToolHandler = Callable[[Mapping[str, Any], ToolContext], Awaitable[str]]
@@ -110,11 +114,13 @@ class ToolRegistry:
             output = await tool.handler(args, ctx)
         except ToolError as exc:
             output = f"error: {exc}"
+            ctx.note(tool_failed(call.name, readable(str(exc))))
         except Exception as exc:
             # The call is answered whatever went wrong; the details, which may hold absolute
             # paths, go to the log only.
             logger.exception("tool %s failed", call.name)
             output = f"error: {call.name} failed unexpectedly ({type(exc).__name__})"
+            ctx.note(tool_failed(call.name, f"failed unexpectedly ({type(exc).__name__})"))
         return readable(output)
 
 
@@ -229,6 +235,7 @@ async def _read_file(args: Mapping[str, Any], ctx: ToolContext) -> str:
     raw = args.get("path")
     path = resolve_in_cwd(ctx.cwd, raw)
     data, size = await anyio.to_thread.run_sync(_read_head, path, str(raw))
+    ctx.note(file_read(readable(str(raw)), size, data))
     text = data.decode("utf-8", errors="replace")
     if size > len(data):
         text += f"\n[file truncated at {len(data)} bytes of {size}]"
@@ -280,6 +287,7 @@ async def _list_dir(args: Mapping[str, Any], ctx: ToolContext) -> str:
     lines, total = await anyio.to_thread.run_sync(
         _list_head, path, str(raw), abandon_on_cancel=True
     )
+    ctx.note(dir_listed(readable(str(raw)), total))
     if not lines:
         return "(empty)"
     if total > len(lines):
@@ -335,6 +343,7 @@ async def _shell(args: Mapping[str, Any], ctx: ToolContext) -> str:
     output = b"".join(chunks).decode("utf-8", errors="replace")
     if size > _SHELL_OUTPUT_LIMIT:
         output += f"\n[output truncated at {_SHELL_OUTPUT_LIMIT} bytes of {size}]"
+    ctx.note(command_run([readable(a) for a in argv], None if timed_out else process.returncode))
     if timed_out:
         return f"{output}\n[timed out after {timeout_ms} ms; process killed]"
     return f"{output}\n[exit code {process.returncode}]"
@@ -396,6 +405,40 @@ BUILTIN_TOOLS: Mapping[str, tuple[Tool, bool]] = {
         False,
     ),
 }
+
+
+RECALL_TOOL = "recall"
+
+
+def recall_tool(outputs: Mapping[str, str]) -> Tool:
+    """The ``recall`` tool over ``outputs`` (call id → output as first recorded).
+
+    It returns the original of a masked tool output exactly as it was recorded; the reference
+    is the one the placeholder names.
+    """
+
+    async def recall(args: Mapping[str, Any], ctx: ToolContext) -> str:
+        reference = args.get("reference")
+        if not isinstance(reference, str) or not reference:
+            raise ToolError("reference must be a non-empty string")
+        output = outputs.get(reference)
+        if output is None:
+            raise ToolError(f"no tool output is recorded under the reference {reference!r}")
+        return output
+
+    return Tool(
+        RECALL_TOOL,
+        "Return the exact output of an earlier tool call whose output was masked in the "
+        "conversation; pass the reference the placeholder names.",
+        {
+            "type": "object",
+            "properties": {
+                "reference": {"type": "string", "description": "The reference of the output"}
+            },
+            "required": ["reference"],
+        },
+        recall,
+    )
 
 
 def builtin_registry(enabled: Mapping[str, bool]) -> ToolRegistry:

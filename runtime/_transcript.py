@@ -21,6 +21,7 @@ from ._rollout_reader import (
     TurnContextLine,
     WorldStateLine,
 )
+from ._work_state import WorkState, work_state_lines
 
 #: Lines of a tool output shown by the transcript.
 OUTPUT_LINES = 6
@@ -122,6 +123,7 @@ def _event_lines(msg: p.EventMsg) -> list[str]:
             | p.UserMessage()
             | p.ContextCompacted()
             | p.HookStarted()
+            | p.WorkStateNoted()
         ):
             # Messages are shown from the history items; the rest mirrors other lines.
             return []
@@ -151,6 +153,8 @@ def _compacted_lines(line: CompactedLine) -> list[str]:
         summary = summary[len(prefix) :]
     if summary.strip():
         out += _block(summary, "     │ ")
+    if line.work_state is not None:
+        out += [f"     ▸ {text}" for text in work_state_lines(WorkState.from_json(line.work_state))]
     return out
 
 

@@ -28,6 +28,14 @@ from ._compact import real_user_messages as real_user_messages
 from ._compact import summary_prefix as summary_prefix
 from ._compact import summary_text as summary_text
 from ._tokens import items_tokens
+from ._work_state import MASK_MARKER as MASK_MARKER
+from ._work_state import WORK_STATE_MARKER as WORK_STATE_MARKER
+from ._work_state import WorkState as WorkState
+from ._work_state import carry_work_state as carry_work_state
+from ._work_state import mask_old_outputs as mask_old_outputs
+from ._work_state import mask_placeholder as mask_placeholder
+from ._work_state import masking_suffices as masking_suffices
+from ._work_state import render_work_state as render_work_state
 
 
 def estimate_tokens(items: Iterable[p.ResponseItem]) -> int:
@@ -37,11 +45,15 @@ def estimate_tokens(items: Iterable[p.ResponseItem]) -> int:
 
 __all__ = [
     "LOCAL_USER_MESSAGE_BUDGET",
+    "MASK_MARKER",
     "NO_SUMMARY",
     "REMOTE_V2_USER_MESSAGE_BUDGET",
     "TRUNCATED_OUTPUT_NOTE",
+    "WORK_STATE_MARKER",
+    "WorkState",
     "auto_compact_limit",
     "build_compacted_history",
+    "carry_work_state",
     "compaction_prompt",
     "drop_oldest",
     "estimate_tokens",
@@ -52,7 +64,11 @@ __all__ = [
     "is_summary",
     "keep_recent_messages",
     "keep_recent_user_messages",
+    "mask_old_outputs",
+    "mask_placeholder",
+    "masking_suffices",
     "real_user_messages",
+    "render_work_state",
     "summary_prefix",
     "summary_text",
 ]

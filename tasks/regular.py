@@ -9,13 +9,8 @@ import attrs
 import relay
 from relay.lowlevel import SessionTask, TaskContext, TaskKind
 
-from .compaction import (
-    BACKENDS,
-    CompactionBackend,
-    CompactionRequest,
-    Injection,
-    run_compaction,
-)
+from .compaction import BACKENDS, CompactionBackend, CompactionRequest, Injection
+from .compaction.auto import TurnCompactions, auto_compact
 
 
 @attrs.frozen
@@ -48,7 +43,8 @@ class RegularTurn(SessionTask):
             ctx.record_input(items)
 
     async def run(self, ctx: TaskContext) -> str | None:
-        if not await _compact_before_turn(ctx, self.backends):
+        ledger = TurnCompactions()
+        if not await _compact_before_turn(ctx, self.backends, ledger):
             return None
         ctx.record_context()
         await ctx.record_user_input(self.items)
@@ -75,14 +71,16 @@ class RegularTurn(SessionTask):
                 request = CompactionRequest(
                     relay.CompactionTrigger.MID_TURN, Injection.BEFORE_LAST_USER_MESSAGE
                 )
-                if not (await run_compaction(ctx, request, self.backends)).proceed:
+                if not await auto_compact(ctx, request, self.backends, ledger):
                     return last
                 # Input steered during a tool follow-up waits one more step, so that the
                 # next request answers the tool outputs first.
                 drain = not calls
 
 
-async def _compact_before_turn(ctx: TaskContext, backends: Sequence[CompactionBackend]) -> bool:
+async def _compact_before_turn(
+    ctx: TaskContext, backends: Sequence[CompactionBackend], ledger: TurnCompactions
+) -> bool:
     """Pre-turn and model-downshift compaction; False when it failed (the turn ends)."""
     previous = ctx.last_turn_model
     if previous is not None and previous != ctx.settings.model:
@@ -99,9 +97,9 @@ async def _compact_before_turn(ctx: TaskContext, backends: Sequence[CompactionBa
             request = CompactionRequest(
                 relay.CompactionTrigger.MODEL_DOWNSHIFT, Injection.DO_NOT_INJECT, model=previous
             )
-            return (await run_compaction(ctx, request, backends)).proceed
+            return await auto_compact(ctx, request, backends, ledger)
     limit = ctx.auto_compact_limit()
     if limit is not None and ctx.usage_tokens >= limit:
         request = CompactionRequest(relay.CompactionTrigger.PRE_TURN, Injection.DO_NOT_INJECT)
-        return (await run_compaction(ctx, request, backends)).proceed
+        return await auto_compact(ctx, request, backends, ledger)
     return True

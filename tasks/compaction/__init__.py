@@ -117,8 +117,11 @@ async def run_compaction(
     except CompactionFailed as failure:
         ctx.emit(relay.ErrorEvent(failure.message, failure.code))
         return CompactionOutcome.FAILED
-    if result.fresh_window:
+    if result.in_place:
         history = list(result.history)
+        clear_reference = False
+    elif result.fresh_window:
+        history = ctx.carry_work_state(result.history)
         clear_reference = False
     else:
         initial = (
@@ -126,7 +129,9 @@ async def run_compaction(
             if request.injection is Injection.BEFORE_LAST_USER_MESSAGE
             else []
         )
-        history = place_initial_context(result.history, initial, request.injection)
+        history = ctx.carry_work_state(
+            place_initial_context(result.history, initial, request.injection)
+        )
         clear_reference = request.injection is Injection.DO_NOT_INJECT
     receipt = relay.CompactionReceipt(
         trigger=request.trigger,
@@ -136,7 +141,11 @@ async def run_compaction(
         duration_ms=round((anyio.current_time() - started) * 1000),
     )
     ctx.install_compaction(
-        history, message=result.message, receipt=receipt, clear_reference=clear_reference
+        history,
+        message=result.message,
+        receipt=receipt,
+        clear_reference=clear_reference,
+        masked_outputs=result.masked_outputs,
     )
     ctx.emit(relay.ItemCompleted(ctx.turn_id, relay.ContextCompactionItem(item_id, receipt)))
     ctx.emit(relay.ContextCompacted())

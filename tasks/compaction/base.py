@@ -10,7 +10,7 @@ put in the sequence of backends a session's tasks are built with (:func:`relay.t
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 import attrs
@@ -66,6 +66,12 @@ class BackendResult:
     fresh_window: bool = False
     """The history already opens with the initial context of the current world state: it is
     installed as it is and becomes the reference context (token-budget backend)."""
+    in_place: bool = False
+    """The history is the old one with some items edited (masking): it is installed as it is,
+    nothing is added to it, and the reference context stays."""
+    masked_outputs: Mapping[str, str] = attrs.field(factory=dict)
+    """The originals of the tool outputs the new history masked, by call id (written to the
+    rollout, so that ``recall`` has them after a resume)."""
 
 
 class CompactionFailed(Exception):

@@ -52,3 +52,12 @@ def client_developer_messages(
         for item in history
         if isinstance(item, relay.Message) and item.role == "developer" and item.text() not in own
     ]
+
+
+class FreshWindowBackend(TokenBudgetBackend):
+    """The token-budget compaction whatever the configuration selects: the last step of the
+    loop guard's escalation."""
+
+    def applies(self, config: relay.Config, provider: relay.ProviderConfig) -> bool:
+        del config, provider
+        return True

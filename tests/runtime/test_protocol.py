@@ -113,6 +113,7 @@ EVENTS: dict[type, Any] = {
     p.HookStarted: p.HookStarted("notify", "pre_compact"),
     p.HookCompleted: p.HookCompleted("notify", "post_compact", "timeout", 10_000),
     p.SessionResumed: p.SessionResumed("host-0", "host-1", "t1", ("sub-2",), 40),
+    p.WorkStateNoted: p.WorkStateNoted("read", "src/a.py (12 bytes, sha256 0123abcd)", "src/a.py"),
     p.ShutdownComplete: p.ShutdownComplete(),
 }
 
@@ -325,6 +326,7 @@ EXPECTED_TAGS: dict[type, str] = {
     p.HookStarted: "hook_started",
     p.HookCompleted: "hook_completed",
     p.SessionResumed: "session_resumed",
+    p.WorkStateNoted: "work_state_noted",
     p.ShutdownComplete: "shutdown_complete",
 }
 

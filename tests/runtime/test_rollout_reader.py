@@ -234,7 +234,7 @@ def test_malformed_lines_are_skipped_with_notes_naming_them() -> None:
         "agent_message_delta, background_event, context_compacted, error, hook_completed, "
         "hook_started, item_completed, item_started, session_resumed, shutdown_complete, "
         "stream_error, token_count, turn_aborted, turn_complete, turn_started, user_message, "
-        "warning); ignored",
+        "warning, work_state_noted); ignored",
         "line 8: invalid turn_context: required field 'model' missing; ignored",
         "line 9: no timestamp",
         "line 10: session_meta after the start of the rollout; ignored",
