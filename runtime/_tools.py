@@ -341,9 +341,13 @@ async def _shell(args: Mapping[str, Any], ctx: ToolContext) -> str:
         raise ToolError(f"cannot start {argv[0]!r}: {exc.strerror}") from None
     timed_out = scope.cancelled_caught
     output = b"".join(chunks).decode("utf-8", errors="replace")
+    ctx.note(
+        command_run(
+            [readable(x) for x in argv], None if timed_out else process.returncode, output
+        )
+    )
     if size > _SHELL_OUTPUT_LIMIT:
         output += f"\n[output truncated at {_SHELL_OUTPUT_LIMIT} bytes of {size}]"
-    ctx.note(command_run([readable(a) for a in argv], None if timed_out else process.returncode))
     if timed_out:
         return f"{output}\n[timed out after {timeout_ms} ms; process killed]"
     return f"{output}\n[exit code {process.returncode}]"

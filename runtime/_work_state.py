@@ -69,11 +69,14 @@ def dir_listed(path: str, entries: int) -> WorkEntry:
     return WorkEntry("list", f"{path} ({entries} entries)", key=path)
 
 
-def command_run(argv: Sequence[str], exit_code: int | None) -> WorkEntry:
-    """A command run, with its exit code (None: it was killed at its timeout)."""
+def command_run(argv: Sequence[str], exit_code: int | None, output: str = "") -> WorkEntry:
+    """A command run, with its exit code (None: it was killed at its timeout) and the last
+    line of its output, where test runners, linters and builds state their result."""
     shown = " ".join(argv)
     outcome = "timed out" if exit_code is None else f"exit {exit_code}"
-    return WorkEntry("command", f"{shown} → {outcome}")
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    last = f"; last line: {lines[-1][:200]}" if lines else ""
+    return WorkEntry("command", f"{shown} → {outcome}{last}")
 
 
 def tool_failed(tool: str, message: str) -> WorkEntry:
