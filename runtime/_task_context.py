@@ -29,7 +29,7 @@ from ._model import CompactRequest, Prompt
 from ._sampling import SampleResult, reconnecting_message, stream_response, with_retries
 from ._task import TaskHandle
 from ._tokens import truncate_text
-from ._tools import ToolContext
+from ._tools import RECALL_TOOL, ToolContext
 from ._work_state import WorkEntry, carry_work_state
 
 if TYPE_CHECKING:
@@ -363,7 +363,9 @@ class TaskContext:
             output = await self.session.tools.call(call, tool_ctx)
         else:
             output = f"unsupported call: {call.name}"
-        output = truncate_text(output, TOOL_OUTPUT_TOKENS)
+        if not (call.name == RECALL_TOOL and self.config.features.tool_output_masking):
+            # A recalled output was truncated when first recorded; it comes back as it was.
+            output = truncate_text(output, TOOL_OUTPUT_TOKENS)
         if isinstance(call, p.FunctionCall):
             self.record(p.FunctionCallOutput(call.call_id, output))
         else:
