@@ -89,6 +89,8 @@ streamed = st.sampled_from(
     [
         {"text": "Done."},
         {"text": "A longer answer, " * 8},
+        # As a summary, this one leaves usage over the limit: the loop guard escalates.
+        {"text": "A summary that shrinks nothing. " * 500},
         _call("sleep", {"seconds": 0}),
         _call("sleep", {"seconds": 0.05}),
         _call("sleep", {"seconds": 30}),
@@ -434,6 +436,22 @@ def check_step(probe: Probe, recorder: testing.EventRecorder) -> None:
     ]
     assert not internal, internal
     check_failed_compactions(probe, events)
+    check_auto_compaction_bound(events, session.config.max_auto_compactions_per_turn)
+
+
+def check_auto_compaction_bound(events: list[relay.Event], bound: int) -> None:
+    """No turn runs more automatic compactions than the loop guard allows."""
+    per_turn: dict[str, int] = {}
+    for event in events:
+        msg = event.msg
+        if (
+            isinstance(msg, relay.ItemCompleted)
+            and isinstance(msg.item, relay.ContextCompactionItem)
+            and msg.item.receipt is not None
+            and msg.item.receipt.trigger is not relay.CompactionTrigger.MANUAL
+        ):
+            per_turn[event.id] = per_turn.get(event.id, 0) + 1
+    assert all(count <= bound for count in per_turn.values()), per_turn
 
 
 def check_end(
@@ -462,6 +480,8 @@ def check_end(
     for msg in recorder.msgs:
         if isinstance(msg, relay.ErrorEvent):
             hypothesis.event(f"error {msg.code}")
+            if msg.code == relay.ErrorCode.COMPACTION_LOOP:
+                assert msg.message.startswith("The turn ends: automatic compaction"), msg
         elif isinstance(msg, relay.TurnAborted):
             hypothesis.event(f"turn_aborted {msg.reason}")
         elif isinstance(msg, relay.ItemCompleted) and isinstance(
@@ -472,9 +492,16 @@ def check_end(
     # Invariant 4 on the rollout: exactly the installed compactions are recorded.
     assert len(lines) == len(receipts) == session.state.window_number
     for line, receipt in zip(lines, receipts, strict=True):
-        assert receipt is not None and receipt.backend == backend.value
+        assert receipt is not None
+        # A summary that left usage over the limit escalates to a fresh window.
+        escalated = receipt.backend == "token_budget" and receipt.trigger is not (
+            relay.CompactionTrigger.MANUAL
+        )
+        assert receipt.backend == backend.value or escalated, receipt
+        if escalated:
+            hypothesis.event("escalated to a fresh window")
         assert line.replacement_history is not None
-        check_compacted_part(line.replacement_history, backend.value)
+        check_compacted_part(line.replacement_history, receipt.backend)
 
 
 # ----------------------------------------------------------------------------- the test
