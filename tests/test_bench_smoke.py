@@ -37,6 +37,7 @@ def test_quick_bench_prints_the_table(tmp_path: Path) -> None:
         "== replacement latency",
         "== compaction bookkeeping",
         "== token accounting",
+        "== masking vs summary compaction",
         "== rollout",
         "== scale",
         "== whole process",
