@@ -342,9 +342,7 @@ async def _shell(args: Mapping[str, Any], ctx: ToolContext) -> str:
     timed_out = scope.cancelled_caught
     output = b"".join(chunks).decode("utf-8", errors="replace")
     ctx.note(
-        command_run(
-            [readable(x) for x in argv], None if timed_out else process.returncode, output
-        )
+        command_run([readable(x) for x in argv], None if timed_out else process.returncode, output)
     )
     if size > _SHELL_OUTPUT_LIMIT:
         output += f"\n[output truncated at {_SHELL_OUTPUT_LIMIT} bytes of {size}]"

@@ -51,16 +51,16 @@ PINNED = (
 FILES: dict[str, str] = {
     "src/parser.py": "from .lexer import tokens\n\n\ndef parse(text):\n"
     "    return list(tokens(text))\n",
-    "src/lexer.py": "import re\n\nTOKEN = re.compile(r'\\s*(\\d+|\\S)')\n\n\ndef tokens(text):\n"
+    "src/lexer.py": 'import re\n\nTOKEN = re.compile(r"\\s*(\\d+|\\S)")\n\n\ndef tokens(text):\n'
     "    return TOKEN.findall(text)\n",
     "src/ast.py": "class Node:\n    def __init__(self, kind, children=()):\n"
     "        self.kind = kind\n        self.children = list(children)\n",
     "tests/test_parser.py": "from src.parser import parse\n\n\ndef test_numbers():\n"
-    "    assert parse('1 + 22') == ['1', '+', '22']\n",
+    '    assert parse("1 + 22") == ["1", "+", "22"]\n',
     "tests/test_lexer.py": "from src.lexer import tokens\n\n\ndef test_spaces():\n"
-    "    assert tokens(' 7 ') == ['7']\n",
+    '    assert tokens(" 7 ") == ["7"]\n',
     "pyproject.toml": '[project]\nname = "calc"\nversion = "0.4.1"\nrequires-python = ">=3.9"\n',
-    "vendor/tokenizer.py": "# Third-party copy, do not edit.\nVERSION = '2.7.3'\n",
+    "vendor/tokenizer.py": '# Third-party copy, do not edit.\nVERSION = "2.7.3"\n',
     "README.md": "# calc\n\nA tiny calculator used to exercise the parser.\n",
 }
 
@@ -86,7 +86,10 @@ COMPACTION_BLOB = "b3BhcXVlLXN0YXRlLWZyb20tdGhlLXByb3ZpZGVy"
 def _program(last_line: str, status: int) -> str:
     # The result line is split in the source, so that reading the program would not give it.
     head, tail = last_line[: len(last_line) // 2], last_line[len(last_line) // 2 :]
-    return f"import sys\n\nprint('running...')\nprint({head!r} + {tail!r})\nsys.exit({status})\n"
+    return (
+        f'import sys\n\nprint("running...")\nprint({json.dumps(head)} + {json.dumps(tail)})\n'
+        f"sys.exit({status})\n"
+    )
 
 
 def workspace_files() -> dict[str, str]:

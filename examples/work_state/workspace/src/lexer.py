@@ -1,6 +1,6 @@
 import re
 
-TOKEN = re.compile(r'\s*(\d+|\S)')
+TOKEN = re.compile(r"\s*(\d+|\S)")
 
 
 def tokens(text):

@@ -2,4 +2,4 @@ from src.lexer import tokens
 
 
 def test_spaces():
-    assert tokens(' 7 ') == ['7']
+    assert tokens(" 7 ") == ["7"]

@@ -1,5 +1,5 @@
 import sys
 
-print('running...')
-print('parse_file: ' + '1842 calls/s')
+print("running...")
+print("parse_file: " + "1842 calls/s")
 sys.exit(0)
