@@ -10,7 +10,8 @@ compactions fall. Auto-compaction limit: 100,000 tokens; summaries are local.
 Measured in the same run, masking off (``features.tool_output_masking = false``) and on (the
 defaults: ``mask_keep_recent_tokens = 20000``, ``mask_margin_percent = 10``): the input tokens
 of every request summed (turn and summarization requests; approximate tokens of the request's
-``input``), and the number of summary compactions.
+``input``), and the number of summary compactions. A third run also masks after every tool step
+that leaves usage at 40,000 tokens or more (``mask_trigger_tokens``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from ._core import Figure, Options, Target
 GROUP = "masking vs summary compaction"
 TURNS = 100
 LIMIT = 100_000
+#: ``mask_trigger_tokens`` of the third run.
+TRIGGER = 40_000
 INPUT_TARGET = Target("≥ 40 % fewer input tokens (ratio ≤ 0.60)", 0.60)
 SUMMARY_TARGET = Target("≥ 50 % fewer summary compactions (ratio ≤ 0.50)", 0.50)
 
@@ -73,11 +76,14 @@ def run_tool() -> relay.Tool:
     return relay.Tool("run", "Run the next step.", {"type": "object"}, run)
 
 
-async def session_figures(masking: bool, turns: int) -> tuple[int, int, int]:
+async def session_figures(
+    masking: bool, turns: int, trigger: int | None = None
+) -> tuple[int, int, int]:
     """(input tokens summed, summary compactions, maskings) of one run."""
     config = relay.Config(
         model_auto_compact_token_limit=LIMIT,
         features=relay.Features(tool_output_masking=masking),
+        mask_trigger_tokens=trigger,
         rollout=relay.RolloutConfig(enabled=False),
     )
     model = CodingModel()
@@ -111,6 +117,7 @@ def run(opts: Options) -> list[Figure]:
     turns = 20 if opts.quick else TURNS
     off = trio.run(session_figures, False, turns)
     on = trio.run(session_figures, True, turns)
+    early = trio.run(session_figures, True, turns, TRIGGER)
     label = f"{turns}-turn coding session"
     return [
         Figure(GROUP, f"{label}: input tokens, masking off", "tokens", [float(off[0])]),
@@ -133,5 +140,24 @@ def run(opts: Options) -> list[Figure]:
             ref_value=float(off[1]) if off[1] else None,
             ratio_target=SUMMARY_TARGET,
             note=f"{on[2]} maskings",
+        ),
+        Figure(
+            GROUP,
+            f"{label}: input tokens, masking on from {TRIGGER} tokens",
+            "tokens",
+            [float(early[0])],
+            ref_name="masking off",
+            ref_value=float(off[0]),
+            ratio_target=INPUT_TARGET,
+        ),
+        Figure(
+            GROUP,
+            f"{label}: summary compactions, masking on from {TRIGGER} tokens",
+            "count",
+            [float(early[1])],
+            ref_name="masking off",
+            ref_value=float(off[1]) if off[1] else None,
+            ratio_target=SUMMARY_TARGET,
+            note=f"{early[2]} maskings",
         ),
     ]

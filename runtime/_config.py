@@ -131,6 +131,9 @@ class Config:
     """Tool outputs within this many of the newest tokens of the history are never masked."""
     mask_margin_percent: int = 10
     """Masking replaces a summary compaction when it leaves usage this far under the limit."""
+    mask_trigger_tokens: int | None = None
+    """Also mask old tool outputs after a tool step that leaves usage at this many tokens or
+    more, below the auto-compaction limit (unset: mask only when usage reaches the limit)."""
     compact_prompt: str | None = None
     """Replaces the default summarization prompt."""
     experimental_compact_prompt_file: str | None = None
@@ -310,6 +313,8 @@ def _check_limits(config: Config) -> None:
     for key in ("max_auto_compactions_per_turn", "work_state_token_budget"):
         if getattr(config, key) <= 0:
             raise ConfigError(f"{key} must be positive, got {getattr(config, key)}")
+    if config.mask_trigger_tokens is not None and config.mask_trigger_tokens <= 0:
+        raise ConfigError(f"mask_trigger_tokens must be positive, got {config.mask_trigger_tokens}")
     if config.mask_keep_recent_tokens < 0:
         raise ConfigError(
             f"mask_keep_recent_tokens must be >= 0, got {config.mask_keep_recent_tokens}"

@@ -36,6 +36,7 @@ EXAMPLES: Mapping[str, str] = {
     "work_state_token_budget": "work_state_token_budget = 4000",
     "mask_keep_recent_tokens": "mask_keep_recent_tokens = 8000",
     "mask_margin_percent": "mask_margin_percent = 20",
+    "mask_trigger_tokens": "mask_trigger_tokens = 40000",
     "compact_prompt": 'compact_prompt = "Summarize the work so far for a colleague."',
     "experimental_compact_prompt_file": 'experimental_compact_prompt_file = "prompts/compact.md"',
     "base_instructions": 'base_instructions = "You are a careful coding assistant."',

@@ -10,7 +10,7 @@ import relay
 from relay.lowlevel import SessionTask, TaskContext, TaskKind
 
 from .compaction import BACKENDS, CompactionBackend, CompactionRequest, Injection
-from .compaction.auto import TurnCompactions, auto_compact
+from .compaction.auto import TurnCompactions, auto_compact, mask_when_due
 
 
 @attrs.frozen
@@ -76,6 +76,8 @@ class RegularTurn(SessionTask):
                 # Input steered during a tool follow-up waits one more step, so that the
                 # next request answers the tool outputs first.
                 drain = not calls
+            elif not await mask_when_due(ctx):
+                return last
 
 
 async def _compact_before_turn(

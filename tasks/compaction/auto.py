@@ -21,7 +21,7 @@ from relay.compaction import mask_old_outputs, masking_suffices
 from relay.lowlevel import TaskContext
 
 from . import CompactionOutcome, run_compaction
-from .base import CompactionBackend, CompactionRequest
+from .base import CompactionBackend, CompactionRequest, Injection
 from .masking import MaskingBackend
 from .token_budget import FreshWindowBackend
 
@@ -131,6 +131,28 @@ async def auto_compact(
         ledger.stalled.append(step)
 
 
+async def mask_when_due(ctx: TaskContext) -> bool:
+    """Mask old tool outputs when usage reached ``mask_trigger_tokens`` (below the limit);
+    False when the turn must end (a hook stopped it).
+
+    Such a masking is not an automatic compaction at the limit: it does not count towards
+    ``max_auto_compactions_per_turn``.
+    """
+    config = ctx.config
+    trigger = config.mask_trigger_tokens
+    if (
+        not config.features.tool_output_masking
+        or trigger is None
+        or ctx.usage_tokens < trigger
+        or not _maskable(ctx)
+    ):
+        return True
+    request = CompactionRequest(
+        relay.CompactionTrigger.MID_TURN, Injection.BEFORE_LAST_USER_MESSAGE
+    )
+    return (await run_compaction(ctx, request, (MaskingBackend(),))).proceed
+
+
 async def compact_now(
     ctx: TaskContext, request: CompactionRequest, backends: Sequence[CompactionBackend]
 ) -> CompactionOutcome:
@@ -168,5 +190,6 @@ __all__ = [
     "auto_compact",
     "compact_now",
     "loop_message",
+    "mask_when_due",
     "next_step",
 ]

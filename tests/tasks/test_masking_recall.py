@@ -282,3 +282,41 @@ async def test_masking_alone_is_enough_and_the_summary_is_skipped(
     assert receipts[0].tokens_before >= 20_000 and receipts[0].tokens_after < 1_000
     assert len(model.requests) == 3  # no summarization request
     assert not [m for m in recorder.msgs if isinstance(m, relay.ErrorEvent)]
+
+
+async def test_a_mask_trigger_masks_below_the_limit_without_counting_towards_the_bound(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    big = "x" * 24_000  # about 6,000 tokens
+    calls = [
+        {"function_call": {"name": "emit", "arguments": {"n": 0}, "call_id": f"c{n}"}}
+        for n in range(6)
+    ]
+    model = testing.ScriptedModel({"responses": [*calls, "Done."]})
+    recorder = testing.EventRecorder()
+    cfg = relay.Config(
+        features=relay.Features(tool_output_masking=True),
+        model_auto_compact_token_limit=100_000,
+        mask_trigger_tokens=10_000,
+        mask_keep_recent_tokens=1_000,
+        max_auto_compactions_per_turn=1,
+        rollout=relay.RolloutConfig(enabled=False),
+    )
+    await drive(relay.open_session(cfg, model=model, tools=[emit_tool([big])]), recorder, [TURN])
+    receipts = [
+        m.item.receipt
+        for m in recorder.msgs
+        if isinstance(m, relay.ItemCompleted)
+        and isinstance(m.item, relay.ContextCompactionItem)
+        and m.item.receipt is not None
+    ]
+    # Two outputs reach the trigger; masking leaves only placeholders (the newest output is
+    # over mask_keep_recent_tokens too): every second tool step masks, six steps in all.
+    assert [r.backend for r in receipts] == ["masked"] * 3
+    assert all(r.tokens_after < 10_000 <= r.tokens_before for r in receipts)
+    assert not [m for m in recorder.msgs if isinstance(m, relay.ErrorEvent)]
+    assert max(approx(body) for body in model.requests) < 20_000
+
+
+def approx(body: dict[str, Any]) -> int:
+    return len(json.dumps(body["input"])) // 4
