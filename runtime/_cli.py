@@ -234,6 +234,7 @@ async def _run(
     from ._resume import resume_session
     from ._runner import ScriptRunner, json_line
     from ._session import open_session
+    from ._work_state import WorkState
 
     def sink(event: p.Event, _: dict[str, Any]) -> None:
         if printer is not None:
@@ -254,6 +255,10 @@ async def _run(
             tg.start_soon(watch, signals)
             opened = open_session(config) if resume is None else resume_session(resume, config)
             async with opened as session:
+                if printer is not None:
+                    # A resumed session's record is shown at its checkpoints like a live one's.
+                    record = session.state.work_state
+                    printer.work = WorkState(list(record.entries), list(record.pinned))
                 runner = ScriptRunner(session, sink, script_name=label)
                 interrupted.runner = runner
                 if interrupted.signum is not None:

@@ -44,7 +44,8 @@ class PrettyPrinter:
         self._status: str | None = None
         self._frame = 0
         self._in_message = False
-        self._work = WorkState()
+        self.work = WorkState()
+        """The work-state record shown at each checkpoint, as the events built it."""
 
     def _clear_status(self) -> None:
         if self.live and self._status is not None:
@@ -111,12 +112,12 @@ class PrettyPrinter:
                     )
                 else:
                     self._line("  ━━ checkpoint")
-                for line in work_state_lines(self._work):
+                for line in work_state_lines(self.work):
                     self._line(f"     ▸ {line}")
             case p.WorkStateNoted(kind="pinned", text=text):
-                self._work.pin(text)
+                self.work.pin(text)
             case p.WorkStateNoted(kind=kind, text=text, key=key):
-                self._work.add(WorkEntry(kind, text, key))
+                self.work.add(WorkEntry(kind, text, key))
             case p.TokenCount(info=info) if info is not None:
                 window = info.model_context_window
                 used = info.last_token_usage.total_tokens

@@ -119,3 +119,48 @@ async def test_without_the_feature_nothing_is_noted_and_nothing_placed(
         await recorder.wait_for(relay.ShutdownComplete)
     assert not [m for m in recorder.msgs if isinstance(m, relay.WorkStateNoted)]
     assert not [i for i in history if isinstance(i, relay.Message) and "<work_state>" in i.text()]
+
+
+def test_relay_resume_pretty_shows_the_restored_record_at_its_checkpoint(tmp_path: Path) -> None:
+    """The resumed session's first checkpoint shows what the first session recorded."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2] / "examples" / "work_state"
+    sessions = tmp_path / "sessions"
+
+    def relay_cli(*args: str) -> str:
+        result = subprocess.run(
+            [sys.executable, "-m", "relay", *args, "--config", "token_budget.config.toml"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    relay_cli(
+        "run",
+        "session.jsonl",
+        "--model-script",
+        "session.token_budget.model.json",
+        "--rollout-dir",
+        str(sessions),
+    )
+    (rollout,) = sessions.rglob("*.jsonl")
+    out = relay_cli(
+        "resume",
+        str(rollout),
+        "resume.jsonl",
+        "--model-script",
+        "resume.token_budget.model.json",
+        "--pretty",
+    )
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if "━━ checkpoint" in line)
+    assert lines[at + 1].startswith("     ▸ files read: 8 (latest: README.md (55 bytes, sha256 ")
+    assert "     ▸ pinned: Constraint: never modify anything under vendor/; it is a pinned " in (
+        "\n".join(lines)
+    )
