@@ -142,7 +142,8 @@ class Options:
     session_counts: tuple[int, ...] = (10, 100, 1_000)
     codex: bool = True
     codex_prefix: Path | None = None
-    """An existing ``npm --prefix`` folder holding ``@openai/codex`` (default: a fresh one)."""
+    """The ``npm --prefix`` folder holding the pinned ``@openai/codex`` (default:
+    :data:`bench.process.CODEX_PREFIX`)."""
     plots: Path | None = None
     """Where to save the PNG plots (None: no plots)."""
     notes: list[str] = field(default_factory=list)
