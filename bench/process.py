@@ -121,8 +121,8 @@ def measure(
 
 
 def _python_env() -> dict[str, str]:
+    # PYTHONPATH is kept: it lets another checkout of relay be measured with this bench.
     env = dict(os.environ)
-    env.pop("PYTHONPATH", None)
     env["NO_PROXY"] = "127.0.0.1,localhost"
     return env
 
