@@ -56,7 +56,7 @@ async def _model_alone(prompts: list[runtime.Prompt], script: dict[str, Any]) ->
 
 @asynccontextmanager
 async def _scripted(script: dict[str, Any]) -> AsyncIterator[runtime.ModelClient]:
-    yield ScriptedModel(script)
+    yield ScriptedModel(script, request_log=None)  # its prompts are replayed
 
 
 @asynccontextmanager

@@ -23,7 +23,7 @@ T = TypeVar("T")
 
 
 #: How many requests a :class:`ScriptedModel` remembers by default.
-REQUEST_LOG = 1000
+REQUEST_LOG = 100
 
 
 class RequestLog(list[T]):
@@ -48,7 +48,7 @@ class RequestLog(list[T]):
 class ScriptedModel:
     """An in-process model driven by a model script (SPEC §9.2).
 
-    It remembers the last ``request_log`` requests (default 1,000; None: all of them), so that
+    It remembers the last ``request_log`` requests (default 100; None: all of them), so that
     a long session run on it keeps constant memory; each request's ``input`` is a read-only
     view of the session's history, not a copy.
 
