@@ -206,8 +206,9 @@ def parse_rollout(
     decoded and kept: ``session_meta``; before the newest ``compacted`` line that carries a
     replacement history, every ``compacted`` line, the last ``turn_context`` and the last
     ``token_count``; from that line on, items, compactions, ``error`` events, the last
-    ``turn_context`` and the ``token_count`` events usage can come from (the last one, and
-    before it those that show the window full before a ``context_window_exceeded`` error).
+    ``turn_context`` and the ``token_count`` events usage can come from (the last one, before
+    it those that show the window full before a ``context_window_exceeded`` error, and the
+    first after each compaction, which is the installation's).
     Decoding the rest is most of the cost of reading a long rollout, and nothing in it changes
     a resumed session.
     """
@@ -292,6 +293,8 @@ class _Kept:
     """Index among the well-formed lines."""
     number: int
     """1-based line number."""
+    kind: str
+    """The line's ``type``."""
     record: Mapping[str, Any] | None
     """The JSON record, while the line is not decoded yet."""
     line: RolloutLine | None = None
@@ -300,6 +303,8 @@ class _Kept:
     """A newer line made it useless."""
     window_full: bool = False
     """(``token_count``) the next line is a ``context_window_exceeded`` error."""
+    pinned: bool = False
+    """(``token_count``) the installation's count of a compaction: always read after it."""
     notes: list[RolloutNote] | tuple[()] = ()
     """Notes made decoding it, reported only if it is kept."""
 
@@ -334,6 +339,8 @@ class _ResumeFilter:
     previous: _Kept | None = None
     # Dropped entries still in ``kept``.
     garbage: int = 0
+    # Between a compaction and the next item: the next token_count is the installation's.
+    installing: bool = False
 
     def take(self, number: int, record: Mapping[str, Any]) -> None:
         position = self.position
@@ -343,7 +350,9 @@ class _ResumeFilter:
         if kind == "event_msg":
             event = _event_type(record)
             if event == "token_count":
-                self._count(_Kept(position, number, record))
+                entry = _Kept(position, number, kind, record, pinned=self.installing)
+                self.installing = False
+                self._count(entry)
             elif event == "error":
                 if (
                     previous is not None
@@ -351,16 +360,18 @@ class _ResumeFilter:
                     and record["payload"].get("code") == "context_window_exceeded"
                 ):
                     previous.window_full = True
-                self._keep(_Kept(position, number, record))
+                self._keep(_Kept(position, number, kind, record))
             return
         if kind == "world_state":
             return
         if kind == "turn_context":
             if self.context is not None:
                 self._drop(self.context)
-            self.context = self._keep(_Kept(position, number, record))
+            self.context = self._keep(_Kept(position, number, kind, record))
             return
-        entry = _Kept(position, number, record)
+        entry = _Kept(position, number, kind, record)
+        if kind in {"response_item", "compacted"}:
+            self.installing = kind == "compacted"
         if kind == "response_item" or (
             kind == "compacted"
             and isinstance(record["payload"], dict)
@@ -368,12 +379,8 @@ class _ResumeFilter:
         ):
             entry.line, entry.notes = self.parser.decode_aside(number, record)
             entry.record = None
-            if isinstance(entry.line, CompactedLine) and entry.line.replacement_history:
+            if isinstance(entry.line, CompactedLine) and entry.line.replacement_history is not None:
                 self._new_base()
-            elif (
-                isinstance(entry.line, CompactedLine) and entry.line.replacement_history is not None
-            ):
-                self._new_base()  # an empty replacement history is a base too
         self._keep(entry)
 
     def _keep(self, entry: _Kept) -> _Kept:
@@ -394,7 +401,8 @@ class _ResumeFilter:
         if counts and not counts[-1].window_full:
             # Walking back from any later count stops at counts[-1] at the latest.
             for older in counts[:-1]:
-                self._drop(older)
+                if not older.pinned:
+                    self._drop(older)
             del counts[:-1]
         counts.append(entry)
 
@@ -412,12 +420,10 @@ class _ResumeFilter:
                 self._drop(older)
             self.counts = []
         for entry in self.kept:
-            line = entry.line
             if not (
                 entry is self.context_before
                 or entry is self.count_before
-                or isinstance(line, SessionMetaLine | CompactedLine)
-                or (entry.record is not None and entry.record["type"] in _ALWAYS_READ)
+                or entry.kind in _ALWAYS_READ
             ):
                 entry.drop()
         self.kept = [entry for entry in self.kept if not entry.dropped]
@@ -428,12 +434,14 @@ class _ResumeFilter:
         for index in range(len(counts) - 1, -1, -1):
             if not counts[index].window_full:
                 for older in counts[:index]:
-                    self._drop(older)
+                    if not older.pinned:
+                        self._drop(older)
                 break
         parser = self.parser
+        # Lines were read, even if none is kept: the rollout is not empty.
+        parser.skipped = self.position > 0
         for entry in self.kept:
             if entry.dropped:
-                parser.skipped = True
                 continue
             line = entry.line
             parser.notes.extend(entry.notes)

@@ -22,6 +22,7 @@ import runtime
 from runtime import _protocol as p
 from runtime import testing
 from runtime._context import TurnSettings, WorldState
+from runtime._resume import reconstruct
 from runtime._rollout_reader import (
     CompactedLine,
     EventMsgLine,
@@ -633,3 +634,51 @@ def test_relay_show_exits_2_for_an_unreadable_file(tmp_path: Path, make: str) ->
     assert result.stdout == ""
     assert result.stderr.startswith(f"relay: cannot read rollout file {target}: ")
     assert "Traceback" not in result.stderr
+
+
+_LINES = st.sampled_from(
+    [
+        item(p.user_message("u")),
+        item(p.assistant_message("a")),
+        item(p.FunctionCall("f", "{}", "c")),
+        raw("response_item", {"type": "message"}),
+        turn_context(),
+        turn_context(model="other"),
+        world_state(),
+        token_count(10),
+        token_count(8000, 9000, 8000),
+        event(p.ErrorEvent("full", runtime.ErrorCode.CONTEXT_WINDOW_EXCEEDED)),
+        event(p.ErrorEvent("e", runtime.ErrorCode.STREAM)),
+        event(p.TurnStarted("t", None, 0.0)),
+        compacted([p.user_message("kept")], "S", window_number=1),
+        compacted([], "S"),
+        compacted(None, "old style"),
+        raw("compacted", {"replacement_history": [{"type": "message"}], "message": "bad"}),
+        raw("compacted", {"replacement_history": []}),
+        meta(),
+        "not json",
+        "",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_LINES, max_size=30))
+def test_reading_for_a_resume_keeps_what_a_full_read_gives_a_resume(lines: list[str]) -> None:
+    data = text_of(meta(), *lines)
+    full = parse_rollout(data)
+    resume = parse_rollout(data, for_resume=True)
+    assert resume.meta == full.meta
+    assert set(resume.lines) <= set(full.lines)
+    assert set(resume.notes) <= set(full.notes)
+    # JSON problems are reported either way; so are those of every compaction and
+    # session_meta line, which a resume always reads.
+    numbered = ["session_meta", *lines]
+    for note in full.notes:
+        text = numbered[note.line - 1]
+        if note.message.startswith(("not valid JSON", "expected a JSON object")) or any(
+            f'"type": "{kind}"' in text for kind in ("compacted", "session_meta")
+        ):
+            assert note in resume.notes
+    if full.meta is not None:
+        assert reconstruct(resume) == reconstruct(full)
