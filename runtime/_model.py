@@ -8,7 +8,7 @@ HTTP wires fail and recover in the same way.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Literal, Protocol, TypeAlias
 
@@ -47,8 +47,8 @@ class Prompt:
     """Model name."""
     instructions: str
     """The request's ``instructions``."""
-    input: tuple[p.ResponseItem, ...]
-    """The normalised history."""
+    input: Sequence[p.ResponseItem]
+    """The normalised history (read-only: it may be a view of the session's own)."""
     tools: tuple[ToolSpec, ...] = ()
     """Tools the model may call."""
     parallel_tool_calls: bool = False
@@ -61,9 +61,7 @@ class Prompt:
     """Raw wire items appended after ``input`` (e.g. ``compaction_trigger``)."""
     purpose: Literal["turn", "compact"] = "turn"
     """Why the request is made; sent as a header so that test servers can tell."""
-    wire_input: tuple[Mapping[str, Any], ...] | None = attrs.field(
-        default=None, eq=False, repr=False
-    )
+    wire_input: Sequence[Mapping[str, Any]] | None = attrs.field(default=None, eq=False, repr=False)
     """``input`` already in wire form (shared, read-only), when the caller has it cached."""
 
 
@@ -106,7 +104,7 @@ class CompactRequest:
     """Model name."""
     instructions: str
     """The session's base instructions."""
-    input: tuple[p.ResponseItem, ...]
+    input: Sequence[p.ResponseItem]
     """The history, fitted to the window."""
     tools: tuple[ToolSpec, ...] = ()
     """The session's tools."""

@@ -8,7 +8,7 @@ way. Nothing here does I/O.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import _protocol as p
@@ -32,19 +32,25 @@ from ._model import (
 PURPOSE_HEADER = "x-relay-request"
 
 
-def request_body(prompt: Prompt) -> dict[str, Any]:
-    """The JSON body of ``POST /responses`` for ``prompt`` (SPEC §5.3)."""
+def request_body(prompt: Prompt, *, shared_input: bool = False) -> dict[str, Any]:
+    """The JSON body of ``POST /responses`` for ``prompt`` (SPEC §5.3).
+
+    With ``shared_input``, ``input`` is the prompt's own read-only ``wire_input`` when nothing
+    trails it, not a copy: for an in-process model, which reads the body and never sends it.
+    """
+    wire = prompt.wire_input
+    body_input: Sequence[Any]
+    if shared_input and wire is not None and not prompt.trailing_input:
+        body_input = wire
+    else:
+        body_input = [
+            *(wire if wire is not None else [encode_response_item(i) for i in prompt.input]),
+            *(dict(extra) for extra in prompt.trailing_input),
+        ]
     body: dict[str, Any] = {
         "model": prompt.model,
         "instructions": prompt.instructions,
-        "input": [
-            *(
-                prompt.wire_input
-                if prompt.wire_input is not None
-                else [encode_response_item(item) for item in prompt.input]
-            ),
-            *(dict(extra) for extra in prompt.trailing_input),
-        ],
+        "input": body_input,
         "tools": [tool.to_wire() for tool in prompt.tools],
         "tool_choice": "auto",
         "parallel_tool_calls": prompt.parallel_tool_calls,

@@ -154,16 +154,17 @@ class TaskContext:
     ) -> Prompt:
         """A request for this turn's model over ``input`` (default: the normalised history)."""
         history = self.session.state.history
-        wire: tuple[dict[str, Any], ...] | None = None
+        wire: Sequence[dict[str, Any]] | None = None
+        items: Sequence[p.ResponseItem]
         if input is None and history.regular:
-            items: Sequence[p.ResponseItem] = history.items
-            wire = tuple(history.wire_items())
+            # Views of the history as it is now: no copy, whatever its length.
+            items, wire = history.frozen(), history.frozen_wire()
         else:
-            items = normalize_for_prompt(history.items if input is None else input)
+            items = tuple(normalize_for_prompt(history.items if input is None else input))
         return Prompt(
             model=model or self.settings.model,
             instructions=self.session.instructions,
-            input=tuple(items),
+            input=items,
             wire_input=wire,
             tools=self.session.tools.specs() if tools else (),
             parallel_tool_calls=False,

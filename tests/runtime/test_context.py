@@ -134,7 +134,7 @@ async def test_a_session_warns_of_project_instructions_that_are_not_utf8(
     assert t.recorder.of_type(p.WarningEvent) == [
         p.WarningEvent("project instructions AGENTS.md left out: not UTF-8 (byte 0xe9 at offset 0)")
     ]
-    assert "project_instructions" not in json.dumps(t.model.requests[0])
+    assert "project_instructions" not in json.dumps(t.model.requests[0], default=list)
 
 
 # ------------------------------------------------------------------ initial context
