@@ -67,7 +67,7 @@ class RealServer:
 
     @property
     def managed(self) -> bool:
-        """Whether this is a llama-server the suite started (its log, slots and metrics)."""
+        """Whether this is a llama-server the suite started (its log can be read)."""
         return self.log is not None
 
     @property
@@ -126,22 +126,6 @@ class RealServer:
         for key, value in pairs.items():
             options += ["-c", f"{key}={json.dumps(value)}"]
         return options
-
-    def get_json(self, path: str) -> Any:
-        """GET ``path`` (relative to the root) as JSON."""
-        with urllib.request.urlopen(self.root + path, timeout=10) as answer:
-            return json.load(answer)
-
-    def metrics(self) -> dict[str, float]:
-        """llama-server's Prometheus counters (``--metrics``), by name without the prefix."""
-        with urllib.request.urlopen(self.root + "/metrics", timeout=10) as answer:
-            text = answer.read().decode()
-        figures: dict[str, float] = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                name, _, value = line.rpartition(" ")
-                figures[name.removeprefix("llamacpp:")] = float(value)
-        return figures
 
     def log_text(self, start: int = 0) -> str:
         """llama-server's output from byte ``start`` on."""
@@ -222,8 +206,6 @@ class _Servers:
             # chosen for answers that end on their own.
             "--temp", "0",
             "--seed", "1",
-            "--metrics",
-            "--slots",
             "--no-webui",
             # No repacked weights: on a CPU that reports AMX to a kernel that does not grant the
             # tile state (some virtual machines), the AMX kernels crash at the first decode.
@@ -343,9 +325,9 @@ def real_server(real_server_factory: ServerFactory) -> RealServer:
 
 @pytest.fixture
 def managed_server(real_server: RealServer) -> RealServer:
-    """The real server, which must be a llama-server the suite started (its log and metrics)."""
+    """The real server, which must be a llama-server the suite started (its log is read)."""
     if not real_server.managed:
-        pytest.skip("reads llama-server's log and metrics; the configured server is external")
+        pytest.skip("reads llama-server's log; the configured server is external")
     return real_server
 
 

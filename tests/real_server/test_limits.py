@@ -39,6 +39,8 @@ def overflowing(server: RealServer) -> str:
     return "Repeat these digits: " + digits(server.context_window * 3 // 2)
 
 
+REFUSED = re.compile(r"send_error: .* request \((\d+) tokens\) exceeds the available context size")
+
 WINDOW_NOT_FIT = (
     "a compaction cannot fit a small window: the kept user messages have a fixed 20,000-token "
     "budget, so an oversized message survives it, also after a resume"
@@ -58,7 +60,7 @@ ESTIMATED_FIGURES = (
 )
 IDLE_COVERS_PROMPT = (
     "the idle timeout covers the server's reading of the prompt: llama-server sends its headers "
-    "only after reading it"
+    "at once but no event until it has read the whole prompt"
 )
 
 
@@ -66,7 +68,7 @@ IDLE_COVERS_PROMPT = (
 async def test_a_real_overflow_is_recognised_and_not_retried(
     real_server: RealServer, tmp_path: Path, wire: str
 ) -> None:
-    before = real_server.metrics() if real_server.managed else None
+    start = real_server.log_size()
     async with open_live_session(real_server.config(wire, tmp_path)) as live:
         await live.turn(overflowing(real_server), id="t1")
         await live.turn(QUESTION, id="t2")
@@ -78,10 +80,11 @@ async def test_a_real_overflow_is_recognised_and_not_retried(
     # The window shows full after the error.
     (shown,) = [m.info for m in live.msgs("t1", runtime.TokenCount) if m.info]
     assert shown.model_context_window == real_server.context_window
-    if before is not None:
-        # The server refused the prompt before reading it: nothing was generated.
-        after = real_server.metrics()
-        assert after["tokens_predicted_total"] == before["tokens_predicted_total"]
+    if real_server.managed:
+        # One request, refused by the server before it read the prompt: relay sent no retry.
+        refusals = REFUSED.findall(real_server.log_text(start))
+        assert len(refusals) == 1
+        assert int(refusals[0]) > real_server.context_window
     # The session still answers requests (this one does not depend on compacting).
     assert live.types("t2")[-1] == "turn_complete"
 
@@ -121,16 +124,22 @@ async def test_a_compaction_fits_the_window_and_the_resumed_session_answers(
 
 
 @pytest.mark.parametrize("wire", WIRES)
-async def test_the_server_cut_answer_is_reported_as_such(
+async def test_a_real_length_stop_ends_the_turn(
     real_server_factory: ServerFactory, tmp_path: Path, wire: str
 ) -> None:
-    # Holds today and after the fix: whatever relay does with a cut answer, the server's
-    # figures say it was cut at its limit.
+    # Holds today and after the fix: the server cut every answer at its limit, relay streamed
+    # what arrived, and the turn ended.
     server = real_server_factory(answer_limit=8)
+    start = server.log_size()
     async with open_live_session(server.config(wire, tmp_path)) as live:
         await live.turn(LONG, id="t1")
     assert live.types("t1")[-1] == "turn_complete"
-    assert all(usage.output_tokens == 8 for usage in live.usage("t1"))
+    assert deltas(live, "t1")
+    generated = GENERATED.findall(server.log_text(start))
+    assert generated and all(int(count) == 8 for count in generated)
+
+
+GENERATED = re.compile(r"\| +eval time = +[0-9.]+ ms / +(\d+) tokens")
 
 
 @pytest.mark.xfail(strict=True, reason=LENGTH_RETRIED)
