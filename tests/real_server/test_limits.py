@@ -71,7 +71,6 @@ async def test_a_real_overflow_is_recognised_and_not_retried(
     start = real_server.log_size()
     async with open_live_session(real_server.config(wire, tmp_path)) as live:
         await live.turn(overflowing(real_server), id="t1")
-        await live.turn(QUESTION, id="t2")
     assert [e.code for e in live.msgs("t1", runtime.ErrorEvent)] == [
         runtime.ErrorCode.CONTEXT_WINDOW_EXCEEDED
     ]
@@ -80,13 +79,12 @@ async def test_a_real_overflow_is_recognised_and_not_retried(
     # The window shows full after the error.
     (shown,) = [m.info for m in live.msgs("t1", runtime.TokenCount) if m.info]
     assert shown.model_context_window == real_server.context_window
+    assert shown.last_token_usage.total_tokens == real_server.context_window
     if real_server.managed:
         # One request, refused by the server before it read the prompt: relay sent no retry.
         refusals = REFUSED.findall(real_server.log_text(start))
         assert len(refusals) == 1
         assert int(refusals[0]) > real_server.context_window
-    # The session still answers requests (this one does not depend on compacting).
-    assert live.types("t2")[-1] == "turn_complete"
 
 
 @pytest.mark.xfail(strict=True, reason=f"{OVERFLOW_NOT_COMPACTED}; {WINDOW_NOT_FIT}")
