@@ -29,6 +29,7 @@ from typing import Any
 
 import attrs
 import pytest
+import trio
 
 import runtime
 
@@ -46,6 +47,10 @@ ANSWER_LIMIT = 200
 API_KEY_VARIABLE = "RELAY_REAL_SERVER_API_KEY"
 
 LOG_TAIL_CHARS = 6000
+
+#: Bound on waiting for llama-server's log to hold the lines of the requests already answered.
+LOG_SETTLE_S = 60.0
+LOG_POLL_S = 0.05
 
 
 @attrs.frozen
@@ -138,6 +143,24 @@ class RealServer:
     def log_size(self) -> int:
         """The length of llama-server's output so far."""
         return self.log.stat().st_size if self.log is not None else 0
+
+    async def settled_log(self, start: int) -> str:
+        """llama-server's output from byte ``start`` on, once every task in it was released.
+
+        The server logs from a thread of its own, after it has answered: a client that has read
+        the whole answer can still find the request's lines missing. A task's release is the
+        last line it logs, so the log is complete when every task started since ``start`` has
+        one. Bounded by :data:`LOG_SETTLE_S` (a request abandoned while the server reads its
+        prompt is released only when the prompt is read); the text is returned either way.
+        """
+        text = self.log_text(start)
+        # The file is another process's output: there is no event to wait for, so it is polled.
+        for _ in range(int(LOG_SETTLE_S / LOG_POLL_S)):
+            if text.count("processing task") <= text.count("stop processing"):
+                break
+            await trio.sleep(LOG_POLL_S)
+            text = self.log_text(start)
+        return text
 
 
 def _free_port() -> int:

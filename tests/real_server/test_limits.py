@@ -82,7 +82,7 @@ async def test_a_real_overflow_is_recognised_and_not_retried(
     assert shown.last_token_usage.total_tokens == real_server.context_window
     if real_server.managed:
         # One request, refused by the server before it read the prompt: relay sent no retry.
-        refusals = REFUSED.findall(real_server.log_text(start))
+        refusals = REFUSED.findall(await real_server.settled_log(start))
         assert len(refusals) == 1
         assert int(refusals[0]) > real_server.context_window
 
@@ -133,7 +133,7 @@ async def test_a_real_length_stop_ends_the_turn(
         await live.turn(LONG, id="t1")
     assert live.types("t1")[-1] == "turn_complete"
     assert deltas(live, "t1")
-    generated = GENERATED.findall(server.log_text(start))
+    generated = GENERATED.findall(await server.settled_log(start))
     assert generated and all(int(count) == 8 for count in generated)
 
 
@@ -213,7 +213,7 @@ async def test_the_idle_timeout_does_not_cover_reading_the_prompt(
     assert live.types("t1")[-1] == "turn_complete"
     # The server took longer than the idle timeout to read the prompt (else this proves
     # nothing). It prints the time only for a request it finished.
-    reading = [float(ms) for ms in PROMPT_EVAL.findall(managed_server.log_text(start))]
+    reading = [float(ms) for ms in PROMPT_EVAL.findall(await managed_server.settled_log(start))]
     assert reading and reading[0] > IDLE_MS
 
 

@@ -55,7 +55,7 @@ async def test_an_answer_streams_and_the_servers_usage_is_read(
     if real_server.managed:
         # The usage is the server's own count, as its log shows it: the prompt tokens it read
         # plus those it found in its cache, and the tokens it generated.
-        log = real_server.log_text(start)
+        log = await real_server.settled_log(start)
         ((read, generated),) = TIMINGS.findall(log)
         assert usage.input_tokens == usage.cached_input_tokens + int(read)
         assert usage.output_tokens == int(generated)
@@ -147,7 +147,7 @@ async def test_an_interrupt_closes_the_stream_and_the_server_stops(
     assert isinstance(aborted.msg, runtime.TurnAborted)
     assert aborted.msg.reason is runtime.AbortReason.INTERRUPTED
     assert live.types("t2")[-1] == "turn_complete"
-    log = managed_server.log_text(start)
+    log = await managed_server.settled_log(start)
     # The server saw the closed connection and cancelled the task that was generating...
     (cancelled,) = CANCELLED.findall(log)
     # ... which ended without finishing (a finished task prints its timings), long before its
