@@ -316,21 +316,21 @@ def real_server_factory(
 ) -> ServerFactory:
     """A function that returns the server, started with the flags a test needs.
 
-    ``answer_limit`` (llama-server's ``-n``) needs the managed llama-server: on an external
-    server the test is skipped.
+    ``answer_limit`` (llama-server's ``-n``) and ``context_window`` (``--ctx-size``) need the
+    managed llama-server: on an external server the test is skipped.
     """
 
-    def get(*, answer_limit: int | None = None) -> RealServer:
+    def get(*, answer_limit: int | None = None, context_window: int | None = None) -> RealServer:
         external = _external()
         if external is not None:
-            if answer_limit is not None:
-                pytest.skip("needs llama-server's --n-predict; the configured server is external")
+            if answer_limit is not None or context_window is not None:
+                pytest.skip("needs llama-server's flags; the configured server is external")
             return external
         if _llama_servers is None:
             if os.environ.get("RELAY_REAL_SERVER_REQUIRED"):
                 pytest.fail(NOT_CONFIGURED)
             pytest.skip(NOT_CONFIGURED)
-        server = _llama_servers.get(CONTEXT_WINDOW, answer_limit or ANSWER_LIMIT)
+        server = _llama_servers.get(context_window or CONTEXT_WINDOW, answer_limit or ANSWER_LIMIT)
         request.node.stash[_SERVERS_USED] = [
             *request.node.stash.get(_SERVERS_USED, []),
             (server, server.log_size()),

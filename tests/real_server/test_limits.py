@@ -54,6 +54,11 @@ LENGTH_RETRIED = (
     "a length stop is retried as a transient failure on the Chat wire, and taken for a "
     "complete answer on the Responses wire (llama-server says completed)"
 )
+WINDOW_RAN_OUT = (
+    "a window that runs out during the answer is taken for a length stop (llama-server says "
+    "length, or completed on the Responses wire, with the total at the window) and retried or "
+    "accepted, instead of a context-window error that leads to compaction"
+)
 ESTIMATED_FIGURES = (
     "token figures mix real counts and estimates: a compaction's starting size is a bytes/4 "
     "estimate without tool schemas and chat-template tokens"
@@ -155,6 +160,31 @@ async def test_a_length_stop_is_recorded_with_a_warning_and_not_retried(
     assert text and agent_text(live, "t1") == text
     (usage,) = live.usage("t1")
     assert usage.output_tokens == 8
+    assert live.types("t1")[-1] == "turn_complete"
+
+
+#: The window of the server in the test below: small, so that filling it is quick to read.
+SMALL_WINDOW = 512
+
+
+@pytest.mark.xfail(strict=True, reason=WINDOW_RAN_OUT)
+@pytest.mark.parametrize("wire", WIRES)
+async def test_a_window_that_runs_out_during_the_answer_is_a_context_window_error(
+    real_server_factory: ServerFactory, tmp_path: Path, wire: str
+) -> None:
+    server = real_server_factory(context_window=SMALL_WINDOW)
+    start = server.log_size()
+    # The prompt leaves a few tokens of the window for an answer that goes on (a small model
+    # continues a run of digits).
+    async with open_live_session(server.config(wire, tmp_path)) as live:
+        await live.turn(digits(SMALL_WINDOW - 200), id="t1")
+    log = await server.settled_log(start)
+    # The server stopped because the window was full (else this proves nothing).
+    assert "truncated = 1" in log
+    assert not live.msgs("t1", runtime.StreamErrorEvent)
+    assert [e.code for e in live.msgs("t1", runtime.ErrorEvent)] == [
+        runtime.ErrorCode.CONTEXT_WINDOW_EXCEEDED
+    ]
     assert live.types("t1")[-1] == "turn_complete"
 
 
