@@ -46,6 +46,7 @@ ANSWER_LIMIT = 200
 #: The variable a provider table names for the API key of an external server.
 API_KEY_VARIABLE = "RELAY_REAL_SERVER_API_KEY"
 
+#: How much of llama-server's log a failed test's report shows, at most.
 LOG_TAIL_CHARS = 6000
 
 #: Bound on waiting for llama-server's log to hold the lines of the requests already answered.
@@ -90,8 +91,8 @@ class RealServer:
             # A failure the suite does not expect should show at once, not after backoffs.
             "stream_max_retries": 1,
             "request_max_retries": 0,
-            # A small model on a busy core reads a 2k-token prompt in seconds; the answer
-            # limit keeps every stream short.
+            # One thread on a busy core reads a 2k-token prompt in 20 to 40 s, sending no event
+            # meanwhile; the answer limit keeps the rest of every stream short.
             "stream_idle_timeout_ms": 120_000,
             **overrides,
         }
