@@ -67,9 +67,7 @@ async def open_live_session(
 ) -> AsyncIterator[LiveSession]:
     """A session on ``config``'s provider (or resumed from a rollout); shut down on exit."""
     recorder = testing.EventRecorder()
-    opened = (
-        relay.open_session(config) if resume is None else relay.resume_session(resume, config)
-    )
+    opened = relay.open_session(config) if resume is None else relay.resume_session(resume, config)
     async with opened as session, trio.open_nursery() as nursery:
         nursery.start_soon(recorder.consume, session)
         live = LiveSession(session, recorder)
