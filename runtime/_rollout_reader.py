@@ -368,8 +368,8 @@ class _ResumeFilter:
             self.context = self._keep(_Kept(position, number, kind, record))
             return
         entry = _Kept(position, number, kind, record)
-        if kind in {"response_item", "compacted"}:
-            self.installing = kind == "compacted"
+        if kind == "compacted":
+            self.installing = True
         if kind == "response_item" or (
             kind == "compacted"
             and isinstance(record["payload"], dict)
@@ -377,6 +377,10 @@ class _ResumeFilter:
         ):
             entry.line, entry.notes = self.parser.decode_aside(number, record)
             entry.record = None
+            if kind == "response_item" and entry.line is not None:
+                # Only an item that decodes is in the history: one that does not leaves the
+                # next token_count the installation's, as a full read sees it.
+                self.installing = False
             if isinstance(entry.line, CompactedLine) and entry.line.replacement_history is not None:
                 self._new_base()
         self._keep(entry)

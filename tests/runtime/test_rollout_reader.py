@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import relay
@@ -665,6 +665,14 @@ _LINES = st.sampled_from(
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_LINES, max_size=30))
+@example(  # an item that does not decode leaves the next count the installation's
+    [
+        compacted([p.user_message("kept")], "S", window_number=1),
+        raw("response_item", {"type": "message"}),
+        token_count(10),
+        token_count(10),
+    ]
+)
 def test_reading_for_a_resume_keeps_what_a_full_read_gives_a_resume(lines: list[str]) -> None:
     data = text_of(meta(), *lines)
     full = parse_rollout(data)
