@@ -167,16 +167,19 @@ def relay_home() -> Path:
 
 
 def resolve_api_key(provider: ProviderConfig) -> str | None:
-    """The provider's API key from its ``env_key`` variable; an unset or empty one is an error."""
+    """The provider's API key from its ``env_key`` variable (see :mod:`relay._secret`: checked,
+    then taken out of the environment); an unset, empty or invalid one is an error."""
     if provider.env_key is None:
         return None
-    value = os.environ.get(provider.env_key, "")
-    if not value:
+    from ._secret import read_key
+
+    key = read_key(provider.env_key)
+    if key is None:
         raise ConfigError(
             f"provider {provider.name!r} needs an API key in the environment variable "
             f"{provider.env_key}, which is unset or empty"
         )
-    return value
+    return key
 
 
 _converter = cattrs.Converter(forbid_extra_keys=True)

@@ -15,6 +15,7 @@ import openai
 
 from .._errors import ContextWindowExceeded, ModelError, StreamError, classify_http_error
 from .._responses import error_from_payload, retry_after_from_message
+from .._secret import redact
 
 #: What the SDK and the transport raise; everything else is a bug and propagates as it is.
 FAILURES: tuple[type[BaseException], ...] = (
@@ -43,7 +44,7 @@ def translate(exc: BaseException, *, secret: str | None) -> ModelError:
         case openai.APIStatusError():
             code, message, kind = _error_fields(exc.body)
             status = exc.status_code
-            text = _redact(message or _body_text(exc.body) or f"HTTP {status}", secret)
+            text = _cut(redact(message or _body_text(exc.body) or f"HTTP {status}", secret))
             retry_after = _retry_after(exc.response.headers)
             if retry_after is None:
                 retry_after = retry_after_from_message(text)
@@ -52,11 +53,11 @@ def translate(exc: BaseException, *, secret: str | None) -> ModelError:
             )
         case openai.APITimeoutError():
             return StreamError(
-                _redact(f"the model server did not answer in time: {_cause(exc)}", secret)
+                redact(f"the model server did not answer in time: {_cause(exc)}", secret)
             )
         case openai.APIConnectionError():
             return StreamError(
-                _redact(f"connection to the model server failed: {_cause(exc)}", secret)
+                redact(f"connection to the model server failed: {_cause(exc)}", secret)
             )
         case openai.APIError():
             # Any other SDK error that carries a server's error object.
@@ -64,17 +65,17 @@ def translate(exc: BaseException, *, secret: str | None) -> ModelError:
             return redact_error(error_from_payload(body, default=exc.message), secret)
         case httpx2.TimeoutException():
             # Raised by the body of a streamed response, which the SDK does not wrap.
-            return StreamError(_redact(f"the model server did not answer in time: {exc}", secret))
+            return StreamError(redact(f"the model server did not answer in time: {exc}", secret))
         case httpx2.HTTPError() | anyio.EndOfStream() | anyio.BrokenResourceError() | OSError():
             return StreamError(
-                _redact(f"connection to the model server failed: {_describe(exc)}", secret)
+                redact(f"connection to the model server failed: {_describe(exc)}", secret)
             )
         case json.JSONDecodeError() | UnicodeDecodeError():
             return StreamError(
-                _redact(f"malformed event from the model server (invalid JSON): {exc}", secret)
+                redact(f"malformed event from the model server (invalid JSON): {exc}", secret)
             )
         case _:
-            return StreamError(_redact(f"the model request failed: {_describe(exc)}", secret))
+            return StreamError(redact(f"the model request failed: {_describe(exc)}", secret))
 
 
 def _describe(exc: BaseException) -> str:
@@ -109,9 +110,14 @@ def _error_fields(body: object) -> tuple[str | None, str | None, str | None]:
 
 def _body_text(body: object) -> str | None:
     if isinstance(body, str) and body.strip():
-        text = body.strip()
-        return text if len(text) <= _MAX_BODY_TEXT else text[:_MAX_BODY_TEXT] + "…"
+        return body.strip()
     return None
+
+
+def _cut(text: str) -> str:
+    """``text`` cut to :data:`_MAX_BODY_TEXT` characters; cut only once redacted, so that no
+    part of a key straddling the cut is left."""
+    return text if len(text) <= _MAX_BODY_TEXT else text[:_MAX_BODY_TEXT] + "…"
 
 
 def _retry_after(headers: httpx2.Headers) -> float | None:
@@ -139,14 +145,11 @@ def _retry_after(headers: httpx2.Headers) -> float | None:
     return value if math.isfinite(value) and value >= 0 else None
 
 
-def _redact(text: str, secret: str | None) -> str:
-    return text.replace(secret, "[redacted]") if secret and secret in text else text
-
-
 def redact_error(error: ModelError, secret: str | None) -> ModelError:
-    if not secret or secret not in error.message:
+    """``error`` with every form of ``secret`` taken out of its message (itself when none)."""
+    message = redact(error.message, secret)
+    if message == error.message:
         return error
-    message = _redact(error.message, secret)
     if isinstance(error, ContextWindowExceeded):
         return ContextWindowExceeded(message)
     if isinstance(error, StreamError):

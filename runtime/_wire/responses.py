@@ -8,6 +8,7 @@ from typing import Any
 
 from .._model import CompactRequest, ModelEvent, Prompt
 from .._responses import PURPOSE_HEADER, ResponseStreamParser, compact_request_body, request_body
+from .._secret import redact_json
 from ._errors import FAILURES, translate
 from .base import EventReader, WireClient
 
@@ -33,10 +34,11 @@ class ResponsesClient(WireClient):
         """``POST /responses/compact``, once; returns the JSON body of the answer, unchecked.
 
         Retries belong to the caller (:meth:`relay.lowlevel.TaskContext.remote_compact`), as for
-        streams.
+        streams. Every string of the answer is redacted: an answer that fails validation is
+        quoted in the error that reports it.
         """
         try:
-            return await self._sdk.post(
+            answer = await self._sdk.post(
                 "/responses/compact",
                 body=compact_request_body(request),
                 cast_to=object,
@@ -44,3 +46,4 @@ class ResponsesClient(WireClient):
             )
         except FAILURES as exc:
             raise translate(exc, secret=self._secret) from exc
+        return redact_json(answer, self._secret)
