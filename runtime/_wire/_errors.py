@@ -13,7 +13,7 @@ import anyio
 import httpx2
 import openai
 
-from .._errors import ContextWindowExceeded, ModelError, StreamError, classify_http_error
+from .._errors import ContextWindowExceeded, ErrorCode, ModelError, StreamError, classify_http_error
 from .._responses import error_from_payload, retry_after_from_message
 from .._secret import redact
 
@@ -28,6 +28,33 @@ FAILURES: tuple[type[BaseException], ...] = (
     OSError,
 )
 
+
+class ForeignRedirect(openai.OpenAIError):
+    """The server redirected a request to another origin, which relay does not follow: the
+    request carries the conversation and the provider's headers."""
+
+    def __init__(self, origin: str, target: str) -> None:
+        super().__init__(f"redirect from {origin} to {target}")
+        self.origin = origin
+        self.target = target
+
+
+def origin_of(url: httpx2.URL) -> str:
+    """``scheme://host[:port]`` of ``url``: what a redirect may not leave."""
+    port = f":{url.port}" if url.port is not None else ""
+    return f"{url.scheme}://{url.host}{port}"
+
+
+async def refuse_foreign_redirect(response: httpx2.Response) -> None:
+    """A response hook: raises :class:`ForeignRedirect` for a redirect to another origin."""
+    if not response.has_redirect_location:
+        return
+    here = response.request.url
+    target = here.join(response.headers["location"])
+    if origin_of(target) != origin_of(here):
+        raise ForeignRedirect(origin_of(here), origin_of(target))
+
+
 #: Longest server error text kept in a message when the body is not JSON.
 _MAX_BODY_TEXT = 500
 
@@ -41,6 +68,13 @@ def translate(exc: BaseException, *, secret: str | None) -> ModelError:
     becomes a retryable :class:`StreamError`.
     """
     match exc:
+        case ForeignRedirect():
+            return ModelError(
+                f"the model server at {exc.origin} redirected the request to another origin, "
+                f"{exc.target}; relay does not follow it (set the provider's base_url to the "
+                "new address if you trust it)",
+                ErrorCode.BAD_REQUEST,
+            )
         case openai.APIStatusError():
             code, message, kind = _error_fields(exc.body)
             status = exc.status_code

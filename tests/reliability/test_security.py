@@ -41,6 +41,7 @@ from relay._codec import to_json
 from relay._tokens import ApproxEstimator
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import check_rollout_matches, check_well_formed
+from tests.reliability._raw_server import RawAnswer, open_raw_server
 
 CANARY = "sk-canary-5e1f0c9a7b3d4e2f"
 KEY_ENV = "RELAY_SECURITY_API_KEY"
@@ -382,6 +383,47 @@ async def test_no_process_the_shell_tool_can_read_holds_the_key(tmp_path: Path) 
     assert len(chain) >= 2 and chain[0][1].startswith("read") and chain[1][1].startswith("read")
     assert [holding for _, _, holding in chain if holding not in ("", "0")] == []
     assert leaks(result.stdout.decode(), ODD_KEY) == []
+
+
+async def test_a_redirect_to_another_origin_is_refused_and_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, CANARY)
+    script = {"responses": [{"text": "Not redirected."}, {"text": "Followed."}]}
+    async with (
+        testing.open_mock_server({"responses": [{"text": "Captured."}]}) as elsewhere,
+        open_raw_server(script, {}) as server,
+    ):
+        assert elsewhere.base_url is not None and server.base_url is not None
+        server.raw[1] = RawAnswer((b"",), 307, (("location", f"{elsewhere.base_url}/responses"),))
+        server.raw[3] = RawAnswer((b"",), 307, (("location", "/v1/responses?hop=1"),))
+        config = relay.Config(
+            model="gpt-test",
+            model_provider="mock",
+            model_providers={
+                "mock": relay.ProviderConfig(
+                    name="mock",
+                    base_url=server.base_url,
+                    env_key=KEY_ENV,
+                    http_headers={"api-key": "custom-header-secret"},
+                )
+            },
+            cwd=str(tmp_path),
+            rollout=relay.RolloutConfig(enabled=False),
+        )
+        with trio.fail_after(GUARD_S):
+            async with recorded(config) as (session, recorder):
+                await run_ops(session, recorder, turn("one"), turn("two"), turn("three"))
+        foreign = list(elsewhere.requests)
+        paths = [entry["path"] for entry in server.requests]
+        origin = elsewhere.base_url.removesuffix("/v1")
+    assert foreign == []
+    errors = [e.msg for e in recorder.events if isinstance(e.msg, relay.ErrorEvent)]
+    assert [e.code for e in errors] == ["bad_request"]
+    assert f"redirected the request to another origin, {origin}" in errors[0].message
+    texts = [e.msg.message for e in recorder.events if isinstance(e.msg, relay.AgentMessage)]
+    assert texts == ["Not redirected.", "Followed."]  # a redirect on the same origin is followed
+    assert paths == ["/v1/responses"] * 4
 
 
 # ============================================================================ file modes
