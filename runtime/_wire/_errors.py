@@ -184,8 +184,13 @@ def redact_error(error: ModelError, secret: str | None) -> ModelError:
     message = redact(error.message, secret)
     if message == error.message:
         return error
+    return with_message(error, message, retry_after=error.retry_after)
+
+
+def with_message(error: ModelError, message: str, *, retry_after: float | None) -> ModelError:
+    """An error of ``error``'s kind and code with another message and retry-after."""
     if isinstance(error, ContextWindowExceeded):
         return ContextWindowExceeded(message)
     if isinstance(error, StreamError):
-        return StreamError(message, retry_after=error.retry_after)
-    return ModelError(message, error.code, retry_after=error.retry_after)
+        return StreamError(message, retry_after=retry_after)
+    return ModelError(message, error.code, retry_after=retry_after)

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from typing import Any
+
+import httpx2
 
 from .._model import CompactRequest, ModelEvent, Prompt
 from .._responses import PURPOSE_HEADER, ResponseStreamParser, compact_request_body, request_body
 from .._secret import redact_json
 from ._errors import FAILURES, translate
-from .base import EventReader, WireClient
+from .base import EventReader, WireClient, read_bounded
 
 
 class ResponsesClient(WireClient):
@@ -38,12 +41,20 @@ class ResponsesClient(WireClient):
         quoted in the error that reports it.
         """
         try:
-            answer = await self._sdk.post(
+            response = await self._sdk.post(
                 "/responses/compact",
                 body=compact_request_body(request),
-                cast_to=object,
+                cast_to=httpx2.Response,
+                stream=True,
                 options={"headers": {PURPOSE_HEADER: "compact"}},
             )
+            # Read with a bound: the SDK would hold whatever the server sends.
+            body = await read_bounded(response, self._provider.max_response_bytes)
         except FAILURES as exc:
-            raise translate(exc, secret=self._secret) from exc
+            raise self.capped(translate(exc, secret=self._secret)) from exc
+        try:
+            answer: object = json.loads(body)
+        except ValueError:
+            # Not JSON: the text is the answer, which the caller's validation reports.
+            answer = body.decode("utf-8", "replace")
         return redact_json(answer, self._secret)
