@@ -11,6 +11,9 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import signal
+import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -210,3 +213,55 @@ async def test_the_chat_wire_keeps_the_message_of_a_responses_style_error(
     )
     assert stream_errors(events) == ["Overloaded, sorry."]
     assert errors(events) == [("stream", "Backend is down.")]
+
+
+# ---------------------------------------------------------------------------- a closed stdout
+
+
+async def test_relay_run_whose_stdout_closes_shuts_down_and_exits_141(tmp_path: Path) -> None:
+    """`relay run … | head -1`: the reader goes away while the second turn waits for the
+    server; the session shuts down there (the third turn never starts) and relay exits with
+    SIGPIPE's status."""
+    script = {"responses": [{"text": "First."}, {"text": "Second."}, {"text": "Third."}]}
+    ops = []
+    for count, text in enumerate(["one", "two", "three"], start=1):
+        ops.append({"op": {"type": "user_turn", "items": [{"type": "text", "text": text}]}})
+        ops.append({"wait_for": {"type": "turn_complete", "count": count}})
+    (tmp_path / "ops.jsonl").write_text("".join(json.dumps(op) + "\n" for op in ops))
+    with trio.fail_after(GUARD_S):
+        async with open_raw_server(script, {}) as server:
+            server.gates[2] = trio.Event()
+            (tmp_path / "relay.toml").write_text(
+                'model = "gpt-test"\nmodel_provider = "mock"\n[model_providers.mock]\n'
+                f'base_url = "{server.base_url}"\n'
+            )
+            process = await trio.lowlevel.open_process(
+                [sys.executable, "-m", "relay", "run", "ops.jsonl", "--config", "relay.toml",
+                 "--rollout-dir", "sessions"],
+                cwd=tmp_path,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )  # fmt: skip
+            assert process.stdout is not None and process.stderr is not None
+            seen = b""
+            while b'"type":"turn_complete"' not in seen:
+                seen += await process.stdout.receive_some(65536)
+            await process.stdout.aclose()  # the reader is gone
+            server.gates[2].set()
+            stderr = b""
+            while chunk := await process.stderr.receive_some(65536):
+                stderr += chunk
+            status = await process.wait()
+    assert status == 128 + signal.SIGPIPE, stderr
+    assert b"standard output was closed; the session was shut down" in stderr
+    assert b"Traceback" not in stderr
+    (rollout,) = (tmp_path / "sessions").rglob("*.jsonl")
+    events = [
+        line["payload"]
+        for line in map(json.loads, rollout.read_text().splitlines())
+        if line["type"] == "event_msg"
+    ]
+    assert [e["type"] for e in events if e["type"].startswith("turn_")] == [
+        "turn_started", "turn_complete", "turn_started", "turn_aborted",
+    ]  # fmt: skip
+    assert events[-2].get("reason") == "shutdown" and events[-1]["type"] == "shutdown_complete"
