@@ -30,6 +30,7 @@ from typing import Any, TypeAlias
 
 import attrs
 
+from . import _json
 from . import _protocol as p
 from ._codec import DecodeError, from_json
 from ._context import TurnSettings, WorldState
@@ -371,6 +372,9 @@ class _Parser:
         except _Malformed as exc:
             self.note(number, f"{exc}; ignored")
             return None
+        except RecursionError:
+            self.note(number, "JSON that cannot be read: nested too deeply; ignored")
+            return None
 
     def add(self, number: int, record: Mapping[str, Any]) -> None:
         line = self._decode(number, record)
@@ -481,9 +485,11 @@ def _decode_record(chunk: bytes) -> Mapping[str, Any]:
     except UnicodeDecodeError as exc:
         raise _Malformed("not UTF-8 text") from exc
     try:
-        record = json.loads(text)
+        record = _json.loads(text)
     except json.JSONDecodeError as exc:
         raise _Malformed(f"not valid JSON ({exc.msg} at column {exc.colno})") from exc
+    except _json.JsonRejected as exc:
+        raise _Malformed(f"JSON that cannot be read: {exc}") from exc
     if not isinstance(record, dict):
         raise _Malformed(f"expected a JSON object, got {type(record).__name__}")
     missing = [key for key in ("type", "payload") if key not in record]

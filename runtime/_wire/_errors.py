@@ -14,6 +14,7 @@ import httpx2
 import openai
 
 from .._errors import ContextWindowExceeded, ErrorCode, ModelError, StreamError, classify_http_error
+from .._json import JsonRejected
 from .._responses import error_from_payload, retry_after_from_message
 from .._secret import redact
 
@@ -22,6 +23,7 @@ FAILURES: tuple[type[BaseException], ...] = (
     openai.OpenAIError,
     httpx2.HTTPError,
     json.JSONDecodeError,
+    JsonRejected,
     UnicodeDecodeError,
     anyio.EndOfStream,
     anyio.BrokenResourceError,
@@ -108,6 +110,8 @@ def translate(exc: BaseException, *, secret: str | None) -> ModelError:
             return StreamError(
                 redact(f"malformed event from the model server (invalid JSON): {exc}", secret)
             )
+        case JsonRejected():
+            return StreamError(f"malformed event from the model server: {exc}")
         case _:
             return StreamError(redact(f"the model request failed: {_describe(exc)}", secret))
 

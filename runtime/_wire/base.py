@@ -4,7 +4,6 @@ translated) and the SDK client with its provider and secret."""
 from __future__ import annotations
 
 import collections
-import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -13,6 +12,7 @@ import anyio
 import httpx2
 from openai import AsyncOpenAI
 
+from .. import _json
 from .._config import ProviderConfig
 from .._errors import ModelError, StreamError
 from .._model import ModelEvent
@@ -116,8 +116,8 @@ class EventReader:
             self._pending.clear()
             raise StopAsyncIteration
         try:
-            parsed: object = json.loads(sse.data)
-        except json.JSONDecodeError as exc:
+            parsed: object = _json.loads(sse.data)
+        except ValueError as exc:
             raise translate(exc, secret=self._secret) from exc
         if not isinstance(parsed, Mapping):
             raise StreamError(
@@ -259,6 +259,10 @@ class WireClient:
         their retry-after capped."""
         try:
             return feed(event)
+        except RecursionError:
+            raise StreamError(
+                "malformed event from the model server: nested too deeply to be read"
+            ) from None
         except ModelError as exc:
             redacted = self.capped(redact_error(exc, self._secret))
             if redacted is exc:

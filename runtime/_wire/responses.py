@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import httpx2
 
+from .. import _json
 from .._model import CompactRequest, ModelEvent, Prompt
 from .._responses import PURPOSE_HEADER, ResponseStreamParser, compact_request_body, request_body
 from .._secret import redact_json
@@ -53,8 +53,11 @@ class ResponsesClient(WireClient):
         except FAILURES as exc:
             raise self.capped(translate(exc, secret=self._secret)) from exc
         try:
-            answer: object = json.loads(body)
+            answer: object = _json.loads(body)
         except ValueError:
             # Not JSON: the text is the answer, which the caller's validation reports.
             answer = body.decode("utf-8", "replace")
-        return redact_json(answer, self._secret)
+        try:
+            return redact_json(answer, self._secret)
+        except RecursionError:
+            return "an answer nested too deeply to be read"
