@@ -230,7 +230,7 @@ ODD_KEY = 'sk-odd"4c\\e1/f0+c9a%7b3d8e2f'
 
 
 def key_forms(key: str) -> list[str]:
-    """Every form of ``key`` that must not appear, fragments of 10 characters included."""
+    """Every form of ``key`` that must not appear, fragments of 12 characters included."""
     whole = [
         key,
         json.dumps(key)[1:-1],
@@ -239,7 +239,7 @@ def key_forms(key: str) -> list[str]:
         urllib.parse.quote(key, safe=""),
         urllib.parse.quote(key),
     ]
-    return [form[i : i + 10] for form in whole for i in range(len(form) - 9)]
+    return [form[i : i + 12] for form in whole for i in range(len(form) - 11)]
 
 
 def leaks(text: str, key: str) -> list[str]:

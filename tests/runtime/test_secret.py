@@ -68,7 +68,7 @@ def forms(key: str) -> dict[str, str]:
         "percent": urllib.parse.quote(key, safe=""),
         "plus": urllib.parse.quote_plus(key),
         "prefix": key[:12],
-        "suffix": key[-11:],
+        "suffix": key[-12:],
         "middle": key[5:20],
     }
 
@@ -79,7 +79,7 @@ def test_every_form_of_the_key_is_redacted(form: str) -> None:
     redacted = redact(text, KEY)
     assert redacted.startswith("server said: <")
     assert "[redacted]" in redacted
-    for fragment in (KEY[i : i + 10] for i in range(len(KEY) - 9)):
+    for fragment in (KEY[i : i + 12] for i in range(len(KEY) - 11)):
         assert fragment not in redacted
 
 
