@@ -195,6 +195,12 @@ class _Interrupted:
     def __init__(self) -> None:
         self.signum: int | None = None
         self.runner: ScriptRunner | None = None
+        self.output_closed = False
+
+    def close_output(self) -> None:
+        """Standard output was closed: stop as for a signal, reported as SIGPIPE."""
+        self.output_closed = True
+        self.receive(signal.SIGPIPE)
 
     def receive(self, signum: int) -> None:
         if self.signum is None:
@@ -204,6 +210,17 @@ class _Interrupted:
         elif signum == signal.SIGINT:
             # A second Ctrl-C means now: no shutdown, no flush beyond what is already written.
             _exit_interrupted(self.signum)
+
+
+def _discard_stdout() -> None:
+    """Point standard output at ``/dev/null``: what is still buffered for the closed pipe, and
+    the interpreter's last flush, go nowhere instead of failing again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def _exit_interrupted(signum: int) -> None:
@@ -236,11 +253,18 @@ async def _run(
     from ._session import open_session
 
     def sink(event: p.Event, _: dict[str, Any]) -> None:
-        if printer is not None:
-            printer.event(event)
-        else:
-            sys.stdout.write(json_line(event) + "\n")
-            sys.stdout.flush()
+        if not interrupted.output_closed:
+            try:
+                if printer is not None:
+                    printer.event(event)
+                else:
+                    sys.stdout.write(json_line(event) + "\n")
+                    sys.stdout.flush()
+            except BrokenPipeError:
+                # Nobody reads the events any more (`relay run … | head -1`): end the session
+                # as a shutdown, as a signal would, rather than run the script unseen.
+                _discard_stdout()
+                interrupted.close_output()
         outcome.observe(event)
 
     interrupted = _Interrupted()
@@ -338,7 +362,9 @@ def _run_command(args: argparse.Namespace) -> int:
         print(f"relay: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
-        return EXIT_FAILED if outcome.failed else EXIT_OK
+        # Closed while nothing more was to be written by the session (a last flush).
+        _discard_stdout()
+        return _signal_status(signal.SIGPIPE)
     except RelayError as exc:
         print(f"relay: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -348,6 +374,9 @@ def _run_command(args: argparse.Namespace) -> int:
         print("relay: internal error", file=sys.stderr)
         traceback.print_exc()
         return EXIT_FAILED
+    if signum == signal.SIGPIPE:
+        print("relay: standard output was closed; the session was shut down", file=sys.stderr)
+        return _signal_status(signum)
     if signum is not None:
         print("relay: interrupted", file=sys.stderr)
         return _signal_status(signum)

@@ -48,6 +48,14 @@ class ProviderConfig:
     """Extra request headers."""
     query_params: Mapping[str, str] = attrs.field(factory=dict)
     """Extra query parameters."""
+    max_retry_after_ms: int = 60_000
+    """The longest wait a server's retry-after can ask for; a longer one is cut to this."""
+    stream_max_line_bytes: int = 16 * 1024 * 1024
+    """The longest line of a server-sent event stream; a longer one is a stream error."""
+    stream_max_event_bytes: int = 32 * 1024 * 1024
+    """The largest server-sent event (its data lines together); a larger one is a stream error."""
+    max_response_bytes: int = 256 * 1024 * 1024
+    """The largest response body, once decompressed; a larger one is a stream error."""
 
 
 BUILTIN_PROVIDERS: Mapping[str, ProviderConfig] = {
@@ -167,16 +175,19 @@ def relay_home() -> Path:
 
 
 def resolve_api_key(provider: ProviderConfig) -> str | None:
-    """The provider's API key from its ``env_key`` variable; an unset or empty one is an error."""
+    """The provider's API key from its ``env_key`` variable (see :mod:`relay._secret`: checked,
+    then taken out of the environment); an unset, empty or invalid one is an error."""
     if provider.env_key is None:
         return None
-    value = os.environ.get(provider.env_key, "")
-    if not value:
+    from ._secret import read_key
+
+    key = read_key(provider.env_key)
+    if key is None:
         raise ConfigError(
             f"provider {provider.name!r} needs an API key in the environment variable "
             f"{provider.env_key}, which is unset or empty"
         )
-    return value
+    return key
 
 
 _converter = cattrs.Converter(forbid_extra_keys=True)
@@ -282,12 +293,17 @@ def config_from_dict(data: Mapping[str, Any]) -> Config:
 
 
 def _check_limits(config: Config) -> None:
-    """Retry counts must be >= 0 and timeouts positive; the error names the key."""
+    """Retry counts and waits must be >= 0, timeouts and sizes positive; the error names the
+    key."""
     for name, provider in config.model_providers.items():
-        for key in ("stream_max_retries", "request_max_retries"):
+        for key in ("stream_max_retries", "request_max_retries", "max_retry_after_ms"):
             value = getattr(provider, key)
             if value < 0:
                 raise ConfigError(f"model_providers.{name}.{key} must be >= 0, got {value}")
+        for key in ("stream_max_line_bytes", "stream_max_event_bytes", "max_response_bytes"):
+            value = getattr(provider, key)
+            if value <= 0:
+                raise ConfigError(f"model_providers.{name}.{key} must be positive, got {value}")
         if provider.stream_idle_timeout_ms <= 0:
             raise ConfigError(
                 f"model_providers.{name}.stream_idle_timeout_ms must be positive, "

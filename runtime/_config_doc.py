@@ -66,6 +66,16 @@ EXAMPLES: Mapping[str, str] = {
     "model_providers.*.query_params": (
         '[model_providers.local]\nquery_params = { "api-version" = "2025-04-01" }'
     ),
+    "model_providers.*.max_retry_after_ms": "[model_providers.local]\nmax_retry_after_ms = 5000",
+    "model_providers.*.stream_max_line_bytes": (
+        "[model_providers.local]\nstream_max_line_bytes = 1048576"
+    ),
+    "model_providers.*.stream_max_event_bytes": (
+        "[model_providers.local]\nstream_max_event_bytes = 2097152"
+    ),
+    "model_providers.*.max_response_bytes": (
+        "[model_providers.local]\nmax_response_bytes = 67108864"
+    ),
 }
 
 _TABLES: tuple[tuple[str, type, str], ...] = (

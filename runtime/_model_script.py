@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from . import _json
 from . import _protocol as p
 from ._codec import DecodeError, decode_response_item, encode_response_item
 from ._errors import ModelError, ScriptError, classify_http_error
@@ -324,8 +325,8 @@ def _mentions(items: Sequence[p.ResponseItem]) -> tuple[list[str], list[str]]:
         if not isinstance(item, p.FunctionCall):
             continue
         try:
-            args = json.loads(item.arguments)
-        except json.JSONDecodeError:
+            args = _json.loads(item.arguments)
+        except ValueError:
             continue
         if not isinstance(args, Mapping):
             continue

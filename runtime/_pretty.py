@@ -7,12 +7,29 @@ prints plain lines only.
 
 from __future__ import annotations
 
+import re
 from typing import TextIO
 
 from . import _protocol as p
 from ._outcome import RunOutcome
 
 _SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+
+#: What a terminal would act on rather than show: C0 controls but tab and newline, DEL, C1
+#: controls (0x9b is a one-byte CSI), and the bidirectional overrides and isolates.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible(text: str) -> str:
+    """``text`` with every control character written out (``\\x1b``, ``\\u202e``): escape
+    sequences from a model, a tool or a server are shown, never acted on by the terminal."""
+    return _CONTROL.sub(_escape, text)
 
 
 def _short(text: str, limit: int = 120) -> str:
@@ -54,14 +71,14 @@ class PrettyPrinter:
             return
         self._frame = (self._frame + 1) % len(_SPINNER)
         self._status = text
-        self.out.write(f"\r\x1b[2K{_SPINNER[self._frame]} {text}")
+        self.out.write(f"\r\x1b[2K{_SPINNER[self._frame]} {visible(text)}")
 
     def _line(self, text: str) -> None:
         self._clear_status()
         if self._in_message:
             self.out.write("\n")
             self._in_message = False
-        self.out.write(text + "\n")
+        self.out.write(visible(text) + "\n")
 
     def tick(self) -> None:
         """Advance the live indicator (called periodically while something is in flight)."""
@@ -84,7 +101,7 @@ class PrettyPrinter:
                 if not self._in_message:
                     self.out.write("  model › ")
                     self._in_message = True
-                self.out.write(delta)
+                self.out.write(visible(delta))
             case p.ItemCompleted(item=p.AgentMessageItem(text=text)):
                 if not self._in_message:
                     self._line(f"  model › {text}")

@@ -35,6 +35,7 @@ from typing import Any, TypeAlias, TypeGuard
 
 import attrs
 
+from . import _json
 from . import _protocol as p
 from ._codec import DecodeError, from_json, has_lone_surrogate
 from ._context import TurnSettings, WorldState
@@ -499,6 +500,9 @@ class _Parser:
         except _Malformed as exc:
             self.note(number, f"{exc}; ignored")
             return None
+        except RecursionError:
+            self.note(number, "JSON that cannot be read: nested too deeply; ignored")
+            return None
 
     def decode_aside(
         self, number: int, record: Mapping[str, Any]
@@ -622,7 +626,7 @@ class _Blank(Exception):
 # The C scanner under json.loads, called directly: a rollout line is an object on one line,
 # so the checks json.loads makes around it are done here, and any line the fast way does not
 # take goes through json.loads for its exact error.
-_scan_json = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+_scan_json = json.scanner.make_scanner(json.JSONDecoder(parse_constant=_json.reject_constant))  # type: ignore[arg-type]
 
 
 def _decode_record(chunk: bytes) -> Mapping[str, Any]:
@@ -634,8 +638,8 @@ def _decode_record(chunk: bytes) -> Mapping[str, Any]:
     if text.startswith("{"):
         try:
             record, end = _scan_json(text, 0)
-        except (StopIteration, json.JSONDecodeError):
-            record = None
+        except (StopIteration, ValueError, RecursionError):
+            record = None  # read again below, which says what was wrong
         else:
             if end != len(text) and not text[end:].isspace():
                 record = None
@@ -643,9 +647,11 @@ def _decode_record(chunk: bytes) -> Mapping[str, Any]:
         if not text.strip():
             raise _Blank
         try:
-            record = json.loads(text)
+            record = _json.loads(text)
         except json.JSONDecodeError as exc:
             raise _Malformed(f"not valid JSON ({exc.msg} at column {exc.colno})") from exc
+        except _json.JsonRejected as exc:
+            raise _Malformed(f"JSON that cannot be read: {exc}") from exc
     if not isinstance(record, dict):
         raise _Malformed(f"expected a JSON object, got {type(record).__name__}")
     if "type" not in record or "payload" not in record:

@@ -216,7 +216,11 @@ class TaskContext:
         limit = self.provider.stream_max_retries if max_retries is None else max_retries
 
         def reconnecting(attempt: int, error: ModelError) -> None:
-            self.emit(p.StreamErrorEvent(reconnecting_message(attempt, limit), error.message))
+            detail = error.message
+            if error.retry_after is not None:
+                # The wait the server asked for (capped by the wire): say it, it can be long.
+                detail = f"{detail}; retrying in {max(0.0, error.retry_after):g} s"
+            self.emit(p.StreamErrorEvent(reconnecting_message(attempt, limit), detail))
 
         return await with_retries(
             lambda: stream_response(self, prompt, record=record, report=report),

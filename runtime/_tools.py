@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 import attrs
 
+from . import _json
 from . import _protocol as p
 from ._errors import ConfigError
 from ._model import ToolSpec
@@ -101,9 +102,11 @@ class ToolRegistry:
         if tool is None:
             return unsupported_output(call.name)
         try:
-            args = json.loads(call.arguments) if call.arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            return f"invalid arguments for {call.name}: {exc.msg}"
+            args = _json.loads(call.arguments) if call.arguments.strip() else {}
+        except ValueError as exc:
+            # A syntax error, or JSON Python cannot hold (deep nesting, a huge integer, NaN).
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError | _json.JsonRejected) else exc
+            return f"invalid arguments for {call.name}: {reason}"
         if not isinstance(args, Mapping):
             return f"invalid arguments for {call.name}: expected a JSON object"
         try:

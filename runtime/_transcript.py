@@ -11,6 +11,7 @@ from . import _protocol as p
 from ._compact import is_summary, summary_prefix
 from ._context import TurnSettings
 from ._history import is_contextual
+from ._pretty import visible
 from ._rollout_reader import (
     CompactedLine,
     EventMsgLine,
@@ -219,8 +220,15 @@ def render_transcript(rollout: Rollout) -> Iterator[str]:
 
     Turns with their user and agent messages, tool calls with their outputs, compaction
     checkpoints with their receipts, token counts, warnings and errors; where a session was
-    resumed, and turns that a crash cut short.
+    resumed, and turns that a crash cut short. Control characters, which model text, tool
+    output and server messages can carry, are shown escaped (:func:`visible`), never sent to
+    the terminal.
     """
+    for line in _render(rollout):
+        yield visible(line)
+
+
+def _render(rollout: Rollout) -> Iterator[str]:
     meta = rollout.meta
     if meta is not None:
         made = f"created {meta.created}" if meta.created else "creation time unknown"

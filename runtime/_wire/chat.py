@@ -216,8 +216,13 @@ class ChatStreamParser:
         if error is not None:
             payload = error if isinstance(error, Mapping) else {"message": str(error)}
             raise error_from_payload(payload, default="the model server reported an error")
-        if chunk.get("object") == "error":
+        if chunk.get("object") == "error" or chunk.get("type") == "error":
             raise error_from_payload(chunk, default="the model server reported an error")
+        if chunk.get("type") in ("response.failed", "response.incomplete"):
+            # A server that answers in the Responses format: keep its message.
+            response = chunk.get("response")
+            failure = response.get("error") if isinstance(response, Mapping) else None
+            raise error_from_payload(failure, default=f"the model server sent {chunk['type']}")
         chunk_id = chunk.get("id")
         if isinstance(chunk_id, str) and chunk_id and not self.response_id:
             self.response_id = chunk_id

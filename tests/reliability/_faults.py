@@ -15,7 +15,9 @@ observations; ``test_faults.py`` asserts the expectations written here.
 
 from __future__ import annotations
 
+import gzip
 import json
+import math
 import os
 import random
 from collections.abc import AsyncIterator, Iterable, Iterator
@@ -29,6 +31,7 @@ import trio
 import relay
 from relay import testing
 from relay._codec import to_json, type_tag
+from relay._mock_transport import SSE_HEADERS
 from relay._tokens import ApproxEstimator
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import check_rollout_matches, check_well_formed
@@ -42,6 +45,10 @@ IDLE_MS = 1_500
 
 #: Retries allowed by the provider (sampling and compaction requests).
 STREAM_RETRIES = 2
+#: The provider's bounds on what a server sends, small enough for a test to cross.
+MAX_RETRY_AFTER_MS = 1_000
+MAX_LINE_BYTES = 65_536
+MAX_BODY_BYTES = 1024 * 1024
 REQUEST_RETRIES = 1
 
 #: Bound on a whole fault run; never reached when things work.
@@ -89,6 +96,9 @@ class Fault:
 
 RECOVERED = {"text": "Recovered answer."}
 
+_HTML = (("content-type", "text/html; charset=utf-8"),)
+_GZIP_SSE = (*SSE_HEADERS, ("content-encoding", "gzip"))
+
 _CREATED = sse(json.dumps({"type": "response.created", "response": {"id": "r-raw"}}))
 
 
@@ -121,6 +131,47 @@ FAULTS: tuple[Fault, ...] = (
         answered=True,
         min_duration_ms=500,
         says="slow down",
+    ),
+    Fault(
+        "HTTP 429 with retry-after 3600 s (cap 1 s)",
+        ({"http_error": {"status": 429, "message": "slow down", "retry_after": 3600}}, RECOVERED),
+        ("turn_started", "stream_error(1/2)", "token_count", "turn_complete"),
+        answered=True,
+        min_duration_ms=MAX_RETRY_AFTER_MS,
+        says="the server asked to wait 3600 s, more than the provider's max_retry_after_ms "
+        "of 1 s); retrying in 1 s",
+    ),
+    Fault(
+        "HTML page with status 200",
+        (RECOVERED,),
+        ("turn_started", "stream_error(1/2)", "token_count", "turn_complete"),
+        answered=True,
+        raw=((1, RawAnswer((b"<html><body>Sign in</body></html>",), 200, _HTML)),),
+        says="the model server answered with text/html instead of an event stream (HTTP 200)",
+    ),
+    Fault(
+        "SSE line past the bound (64 KiB)",
+        (RECOVERED,),
+        ("turn_started", "stream_error(1/2)", "token_count", "turn_complete"),
+        answered=True,
+        raw=((1, RawAnswer((_CREATED, b"data: " + b"x" * 100_000))),),
+        says="the model server sent a line longer than 65536 bytes",
+    ),
+    Fault(
+        "gzip bomb past the body bound (1 MiB)",
+        (RECOVERED,),
+        ("turn_started", "stream_error(1/2)", "token_count", "turn_complete"),
+        answered=True,
+        raw=((1, RawAnswer((gzip.compress(b": keep-alive\n" * 400_000),), 200, _GZIP_SSE)),),
+        says="larger than 1048576 bytes once decompressed",
+    ),
+    Fault(
+        "event with NaN",
+        (RECOVERED,),
+        ("turn_started", "stream_error(1/2)", "token_count", "turn_complete"),
+        answered=True,
+        raw=first_stream_ends_with({"type": "response.output_text.delta", "n": math.nan}),
+        says="NaN is not a JSON number",
     ),
     Fault(
         "HTTP 429 quota exceeded",
@@ -445,6 +496,9 @@ def fault_config(fault: Fault, base_url: str, workdir: Path) -> relay.Config:
         stream_max_retries=STREAM_RETRIES,
         request_max_retries=REQUEST_RETRIES,
         stream_idle_timeout_ms=IDLE_MS,
+        max_retry_after_ms=MAX_RETRY_AFTER_MS,
+        stream_max_line_bytes=MAX_LINE_BYTES,
+        max_response_bytes=MAX_BODY_BYTES,
     )
     return relay.Config(
         model="gpt-test",
