@@ -157,6 +157,20 @@ class CompactedLine:
     """What it did."""
 
 
+@attrs.frozen
+class IdsLine:
+    """How far the session's generated ids have gone, so that a resume continues them."""
+
+    number: int
+    """1-based line number."""
+    timestamp: str | None
+    """RFC 3339 time of the write."""
+    submission: int
+    """The number of the last generated submission id (``sub-N``)."""
+    item: int
+    """The number of the last generated item id (``user-N``, ``msg-N``, ...)."""
+
+
 RolloutLine: TypeAlias = (
     SessionMetaLine
     | ResponseItemLine
@@ -164,6 +178,7 @@ RolloutLine: TypeAlias = (
     | TurnContextLine
     | WorldStateLine
     | CompactedLine
+    | IdsLine
 )
 
 
@@ -249,10 +264,15 @@ def _event_type(record: Mapping[str, Any]) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
+#: Events a resume reads wherever they are: which provider and model the session announced,
+#: and the turn ids it used.
+_RESUME_EVENTS = frozenset({"session_configured", "turn_started"})
+
+
 def _wanted_before(records: Sequence[tuple[int, Mapping[str, Any]]], base: int) -> set[int]:
     """Positions before ``base`` that resuming reads: ``session_meta``, every ``compacted``
-    (window numbers), the last ``turn_context`` (defaults) and the last ``token_count`` (total
-    usage)."""
+    (window numbers), the last ``turn_context`` (defaults), the last ``ids``, the last
+    ``token_count`` (total usage), ``session_configured`` and ``turn_started`` events."""
     wanted: set[int] = set()
     last: dict[str, int] = {}
     for position in range(base):
@@ -260,8 +280,10 @@ def _wanted_before(records: Sequence[tuple[int, Mapping[str, Any]]], base: int) 
         kind = record["type"]
         if kind in {"session_meta", "compacted"}:
             wanted.add(position)
-        elif kind == "turn_context":
+        elif kind in {"turn_context", "ids"}:
             last[kind] = position
+        elif kind == "event_msg" and _event_type(record) in _RESUME_EVENTS:
+            wanted.add(position)
         elif kind == "event_msg" and _event_type(record) == "token_count":
             last["token_count"] = position
     return wanted | set(last.values())
@@ -286,7 +308,7 @@ def _wanted_from(records: Sequence[tuple[int, Mapping[str, Any]]], base: int) ->
             event = _event_type(record)
             if event == "token_count":
                 counts.append(position)
-            elif event == "error":
+            elif event == "error" or event in _RESUME_EVENTS:
                 wanted.add(position)
         elif kind == "turn_context":
             last_context = position
@@ -416,6 +438,14 @@ class _Parser:
                 return WorldStateLine(number, timestamp, _decode(payload, WorldState, kind))
             case "compacted":
                 return self._compacted(number, timestamp, payload)
+            case "ids":
+                fields = _object(payload, "ids")
+                return IdsLine(
+                    number,
+                    timestamp,
+                    _field(fields, "submission", int, "ids"),
+                    _field(fields, "item", int, "ids"),
+                )
             case _:
                 raise _Malformed(f"unknown line type {kind!r}")
 
