@@ -616,7 +616,7 @@ class ErrorEvent:
     message: str
     """What failed."""
     code: ErrorCode
-    """Which kind of failure (SPEC §7.4)."""
+    """Which kind of failure (docs/session.md)."""
 
 
 @attrs.frozen

@@ -1,4 +1,4 @@
-"""Resuming a session from its rollout (SPEC §8, §3 invariant 6).
+"""Resuming a session from its rollout (docs/rollout.md, docs/reliability.md).
 
 :func:`reconstruct` is a pure function from parsed rollout lines to the
 :class:`~relay.lowlevel.ResumedState` a session continues from; :func:`resume_session` reads

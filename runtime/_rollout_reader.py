@@ -1,4 +1,4 @@
-"""The rollout: a session's append-only JSONL record (SPEC §8), reading side.
+"""The rollout: a session's append-only JSONL record (docs/rollout.md), reading side.
 
 Theory of operation. :func:`parse_rollout` turns the bytes of a rollout into typed lines, one
 frozen class per line ``type``, and never raises for what a file contains:

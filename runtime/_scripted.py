@@ -21,7 +21,7 @@ from ._responses import ResponseStreamParser, compact_request_body, request_body
 
 
 class ScriptedModel:
-    """An in-process model driven by a model script (SPEC §9.2).
+    """An in-process model driven by a model script (docs/model-script.md).
 
     Attributes:
         requests: the JSON body of every ``/responses`` request, in order.

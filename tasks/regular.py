@@ -1,4 +1,4 @@
-"""The regular turn: sample the model, run the tools it asks for, repeat (SPEC §5.1, §5.6)."""
+"""The regular turn: sample the model, run the tools it asks for, repeat (docs/session.md)."""
 
 from __future__ import annotations
 

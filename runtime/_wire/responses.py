@@ -1,4 +1,4 @@
-"""The Responses wire (SPEC §7.1): streamed ``POST /responses`` and remote compaction."""
+"""The Responses wire (docs/session.md): streamed ``POST /responses`` and remote compaction."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from .base import EventReader, WireClient
 
 
 class ResponsesClient(WireClient):
-    """The Responses wire (SPEC §7.1): streamed ``POST /responses`` and remote compaction."""
+    """The Responses wire (docs/session.md): streamed ``POST /responses`` and remote compaction."""
 
     def stream(self, prompt: Prompt) -> AbstractAsyncContextManager[AsyncIterator[ModelEvent]]:
         """Send ``prompt``; the context yields its events (see :class:`ModelClient`)."""

@@ -9,7 +9,7 @@ malformed compaction answers. It then submits a random sequence of user turns (e
 ``on_busy``, with model and cwd changes), ``compact``, ``interrupt``, ``override_turn_context``,
 waits and ``shutdown``. After every step:
 
-- the event-stream invariants of SPEC §3 hold (``tests/invariants.py``);
+- the event-stream invariants of docs/reliability.md hold (``tests/invariants.py``);
 - the history is well-formed: every call has exactly one output after it (once settled);
 - no ``error{internal}`` was reported (a task never crashes);
 - a compaction that failed changed nothing: the window is the one it started in and the
@@ -18,7 +18,7 @@ waits and ``shutdown``. After every step:
 
 At the end: the same, and every compaction the rollout records has the shape its backend
 promises (summary or compaction item last, or a fresh window), is one of the installed
-compactions, and was made by the backend SPEC §6.1 selects; nothing but events and steered
+compactions, and was made by the backend docs/compaction.md selects; nothing but events and steered
 input lies in the rollout between a failed compaction and its turn's end.
 
 The tools the scripts call (``sleep``, refused paths, unknown tools) never touch a worker
@@ -367,7 +367,7 @@ def compaction_outcomes(events: list[relay.Event]) -> list[tuple[str, str]]:
 
 
 def check_failed_compactions(probe: Probe, events: list[relay.Event]) -> None:
-    """A failed compaction changed nothing (SPEC §3 invariant 4), seen live.
+    """A failed compaction changed nothing (docs/reliability.md), seen live.
 
     The pre-compact hook runs once per compaction that reports an item, in the same order,
     so snapshots and outcomes pair up. After a failure, until the next compaction starts, the
@@ -390,7 +390,7 @@ def check_failed_compactions(probe: Probe, events: list[relay.Event]) -> None:
 
 
 def check_failed_in_rollout(records: list[dict[str, Any]], failed_turns: set[str]) -> None:
-    """A failed compaction changed nothing in the rollout (SPEC §3 invariant 4).
+    """A failed compaction changed nothing in the rollout (docs/reliability.md).
 
     A failed compaction is the last thing its turn does: from its pre-compact hook to the
     turn's end, the rollout may only hold events and the user input steered into the turn.

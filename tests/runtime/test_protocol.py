@@ -1,4 +1,4 @@
-"""The protocol classes and their JSON codec (SPEC §2)."""
+"""The protocol classes and their JSON codec (docs/protocol.md)."""
 
 from __future__ import annotations
 

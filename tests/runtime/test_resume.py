@@ -1,4 +1,4 @@
-"""Resume: the pure reconstruction, resumed sessions, ``relay resume`` (SPEC §8, §3 inv. 6)."""
+"""Resume: the pure reconstruction, resumed sessions, ``relay resume`` (docs/rollout.md)."""
 
 from __future__ import annotations
 

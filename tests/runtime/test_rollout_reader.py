@@ -1,4 +1,4 @@
-"""Reading rollouts: typed lines, a truncated last line, malformed lines, ``relay show`` (§8)."""
+"""Reading rollouts: typed lines, a truncated last line, malformed lines, ``relay show``."""
 
 from __future__ import annotations
 

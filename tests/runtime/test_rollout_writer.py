@@ -1,4 +1,4 @@
-"""The rollout writer: file layout, modes, line shapes and the flush discipline (SPEC §8)."""
+"""The rollout writer: file layout, modes, line shapes, the flush discipline (docs/rollout.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The session actor: replacement, interrupt, abort grace, on_busy, shutdown (SPEC §4)."""
+"""The session actor: replacement, interrupt, abort grace, on_busy, shutdown
+(docs/architecture.md)."""
 
 from __future__ import annotations
 

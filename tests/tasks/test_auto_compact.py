@@ -1,4 +1,5 @@
-"""Auto-compaction inside the regular turn: pre-turn, mid-turn, model downshift (SPEC §5.6)."""
+"""Auto-compaction inside the regular turn: pre-turn, mid-turn, model downshift
+(docs/compaction.md)."""
 
 from __future__ import annotations
 
