@@ -47,9 +47,10 @@ REQUEST_RETRIES = 1
 #: Bound on a whole fault run; never reached when things work.
 GUARD_S = 30
 
-#: Events persisted to the rollout according to docs/rollout.md (turn lifecycle, messages, token
-#: counts, compactions, hook outcomes).
+#: Events persisted to the rollout according to docs/rollout.md (the session's announcement, turn
+#: lifecycle, messages, token counts, compactions, hook outcomes).
 DOCUMENTED_PERSISTED = (
+    relay.SessionConfigured,
     relay.TurnStarted,
     relay.TurnComplete,
     relay.TurnAborted,
