@@ -74,7 +74,7 @@ from ._version import __version__
 
 logger = logging.getLogger("relay")
 
-#: Seconds an aborted task may take to finish before it is detached (``docs/protocol.md``).
+#: Seconds an aborted task may take to finish before it is detached (docs/architecture.md).
 ABORT_GRACE = 0.1
 #: The event id of ``session_configured``, which no submission caused.
 SESSION_EVENT_ID = "session"
