@@ -18,8 +18,8 @@ waits and ``shutdown``. After every step:
 
 At the end: the same, and every compaction the rollout records has the shape its backend
 promises (summary or compaction item last, or a fresh window), is one of the installed
-compactions, and was made by the backend docs/compaction.md selects; nothing but events and steered
-input lies in the rollout between a failed compaction and its turn's end.
+compactions, and was made by the backend docs/compaction.md selects; nothing but events, input
+and context lies in the rollout between a failed compaction and its turn's end.
 
 The tools the scripts call (``sleep``, refused paths, unknown tools) never touch a worker
 thread: under the autojump clock, a thread's real duration would let virtual time jump, and
@@ -393,7 +393,9 @@ def check_failed_in_rollout(records: list[dict[str, Any]], failed_turns: set[str
     """A failed compaction changed nothing in the rollout (docs/reliability.md).
 
     A failed compaction is the last thing its turn does: from its pre-compact hook to the
-    turn's end, the rollout may only hold events and the user input steered into the turn.
+    turn's end, the rollout may only hold events, the ``ids`` line before the turn's end, the
+    user input steered into the turn, and, when the compaction ran before the turn, the turn's
+    initial context and its input (recorded so that nothing the user said is lost).
     """
     for turn_id in failed_turns:
         end = next(
@@ -411,11 +413,12 @@ def check_failed_in_rollout(records: list[dict[str, Any]], failed_turns: set[str
             and record["payload"].get("event") == "pre_compact"
         )
         for record in records[start + 1 : end]:
-            if record["type"] == "event_msg":
+            if record["type"] in {"event_msg", "ids", "world_state", "turn_context"}:
                 continue
             payload = record["payload"]
             assert record["type"] == "response_item", record
-            assert payload.get("type") == "message" and payload.get("role") == "user", record
+            assert payload.get("type") == "message", record
+            assert payload.get("role") in {"user", "developer"}, record
 
 
 def check_step(probe: Probe, recorder: testing.EventRecorder) -> None:
