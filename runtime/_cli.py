@@ -137,7 +137,14 @@ def _parser() -> argparse.ArgumentParser:
     resume = commands.add_parser(
         "resume", help="resume the session of a rollout file and run an op script in it"
     )
-    resume.add_argument("rollout", help="the rollout file (it is appended to)")
+    resume.add_argument(
+        "rollout", nargs="?", help="the rollout file (it is appended to); omit with --last"
+    )
+    resume.add_argument(
+        "--last",
+        action="store_true",
+        help="resume the newest rollout under the rollout directory",
+    )
     session_options(resume)
 
     show = commands.add_parser("show", help="print a rollout file as a readable transcript")
@@ -164,6 +171,41 @@ def _config(args: argparse.Namespace) -> Config:
         config = attrs.evolve(config, rollout=attrs.evolve(config.rollout, dir=args.rollout_dir))
     config.provider()  # an unknown provider is a usage error, found before anything runs
     return config
+
+
+def _chosen_keys(args: argparse.Namespace) -> set[str]:
+    """The top-level config keys the command line chose: ``-c`` keys, the keys of the
+    ``--config`` file, and ``model_provider`` for ``--model-script``."""
+    import tomllib
+
+    from ._config import parse_override
+
+    chosen = {parse_override(text)[0][0] for text in args.overrides}
+    if args.config:
+        with open(args.config, "rb") as file:  # load_config has read it already
+            chosen.update(tomllib.load(file))
+    if args.model_script:
+        chosen.add("model_provider")
+    return chosen
+
+
+def _newest_rollout(config: Config) -> str:
+    """The most recently written rollout under the rollout directory."""
+    from pathlib import Path
+
+    from ._config import relay_home
+    from ._errors import RolloutError
+
+    root = Path(config.rollout.dir) if config.rollout.dir else relay_home() / "sessions"
+    found: list[tuple[float, str]] = []
+    for path in root.glob("**/rollout-*.jsonl"):
+        try:
+            found.append((path.stat().st_mtime, str(path)))
+        except OSError:
+            continue  # removed while looking
+    if not found:
+        raise RolloutError(f"resume --last: no rollout file under {root}")
+    return max(found)[1]
 
 
 def _read_script(name: str) -> tuple[str, list[Step]]:
@@ -243,6 +285,7 @@ async def _run(
     printer: PrettyPrinter | None,
     outcome: RunOutcome,
     resume: Rollout | None,
+    model_name: str | None,
 ) -> int | None:
     """Run the script; returns the signal that ended it early, if one did."""
     import anyio
@@ -276,7 +319,11 @@ async def _run(
     async def serve(signals: Any) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(watch, signals)
-            opened = open_session(config) if resume is None else resume_session(resume, config)
+            opened = (
+                open_session(config)
+                if resume is None
+                else resume_session(resume, config, model_name=model_name)
+            )
             async with opened as session:
                 runner = ScriptRunner(session, sink, script_name=label)
                 interrupted.runner = runner
@@ -320,6 +367,16 @@ def _backend() -> str:
 def _run_command(args: argparse.Namespace) -> int:
     for each in _SIGNALS:
         signal.signal(each, _exit_before_start)
+    if args.command == "resume":
+        if args.last and args.rollout is not None:
+            if args.script is not None:
+                print("relay: resume --last takes no rollout file", file=sys.stderr)
+                return EXIT_USAGE
+            # With --last, the one positional argument is the script.
+            args.script, args.rollout = args.rollout, None
+        elif not args.last and args.rollout is None:
+            print("relay: resume needs a rollout file, or --last", file=sys.stderr)
+            return EXIT_USAGE
     if args.script is None:
         if sys.stdin.isatty():
             sys.stderr.write(USAGE_HINT)
@@ -331,14 +388,20 @@ def _run_command(args: argparse.Namespace) -> int:
     from ._pretty import PrettyPrinter
 
     resume: Rollout | None = None
+    model_name: str | None = None
     try:
         config = _config(args)
         if args.command == "resume":
-            from ._resume import reconstruct
+            from ._resume import reconstruct, resumed_config
             from ._rollout_reader import read_rollout
 
-            resume = read_rollout(args.rollout, for_resume=True)
-            reconstruct(resume)  # a rollout that cannot be resumed is found before anything runs
+            path = _newest_rollout(config) if args.last else args.rollout
+            resume = read_rollout(path, for_resume=True)
+            # A rollout that cannot be resumed, or not with the model it recorded, is found
+            # before anything runs.
+            chosen = _chosen_keys(args)
+            config = resumed_config(config, reconstruct(resume), chosen=chosen)
+            model_name = config.model if "model" in chosen else None
         label, steps = _read_script(args.script)
         if config.model_provider == "scripted" and config.model_script:
             from ._model_script import load_model_script
@@ -357,7 +420,9 @@ def _run_command(args: argparse.Namespace) -> int:
     try:
         import anyio
 
-        signum = anyio.run(_run, config, label, steps, printer, outcome, resume, backend=_backend())
+        signum = anyio.run(
+            _run, config, label, steps, printer, outcome, resume, model_name, backend=_backend()
+        )
     except (ConfigError, RolloutLockedError) as exc:
         print(f"relay: {exc}", file=sys.stderr)
         return EXIT_USAGE

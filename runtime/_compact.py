@@ -31,7 +31,7 @@ NO_SUMMARY = "(no summary available)"
 
 
 def auto_compact_limit(configured: int | None, window: int | None) -> int | None:
-    """The auto-compaction threshold (SPEC §5.6).
+    """The auto-compaction threshold (docs/compaction.md).
 
     ``min(configured, 90 % of the window)`` when both exist, whichever exists, else None
     (never). Non-positive values count as unset.
@@ -97,7 +97,7 @@ def real_user_messages(items: Iterable[p.ResponseItem]) -> list[p.Message]:
 
 
 def keep_recent_user_messages(messages: Sequence[p.Message], budget: int) -> list[p.Message]:
-    """Recent user messages within ``budget`` approximate tokens (local backend, SPEC §6.3).
+    """Recent user messages within ``budget`` approximate tokens (the local backend).
 
     Walks newest to oldest keeping whole messages while they fit; the first one that does not
     fit is truncated to what is left of the budget and the walk stops. Each kept message
@@ -139,7 +139,7 @@ def build_compacted_history(
 
 def keep_recent_messages(messages: Sequence[p.Message], budget: int) -> list[p.Message]:
     """Recent messages (of any role) within ``budget``: the user messages the remote V2 backend
-    keeps (SPEC §6.5), the developer messages the token-budget backend carries over.
+    keeps (docs/compaction.md), the developer messages the token-budget backend carries over.
 
     Newest first; a message costs at least 1 token; a message over the remaining budget has
     its text parts truncated to it; empty text parts and messages are dropped; images are kept
@@ -192,7 +192,7 @@ def drop_oldest(items: Sequence[p.ResponseItem]) -> tuple[list[p.ResponseItem], 
 def fit_to_window(
     items: Sequence[p.ResponseItem], instructions: str, window: int | None
 ) -> list[p.ResponseItem]:
-    """Make a remote compaction request fit the window (SPEC §6.4 step 2).
+    """Make a remote compaction request fit the window (docs/compaction.md).
 
     Walking from the newest item backwards while the estimate (instructions + items) exceeds
     the window, the body of each tool output is replaced by a short note; the walk stops at
@@ -215,7 +215,7 @@ def fit_to_window(
 
 
 def filter_remote_output(items: Iterable[p.ResponseItem]) -> list[p.ResponseItem]:
-    """What a remote V1 compaction may install (SPEC §6.4 step 4)."""
+    """What a remote V1 compaction may install (docs/compaction.md)."""
     kept: list[p.ResponseItem] = []
     for item in items:
         match item:

@@ -1,8 +1,8 @@
-"""Configuration: TOML files, ``-c key=value`` overrides and provider tables (``docs/config.md``).
+"""Configuration: TOML files, ``-c key=value`` overrides and provider tables (docs/config.md).
 
 :func:`load_config` merges the sources into one plain dict, checks every key against the attrs
 classes below (the error names the file and every unknown key, with the closest known one),
-then structures it. ``docs/config.md`` is generated from these classes by
+then structures it. docs/config.md is generated from these classes by
 ``runtime/_config_doc.py``. Nothing reads the environment except :func:`resolve_api_key`, and
 the key it returns is never stored in a config.
 """
@@ -283,7 +283,7 @@ def config_from_dict(data: Mapping[str, Any]) -> Config:
         )
         raise ConfigError(f"invalid config: {details}") from exc
     _check_limits(config)
-    # Non-positive limits are ignored (SPEC §5.6): they read as unset.
+    # Non-positive limits are ignored (docs/compaction.md): they read as unset.
     if config.model_context_window is not None and config.model_context_window <= 0:
         config = attrs.evolve(config, model_context_window=None)
     limit = config.model_auto_compact_token_limit

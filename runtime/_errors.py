@@ -23,7 +23,7 @@ import enum
 
 
 class ErrorCode(enum.StrEnum):
-    """The ``code`` of an ``error`` event (SPEC §7.4)."""
+    """The ``code`` of an ``error`` event (docs/session.md)."""
 
     CONTEXT_WINDOW_EXCEEDED = "context_window_exceeded"
     QUOTA_EXCEEDED = "quota_exceeded"

@@ -2,7 +2,7 @@
 
 The pure functions here decide what a model sees; :class:`History` is the session's mutable
 list of items with a per-item token estimate cache, so that accounting after each response costs
-work proportional to what the response added (SPEC §7.5).
+work proportional to what the response added (docs/session.md).
 
 Invariant kept by :class:`History`: ``estimates[i]`` is None or the approximate token count of
 ``items[i]`` (an item is estimated when a count first needs it), and ``tokens_since_model`` is
@@ -138,7 +138,7 @@ def missing_outputs(items: Sequence[p.ResponseItem]) -> list[p.ToolOutput]:
 def normalize_for_prompt(
     items: Iterable[p.ResponseItem], *, images: bool = True
 ) -> list[p.ResponseItem]:
-    """The history as a model may see it (SPEC §5.3).
+    """The history as a model may see it (docs/session.md).
 
     Every call without an output gets an ``"aborted"`` output right after it; outputs without a
     call are dropped; ``ghost_snapshot`` and ``other`` items are dropped; images are dropped
@@ -338,7 +338,7 @@ class History:
 
     @property
     def usage_tokens(self) -> int:
-        """Usage compared with the auto-compaction limit (SPEC §7.5)."""
+        """Usage compared with the auto-compaction limit (docs/session.md)."""
         return self.last_response_tokens + self.tokens_since_model
 
     def estimated_tokens(self) -> int:

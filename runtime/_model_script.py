@@ -1,4 +1,6 @@
-"""Model scripts (SPEC §9.2): one JSON file that drives the embedded model and the mock server.
+"""Model scripts: one JSON file that drives the embedded model and the mock server.
+
+The format, with an example of each reply, is docs/model-script.md.
 
 :func:`parse_model_script` validates a script into :class:`ModelScript`; :meth:`ModelScript.plan`
 turns the next reply into a :class:`ReplyPlan` (what to send and how), which the embedded

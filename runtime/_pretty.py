@@ -47,6 +47,17 @@ def tool_output_summary(output: str | None) -> str:
     return f"{_short(lines[0])}{more}"
 
 
+def session_header(msg: p.SessionConfigured) -> str:
+    """``session_configured`` as one line: who the session is and where it is recorded."""
+    window = f"{msg.model_context_window} tokens" if msg.model_context_window else "window unknown"
+    rollout = msg.rollout_path if msg.rollout_path is not None else "no rollout"
+    mark = "↺ resumed session" if msg.resumed else "● session"
+    return (
+        f"{mark} {msg.session_id} · {msg.model} via {msg.model_provider} ({window}) · "
+        f"cwd {msg.cwd} · {rollout} · relay {msg.relay_version}"
+    )
+
+
 class PrettyPrinter:
     """Writes events to ``out`` as a transcript.
 
@@ -90,6 +101,8 @@ class PrettyPrinter:
         """Render one event."""
         msg = event.msg
         match msg:
+            case p.SessionConfigured():
+                self._line(session_header(msg))
             case p.TurnStarted(turn_id=turn_id):
                 self._line(f"▶ turn {turn_id}")
                 self._show_status("waiting for the model…")

@@ -479,6 +479,32 @@ class AbortReason(enum.StrEnum):
 
 
 @attrs.frozen
+class SessionConfigured:
+    """The session is open; this is its first event (also of a resumed session).
+
+    Everything a user needs to find the session again: its id, what it talks to, where it
+    runs and the rollout file to resume it from.
+    """
+
+    session_id: str
+    """The session id."""
+    model: str
+    """The model of the next turn."""
+    model_provider: str
+    """The provider the model client talks to (its name in the configuration)."""
+    model_context_window: int | None
+    """The context window of that model, if known."""
+    cwd: str
+    """The working directory of the next turn."""
+    rollout_path: str | None
+    """The rollout file the session appends to, or None when persistence is off."""
+    relay_version: str
+    """The version of relay running the session."""
+    resumed: bool = False
+    """Whether the session continues a rollout (``relay resume``, :func:`relay.resume_session`)."""
+
+
+@attrs.frozen
 class TurnStarted:
     """A task started."""
 
@@ -590,7 +616,7 @@ class ErrorEvent:
     message: str
     """What failed."""
     code: ErrorCode
-    """Which kind of failure (SPEC §7.4)."""
+    """Which kind of failure (docs/session.md)."""
 
 
 @attrs.frozen
@@ -663,7 +689,8 @@ class ShutdownComplete:
 
 
 EventMsg: TypeAlias = (
-    TurnStarted
+    SessionConfigured
+    | TurnStarted
     | TurnComplete
     | TurnAborted
     | ItemStarted

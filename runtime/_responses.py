@@ -33,7 +33,7 @@ PURPOSE_HEADER = "x-relay-request"
 
 
 def request_body(prompt: Prompt, *, shared_input: bool = False) -> dict[str, Any]:
-    """The JSON body of ``POST /responses`` for ``prompt`` (SPEC §5.3).
+    """The JSON body of ``POST /responses`` for ``prompt`` (docs/session.md).
 
     With ``shared_input``, ``input`` is the prompt's own read-only ``wire_input`` when nothing
     trails it, not a copy: for an in-process model, which reads the body and never sends it.
@@ -65,7 +65,7 @@ def request_body(prompt: Prompt, *, shared_input: bool = False) -> dict[str, Any
 
 
 def compact_request_body(request: CompactRequest) -> dict[str, Any]:
-    """The JSON body of ``POST /responses/compact`` (SPEC §6.4)."""
+    """The JSON body of ``POST /responses/compact`` (docs/compaction.md)."""
     body: dict[str, Any] = {
         "model": request.model,
         "input": [encode_response_item(item) for item in request.input],

@@ -1,4 +1,4 @@
-"""Resuming a session from its rollout (SPEC §8, §3 invariant 6).
+"""Resuming a session from its rollout (docs/rollout.md, docs/reliability.md).
 
 :func:`reconstruct` is a pure function from parsed rollout lines to the
 :class:`~relay.lowlevel.ResumedState` a session continues from; :func:`resume_session` reads
@@ -32,7 +32,7 @@ Replaying those lines in order therefore rebuilds what the session had:
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from functools import partial
@@ -49,15 +49,16 @@ from ._compact import (
     real_user_messages,
     summary_prefix,
 )
-from ._config import Config
+from ._config import Config, resolve_api_key
 from ._context import TurnSettings, WorldState
-from ._errors import ErrorCode, RolloutError
+from ._errors import ConfigError, ErrorCode, RolloutError
 from ._history import History
 from ._hooks import CompactHook
 from ._model import ModelClient
 from ._rollout_reader import (
     CompactedLine,
     EventMsgLine,
+    IdsLine,
     ResponseItemLine,
     Rollout,
     RolloutLine,
@@ -204,12 +205,15 @@ def reconstruct(rollout: Rollout) -> ResumedState:
                     replay.installing = False
                 elif not _shows_window_full(lines, index):
                     replay.history.response_completed(info.last_token_usage.total_tokens)
-            case SessionMetaLine() | EventMsgLine() | WorldStateLine():
+            case SessionMetaLine() | EventMsgLine() | WorldStateLine() | IdsLine():
                 pass
             case _:
                 assert_never(line)
 
     defaults: TurnSettings | None = None
+    model: str | None = rollout.meta.model
+    provider: str | None = rollout.meta.model_provider
+    submissions = items = 0
     total_usage = p.TokenUsage()
     window_number = 0
     first_window_id: str | None = None
@@ -219,6 +223,15 @@ def reconstruct(rollout: Rollout) -> ResumedState:
         match line:
             case TurnContextLine(settings=settings):
                 defaults = settings
+                model = settings.model
+            case EventMsgLine(msg=p.SessionConfigured() as configured):
+                model, provider = configured.model, configured.model_provider
+            case EventMsgLine(msg=p.TurnStarted(turn_id=turn_id)):
+                # Files written before ``ids`` lines existed still name their turns.
+                submissions = max(submissions, generated_number(turn_id, "sub"))
+            case IdsLine():
+                submissions = max(submissions, line.submission)
+                items = max(items, line.item)
             case EventMsgLine(msg=p.TokenCount(info=p.TokenUsageInfo() as info)):
                 total_usage = info.total_token_usage
             case CompactedLine():
@@ -247,7 +260,45 @@ def reconstruct(rollout: Rollout) -> ResumedState:
         tokens_since_model=history.tokens_since_model,
         items_since_model=len(history.items_since_model()),
         total_usage=total_usage,
+        model=model,
+        model_provider=provider,
+        submissions=submissions,
+        items=items,
     )
+
+
+def generated_number(id: str, prefix: str) -> int:
+    """N of an id ``<prefix>-N`` that relay generated, else 0."""
+    head, _, number = id.rpartition("-")
+    return int(number) if head == prefix and number.isdigit() else 0
+
+
+def resumed_config(config: Config, state: ResumedState, *, chosen: Collection[str] = ()) -> Config:
+    """``config`` with the model and provider the resumed session recorded.
+
+    ``chosen`` names the keys (``model``, ``model_provider``) the caller chose on purpose;
+    those are kept. A recorded provider is checked as the session would build it, so a
+    rollout that cannot go on as it was recorded fails here, naming the provider, instead of
+    going on with another model.
+
+    Raises:
+        ConfigError: the recorded provider is not defined by ``config``, or its API key is
+            missing.
+    """
+    model = state.model if "model" not in chosen and state.model is not None else config.model
+    name = state.model_provider if "model_provider" not in chosen else None
+    if name is None:
+        return attrs.evolve(config, model=model)
+    resumed = attrs.evolve(config, model=model, model_provider=name)
+    try:
+        resolve_api_key(resumed.provider())
+    except ConfigError as exc:
+        raise ConfigError(
+            f"the session was recorded with model_provider {name!r}, which cannot be used "
+            f"now: {exc}; set it up, or choose another provider (relay resume: "
+            "-c model_provider=NAME or --config FILE; resume_session: a Config)"
+        ) from exc
+    return resumed
 
 
 def describe_note(rollout: Rollout, note: RolloutNote) -> str:
@@ -266,28 +317,50 @@ async def resume_session(
     rng: random.Random | None = None,
     estimator: TokenEstimator | None = None,
     hooks: Iterable[CompactHook] = (),
+    model_name: str | None = None,
 ) -> AsyncIterator[Session]:
     """Resume the session recorded in a rollout file and append to that file.
 
     ``source`` is the file's path, or the file already read (:func:`read_rollout`).
 
+    Without a ``config``, the session goes on with the model and provider it recorded last
+    (``session_configured``, ``turn_context``, ``session_meta``), with the built-in provider
+    tables: a recorded provider that is not built in, or whose API key is unset, is a
+    :class:`~relay.ConfigError` naming it, never a switch to another model. With a
+    ``config``, its provider is used (see :func:`resumed_config` to apply the recorded one
+    to a config of your own) and the model of the latest ``turn_context``. ``model_name``
+    replaces that model.
+
     The session continues with the history, reference context, turn defaults, window and
     token usage it had as of the last completed write (see :func:`reconstruct`); the first
     request it sends starts with exactly the history the live session had. Problems found in
     the file (a truncated last line, malformed lines) are reported as ``warning`` events with
-    the id ``"resume"``, before any other event. The other arguments are those of
+    the id ``"resume"``, right after ``session_configured`` (the first event of every
+    session, here with ``resumed`` set). Generated submission and item ids go on from the
+    rollout's. The other arguments are those of
     :func:`~relay.open_session` (the session id comes from the file), which this is
     otherwise like.
 
     Raises:
         RolloutError: the file cannot be read, or it has no ``session_meta`` line.
-        ConfigError: the configuration is invalid.
+        ConfigError: the configuration is invalid, or (without one) the recorded provider
+            cannot be used.
     """
     if isinstance(source, Rollout):
         rollout = source
     else:
         rollout = await anyio.to_thread.run_sync(partial(read_rollout, source, for_resume=True))
     state = reconstruct(rollout)
+    if config is None:
+        config = resumed_config(Config(), state)
+    if model_name is not None:
+        defaults = state.defaults
+        state = attrs.evolve(
+            state,
+            model=model_name,
+            defaults=attrs.evolve(defaults, model=model_name) if defaults is not None else None,
+        )
+        config = attrs.evolve(config, model=model_name)
     async with open_session(
         config,
         model=model,
@@ -298,7 +371,7 @@ async def resume_session(
         hooks=hooks,
         resume=state,
     ) as session:
-        # Before any op is handled, so that these are the first events of the resumed run.
+        # Right after session_configured, before any op is handled.
         for note in rollout.notes:
             session._emit(RESUME_EVENT_ID, p.WarningEvent(describe_note(rollout, note)))
         yield session
@@ -309,6 +382,8 @@ __all__ = [
     "describe_note",
     "is_model_output",
     "rebuild_compacted_history",
+    "generated_number",
     "reconstruct",
     "resume_session",
+    "resumed_config",
 ]

@@ -1,4 +1,4 @@
-"""The rollout: a session's append-only JSONL record (SPEC §8), reading side.
+"""The rollout: a session's append-only JSONL record (docs/rollout.md), reading side.
 
 Theory of operation. :func:`parse_rollout` turns the bytes of a rollout into typed lines, one
 frozen class per line ``type``, and never raises for what a file contains:
@@ -163,6 +163,20 @@ class CompactedLine:
     """What it did."""
 
 
+@attrs.frozen
+class IdsLine:
+    """How far the session's generated ids have gone, so that a resume continues them."""
+
+    number: int
+    """1-based line number."""
+    timestamp: str | None
+    """RFC 3339 time of the write."""
+    submission: int
+    """The number of the last generated submission id (``sub-N``)."""
+    item: int
+    """The number of the last generated item id (``user-N``, ``msg-N``, ...)."""
+
+
 RolloutLine: TypeAlias = (
     SessionMetaLine
     | ResponseItemLine
@@ -170,6 +184,7 @@ RolloutLine: TypeAlias = (
     | TurnContextLine
     | WorldStateLine
     | CompactedLine
+    | IdsLine
 )
 
 
@@ -304,6 +319,8 @@ class _Kept:
     """(``token_count``) the next line is a ``context_window_exceeded`` error."""
     pinned: bool = False
     """(``token_count``) the installation's count of a compaction: always read after it."""
+    always: bool = False
+    """Read wherever it is (``session_configured``, ``turn_started``)."""
     notes: list[RolloutNote] | tuple[()] = ()
     """Notes made decoding it, reported only if it is kept."""
 
@@ -340,6 +357,8 @@ class _ResumeFilter:
     garbage: int = 0
     # Between a compaction and the next item: the next token_count is the installation's.
     installing: bool = False
+    # The last ``ids`` line: where the session's generated ids had got to.
+    ids: _Kept | None = None
 
     def take(self, number: int, record: Mapping[str, Any]) -> None:
         position = self.position
@@ -360,8 +379,15 @@ class _ResumeFilter:
                 ):
                     previous.window_full = True
                 self._keep(_Kept(position, number, kind, record))
+            elif event in _RESUME_EVENTS:
+                self._keep(_Kept(position, number, kind, record, always=True))
             return
         if kind == "world_state":
+            return
+        if kind == "ids":
+            if self.ids is not None:
+                self._drop(self.ids)
+            self.ids = self._keep(_Kept(position, number, kind, record))
             return
         if kind == "turn_context":
             if self.context is not None:
@@ -426,6 +452,8 @@ class _ResumeFilter:
             if not (
                 entry is self.context_before
                 or entry is self.count_before
+                or entry is self.ids
+                or entry.always
                 or entry.kind in _ALWAYS_READ
             ):
                 entry.drop()
@@ -452,6 +480,10 @@ class _ResumeFilter:
                 line = parser.decode(entry.number, entry.record)
             parser.add(entry.number, line, started=entry.position > 0)
 
+
+#: Events a resume reads wherever they are: which provider and model the session announced,
+#: and the turn ids it used.
+_RESUME_EVENTS = frozenset({"session_configured", "turn_started"})
 
 #: Lines kept from before the newest base (the window fields come from every compaction).
 _ALWAYS_READ = frozenset({"session_meta", "compacted"})
@@ -560,6 +592,14 @@ class _Parser:
                 return WorldStateLine(number, timestamp, _decode(payload, WorldState, kind))
             case "compacted":
                 return self._compacted(number, timestamp, payload)
+            case "ids":
+                fields = _object(payload, "ids")
+                return IdsLine(
+                    number,
+                    timestamp,
+                    _field(fields, "submission", int, "ids"),
+                    _field(fields, "item", int, "ids"),
+                )
             case _:
                 raise _Malformed(f"unknown line type {kind!r}")
 

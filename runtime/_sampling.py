@@ -1,4 +1,4 @@
-"""Retry policy of model requests (SPEC §7.3): plain functions and the one retry loop.
+"""Retry policy of model requests (docs/session.md): plain functions and the one retry loop.
 
 Every model request that may be retried (a turn's sampling, a summarization, a remote
 compaction) goes through :func:`with_retries`."""
@@ -103,7 +103,7 @@ def estimate_usage(
     instructions: str,
     output: Sequence[p.ResponseItem],
 ) -> p.TokenUsage:
-    """Usage of a response whose server reported none (SPEC §7.5).
+    """Usage of a response whose server reported none (docs/session.md).
 
     Counts only what the response added to the previous total: the items recorded since the
     last model item (everything, plus the instructions, on the first response) and the output.

@@ -46,7 +46,7 @@ class RequestLog(list[T]):
 
 
 class ScriptedModel:
-    """An in-process model driven by a model script (SPEC §9.2).
+    """An in-process model driven by a model script (docs/model-script.md).
 
     It remembers the last ``request_log`` requests (default 100; None: all of them), so that
     a long session run on it keeps constant memory; each request's ``input`` is a read-only

@@ -24,7 +24,7 @@ def _new_window_id() -> str:
 
 @attrs.frozen
 class ResumedState:
-    """What a session resumes from: the state rebuilt from its rollout (SPEC §8)."""
+    """What a session resumes from: the state rebuilt from its rollout (``docs/rollout.md``)."""
 
     session_id: str
     """The resumed session's id."""
@@ -52,6 +52,14 @@ class ResumedState:
     """How many of the last items came after the last model item."""
     total_usage: p.TokenUsage = attrs.field(factory=p.TokenUsage)
     """Usage summed over the session so far."""
+    model: str | None = None
+    """The model the session last used or announced (``turn_context``, ``session_configured``)."""
+    model_provider: str | None = None
+    """The provider the session last announced (``session_configured``, else ``session_meta``)."""
+    submissions: int = 0
+    """The number of the last generated submission id; the resumed session goes on after it."""
+    items: int = 0
+    """The number of the last generated item id; the resumed session goes on after it."""
 
 
 @attrs.define(eq=False)

@@ -191,7 +191,7 @@ class TaskContext:
 
     @property
     def usage_tokens(self) -> int:
-        """The usage compared with the auto-compaction limit (SPEC §7.5)."""
+        """The usage compared with the auto-compaction limit (docs/session.md)."""
         return self.session.state.history.usage_tokens
 
     def estimated_tokens(self) -> int:
@@ -230,8 +230,8 @@ class TaskContext:
         )
 
     async def remote_compact(self, request: CompactRequest) -> Any:
-        """``POST /responses/compact`` with retries (SPEC §6.4): transport failures, 5xx and
-        rate limits are retried up to the provider's ``request_max_retries``, after the
+        """``POST /responses/compact`` with retries: transport failures, 5xx and rate limits
+        are retried up to the provider's ``request_max_retries``, after the
         server's retry-after or the same jittered backoff as sampling."""
         return await with_retries(
             lambda: self.session.model.compact(request),
@@ -248,7 +248,7 @@ class TaskContext:
         self.emit(state.token_count(usage, self.model_context_window))
 
     def report_model_error(self, error: ModelError) -> None:
-        """Report a failed sampling step (SPEC §5.5)."""
+        """Report a failed sampling step (docs/session.md)."""
         if isinstance(error, ContextWindowExceeded):
             self.report_window_full()
             self.emit(
@@ -292,7 +292,7 @@ class TaskContext:
         receipt: p.CompactionReceipt,
         clear_reference: bool,
     ) -> None:
-        """Install a compacted history in one step (SPEC §6.9).
+        """Install a compacted history in one step (docs/compaction.md).
 
         Replaces the history (and the reference context), starts a new window, persists
         ``compacted``, ``world_state`` and ``turn_context`` (when there is a reference context),

@@ -1,6 +1,6 @@
 """Token estimates and truncation: plain functions over plain data.
 
-Approximate tokens are ``ceil(utf8_bytes / 4)`` (SPEC §7.5). Every budget of the compaction
+Approximate tokens are ``ceil(utf8_bytes / 4)`` (docs/session.md). Every budget of the compaction
 backends uses these estimates, so that budgets are deterministic and cheap; the exact
 ``tiktoken`` counter (:mod:`relay._tiktoken`) is for usage estimates only.
 """
@@ -46,7 +46,7 @@ def item_text(item: p.ResponseItem) -> str:
 
 
 def count_items(estimator: TokenEstimator, items: Iterable[p.ResponseItem]) -> int:
-    """Tokens of ``items`` by ``estimator``; approximate counting follows SPEC §7.5 exactly."""
+    """Tokens of ``items`` by ``estimator`` (approximate counts as docs/session.md says)."""
     if isinstance(estimator, ApproxEstimator):
         return items_tokens(items)
     return sum(estimator.count(item_text(item)) for item in items)
@@ -67,7 +67,7 @@ def _encrypted_bytes(encrypted: str) -> int:
 
 
 def item_bytes(item: p.ResponseItem) -> int:
-    """The approximate byte size of a history item, as SPEC §7.5 counts it."""
+    """The approximate byte size of a history item, as docs/session.md counts it."""
     match item:
         case p.GhostSnapshot():
             return 0

@@ -1,4 +1,4 @@
-"""Tools: the registry, the context a tool runs with, and the built-in tools (SPEC §5.4).
+"""Tools: the registry, the context a tool runs with, and the built-in tools (docs/session.md).
 
 A tool is a name, a JSON schema and an async callable ``(args, ctx) -> str``. Errors a tool
 raises on purpose (:class:`ToolError`) become its output; the model reads them and can try

@@ -31,7 +31,7 @@ from ._tokens import items_tokens
 
 
 def estimate_tokens(items: Iterable[p.ResponseItem]) -> int:
-    """Approximate tokens of a history (SPEC §7.5)."""
+    """Approximate tokens of a history (docs/session.md)."""
     return items_tokens(items)
 
 

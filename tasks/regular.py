@@ -1,4 +1,4 @@
-"""The regular turn: sample the model, run the tools it asks for, repeat (SPEC §5.1, §5.6)."""
+"""The regular turn: sample the model, run the tools it asks for, repeat (docs/session.md)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ class RegularTurn(SessionTask):
 
     Auto-compaction runs inline, under this turn's id: before anything of the turn is recorded
     (pre-turn, or model downshift), and between two sampling steps when the model needs a
-    follow-up and usage reached the limit (mid-turn). A failed auto-compaction ends the turn.
+    follow-up and usage reached the limit (mid-turn). A failed or stopped auto-compaction ends
+    the turn; one before the turn ends it after the input is recorded.
     """
 
     items: tuple[relay.InputItem, ...]
@@ -48,10 +49,13 @@ class RegularTurn(SessionTask):
             ctx.record_input(items)
 
     async def run(self, ctx: TaskContext) -> str | None:
-        if not await _compact_before_turn(ctx, self.backends):
-            return None
+        proceed = await _compact_before_turn(ctx, self.backends)
+        # The input is recorded even when the compaction before it failed or was stopped:
+        # the turn ends without sampling, but what the user said is never lost.
         ctx.record_context()
         await ctx.record_user_input(self.items)
+        if not proceed:
+            return None
         last: str | None = None
         drain = True
         while True:

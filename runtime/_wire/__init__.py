@@ -1,6 +1,6 @@
 """The HTTP wires: model clients that talk to a server through the official ``openai`` SDK.
 
-Two wires implement :class:`~relay._model.ModelClient` (SPEC §7.1, §7.2):
+Two wires implement :class:`~relay._model.ModelClient` (docs/session.md):
 
 - :class:`ResponsesClient` streams ``POST /responses`` with exactly the body of
   :func:`~relay._responses.request_body` and feeds every server-sent event, as a dict, to the

@@ -1,4 +1,4 @@
-"""The Chat Completions wire (SPEC §7.2), for OpenAI-compatible local servers."""
+"""The Chat Completions wire (docs/session.md), for OpenAI-compatible local servers."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from .base import EventReader, WireClient
 
 
 class ChatClient(WireClient):
-    """The Chat Completions wire (SPEC §7.2), for OpenAI-compatible local servers."""
+    """The Chat Completions wire (docs/session.md), for OpenAI-compatible local servers."""
 
     def stream(self, prompt: Prompt) -> AbstractAsyncContextManager[AsyncIterator[ModelEvent]]:
         """Send ``prompt``; the context yields its events (see :class:`ModelClient`)."""
@@ -90,7 +90,7 @@ def _tool_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
 
 
 def chat_messages(instructions: str, items: Sequence[p.ResponseItem]) -> list[dict[str, Any]]:
-    """The chat messages for a history (SPEC §7.2).
+    """The chat messages for a history (docs/session.md).
 
     ``instructions`` becomes the first system message; developer messages become system
     messages; tool calls become ``tool_calls`` of an assistant message (joined to the assistant

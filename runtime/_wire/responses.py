@@ -1,4 +1,4 @@
-"""The Responses wire (SPEC §7.1): streamed ``POST /responses`` and remote compaction."""
+"""The Responses wire (docs/session.md): streamed ``POST /responses`` and remote compaction."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from .base import EventReader, WireClient, read_bounded
 
 
 class ResponsesClient(WireClient):
-    """The Responses wire (SPEC §7.1): streamed ``POST /responses`` and remote compaction."""
+    """The Responses wire (docs/session.md): streamed ``POST /responses`` and remote compaction."""
 
     def stream(self, prompt: Prompt) -> AbstractAsyncContextManager[AsyncIterator[ModelEvent]]:
         """Send ``prompt``; the context yields its events (see :class:`ModelClient`)."""

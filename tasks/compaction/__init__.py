@@ -5,7 +5,7 @@ backend of its sequence that applies, runs the pre-compact hooks, reports the co
 lets the backend compute the new history, places the initial context, installs the result,
 reports it and runs the post-compact hooks. A backend fails by raising
 :class:`CompactionFailed` or letting a :class:`relay.ModelError` through (translated here,
-once); until it returns, nothing about the session has changed (SPEC §6.9).
+once); until it returns, nothing about the session has changed (docs/compaction.md).
 
 Adding a backend is one new module and one line in :data:`BACKENDS`; a backend of another
 package goes into the sequence a session's tasks are built with (:func:`relay.tasks.task_kinds`).

@@ -1,4 +1,4 @@
-"""The local backend: the session's own model writes a summary (SPEC §6.3)."""
+"""The local backend: the session's own model writes a summary (docs/compaction.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The remote V1 backend: the provider compacts the history itself (SPEC §6.4).
+"""The remote V1 backend: the provider compacts the history itself (docs/compaction.md).
 
 The history, normalised and fitted to the context window, goes to ``POST
 {base_url}/responses/compact`` through the session's model client (which owns the request's

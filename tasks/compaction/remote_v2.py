@@ -1,4 +1,4 @@
-"""The remote V2 backend: compaction inside a normal streamed request (SPEC §6.5).
+"""The remote V2 backend: compaction inside a normal streamed request (docs/compaction.md).
 
 The request is the history (normalised, fitted to the window as for V1) followed by a raw
 ``{"type": "compaction_trigger"}`` item; the model answers with exactly one ``compaction`` item.

@@ -1,4 +1,4 @@
-"""The token-budget backend: a fresh window, no model request (SPEC §6.6).
+"""The token-budget backend: a fresh window, no model request (docs/compaction.md).
 
 The new history is the initial context built from the world state as it is now, followed by
 the developer messages the client added to the old window (newest first within a budget).

@@ -9,7 +9,7 @@ real sockets): the faulted op, then an ordinary turn, then ``shutdown``, and ret
 whether the next op worked, whether the rollout lost anything, and everything the session
 wrote or sent (for the checks of ``test_faults.py`` and ``test_security.py``).
 
-``tests/reliability/fault_table.py`` prints the table of ``docs/reliability.md`` from these
+``tests/reliability/fault_table.py`` prints the table of docs/reliability.md from these
 observations; ``test_faults.py`` asserts the expectations written here.
 """
 
@@ -54,9 +54,10 @@ REQUEST_RETRIES = 1
 #: Bound on a whole fault run; never reached when things work.
 GUARD_S = 30
 
-#: Events persisted to the rollout according to SPEC §8 (turn lifecycle, messages, token
-#: counts, compactions, hook outcomes).
-SPEC_PERSISTED = (
+#: Events persisted to the rollout according to docs/rollout.md (the session's announcement, turn
+#: lifecycle, messages, token counts, compactions, hook outcomes).
+DOCUMENTED_PERSISTED = (
+    relay.SessionConfigured,
     relay.TurnStarted,
     relay.TurnComplete,
     relay.TurnAborted,
@@ -411,7 +412,7 @@ class Observation:
     rollout_problem: str | None
     """Why the rollout does not hold everything the session did, or None."""
     invariant_problem: str | None
-    """Why an invariant of SPEC §3 or the history's shape does not hold, or None."""
+    """Why an invariant of docs/reliability.md or the history's shape does not hold, or None."""
     history_changed: bool
     """A failed compaction changed the history (never expected)."""
     duration_ms: int
@@ -524,10 +525,10 @@ def _problem(check: Any) -> str | None:
 
 
 def check_nothing_lost(events: list[relay.Event], rollout_text: str) -> None:
-    """Every event SPEC §8 persists is in the rollout, in order; nothing persisted is made up."""
+    """Every event docs/rollout.md persists is in the rollout, in order; none is made up."""
     lines = [json.loads(line) for line in rollout_text.splitlines()]
     persisted = [line["payload"] for line in lines if line["type"] == "event_msg"]
-    wanted = [to_json(e.msg) for e in events if isinstance(e.msg, SPEC_PERSISTED)]
+    wanted = [to_json(e.msg) for e in events if isinstance(e.msg, DOCUMENTED_PERSISTED)]
     position = 0
     for payload in persisted:
         if position < len(wanted) and payload == wanted[position]:
@@ -627,7 +628,7 @@ async def run_fault(fault: Fault, workdir: Path, *, api_key: str) -> Observation
 
 
 def table(observations: list[Observation]) -> str:
-    """The fault table of ``docs/reliability.md`` (Markdown), from what was observed."""
+    """The fault table of docs/reliability.md (Markdown), from what was observed."""
     return _table(
         (
             seen.fault.name,

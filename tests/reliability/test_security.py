@@ -1,5 +1,5 @@
-"""Security: secrets, file modes, path confinement, commands without a shell (SPEC §1.4, §5.4,
-§6.7, §8).
+"""Security: secrets, file modes, path confinement, commands without a shell (docs/config.md,
+docs/session.md, docs/compaction.md, docs/rollout.md).
 
 - A canary API key, set in the provider's ``env_key`` variable, appears nowhere a session
   writes or sends besides the ``Authorization`` header: not in events, the rollout, the mock

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from relay import __version__ as relay_version
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -139,7 +142,13 @@ def test_pretty_output_reads_as_a_transcript(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == "▶ turn nap"
+    header = re.fullmatch(
+        r"● session [0-9a-f-]{36} · scripted via scripted \(window unknown\) · "
+        rf"cwd {re.escape(str(EXAMPLES))} · no rollout · relay {re.escape(relay_version)}",
+        lines[0],
+    )
+    assert header is not None, lines[0]
+    assert lines[1] == "▶ turn nap"
     assert "✗ turn nap aborted (interrupted)" in result.stdout
     assert lines[-1] == "■ session shut down"
 

@@ -1,4 +1,4 @@
-"""The initial context, context changes and the abort marker (SPEC §4.3, §5.2)."""
+"""The initial context, context changes and the abort marker (docs/session.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""History normalisation, contextual messages and token accounting (SPEC §5.3, §7.5)."""
+"""History normalisation, contextual messages and token accounting (docs/session.md)."""
 
 from __future__ import annotations
 

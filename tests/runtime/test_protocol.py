@@ -1,4 +1,4 @@
-"""The protocol classes and their JSON codec (SPEC §2)."""
+"""The protocol classes and their JSON codec (docs/protocol.md)."""
 
 from __future__ import annotations
 
@@ -113,6 +113,9 @@ EVENTS: dict[type, Any] = {
     p.HookStarted: p.HookStarted("notify", "pre_compact"),
     p.HookCompleted: p.HookCompleted("notify", "post_compact", "timeout", 10_000),
     p.SessionResumed: p.SessionResumed("host-0", "host-1", "t1", ("sub-2",), 40),
+    p.SessionConfigured: p.SessionConfigured(
+        "s-1", "gpt-test", "scripted", 128_000, "/work", "/tmp/r.jsonl", "1.0", resumed=True
+    ),
     p.ShutdownComplete: p.ShutdownComplete(),
 }
 
@@ -325,6 +328,7 @@ EXPECTED_TAGS: dict[type, str] = {
     p.HookStarted: "hook_started",
     p.HookCompleted: "hook_completed",
     p.SessionResumed: "session_resumed",
+    p.SessionConfigured: "session_configured",
     p.ShutdownComplete: "shutdown_complete",
 }
 

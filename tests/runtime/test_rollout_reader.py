@@ -1,4 +1,4 @@
-"""Reading rollouts: typed lines, a truncated last line, malformed lines, ``relay show`` (§8)."""
+"""Reading rollouts: typed lines, a truncated last line, malformed lines, ``relay show``."""
 
 from __future__ import annotations
 
@@ -239,9 +239,9 @@ def test_malformed_lines_are_skipped_with_notes_naming_them() -> None:
         "ignored",
         "line 7: invalid event_msg: unknown type 'levitated' (expected one of: agent_message, "
         "agent_message_delta, background_event, context_compacted, error, hook_completed, "
-        "hook_started, item_completed, item_started, session_resumed, shutdown_complete, "
-        "stream_error, token_count, turn_aborted, turn_complete, turn_started, user_message, "
-        "warning); ignored",
+        "hook_started, item_completed, item_started, session_configured, session_resumed, "
+        "shutdown_complete, stream_error, token_count, turn_aborted, turn_complete, "
+        "turn_started, user_message, warning); ignored",
         "line 8: invalid turn_context: required field 'model' missing; ignored",
         "line 9: no timestamp",
         "line 10: session_meta after the start of the rollout; ignored",
@@ -337,7 +337,8 @@ def test_reading_for_a_resume_decodes_only_what_resuming_needs() -> None:
         event(p.TurnComplete("t2", None, 1)),
     )
     rollout = parse_rollout(data, for_resume=True)
-    assert [line.number for line in rollout.lines] == [1, 6, 7, 9, 11, 12, 16, 17]
+    # turn_started events are read wherever they are: resumed ids go on after theirs.
+    assert [line.number for line in rollout.lines] == [1, 6, 7, 9, 10, 11, 12, 15, 16, 17]
     # JSON problems are reported everywhere, payload problems only where lines are decoded.
     assert [note.line for note in rollout.notes] == [3, 13]
     assert [line.number for line in parse_rollout(data).lines] == [
@@ -561,6 +562,35 @@ def test_the_transcript_marks_a_turn_cut_short_by_a_crash() -> None:
         "",
         "▶ turn sub-1 · 2026-01-02 03:04:05",
         "✓ turn sub-1 complete in 1 ms",
+    ]
+
+
+def test_the_transcript_shows_each_session_configured_as_one_header_line() -> None:
+    def configured(resumed: bool) -> str:
+        return event(
+            p.SessionConfigured("s-1", "gpt-x", "ollama", 8000, "/w", "/r.jsonl", "0.1.0", resumed)
+        )
+
+    data = text_of(
+        meta(),
+        configured(False),
+        event(p.TurnStarted("t1", None, 0.0)),
+        event(p.TurnComplete("t1", None, 1)),
+        event(p.ShutdownComplete()),
+        configured(True),
+        event(p.TurnStarted("sub-2", None, 1.0)),
+    )
+    assert list(render_transcript(parse_rollout(data))) == [
+        "● session s-1 · gpt-x via ollama (8000 tokens) · cwd /w · /r.jsonl · relay 0.1.0",
+        "",
+        "▶ turn t1 · 2026-01-02 03:04:05",
+        "✓ turn t1 complete in 1 ms",
+        "■ session shut down",
+        "",
+        "↺ resumed session s-1 · gpt-x via ollama (8000 tokens) · cwd /w · /r.jsonl · relay 0.1.0",
+        "",
+        "▶ turn sub-2 · 2026-01-02 03:04:05",
+        "⚡ turn sub-2 has not ended (the session stopped, or still runs)",
     ]
 
 

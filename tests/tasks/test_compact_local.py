@@ -1,4 +1,4 @@
-"""The compaction task with the local backend, through a session (SPEC §6.1–6.3, §6.9)."""
+"""The compaction task with the local backend, through a session (docs/compaction.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The token-budget backend: a fresh window from the current world state (SPEC §6.6)."""
+"""The token-budget backend: a fresh window from the current world state (docs/compaction.md)."""
 
 from __future__ import annotations
 
