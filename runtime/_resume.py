@@ -59,6 +59,7 @@ from ._rollout_reader import (
     CompactedLine,
     EventMsgLine,
     IdsLine,
+    generated_number,
     ResponseItemLine,
     Rollout,
     RolloutLine,
@@ -265,12 +266,6 @@ def reconstruct(rollout: Rollout) -> ResumedState:
         submissions=submissions,
         items=items,
     )
-
-
-def generated_number(id: str, prefix: str) -> int:
-    """N of an id ``<prefix>-N`` that relay generated, else 0."""
-    head, _, number = id.rpartition("-")
-    return int(number) if head == prefix and number.isdigit() else 0
 
 
 def resumed_config(config: Config, state: ResumedState, *, chosen: Collection[str] = ()) -> Config:

@@ -320,7 +320,7 @@ class _Kept:
     pinned: bool = False
     """(``token_count``) the installation's count of a compaction: always read after it."""
     always: bool = False
-    """Read wherever it is (``session_configured``, ``turn_started``)."""
+    """Read wherever it is (see ``_RESUME_EVENTS``)."""
     notes: list[RolloutNote] | tuple[()] = ()
     """Notes made decoding it, reported only if it is kept."""
 
@@ -359,6 +359,8 @@ class _ResumeFilter:
     installing: bool = False
     # The last ``ids`` line: where the session's generated ids had got to.
     ids: _Kept | None = None
+    # The one event of each of _RESUME_EVENTS a resume reads.
+    latest: dict[str, _Kept] = attrs.field(factory=dict)
 
     def take(self, number: int, record: Mapping[str, Any]) -> None:
         position = self.position
@@ -380,7 +382,12 @@ class _ResumeFilter:
                     previous.window_full = True
                 self._keep(_Kept(position, number, kind, record))
             elif event in _RESUME_EVENTS:
-                self._keep(_Kept(position, number, kind, record, always=True))
+                older = self.latest.get(event)
+                if older is not None:
+                    if event == "turn_started" and _turn_number(older) > _turn_number(record):
+                        return
+                    self._drop(older)
+                self.latest[event] = self._keep(_Kept(position, number, kind, record, always=True))
             return
         if kind == "world_state":
             return
@@ -481,8 +488,22 @@ class _ResumeFilter:
             parser.add(entry.number, line, started=entry.position > 0)
 
 
-#: Events a resume reads wherever they are: which provider and model the session announced,
-#: and the turn ids it used.
+def generated_number(id: str, prefix: str) -> int:
+    """N of an id ``<prefix>-N`` that relay generated, else 0."""
+    head, _, number = id.rpartition("-")
+    return int(number) if head == prefix and number.isdigit() else 0
+
+
+def _turn_number(entry: _Kept | Mapping[str, Any]) -> int:
+    """The number of a ``turn_started`` event's generated turn id (``sub-N``), else 0."""
+    record = entry.record if isinstance(entry, _Kept) else entry
+    payload = record.get("payload") if record is not None else None
+    turn_id = payload.get("turn_id") if isinstance(payload, dict) else None
+    return generated_number(turn_id, "sub") if isinstance(turn_id, str) else 0
+
+
+#: Events a resume reads wherever they are, one of each: which provider and model the session
+#: announced last, and the highest generated turn id it used.
 _RESUME_EVENTS = frozenset({"session_configured", "turn_started"})
 
 #: Lines kept from before the newest base (the window fields come from every compaction).

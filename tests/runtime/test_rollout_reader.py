@@ -326,19 +326,20 @@ def test_reading_for_a_resume_decodes_only_what_resuming_needs() -> None:
         turn_context(model="newer"),
         raw("response_item", {"type": "message"}),
         token_count(20),
-        event(p.TurnStarted("t1", None, 0.0)),
+        event(p.TurnStarted("sub-9", None, 0.0)),
         compacted([user, user], window_number=2),
         item(p.assistant_message("after")),
         raw("response_item", {"type": "message"}),
         world_state(),
-        event(p.TurnStarted("t2", None, 0.0)),
+        event(p.TurnStarted("sub-3", None, 0.0)),
         token_count(30),
         event(p.ErrorEvent("e", relay.ErrorCode.STREAM)),
         event(p.TurnComplete("t2", None, 1)),
     )
     rollout = parse_rollout(data, for_resume=True)
-    # turn_started events are read wherever they are: resumed ids go on after theirs.
-    assert [line.number for line in rollout.lines] == [1, 6, 7, 9, 10, 11, 12, 15, 16, 17]
+    # The turn_started with the highest generated id is read wherever it is: resumed ids go on
+    # after it.
+    assert [line.number for line in rollout.lines] == [1, 6, 7, 9, 10, 11, 12, 16, 17]
     # JSON problems are reported everywhere, payload problems only where lines are decoded.
     assert [note.line for note in rollout.notes] == [3, 13]
     assert [line.number for line in parse_rollout(data).lines] == [
@@ -400,11 +401,21 @@ def test_reading_for_a_resume_holds_only_the_records_it_still_needs() -> None:
         alive.append(sum(_is_event_record(obj) for obj in gc.get_objects()))
 
     rollout = _parse(lines(), None, for_resume=True)
-    assert alive[0] <= 3  # the last record read, and the last two token counts
-    # Every item, the last turn_context and the last token_count; no other event.
+    # The last record read, the last two token counts and the last turn_started.
+    assert alive[0] <= 4
+    # Every item, the last turn_started, turn_context and token_count; no other event.
     assert sum(isinstance(line, ResponseItemLine) for line in rollout.lines) == 2_000
-    kinds = [type(line) for line in rollout.lines if not isinstance(line, ResponseItemLine)]
-    assert kinds == [SessionMetaLine, TurnContextLine, EventMsgLine]
+    kinds = [
+        (type(line), type(line.msg).__name__ if isinstance(line, EventMsgLine) else "")
+        for line in rollout.lines
+        if not isinstance(line, ResponseItemLine)
+    ]
+    assert kinds == [
+        (SessionMetaLine, ""),
+        (EventMsgLine, "TurnStarted"),
+        (TurnContextLine, ""),
+        (EventMsgLine, "TokenCount"),
+    ]
 
 
 def _is_event_record(obj: object) -> bool:
@@ -681,6 +692,8 @@ _LINES = st.sampled_from(
         event(p.ErrorEvent("full", relay.ErrorCode.CONTEXT_WINDOW_EXCEEDED)),
         event(p.ErrorEvent("e", relay.ErrorCode.STREAM)),
         event(p.TurnStarted("t", None, 0.0)),
+        event(p.TurnStarted("sub-5", None, 0.0)),
+        event(p.TurnStarted("sub-2", None, 0.0)),
         compacted([p.user_message("kept")], "S", window_number=1),
         compacted([], "S"),
         compacted(None, "old style"),
