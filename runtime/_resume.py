@@ -59,7 +59,6 @@ from ._rollout_reader import (
     CompactedLine,
     EventMsgLine,
     IdsLine,
-    generated_number,
     ResponseItemLine,
     Rollout,
     RolloutLine,
@@ -67,6 +66,7 @@ from ._rollout_reader import (
     SessionMetaLine,
     TurnContextLine,
     WorldStateLine,
+    generated_number,
     read_rollout,
 )
 from ._session import Session, open_session
