@@ -30,17 +30,22 @@ TRUNCATED_OUTPUT_NOTE = "Output exceeded the available model context and was tru
 NO_SUMMARY = "(no summary available)"
 
 
-def auto_compact_limit(configured: int | None, window: int | None) -> int | None:
-    """The auto-compaction threshold (SPEC §5.6).
+def auto_compact_limit(
+    configured: int | None, window: int | None, *, reserved_output: int | None = None
+) -> int | None:
+    """The auto-compaction threshold (``docs/compaction.md``).
 
     ``min(configured, 90 % of the window)`` when both exist, whichever exists, else None
-    (never). Non-positive values count as unset.
+    (never). Non-positive values count as unset. An answer limit (``reserved_output``) is kept
+    free in the window: the threshold is at most the window less that limit.
     """
     limits = []
     if configured is not None and configured > 0:
         limits.append(configured)
     if window is not None and window > 0:
         limits.append(window * 9 // 10)
+        if reserved_output:
+            limits.append(max(0, window - reserved_output))
     return min(limits) if limits else None
 
 

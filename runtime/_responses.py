@@ -52,6 +52,8 @@ def request_body(prompt: Prompt) -> dict[str, Any]:
         "stream": True,
         "prompt_cache_key": prompt.prompt_cache_key,
     }
+    if prompt.max_output_tokens is not None:
+        body["max_output_tokens"] = prompt.max_output_tokens
     if prompt.effort is not None:
         body["reasoning"] = {"effort": prompt.effort}
         body["include"] = ["reasoning.encrypted_content"]

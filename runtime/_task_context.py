@@ -169,8 +169,14 @@ class TaskContext:
             parallel_tool_calls=False,
             prompt_cache_key=self.session.id,
             effort=self.settings.effort,
+            max_output_tokens=self.max_output_tokens,
             purpose="compact" if purpose == "compact" else "turn",
         )
+
+    @property
+    def max_output_tokens(self) -> int | None:
+        """The answer limit of this session's requests, if one is set."""
+        return self.session.config.max_output_tokens(self.provider)
 
     @property
     def model_context_window(self) -> int | None:
@@ -186,6 +192,7 @@ class TaskContext:
         return auto_compact_limit(
             self.session.config.model_auto_compact_token_limit,
             self.session.model_context_window(model or self.settings.model),
+            reserved_output=self.max_output_tokens,
         )
 
     @property

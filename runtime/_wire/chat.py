@@ -149,6 +149,10 @@ def chat_request_body(prompt: Prompt) -> dict[str, Any]:
         body["tools"] = [chat_tool(tool) for tool in prompt.tools]
         body["tool_choice"] = "auto"
         body["parallel_tool_calls"] = prompt.parallel_tool_calls
+    if prompt.max_output_tokens is not None:
+        # ``max_tokens``, not ``max_completion_tokens``: every OpenAI-compatible local server
+        # honours it (llama-server honours both).
+        body["max_tokens"] = prompt.max_output_tokens
     if prompt.effort is not None:
         body["reasoning_effort"] = prompt.effort
     return body
