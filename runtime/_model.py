@@ -95,6 +95,8 @@ class Completed:
     """The server's response id."""
     usage: p.TokenUsage | None
     """Token usage, when the server reported it."""
+    incomplete: str | None = None
+    """Why the answer was cut short (``max_output_tokens``), when the server said it was."""
 
 
 ModelEvent: TypeAlias = OutputTextDelta | OutputItemDone | Completed

@@ -448,6 +448,8 @@ class CompactionReceipt:
     """Estimated tokens of the history after."""
     duration_ms: int
     """How long it took."""
+    cut: bool = False
+    """The summary was cut off at the answer limit: the new history holds what arrived."""
 
 
 @attrs.frozen

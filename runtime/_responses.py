@@ -28,6 +28,9 @@ from ._model import (
     Prompt,
 )
 
+#: The reason of an answer cut at the answer limit, on both wires.
+CUT_AT_LIMIT = "max_output_tokens"
+
 #: Header that tells a server which kind of request this is (``turn`` or ``compact``).
 PURPOSE_HEADER = "x-relay-request"
 
@@ -132,8 +135,9 @@ def error_from_payload(error: Any, *, default: str) -> ModelError:
 class ResponseStreamParser:
     """Turns Responses stream events (as dicts) into :data:`ModelEvent` values.
 
-    Raises :class:`ModelError` for ``error``, ``response.failed`` and ``response.incomplete``
-    events and for malformed frames; :meth:`finish` raises :class:`StreamError` when the stream
+    Raises :class:`ModelError` for ``error`` and ``response.failed`` events, for a
+    ``response.incomplete`` other than one cut at the answer limit (which completes the answer)
+    and for malformed frames; :meth:`finish` raises :class:`StreamError` when the stream
     ended without ``response.completed``.
     """
 
@@ -180,7 +184,18 @@ class ResponseStreamParser:
                     response.get("incomplete_details") if isinstance(response, Mapping) else None
                 )
                 reason = details.get("reason") if isinstance(details, Mapping) else None
-                raise StreamError(f"incomplete response: {reason or 'unknown reason'}")
+                if reason != CUT_AT_LIMIT or not isinstance(response, Mapping):
+                    raise StreamError(f"incomplete response: {reason or 'unknown reason'}")
+                # Cut at the answer limit: what arrived is the answer.
+                self.completed = True
+                response_id = response.get("id")
+                return [
+                    Completed(
+                        response_id if isinstance(response_id, str) else "",
+                        usage_from_json(response.get("usage")),
+                        incomplete=reason,
+                    )
+                ]
             case "error":
                 nested = event.get("error")
                 payload = nested if isinstance(nested, Mapping) else event

@@ -44,6 +44,11 @@ BACKENDS: tuple[CompactionBackend, ...] = (
     LocalBackend(),
 )
 
+CUT_SUMMARY_WARNING = (
+    "The summary was cut off at the answer limit: the compacted history holds what arrived and "
+    "may miss the end of the work. Raise model_max_output_tokens, or compact again."
+)
+
 ACCURACY_WARNING = (
     "This conversation has been compacted. Long sessions and repeated compactions make the "
     "model less accurate; start a new session when you can."
@@ -134,12 +139,15 @@ async def run_compaction(
         tokens_before=tokens_before,
         tokens_after=relay.compaction.estimate_tokens(history),
         duration_ms=round((anyio.current_time() - started) * 1000),
+        cut=result.cut,
     )
     ctx.install_compaction(
         history, message=result.message, receipt=receipt, clear_reference=clear_reference
     )
     ctx.emit(relay.ItemCompleted(ctx.turn_id, relay.ContextCompactionItem(item_id, receipt)))
     ctx.emit(relay.ContextCompacted())
+    if result.cut:
+        ctx.emit(relay.WarningEvent(CUT_SUMMARY_WARNING))
     if result.warn:
         ctx.emit(relay.WarningEvent(ACCURACY_WARNING))
     if await run_compact_hooks(ctx, "post_compact", trigger=trigger, model=model) is not None:
@@ -150,6 +158,7 @@ async def run_compaction(
 
 __all__ = [
     "ACCURACY_WARNING",
+    "CUT_SUMMARY_WARNING",
     "BACKENDS",
     "Backend",
     "BackendResult",

@@ -56,4 +56,9 @@ class LocalBackend:
         new_history = build_compacted_history(
             real_user_messages(history), summary, ghosts=ghost_snapshots(history)
         )
-        return BackendResult(new_history, message=summary_text(summary), warn=True)
+        return BackendResult(
+            new_history,
+            message=summary_text(summary),
+            warn=True,
+            cut=result.incomplete is not None,
+        )

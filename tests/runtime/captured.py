@@ -80,9 +80,7 @@ def chat_answer(
     return Answer(200, STREAM_HEADERS, tuple(frames), prompt_s)
 
 
-def responses_answer(
-    pieces: Sequence[str], *, prompt_tokens: int, prompt_s: float = 0.0
-) -> Answer:
+def responses_answer(pieces: Sequence[str], *, prompt_tokens: int, prompt_s: float = 0.0) -> Answer:
     """A streamed response as llama-server sends it: ``completed`` even when cut."""
     rid = "resp_ocsalIxUgHpFdTe3mISFBM6Jt8tdykVp"
     mid = "msg_Je6SCnocFVhPCnF1lAEfCoevzY5hV4ET"
@@ -173,9 +171,7 @@ class CapturedServer(httpx2.AsyncBaseTransport):
         answer = self.answers[min(len(self.bodies), len(self.answers)) - 1]
         if callable(answer):
             answer = answer(body)
-        return httpx2.Response(
-            answer.status, headers=list(answer.headers), content=_play(answer)
-        )
+        return httpx2.Response(answer.status, headers=list(answer.headers), content=_play(answer))
 
 
 async def _play(answer: Answer) -> AsyncIterator[bytes]:

@@ -211,6 +211,7 @@ def test_event_json_form_is_exact() -> None:
                     "tokens_before": 120_000,
                     "tokens_after": 9_000,
                     "duration_ms": 42,
+                    "cut": False,
                 },
             },
         },

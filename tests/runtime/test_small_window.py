@@ -3,11 +3,11 @@ answer limits, cut answers, overflows only the server can count, slow prompt rea
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-import attrs
 import httpx2
 import pytest
 import trio
@@ -20,7 +20,6 @@ from tests.runtime.captured import (
     Answer,
     CapturedServer,
     chat_answer,
-    overflow_answer,
     responses_answer,
 )
 
@@ -41,7 +40,9 @@ def provider(wire: str, **fields: Any) -> relay.ProviderConfig:
 
 def answer(wire: str, pieces: Sequence[str], *, prompt_tokens: int = 149, **kw: Any) -> Answer:
     if wire == "chat":
-        return chat_answer(pieces, finish=kw.pop("finish", "stop"), prompt_tokens=prompt_tokens, **kw)
+        return chat_answer(
+            pieces, finish=kw.pop("finish", "stop"), prompt_tokens=prompt_tokens, **kw
+        )
     kw.pop("finish", None)
     return responses_answer(pieces, prompt_tokens=prompt_tokens, **kw)
 
@@ -125,3 +126,142 @@ def test_the_answer_limit_is_kept_free_when_fitting_the_window() -> None:
 def test_a_bad_answer_limit_is_refused(overrides: list[str], says: str) -> None:
     with pytest.raises(relay.ConfigError, match=says):
         relay.load_config(overrides=overrides)
+
+
+# -- a cut answer
+
+COUNTING = [f"{n}\n" for n in range(1, 9)]
+
+
+def kinds(t: testing.TestSession) -> list[str]:
+    return [
+        type(e.msg).__name__
+        for e in t.recorder.events
+        if not isinstance(e.msg, relay.AgentMessageDelta | relay.ItemStarted | relay.ItemCompleted)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("wire", "config"),
+    [
+        # llama-server's own -n cut it: chat says "length".
+        ("chat", {}),
+        ("chat", {"model_max_output_tokens": 8}),
+        # llama-server says "completed": the cut shows only as the whole limit used.
+        ("responses", {"model_max_output_tokens": 8}),
+    ],
+)
+async def test_a_cut_answer_is_recorded_with_a_warning_and_not_retried(
+    wire: str, config: dict[str, Any], autojump_clock: trio.abc.Clock
+) -> None:
+    cut = answer(wire, COUNTING, finish="length", prompt_tokens=45)
+    async with llama_session(wire, [cut, answer(wire, ["Fine."])], **config) as (t, server):
+        await t.turn("Count from 1 to 300, one number per line.")
+        await t.wait_for(relay.TurnComplete)
+        await t.turn("Thanks")
+        await t.wait_for(relay.TurnComplete, 2)
+    assert len(server.bodies) == 2
+    first = kinds(t)[: kinds(t).index("TurnComplete") + 1]
+    assert first == ["TurnStarted", "UserMessage", "AgentMessage", "TokenCount", "WarningEvent",
+                     "TurnComplete"]  # fmt: skip
+    (warning,) = t.recorder.of_type(relay.WarningEvent)
+    assert "cut off" in warning.message
+    text = "".join(COUNTING)
+    assert t.recorder.of_type(relay.TurnComplete)[0].last_agent_message == text
+    assert t.recorder.of_type(relay.TokenCount)[0].info.last_token_usage.output_tokens == 8  # type: ignore[union-attr]
+    # The cut answer is in the history the next request carries.
+    sent = json.dumps(server.bodies[1])
+    assert json.dumps(text)[1:-1] in sent
+
+
+async def test_a_response_incomplete_at_the_limit_keeps_what_streamed(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    # The Responses API's own form: deltas, then response.incomplete without the item.
+    def incomplete(body: dict[str, Any]) -> Answer:
+        del body
+        frames = [
+            b"event: response.created\n"
+            b'data: {"type":"response.created","response":{"id":"r1"}}\n\n',
+            b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta",'
+            b'"item_id":"m1","delta":"The first half"}\n\n',
+            b'event: response.incomplete\ndata: {"type":"response.incomplete","response":{"id":'
+            b'"r1","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},'
+            b'"usage":{"input_tokens":40,"output_tokens":16,"total_tokens":56}}}\n\n',
+        ]
+        return Answer(200, (("content-type", "text/event-stream"),), tuple(frames))
+
+    async with llama_session("responses", [incomplete]) as (t, server):
+        await t.turn("Write a long story.")
+        await t.wait_for(relay.TurnComplete)
+    assert len(server.bodies) == 1
+    assert not t.recorder.of_type(relay.StreamErrorEvent)
+    assert t.recorder.of_type(relay.TurnComplete)[0].last_agent_message == "The first half"
+    assert t.session.history.items[-1] == relay.assistant_message("The first half", id="m1")
+    (warning,) = t.recorder.of_type(relay.WarningEvent)
+    assert "answer limit" in warning.message
+
+
+async def test_the_tool_calls_of_a_cut_answer_are_not_run(autojump_clock: trio.abc.Clock) -> None:
+    base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "m"}
+
+    def frame(choice: dict[str, Any]) -> bytes:
+        return f"data: {json.dumps({'choices': [choice], **base})}\n\n".encode()
+
+    call = {"index": 0, "id": "call-1", "function": {"name": "shell", "arguments": '{"comm'}}
+    frames = (
+        frame({"index": 0, "delta": {"content": "Running it"}, "finish_reason": None}),
+        frame({"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}),
+        frame({"index": 0, "delta": {}, "finish_reason": "length"}),
+        b"data: [DONE]\n\n",
+    )
+    cut = Answer(200, (("content-type", "text/event-stream"),), frames)
+    async with llama_session("chat", [cut]) as (t, server):
+        await t.turn("List the files")
+        await t.wait_for(relay.TurnComplete)
+    assert len(server.bodies) == 1
+    assert not [
+        e for e in t.recorder.of_type(relay.ItemStarted) if isinstance(e.item, relay.ToolCallItem)
+    ]
+    assert not any(isinstance(item, relay.FunctionCall) for item in t.session.history.items)
+    assert t.session.history.items[-1] == relay.assistant_message("Running it", id="chatcmpl-1")
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_a_window_that_fills_up_during_the_answer_is_a_context_window_error(
+    wire: str, autojump_clock: trio.abc.Clock
+) -> None:
+    # The prompt fitted (2,015 of 2,048 tokens); the server stopped when the window was full.
+    pieces = ["1"] * 33
+    full = answer(wire, pieces, finish="length", prompt_tokens=WINDOW - 33)
+    async with llama_session(wire, [full]) as (t, server):
+        await t.turn("Repeat these digits: 0123456789")
+        await t.wait_for(relay.TurnComplete)
+    assert len(server.bodies) == 1
+    assert not t.recorder.of_type(relay.StreamErrorEvent)
+    assert not t.recorder.of_type(relay.WarningEvent)
+    (error,) = t.recorder.of_type(relay.ErrorEvent)
+    assert error.code is relay.ErrorCode.CONTEXT_WINDOW_EXCEEDED
+    ended = kinds(t)[: kinds(t).index("TurnComplete") + 1]
+    assert ended[-3:] == ["TokenCount", "ErrorEvent", "TurnComplete"]
+    # What arrived is kept.
+    assert t.session.history.items[-1].text() == "1" * 33  # type: ignore[union-attr]
+
+
+async def test_a_cut_summary_is_installed_and_said_so(autojump_clock: trio.abc.Clock) -> None:
+    wire = "chat"
+    first = answer(wire, ["Paris", "."])
+    summary = answer(wire, ["We", " talked", " about"], finish="length")
+    async with llama_session(wire, [first, summary], model_max_output_tokens=3) as (t, _):
+        await t.turn("What is the capital of France?")
+        await t.wait_for(relay.TurnComplete)
+        await t.session.submit(relay.Compact(), id="c1")
+        await t.wait_for(relay.TurnComplete, 2)
+    (done,) = [
+        e for e in t.recorder.of_type(relay.ItemCompleted)
+        if isinstance(e.item, relay.ContextCompactionItem)
+    ]  # fmt: skip
+    assert done.item.receipt is not None and done.item.receipt.cut  # type: ignore[union-attr]
+    warnings = [w.message for w in t.recorder.of_type(relay.WarningEvent)]
+    assert any("summary was cut off" in w for w in warnings)
+    assert t.session.history.items[-1].text().endswith("We talked about")  # type: ignore[union-attr]
