@@ -18,7 +18,7 @@ from ._codec import (
     encode_response_item,
     has_lone_surrogate,
 )
-from ._errors import ModelError, StreamError, classify_http_error
+from ._errors import ContextWindowExceeded, ModelError, StreamError, classify_http_error
 from ._model import (
     CompactRequest,
     Completed,
@@ -123,13 +123,36 @@ def error_from_payload(error: Any, *, default: str) -> ModelError:
     message = error.get("message")
     kind = error.get("type")
     text = message if isinstance(message, str) and message else default
-    return classify_http_error(
-        None,
-        code=code if isinstance(code, str) else None,
-        message=text,
-        type_=kind if isinstance(kind, str) else None,
-        retry_after=retry_after_from_message(text),
+    return with_server_counts(
+        classify_http_error(
+            None,
+            code=code if isinstance(code, str) else None,
+            message=text,
+            type_=kind if isinstance(kind, str) else None,
+            retry_after=retry_after_from_message(text),
+        ),
+        error,
     )
+
+
+def with_server_counts(error: ModelError, body: object) -> ModelError:
+    """``error``, carrying the server's own token counts when it is an overflow whose error
+    object (``body``, nested under ``error`` or not) has them: llama-server's
+    ``n_prompt_tokens`` (its count of the prompt) and ``n_ctx`` (its window)."""
+    if not isinstance(error, ContextWindowExceeded) or not isinstance(body, Mapping):
+        return error
+    nested = body.get("error")
+    fields: Mapping[str, Any] = nested if isinstance(nested, Mapping) else body
+
+    def count(key: str) -> int | None:
+        value = fields.get(key)
+        return (
+            value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+        )
+
+    error.prompt_tokens = count("n_prompt_tokens")
+    error.context_window = count("n_ctx")
+    return error
 
 
 class ResponseStreamParser:

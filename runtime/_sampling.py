@@ -212,7 +212,9 @@ async def stream_response(
     if ran_out:
         raise ContextWindowExceeded(
             f"the context window ({window} tokens) filled up during the answer: "
-            f"{usage.input_tokens} tokens of prompt, {usage.output_tokens} of answer"
+            f"{usage.input_tokens} tokens of prompt, {usage.output_tokens} of answer",
+            prompt_tokens=usage.total_tokens,
+            context_window=window,
         )
     return SampleResult(tuple(output), usage, incomplete)
 

@@ -252,11 +252,10 @@ class TaskContext:
     def report_model_error(self, error: ModelError) -> None:
         """Report a failed sampling step (SPEC §5.5)."""
         if isinstance(error, ContextWindowExceeded):
-            self.report_window_full()
+            self.report_window_full(error)
             self.emit(
                 p.ErrorEvent(
-                    "The conversation no longer fits the model's context window. Start a new "
-                    "session, or compact this one and try again.",
+                    overflow_advice(error, self.auto_compact_limit() is not None),
                     ErrorCode.CONTEXT_WINDOW_EXCEEDED,
                 )
             )
@@ -279,12 +278,17 @@ class TaskContext:
             )
         )
 
-    def report_window_full(self) -> None:
-        """Emit a ``token_count`` that shows the context window full."""
+    def report_window_full(self, error: ContextWindowExceeded | None = None) -> None:
+        """Count the history as filling the context window and emit a ``token_count`` that
+        shows it: the next turn then compacts before it sends anything."""
+        if self.detached:
+            return
         window = self.model_context_window
         state = self.session.state
-        full = p.TokenUsage(total_tokens=window or state.history.usage_tokens)
-        self.emit(state.token_count(full, window))
+        counted = error.prompt_tokens if error is not None else None
+        full = window or max(state.history.usage_tokens, counted or 0)
+        state.history.response_completed(full)
+        self.emit(state.token_count(p.TokenUsage(total_tokens=full), window))
 
     def install_compaction(
         self,
@@ -349,6 +353,26 @@ class TaskContext:
             self.record(p.CustomToolCallOutput(call.call_id, output))
         self.emit(p.ItemCompleted(self.turn_id, attrs.evolve(item, output=output)))
         return output
+
+
+def overflow_advice(error: ContextWindowExceeded, compacts: bool) -> str:
+    """The message of a ``context_window_exceeded`` error: what happened, and what will work
+    (``compacts``: whether the session knows a limit at which it compacts by itself)."""
+    counted = ""
+    if error.prompt_tokens is not None and error.context_window is not None:
+        counted = (
+            f" (the server counted {error.prompt_tokens} tokens; it holds {error.context_window})"
+        )
+    if compacts:
+        return (
+            f"The conversation no longer fits the model's context window{counted}. It is "
+            "compacted before your next message is sent; submit compact to do it now."
+        )
+    return (
+        f"The conversation no longer fits the model's context window{counted}, whose size "
+        "relay does not know. Set model_context_window so that relay compacts in time, then "
+        "submit compact, or start a new session."
+    )
 
 
 __all__ = ["TOOL_OUTPUT_TOKENS", "TaskContext"]

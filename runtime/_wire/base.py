@@ -11,12 +11,13 @@ from typing import Any
 
 import anyio
 import httpx2
+import openai
 from openai import AsyncOpenAI
 
 from .._config import ProviderConfig
 from .._errors import ModelError, StreamError
 from .._model import ModelEvent
-from .._responses import PURPOSE_HEADER
+from .._responses import PURPOSE_HEADER, with_server_counts
 from ._errors import FAILURES, redact_error, translate
 from ._sse import ServerSentEvent, SseDecoder
 
@@ -145,7 +146,10 @@ class WireClient:
                 options={"headers": {PURPOSE_HEADER: purpose, "Accept": "text/event-stream"}},
             )
         except FAILURES as exc:
-            raise translate(exc, secret=self._secret) from exc
+            error = translate(exc, secret=self._secret)
+            if isinstance(exc, openai.APIStatusError):
+                error = with_server_counts(error, exc.body)
+            raise error from exc
         # The SDK hands back the raw response: its own event iterator leaves async
         # generators unclosed when a stream ends early (or at ``[DONE]``), and every layer
         # here must be closed when the caller leaves.

@@ -38,9 +38,9 @@ class LocalBackend:
             try:
                 result = await ctx.sample(prompt, record=False, report=False)
                 break
-            except relay.ContextWindowExceeded:
+            except relay.ContextWindowExceeded as error:
                 if len(prompt.input) <= 1:
-                    ctx.report_window_full()
+                    ctx.report_window_full(error)
                     raise
                 kept, removed = drop_oldest(clone[:-1])
                 clone = [*kept, prompt_message]

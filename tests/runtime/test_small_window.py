@@ -16,10 +16,12 @@ import trio.testing
 import relay
 from relay import testing
 from relay._wire import open_http_client
+from tests.reliability._raw_server import RawAnswer, open_raw_server
 from tests.runtime.captured import (
     Answer,
     CapturedServer,
     chat_answer,
+    overflow_answer,
     responses_answer,
 )
 
@@ -265,3 +267,62 @@ async def test_a_cut_summary_is_installed_and_said_so(autojump_clock: trio.abc.C
     warnings = [w.message for w in t.recorder.of_type(relay.WarningEvent)]
     assert any("summary was cut off" in w for w in warnings)
     assert t.session.history.items[-1].text().endswith("We talked about")  # type: ignore[union-attr]
+
+
+# -- an overflow only the server can count
+
+
+def digits(count: int) -> str:
+    """``count`` digits: a token each to llama-server, a quarter of that to relay's estimate."""
+    return "".join(str(n % 10) for n in range(count))
+
+
+def overflow_raw() -> RawAnswer:
+    refused = overflow_answer(3102, WINDOW)
+    return RawAnswer(refused.chunks, refused.status, refused.headers)
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_after_an_overflow_the_next_turn_compacts_first(wire: str) -> None:
+    script = {"responses": [{"text": "The user sent digits."}, {"text": "Paris."}]}
+    async with open_raw_server(script, {1: overflow_raw()}) as server:
+        assert server.base_url is not None
+        table = provider(wire, base_url=server.base_url)
+        config = relay.Config(
+            model="smollm2",
+            model_provider="llama",
+            model_providers={"llama": table},
+            model_context_window=WINDOW,
+            rollout=relay.RolloutConfig(enabled=False),
+        )
+        async with (
+            open_http_client(table, api_key=None) as client,
+            testing.open_test_session(model=client, config=config) as t,  # type: ignore[arg-type]
+        ):
+            await t.session.submit(relay.UserTurn(items=[relay.Text(digits(3072))]), id="t1")
+            with trio.fail_after(30):
+                await t.wait_for(lambda e: e.id == "t1" and testing.turn_ended(e))
+            refused = len(server.requests)
+            await t.session.submit(
+                relay.UserTurn(items=[relay.Text("Capital of France?")]), id="t2"
+            )
+            with trio.fail_after(30):
+                await t.wait_for(lambda e: e.id == "t2" and testing.turn_ended(e))
+    # One request, refused before any event; not retried.
+    assert refused == 1
+    first = [e.msg for e in t.recorder.events if e.id == "t1"]
+    assert not [m for m in first if isinstance(m, relay.StreamErrorEvent)]
+    (error,) = [m for m in first if isinstance(m, relay.ErrorEvent)]
+    assert error.code is relay.ErrorCode.CONTEXT_WINDOW_EXCEEDED
+    assert "3102" in error.message and "compacted before your next message" in error.message
+    (shown,) = [m.info for m in first if isinstance(m, relay.TokenCount)]
+    assert shown is not None and shown.last_token_usage.total_tokens == WINDOW
+    second = [e.msg for e in t.recorder.events if e.id == "t2"]
+    receipts = [
+        m.item.receipt
+        for m in second
+        if isinstance(m, relay.ItemCompleted) and isinstance(m.item, relay.ContextCompactionItem)
+    ]
+    assert [r.trigger for r in receipts if r] == [relay.CompactionTrigger.PRE_TURN]
+    assert not [m for m in second if isinstance(m, relay.ErrorEvent)]
+    assert [m.last_agent_message for m in second if isinstance(m, relay.TurnComplete)] == ["Paris."]
