@@ -17,7 +17,14 @@ from ._errors import ContextWindowExceeded, ModelError
 from ._history import History
 from ._model import Completed, OutputItemDone, OutputTextDelta, Prompt
 from ._responses import CUT_AT_LIMIT
-from ._tokens import TokenEstimator, count_items
+from ._tokens import (
+    TokenEstimator,
+    approx_tokens,
+    count_items,
+    items_tokens,
+    token_ratio,
+    tools_tokens,
+)
 
 if TYPE_CHECKING:
     from ._task_context import TaskContext
@@ -177,11 +184,17 @@ async def stream_response(
                         incomplete = reason
                     case _:
                         assert_never(event)
-    except ModelError:
+    except ModelError as error:
         # Items that were started must be completed (invariant 3), with what arrived.
         for item_id, parts in open_messages.items():
             emit(p.ItemCompleted(turn_id, p.AgentMessageItem(item_id, "".join(parts))))
+        if isinstance(error, ContextWindowExceeded) and error.prompt_tokens is not None:
+            _calibrate(ctx, prompt, error.prompt_tokens)
         raise
+    if usage is not None and prompt.purpose == "turn":
+        # Not from a summarization request: its input was trimmed to what the server could
+        # take, which says little of how the server counts the history itself.
+        _calibrate(ctx, prompt, usage.input_tokens)
     window = ctx.context_window_of(prompt.model)
     incomplete = cut_reason(incomplete, usage, prompt.max_output_tokens)
     ran_out = window_ran_out(incomplete, usage, window)
@@ -217,6 +230,26 @@ async def stream_response(
             context_window=window,
         )
     return SampleResult(tuple(output), usage, incomplete)
+
+
+def prompt_estimate(prompt: Prompt, history: History) -> int:
+    """The estimate of everything a request carries: instructions, tools and input (the
+    history's cached estimates when the input is the history)."""
+    if prompt.wire_input is not None and len(prompt.input) == len(history):
+        items = history.estimated_tokens()
+    else:
+        items = items_tokens(prompt.input)
+    return approx_tokens(prompt.instructions) + tools_tokens(prompt.tools) + items
+
+
+def _calibrate(ctx: TaskContext, prompt: Prompt, counted: int) -> None:
+    """Scale later estimates by the server's ``counted`` tokens of ``prompt``."""
+    if ctx.detached:
+        return
+    state = ctx.session.state
+    ratio = token_ratio(counted, prompt_estimate(prompt, state.history))
+    if ratio is not None:
+        state.token_ratio = ratio
 
 
 def cut_reason(

@@ -28,7 +28,7 @@ from ._input import resolve_image, user_message_of
 from ._model import CompactRequest, Prompt
 from ._sampling import SampleResult, reconnecting_message, stream_response, with_retries
 from ._task import TaskHandle
-from ._tokens import truncate_text
+from ._tokens import approx_tokens, calibrated, items_tokens, tools_tokens, truncate_text
 from ._tools import ToolContext
 
 if TYPE_CHECKING:
@@ -197,12 +197,38 @@ class TaskContext:
 
     @property
     def usage_tokens(self) -> int:
-        """The usage compared with the auto-compaction limit (SPEC §7.5)."""
-        return self.session.state.history.usage_tokens
+        """The usage compared with the auto-compaction limit: the server's total of the last
+        response plus the calibrated estimate of what was recorded after it."""
+        state = self.session.state
+        history = state.history
+        return history.last_response_tokens + calibrated(
+            history.tokens_since_model, state.token_ratio
+        )
 
     def estimated_tokens(self) -> int:
         """The approximate size of the whole history, item by item."""
         return self.session.state.history.estimated_tokens()
+
+    def context_tokens(self) -> tuple[int, bool]:
+        """The size of the context as it stands, and whether it rests on a server's count.
+
+        With a response since the last compaction, it is that response's total as the server
+        counted it plus the calibrated estimate of what came after (counted); else the
+        calibrated estimate of a request over the history (instructions and tools included).
+        """
+        history = self.session.state.history
+        if history.last_response_tokens:
+            return self.usage_tokens, True
+        return self.estimate_context(history.items), False
+
+    def estimate_context(self, items: Sequence[p.ResponseItem]) -> int:
+        """The calibrated estimate of a request over ``items``: what a server would count."""
+        estimate = (
+            approx_tokens(self.session.instructions)
+            + tools_tokens(self.session.tools.specs())
+            + items_tokens(items)
+        )
+        return calibrated(estimate, self.session.state.token_ratio)
 
     async def sample(
         self,
@@ -285,9 +311,11 @@ class TaskContext:
             return
         window = self.model_context_window
         state = self.session.state
-        counted = error.prompt_tokens if error is not None else None
-        full = window or max(state.history.usage_tokens, counted or 0)
-        state.history.response_completed(full)
+        counted = (error.prompt_tokens if error is not None else None) or 0
+        full = window or max(state.history.usage_tokens, counted)
+        # The server's count, when it is more than the window, is the better figure to compact
+        # from; what is shown is the window, full.
+        state.history.response_completed(max(full, counted))
         self.emit(state.token_count(p.TokenUsage(total_tokens=full), window))
 
     def install_compaction(
@@ -325,8 +353,9 @@ class TaskContext:
         recorder.world_state(world)
         if state.reference_world is not None:
             recorder.turn_context(self.settings, session.instructions, world)
-        usage = p.TokenUsage(total_tokens=state.history.usage_tokens)
-        self.emit(state.token_count(usage, self.model_context_window))
+        # Nothing counted the new history yet: the figure is the receipt's estimate.
+        usage = p.TokenUsage(total_tokens=receipt.tokens_after)
+        self.emit(state.token_count(usage, self.model_context_window, estimated=True))
 
     # -- tools
 

@@ -113,7 +113,7 @@ async def run_compaction(
     item_id = ctx.new_item_id("compaction")
     ctx.emit(relay.ItemStarted(ctx.turn_id, relay.ContextCompactionItem(item_id)))
     started = anyio.current_time()
-    tokens_before = ctx.estimated_tokens()
+    tokens_before, counted_before = ctx.context_tokens()
     try:
         result = await backend.compact(ctx, request)
     except relay.ModelError as error:
@@ -137,9 +137,10 @@ async def run_compaction(
         trigger=request.trigger,
         backend=backend.name,
         tokens_before=tokens_before,
-        tokens_after=relay.compaction.estimate_tokens(history),
+        tokens_after=ctx.estimate_context(history),
         duration_ms=round((anyio.current_time() - started) * 1000),
         cut=result.cut,
+        counted_before=counted_before,
     )
     ctx.install_compaction(
         history, message=result.message, receipt=receipt, clear_reference=clear_reference

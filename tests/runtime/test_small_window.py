@@ -15,6 +15,7 @@ import trio.testing
 
 import relay
 from relay import testing
+from relay._tokens import MAX_TOKEN_RATIO, approx_tokens, calibrated, token_ratio, tools_tokens
 from relay._wire import open_http_client
 from tests.reliability._raw_server import RawAnswer, open_raw_server
 from tests.runtime.captured import (
@@ -326,3 +327,70 @@ async def test_after_an_overflow_the_next_turn_compacts_first(wire: str) -> None
     assert [r.trigger for r in receipts if r] == [relay.CompactionTrigger.PRE_TURN]
     assert not [m for m in second if isinstance(m, relay.ErrorEvent)]
     assert [m.last_agent_message for m in second if isinstance(m, relay.TurnComplete)] == ["Paris."]
+
+
+# -- token figures: the server's counts, and estimates that say so
+
+
+def receipts(t: testing.TestSession) -> list[relay.CompactionReceipt]:
+    return [
+        e.item.receipt
+        for e in t.recorder.of_type(relay.ItemCompleted)
+        if isinstance(e.item, relay.ContextCompactionItem) and e.item.receipt is not None
+    ]
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_a_compaction_starts_from_the_servers_own_count(
+    wire: str, autojump_clock: trio.abc.Clock
+) -> None:
+    # 149 prompt tokens: relay's first turn through llama-server's chat template.
+    first = answer(wire, ["Paris", "."], prompt_tokens=149)
+    summary = answer(wire, ["The", " user", " asked", " about", " France", "."])
+    async with llama_session(wire, [first, summary]) as (t, _):
+        await t.turn("What is the capital of France?")
+        await t.wait_for(relay.TurnComplete)
+        await t.session.submit(relay.Compact(), id="c1")
+        await t.wait_for(relay.TurnComplete, 2)
+    (receipt,) = receipts(t)
+    assert (receipt.tokens_before, receipt.counted_before) == (151, True)
+    # After: an estimate, and the token_count that follows the compaction says it is one.
+    shown = [m.info for m in t.recorder.of_type(relay.TokenCount) if m.info is not None]
+    assert [info.estimated for info in shown] == [False, True]
+    assert shown[-1].last_token_usage.total_tokens == receipt.tokens_after
+
+
+def test_estimates_are_scaled_by_the_servers_last_count() -> None:
+    # 3,072 digits: 768 tokens to the estimate, 3,102 to llama-server with its template.
+    assert token_ratio(3102, 800) == pytest.approx(3.8775)
+    assert calibrated(100, 3.8775) == 388
+    # An estimate is only ever scaled up, and not without bound.
+    assert token_ratio(50, 100) == 1.0
+    assert calibrated(100, 1.0) == 100
+    assert token_ratio(100_000, 10) == MAX_TOKEN_RATIO
+    assert token_ratio(0, 10) is None and token_ratio(10, 0) is None
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_after_an_overflow_estimates_use_the_servers_count(
+    wire: str, autojump_clock: trio.abc.Clock
+) -> None:
+    summary = answer(wire, ["Digits", "."])
+    refused = overflow_answer(3102, WINDOW)
+    async with llama_session(wire, [refused, summary]) as (t, _):
+        await t.turn(digits(3072))
+        await t.wait_for(relay.TurnComplete)
+        ratio = t.session.state.token_ratio
+        await t.session.submit(relay.Compact(), id="c1")
+        await t.wait_for(relay.TurnComplete, 2)
+    # The server counted about three times the estimate of what it was sent.
+    assert 2.5 < ratio < 4.0
+    (receipt,) = receipts(t)
+    assert (receipt.tokens_before, receipt.counted_before) == (3102, True)
+    # The kept digits and the summary, scaled like the server counts them.
+    assert receipt.tokens_after == calibrated(
+        t.session.state.history.estimated_tokens()
+        + approx_tokens(t.session.instructions)
+        + tools_tokens(t.session.tools.specs()),
+        ratio,
+    )
