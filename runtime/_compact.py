@@ -24,6 +24,9 @@ from ._tokens import approx_tokens, item_tokens, truncate_text
 LOCAL_USER_MESSAGE_BUDGET = 20_000
 #: Budget of recent user messages kept by the remote V2 backend (approximate tokens).
 REMOTE_V2_USER_MESSAGE_BUDGET = 64_000
+#: Room kept for the answer after a compaction when no answer limit is set: a quarter of the
+#: window, at most this many tokens.
+ANSWER_ROOM = 8_192
 #: The text that replaces the body of tool outputs that do not fit a remote request.
 TRUNCATED_OUTPUT_NOTE = "Output exceeded the available model context and was truncated"
 #: The summary text used when the model wrote nothing.
@@ -47,6 +50,27 @@ def auto_compact_limit(
         if reserved_output:
             limits.append(max(0, window - reserved_output))
     return min(limits) if limits else None
+
+
+def answer_room(window: int, max_output_tokens: int | None) -> int:
+    """Tokens a compacted context leaves free for an answer: the answer limit when one is
+    set, else a quarter of the window up to :data:`ANSWER_ROOM`."""
+    return max_output_tokens or min(window // 4, ANSWER_ROOM)
+
+
+def kept_message_budget(default: int, room: int | None, ratio: float = 1.0) -> int:
+    """The budget, in approximate tokens, of the messages a compaction keeps.
+
+    ``default`` (20,000 for the local backend, 64,000 for remote V2 and the token-budget
+    carry-over) when the window has room for it; else what is left of ``room`` — the tokens of
+    the window the rest of the new context (summary, initial context, instructions, tools)
+    and an answer leave, as a server counts them — in estimate units (``ratio`` server tokens
+    to an estimated one, never fewer than one). ``room`` None (no window known) keeps the
+    default; no room keeps nothing.
+    """
+    if room is None:
+        return default
+    return max(0, min(default, int(room / max(1.0, ratio))))
 
 
 def summary_prefix() -> str:

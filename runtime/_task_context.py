@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from . import _protocol as p
-from ._compact import auto_compact_limit
+from ._compact import answer_room, auto_compact_limit
 from ._config import Config, ProviderConfig
 from ._context import (
     TurnSettings,
@@ -220,6 +220,31 @@ class TaskContext:
         if history.last_response_tokens:
             return self.usage_tokens, True
         return self.estimate_context(history.items), False
+
+    @property
+    def token_ratio(self) -> float:
+        """Server tokens per estimated token, from the last request a server counted."""
+        return self.session.state.token_ratio
+
+    def room_after_compaction(
+        self, alongside: Sequence[p.ResponseItem], model: str | None = None
+    ) -> int | None:
+        """Tokens (as a server counts them) that the messages a compaction keeps may take.
+
+        What is left of the window of ``model`` (default: this turn's) once the rest of the new
+        context — ``alongside`` (the summary or compaction item), the initial context, the
+        instructions and tools — and room for an answer are taken, and no more than keeps the
+        context under the auto-compaction limit. None when the window is unknown.
+        """
+        model = model or self.settings.model
+        window = self.context_window_of(model)
+        if window is None:
+            return None
+        ceiling = window - answer_room(window, self.max_output_tokens)
+        limit = self.auto_compact_limit(model)
+        if limit is not None:
+            ceiling = min(ceiling, limit)
+        return ceiling - self.estimate_context([*alongside, *self.initial_context_items()])
 
     def estimate_context(self, items: Sequence[p.ResponseItem]) -> int:
         """The calibrated estimate of a request over ``items``: what a server would count."""

@@ -79,6 +79,21 @@ class CompactionOutcome(enum.Enum):
         return self is CompactionOutcome.INSTALLED
 
 
+def still_over_window(tokens: int, window: int, *, installed: bool) -> str:
+    """The error of a compaction that leaves the context over the window."""
+    done = (
+        "It was compacted as far as it goes"
+        if installed
+        else "Nothing was changed: compacting would not make it smaller"
+    )
+    return (
+        f"The compacted conversation, about {tokens} tokens with the instructions, tools and "
+        f"initial context, still does not fit the model's context window ({window} tokens). "
+        f"{done}. Use a larger window (a model with one, or a server started with one), "
+        "shorten the instructions or project document, or start a new session."
+    )
+
+
 def hook_trigger(trigger: relay.CompactionTrigger) -> HookTrigger:
     """What hooks are told about a trigger: ``manual``, or ``auto`` for every automatic one."""
     return "manual" if trigger is relay.CompactionTrigger.MANUAL else "auto"
@@ -142,6 +157,31 @@ async def run_compaction(
         cut=result.cut,
         counted_before=counted_before,
     )
+    window = ctx.context_window_of(model)
+    # The initial context is recorded again before the next request when it was not kept.
+    needed = receipt.tokens_after + (
+        ctx.estimate_context(ctx.initial_context_items()) - ctx.estimate_context([])
+        if clear_reference
+        else 0
+    )
+    if window is not None and needed >= window:
+        # Still over the window: not a success. A smaller history is still installed, as
+        # far as the compaction got; a larger one is not.
+        shrank = receipt.tokens_after < receipt.tokens_before
+        if shrank:
+            ctx.install_compaction(
+                history, message=result.message, receipt=receipt, clear_reference=clear_reference
+            )
+            ctx.emit(
+                relay.ItemCompleted(ctx.turn_id, relay.ContextCompactionItem(item_id, receipt))
+            )
+        ctx.emit(
+            relay.ErrorEvent(
+                still_over_window(needed, window, installed=shrank),
+                relay.ErrorCode.CONTEXT_WINDOW_EXCEEDED,
+            )
+        )
+        return CompactionOutcome.FAILED
     ctx.install_compaction(
         history, message=result.message, receipt=receipt, clear_reference=clear_reference
     )

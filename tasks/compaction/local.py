@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import relay
 from relay.compaction import (
+    LOCAL_USER_MESSAGE_BUDGET,
     build_compacted_history,
     compaction_prompt,
     drop_oldest,
     ghost_snapshots,
+    kept_message_budget,
     real_user_messages,
     summary_text,
 )
@@ -53,8 +55,15 @@ class LocalBackend:
                 )
             )
         summary = result.last_agent_message or ""
+        ghosts = ghost_snapshots(history)
+        room = ctx.room_after_compaction(
+            [relay.user_message(summary_text(summary))], model=request.model
+        )
         new_history = build_compacted_history(
-            real_user_messages(history), summary, ghosts=ghost_snapshots(history)
+            real_user_messages(history),
+            summary,
+            budget=kept_message_budget(LOCAL_USER_MESSAGE_BUDGET, room, ctx.token_ratio),
+            ghosts=ghosts,
         )
         return BackendResult(
             new_history,

@@ -394,3 +394,76 @@ async def test_after_an_overflow_estimates_use_the_servers_count(
         + tools_tokens(t.session.tools.specs()),
         ratio,
     )
+
+
+# -- a compaction that fits the window
+
+
+def test_kept_messages_are_budgeted_within_the_window() -> None:
+    c = relay.compaction
+    # Codex's figures stand where the window has room for them.
+    assert c.kept_message_budget(20_000, None) == 20_000
+    assert c.kept_message_budget(20_000, 200_000) == 20_000
+    assert c.kept_message_budget(64_000, 200_000) == 64_000
+    # A small window keeps what is left of it, in estimate units.
+    assert c.kept_message_budget(20_000, 1_200) == 1_200
+    assert c.kept_message_budget(20_000, 1_200, 3.0) == 400
+    assert c.kept_message_budget(20_000, -50, 3.0) == 0
+    # Room for an answer: the answer limit, else a quarter of the window up to 8,192 tokens.
+    assert c.answer_room(2048, None) == 512
+    assert c.answer_room(272_000, None) == 8_192
+    assert c.answer_room(2048, 100) == 100
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_a_compaction_fits_a_small_window(wire: str, autojump_clock: trio.abc.Clock) -> None:
+    # A 10 KB message in a 2,048-token window: the server refuses the turn and the first two
+    # summarization requests, then summarises the prompt alone.
+    answers = [
+        overflow_answer(10_270, WINDOW),
+        overflow_answer(10_420, WINDOW),
+        overflow_answer(10_380, WINDOW),
+        answer(wire, ["The", " user", " sent", " digits", "."], prompt_tokens=180),
+        answer(wire, ["Paris", "."], prompt_tokens=900),
+    ]
+    async with llama_session(wire, answers) as (t, server):
+        await t.turn("Repeat these digits: " + digits(10_240))
+        await t.wait_for(relay.TurnComplete)
+        await t.session.submit(relay.Compact(), id="c1")
+        await t.wait_for(relay.TurnComplete, 2)
+        await t.turn("What is the capital of France?")
+        await t.wait_for(relay.TurnComplete, 3)
+    (receipt,) = receipts(t)
+    assert receipt.tokens_after < WINDOW
+    assert t.recorder.of_type(relay.ContextCompacted)
+    # The message was cut to fit, not kept whole.
+    kept = [i for i in t.session.history.items if "Repeat these digits" in i.text()]  # type: ignore[union-attr]
+    (message,) = kept
+    assert "tokens truncated" in message.text()  # type: ignore[union-attr]
+    assert len(message.text()) < 2_000  # type: ignore[union-attr]
+    # The next turn went out once, without compacting again, and was answered.
+    assert len(server.bodies) == 5
+    assert [m.last_agent_message for m in t.recorder.of_type(relay.TurnComplete)][-1] == "Paris."
+    assert len(t.recorder.of_type(relay.ErrorEvent)) == 1
+
+
+async def test_a_compaction_that_cannot_fit_the_window_says_so(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    # Instructions alone longer than the window: no compaction can help.
+    answers = [overflow_answer(2_400, WINDOW), answer("chat", ["Summary", "."])]
+    config = {"base_instructions": "Answer in full sentences. " * 340}
+    async with llama_session("chat", answers, **config) as (t, _):
+        await t.turn("hi")
+        await t.wait_for(relay.TurnComplete)
+        before = list(t.session.history.items)
+        await t.session.submit(relay.Compact(), id="c1")
+        await t.wait_for(relay.TurnComplete, 2)
+    assert not t.recorder.of_type(relay.ContextCompacted)
+    assert not receipts(t)
+    errors = [e for e in t.recorder.events if e.id == "c1" and isinstance(e.msg, relay.ErrorEvent)]
+    (error,) = [e.msg for e in errors]
+    assert error.code is relay.ErrorCode.CONTEXT_WINDOW_EXCEEDED
+    assert "still does not fit the model's context window (2048 tokens)" in error.message
+    assert "Nothing was changed" in error.message
+    assert list(t.session.history.items) == before
