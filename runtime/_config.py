@@ -44,6 +44,9 @@ class ProviderConfig:
     """Retries of a failed non-streaming request."""
     stream_idle_timeout_ms: int = 300_000
     """A stream silent for this long between two events is a retryable error."""
+    stream_first_event_timeout_ms: int = 600_000
+    """How long a server may take from the request to the first event of its answer (a local
+    server sends nothing while it reads the prompt); longer is a retryable error."""
     max_output_tokens: int | None = None
     """The longest answer to ask this provider for, in tokens (overrides
     ``model_max_output_tokens``); unset: no limit is sent."""
@@ -303,11 +306,10 @@ def _check_limits(config: Config) -> None:
                 f"model_providers.{name}.max_output_tokens must be positive, "
                 f"got {provider.max_output_tokens}"
             )
-        if provider.stream_idle_timeout_ms <= 0:
-            raise ConfigError(
-                f"model_providers.{name}.stream_idle_timeout_ms must be positive, "
-                f"got {provider.stream_idle_timeout_ms}"
-            )
+        for key in ("stream_idle_timeout_ms", "stream_first_event_timeout_ms"):
+            value = getattr(provider, key)
+            if value <= 0:
+                raise ConfigError(f"model_providers.{name}.{key} must be positive, got {value}")
     if config.model_max_output_tokens is not None and config.model_max_output_tokens <= 0:
         raise ConfigError(
             f"model_max_output_tokens must be positive, got {config.model_max_output_tokens}"

@@ -35,9 +35,21 @@ class EventReader:
     caller stops early. Chat streams end with a ``[DONE]`` frame; nothing after it is read.
     """
 
-    def __init__(self, chunks: AsyncIterator[bytes], *, idle_s: float, secret: str | None):
+    def __init__(
+        self,
+        chunks: AsyncIterator[bytes],
+        *,
+        idle_s: float,
+        secret: str | None,
+        first_by: float | None = None,
+        first_s: float | None = None,
+    ):
         self._chunks = chunks
         self._idle_s = idle_s
+        # Until the first event, the deadline is ``first_by`` (the request was sent
+        # ``first_s`` before it): a local server is silent while it reads the prompt.
+        self._first_by = first_by
+        self._first_s = first_s
         self._secret = secret
         self._decoder = SseDecoder()
         self._pending: collections.deque[ServerSentEvent] = collections.deque()
@@ -48,7 +60,11 @@ class EventReader:
 
     async def __anext__(self) -> Mapping[str, Any]:
         # The idle timeout runs from the previous event: keep-alive comments do not reset it.
-        with anyio.move_on_after(self._idle_s) as idle:
+        first = self._first_by is not None
+        deadline = (
+            self._first_by if self._first_by is not None else anyio.current_time() + self._idle_s
+        )
+        with anyio.move_on_at(deadline) as idle:
             while not self._pending:
                 if self._ended:
                     raise StopAsyncIteration
@@ -64,9 +80,15 @@ class EventReader:
                     except UnicodeDecodeError as exc:
                         raise translate(exc, secret=self._secret) from exc
         if idle.cancelled_caught:
+            if first:
+                raise StreamError(
+                    "first-event timeout: no event from the model server within "
+                    f"{(self._first_s or 0) * 1000:g} ms of the request"
+                )
             raise StreamError(
                 f"idle timeout: no event from the model server for {self._idle_s * 1000:g} ms"
             )
+        self._first_by = None
         sse = self._pending.popleft()
         if sse.data == "[DONE]":
             self._ended = True
@@ -137,6 +159,8 @@ class WireClient:
         play: Callable[[EventReader], AsyncGenerator[ModelEvent]],
     ) -> AsyncIterator[AsyncIterator[ModelEvent]]:
         """POST ``body`` to ``path`` as a streamed request; yields ``play``'s model events."""
+        first_s = self._provider.stream_first_event_timeout_ms / 1000
+        first_by = anyio.current_time() + first_s
         try:
             response = await self._sdk.post(
                 path,
@@ -155,7 +179,11 @@ class WireClient:
         # here must be closed when the caller leaves.
         async with _open_body(response) as chunks:
             reader = EventReader(
-                chunks, idle_s=self._provider.stream_idle_timeout_ms / 1000, secret=self._secret
+                chunks,
+                idle_s=self._provider.stream_idle_timeout_ms / 1000,
+                secret=self._secret,
+                first_by=first_by,
+                first_s=first_s,
             )
             events = play(reader)
             try:

@@ -467,3 +467,61 @@ async def test_a_compaction_that_cannot_fit_the_window_says_so(
     assert "still does not fit the model's context window (2048 tokens)" in error.message
     assert "Nothing was changed" in error.message
     assert list(t.session.history.items) == before
+
+
+# -- a server that reads the prompt before its first event
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_the_idle_timeout_does_not_cover_reading_the_prompt(
+    wire: str, autojump_clock: trio.abc.Clock
+) -> None:
+    # Headers at once, then 40 s of silence while an 8k prompt is read: the idle timeout of
+    # 5 s is for the gaps between events, not for this.
+    slow = answer(wire, ["Paris", "."], prompt_tokens=8000, prompt_s=40.0)
+    fields = {"stream_idle_timeout_ms": 5_000}
+    async with llama_session(wire, [slow], provider_fields=fields) as (t, server):
+        start = trio.current_time()
+        await t.turn("What is the capital of France?")
+        await t.wait_for(relay.TurnComplete)
+        elapsed = trio.current_time() - start
+    assert len(server.bodies) == 1
+    assert not t.recorder.of_type(relay.StreamErrorEvent)
+    assert t.recorder.of_type(relay.TurnComplete)[0].last_agent_message == "Paris."
+    assert elapsed == pytest.approx(40.0)
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_a_first_event_past_its_timeout_is_retried(
+    wire: str, autojump_clock: trio.abc.Clock
+) -> None:
+    too_slow = answer(wire, ["late"], prompt_s=200.0)
+    fine = answer(wire, ["Paris", "."])
+    fields = {"stream_first_event_timeout_ms": 120_000, "stream_idle_timeout_ms": 5_000}
+    async with llama_session(wire, [too_slow, fine], provider_fields=fields) as (t, server):
+        start = trio.current_time()
+        await t.turn("What is the capital of France?")
+        await t.wait_for(relay.StreamErrorEvent)
+        waited = trio.current_time() - start
+        await t.wait_for(relay.TurnComplete)
+    assert waited == pytest.approx(120.0)
+    (retry,) = t.recorder.of_type(relay.StreamErrorEvent)
+    assert retry.detail == (
+        "first-event timeout: no event from the model server within 120000 ms of the request"
+    )
+    assert len(server.bodies) == 2
+    assert t.recorder.of_type(relay.TurnComplete)[0].last_agent_message == "Paris."
+
+
+def test_the_default_timeouts_suit_a_local_server() -> None:
+    table = relay.ProviderConfig(name="local")
+    # llama-server read an 8k prompt in 35 to 180 s on a loaded two-core machine.
+    assert table.stream_first_event_timeout_ms == 600_000
+    assert table.stream_idle_timeout_ms == 300_000
+    with pytest.raises(relay.ConfigError, match="stream_first_event_timeout_ms must be positive"):
+        relay.load_config(
+            overrides=[
+                'model_providers.l.base_url="http://x/v1"',
+                "model_providers.l.stream_first_event_timeout_ms=0",
+            ]
+        )
