@@ -255,7 +255,7 @@ def test_relay_run_in_a_directory_that_is_not_utf8_exits_2(tmp_path: Path) -> No
         [
             sys.executable,
             "-m",
-            "runtime",
+            "relay",
             "run",
             "ops.jsonl",
             "--model-script",
