@@ -43,7 +43,13 @@ class ProviderConfig:
     request_max_retries: int = 4
     """Retries of a failed non-streaming request."""
     stream_idle_timeout_ms: int = 300_000
-    """A stream silent for this long is a retryable error."""
+    """A stream silent for this long between two events is a retryable error."""
+    stream_first_event_timeout_ms: int = 600_000
+    """How long a server may take from the request to the first event of its answer (a local
+    server sends nothing while it reads the prompt); longer is a retryable error."""
+    max_output_tokens: int | None = None
+    """The longest answer to ask this provider for, in tokens (overrides
+    ``model_max_output_tokens``); unset: no limit is sent."""
     http_headers: Mapping[str, str] = attrs.field(factory=dict)
     """Extra request headers."""
     query_params: Mapping[str, str] = attrs.field(factory=dict)
@@ -125,6 +131,9 @@ class Config:
     """Context window in tokens; overrides the model default."""
     model_auto_compact_token_limit: int | None = None
     """Auto-compaction threshold."""
+    model_max_output_tokens: int | None = None
+    """The longest answer to ask for, in tokens, sent with every request and kept free in the
+    context window; unset: no limit is sent (a provider's ``max_output_tokens`` wins)."""
     compact_prompt: str | None = None
     """Replaces the default summarization prompt."""
     experimental_compact_prompt_file: str | None = None
@@ -160,6 +169,10 @@ class Config:
                 f"unknown model_provider {self.model_provider!r} "
                 f"(known: {', '.join(sorted(providers))})"
             ) from None
+
+    def max_output_tokens(self, provider: ProviderConfig) -> int | None:
+        """The answer limit requests to ``provider`` carry: its own, else the global one."""
+        return provider.max_output_tokens or self.model_max_output_tokens
 
     def effective_compact_prompt(self) -> str | None:
         """``compact_prompt`` trimmed, or None when unset or blank."""
@@ -304,11 +317,19 @@ def _check_limits(config: Config) -> None:
             value = getattr(provider, key)
             if value <= 0:
                 raise ConfigError(f"model_providers.{name}.{key} must be positive, got {value}")
-        if provider.stream_idle_timeout_ms <= 0:
+        if provider.max_output_tokens is not None and provider.max_output_tokens <= 0:
             raise ConfigError(
-                f"model_providers.{name}.stream_idle_timeout_ms must be positive, "
-                f"got {provider.stream_idle_timeout_ms}"
+                f"model_providers.{name}.max_output_tokens must be positive, "
+                f"got {provider.max_output_tokens}"
             )
+        for key in ("stream_idle_timeout_ms", "stream_first_event_timeout_ms"):
+            value = getattr(provider, key)
+            if value <= 0:
+                raise ConfigError(f"model_providers.{name}.{key} must be positive, got {value}")
+    if config.model_max_output_tokens is not None and config.model_max_output_tokens <= 0:
+        raise ConfigError(
+            f"model_max_output_tokens must be positive, got {config.model_max_output_tokens}"
+        )
     for point in ("pre_compact", "post_compact"):
         for index, hook in enumerate(getattr(config.hooks, point)):
             if hook.timeout_ms <= 0:

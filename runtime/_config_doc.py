@@ -32,6 +32,7 @@ EXAMPLES: Mapping[str, str] = {
     "model_script": 'model_script = "examples/hello.model.json"',
     "model_context_window": "model_context_window = 128000",
     "model_auto_compact_token_limit": "model_auto_compact_token_limit = 100000",
+    "model_max_output_tokens": "model_max_output_tokens = 4096",
     "compact_prompt": 'compact_prompt = "Summarize the work so far for a colleague."',
     "experimental_compact_prompt_file": 'experimental_compact_prompt_file = "prompts/compact.md"',
     "base_instructions": 'base_instructions = "You are a careful coding assistant."',
@@ -60,6 +61,10 @@ EXAMPLES: Mapping[str, str] = {
     "model_providers.*.stream_idle_timeout_ms": (
         "[model_providers.local]\nstream_idle_timeout_ms = 60000"
     ),
+    "model_providers.*.stream_first_event_timeout_ms": (
+        "[model_providers.local]\nstream_first_event_timeout_ms = 900000"
+    ),
+    "model_providers.*.max_output_tokens": "[model_providers.local]\nmax_output_tokens = 1024",
     "model_providers.*.http_headers": (
         '[model_providers.local]\nhttp_headers = { "X-Team" = "search" }'
     ),

@@ -59,6 +59,8 @@ class Prompt:
     """Reasoning effort, if set."""
     trailing_input: tuple[Mapping[str, Any], ...] = ()
     """Raw wire items appended after ``input`` (e.g. ``compaction_trigger``)."""
+    max_output_tokens: int | None = None
+    """The longest answer to ask for, in tokens; None sends no limit."""
     purpose: Literal["turn", "compact"] = "turn"
     """Why the request is made; sent as a header so that test servers can tell."""
     wire_input: Sequence[Mapping[str, Any]] | None = attrs.field(default=None, eq=False, repr=False)
@@ -91,6 +93,8 @@ class Completed:
     """The server's response id."""
     usage: p.TokenUsage | None
     """Token usage, when the server reported it."""
+    incomplete: str | None = None
+    """Why the answer was cut short (``max_output_tokens``), when the server said it was."""
 
 
 ModelEvent: TypeAlias = OutputTextDelta | OutputItemDone | Completed

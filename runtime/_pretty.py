@@ -133,9 +133,8 @@ class PrettyPrinter:
             case p.ItemCompleted(item=p.ContextCompactionItem(receipt=receipt)):
                 if receipt is not None:
                     self._line(
-                        f"  ━━ checkpoint: {receipt.tokens_before} → {receipt.tokens_after} "
-                        f"tokens ({receipt.backend}, {receipt.trigger.value}, "
-                        f"{receipt.duration_ms} ms)"
+                        f"  ━━ checkpoint: {p.receipt_figures(receipt)} tokens "
+                        f"({receipt.backend}, {receipt.trigger.value}, {receipt.duration_ms} ms)"
                     )
                 else:
                     self._line("  ━━ checkpoint")

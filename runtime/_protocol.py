@@ -259,6 +259,9 @@ class TokenUsageInfo:
     """Usage of the last response; ``total_tokens`` is the current context size."""
     model_context_window: int | None
     """The model's context window, if known."""
+    estimated: bool = False
+    """``last_token_usage.total_tokens`` is relay's estimate of the context (after a
+    compaction, scaled by the server's last count), not a server's count."""
 
 
 # --------------------------------------------------------------------------- ops
@@ -443,11 +446,23 @@ class CompactionReceipt:
     backend: str
     """Which backend ran it."""
     tokens_before: int
-    """Estimated tokens of the history before."""
+    """Tokens of the context before: the server's count of the last request plus the
+    estimate of what came after it when ``counted_before``, else an estimate."""
     tokens_after: int
-    """Estimated tokens of the history after."""
+    """Estimated tokens of the context after (instructions and tools included), scaled by the
+    server's last count of a request."""
     duration_ms: int
     """How long it took."""
+    cut: bool = False
+    """The summary was cut off at the answer limit: the new history holds what arrived."""
+    counted_before: bool = False
+    """``tokens_before`` rests on the server's count of the last request."""
+
+
+def receipt_figures(receipt: CompactionReceipt) -> str:
+    """``before → after`` of a receipt, each estimate marked ``~``."""
+    before = f"{'' if receipt.counted_before else '~'}{receipt.tokens_before}"
+    return f"{before} → ~{receipt.tokens_after}"
 
 
 @attrs.frozen

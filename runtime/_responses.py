@@ -18,7 +18,7 @@ from ._codec import (
     encode_response_item,
     has_lone_surrogate,
 )
-from ._errors import ModelError, StreamError, classify_http_error
+from ._errors import ContextWindowExceeded, ModelError, StreamError, classify_http_error
 from ._model import (
     CompactRequest,
     Completed,
@@ -27,6 +27,9 @@ from ._model import (
     OutputTextDelta,
     Prompt,
 )
+
+#: The reason of an answer cut at the answer limit, on both wires.
+CUT_AT_LIMIT = "max_output_tokens"
 
 #: Header that tells a server which kind of request this is (``turn`` or ``compact``).
 PURPOSE_HEADER = "x-relay-request"
@@ -58,6 +61,8 @@ def request_body(prompt: Prompt, *, shared_input: bool = False) -> dict[str, Any
         "stream": True,
         "prompt_cache_key": prompt.prompt_cache_key,
     }
+    if prompt.max_output_tokens is not None:
+        body["max_output_tokens"] = prompt.max_output_tokens
     if prompt.effort is not None:
         body["reasoning"] = {"effort": prompt.effort}
         body["include"] = ["reasoning.encrypted_content"]
@@ -124,20 +129,44 @@ def error_from_payload(error: Any, *, default: str) -> ModelError:
     message = error.get("message")
     kind = error.get("type")
     text = message if isinstance(message, str) and message else default
-    return classify_http_error(
-        None,
-        code=code if isinstance(code, str) else None,
-        message=text,
-        type_=kind if isinstance(kind, str) else None,
-        retry_after=retry_after_from_message(text),
+    return with_server_counts(
+        classify_http_error(
+            None,
+            code=code if isinstance(code, str) else None,
+            message=text,
+            type_=kind if isinstance(kind, str) else None,
+            retry_after=retry_after_from_message(text),
+        ),
+        error,
     )
+
+
+def with_server_counts(error: ModelError, body: object) -> ModelError:
+    """``error``, carrying the server's own token counts when it is an overflow whose error
+    object (``body``, nested under ``error`` or not) has them: llama-server's
+    ``n_prompt_tokens`` (its count of the prompt) and ``n_ctx`` (its window)."""
+    if not isinstance(error, ContextWindowExceeded) or not isinstance(body, Mapping):
+        return error
+    nested = body.get("error")
+    fields: Mapping[str, Any] = nested if isinstance(nested, Mapping) else body
+
+    def count(key: str) -> int | None:
+        value = fields.get(key)
+        return (
+            value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+        )
+
+    error.prompt_tokens = count("n_prompt_tokens")
+    error.context_window = count("n_ctx")
+    return error
 
 
 class ResponseStreamParser:
     """Turns Responses stream events (as dicts) into :data:`ModelEvent` values.
 
-    Raises :class:`ModelError` for ``error``, ``response.failed`` and ``response.incomplete``
-    events and for malformed frames; :meth:`finish` raises :class:`StreamError` when the stream
+    Raises :class:`ModelError` for ``error`` and ``response.failed`` events, for a
+    ``response.incomplete`` other than one cut at the answer limit (which completes the answer)
+    and for malformed frames; :meth:`finish` raises :class:`StreamError` when the stream
     ended without ``response.completed``.
     """
 
@@ -184,7 +213,18 @@ class ResponseStreamParser:
                     response.get("incomplete_details") if isinstance(response, Mapping) else None
                 )
                 reason = details.get("reason") if isinstance(details, Mapping) else None
-                raise StreamError(f"incomplete response: {reason or 'unknown reason'}")
+                if reason != CUT_AT_LIMIT or not isinstance(response, Mapping):
+                    raise StreamError(f"incomplete response: {reason or 'unknown reason'}")
+                # Cut at the answer limit: what arrived is the answer.
+                self.completed = True
+                response_id = response.get("id")
+                return [
+                    Completed(
+                        response_id if isinstance(response_id, str) else "",
+                        usage_from_json(response.get("usage")),
+                        incomplete=reason,
+                    )
+                ]
             case "error":
                 nested = event.get("error")
                 payload = nested if isinstance(nested, Mapping) else event

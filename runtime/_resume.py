@@ -22,11 +22,12 @@ Replaying those lines in order therefore rebuilds what the session had:
 - window: the fields of the last ``compacted`` line.
 - token usage, kept by a :class:`~relay._history.History` as live: a compaction resets it to
   the estimate of the new history; an item the model generated resets the estimate of items
-  since the model; a response's ``token_count`` sets ``last_response_tokens``. Two
-  ``token_count`` events do not come from a response: the one a compaction's installation
-  emits (no item between the ``compacted`` line and it) and the one that shows the window
-  full before a ``context_window_exceeded`` error; neither changes the live history's usage,
-  so neither changes the restored one. Total usage is that of the last ``token_count``.
+  since the model; a response's ``token_count`` sets ``last_response_tokens``, and so does
+  the one that shows the window full before a ``context_window_exceeded`` error (the live
+  session counts the history as full then, so that the next turn compacts first). The
+  ``token_count`` a compaction's installation emits (no item between the ``compacted`` line
+  and it) does not change the live history's usage, so it does not change the restored one.
+  Total usage is that of the last ``token_count``.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from ._compact import (
 )
 from ._config import Config, resolve_api_key
 from ._context import TurnSettings, WorldState
-from ._errors import ConfigError, ErrorCode, RolloutError
+from ._errors import ConfigError, RolloutError
 from ._history import History
 from ._hooks import CompactHook
 from ._model import ModelClient
@@ -147,31 +148,6 @@ def _newest_base(lines: Sequence[RolloutLine]) -> int | None:
     return None
 
 
-def _shows_window_full(lines: Sequence[RolloutLine], index: int) -> bool:
-    """Whether the ``token_count`` at ``index`` is the one that shows the window full.
-
-    The session writes that count right before a ``context_window_exceeded`` error, on the
-    next line of the file, and with nothing but a total (the window's size, when known).
-    """
-    count = lines[index]
-    following = lines[index + 1] if index + 1 < len(lines) else None
-    if not (
-        isinstance(count, EventMsgLine)
-        and isinstance(count.msg, p.TokenCount)
-        and count.msg.info is not None
-        and isinstance(following, EventMsgLine)
-        and following.number == count.number + 1
-        and isinstance(following.msg, p.ErrorEvent)
-        and following.msg.code is ErrorCode.CONTEXT_WINDOW_EXCEEDED
-    ):
-        return False
-    info = count.msg.info
-    usage = info.last_token_usage
-    return usage == p.TokenUsage(total_tokens=usage.total_tokens) and (
-        info.model_context_window in (None, usage.total_tokens)
-    )
-
-
 def reconstruct(rollout: Rollout) -> ResumedState:
     """The state a session resumes from: a pure function of the parsed rollout.
 
@@ -192,8 +168,7 @@ def reconstruct(rollout: Rollout) -> ResumedState:
         assert isinstance(base_line, CompactedLine)
         replay.compacted(base_line)
         start = base + 1
-    for index in range(start, len(lines)):
-        line = lines[index]
+    for line in lines[start:]:
         match line:
             case ResponseItemLine(item=item):
                 replay.record(item)
@@ -204,7 +179,7 @@ def reconstruct(rollout: Rollout) -> ResumedState:
             case EventMsgLine(msg=p.TokenCount(info=p.TokenUsageInfo() as info)):
                 if replay.installing:
                     replay.installing = False
-                elif not _shows_window_full(lines, index):
+                else:
                     replay.history.response_completed(info.last_token_usage.total_tokens)
             case SessionMetaLine() | EventMsgLine() | WorldStateLine() | IdsLine():
                 pass

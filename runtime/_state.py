@@ -86,6 +86,9 @@ class SessionState:
     """Id of the session's first window."""
     previous_window_id: str | None = None
     """Id of the window before the current one."""
+    token_ratio: float = 1.0
+    """Server tokens per estimated token, from the last request a server counted (1.0, the
+    estimate as it is, until one did): estimates of the history are scaled by it."""
 
     @classmethod
     def restored(cls, resumed: ResumedState, defaults: TurnSettings) -> SessionState:
@@ -120,9 +123,12 @@ class SessionState:
         """Add a response's usage to the total."""
         self.total_usage = self.total_usage + usage
 
-    def token_count(self, last: p.TokenUsage, window: int | None) -> p.TokenCount:
-        """A ``token_count`` event for ``last`` against the total so far."""
-        return p.TokenCount(p.TokenUsageInfo(self.total_usage, last, window))
+    def token_count(
+        self, last: p.TokenUsage, window: int | None, *, estimated: bool = False
+    ) -> p.TokenCount:
+        """A ``token_count`` event for ``last`` against the total so far (``estimated``: the
+        size of the context is relay's estimate, not a server's count)."""
+        return p.TokenCount(p.TokenUsageInfo(self.total_usage, last, window, estimated))
 
 
 __all__ = ["ResumedState", "SessionState"]

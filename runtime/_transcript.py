@@ -138,7 +138,7 @@ def _compacted_lines(line: CompactedLine) -> list[str]:
     receipt = line.receipt
     if receipt is not None:
         head = (
-            f"  ━━ checkpoint{number}: {receipt.tokens_before} → {receipt.tokens_after} tokens "
+            f"  ━━ checkpoint{number}: {p.receipt_figures(receipt)} tokens "
             f"({receipt.backend}, {receipt.trigger.value}, {receipt.duration_ms} ms)"
         )
     else:

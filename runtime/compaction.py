@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from . import _protocol as p
+from ._compact import ANSWER_ROOM as ANSWER_ROOM
 from ._compact import LOCAL_USER_MESSAGE_BUDGET as LOCAL_USER_MESSAGE_BUDGET
 from ._compact import NO_SUMMARY as NO_SUMMARY
 from ._compact import REMOTE_V2_USER_MESSAGE_BUDGET as REMOTE_V2_USER_MESSAGE_BUDGET
 from ._compact import TRUNCATED_OUTPUT_NOTE as TRUNCATED_OUTPUT_NOTE
+from ._compact import answer_room as answer_room
 from ._compact import auto_compact_limit as auto_compact_limit
 from ._compact import build_compacted_history as build_compacted_history
 from ._compact import compaction_prompt as compaction_prompt
@@ -24,6 +26,7 @@ from ._compact import is_real_user_message as is_real_user_message
 from ._compact import is_summary as is_summary
 from ._compact import keep_recent_messages as keep_recent_messages
 from ._compact import keep_recent_user_messages as keep_recent_user_messages
+from ._compact import kept_message_budget as kept_message_budget
 from ._compact import real_user_messages as real_user_messages
 from ._compact import summary_prefix as summary_prefix
 from ._compact import summary_text as summary_text
@@ -36,10 +39,12 @@ def estimate_tokens(items: Iterable[p.ResponseItem]) -> int:
 
 
 __all__ = [
+    "ANSWER_ROOM",
     "LOCAL_USER_MESSAGE_BUDGET",
     "NO_SUMMARY",
     "REMOTE_V2_USER_MESSAGE_BUDGET",
     "TRUNCATED_OUTPUT_NOTE",
+    "answer_room",
     "auto_compact_limit",
     "build_compacted_history",
     "compaction_prompt",
@@ -52,6 +57,7 @@ __all__ = [
     "is_summary",
     "keep_recent_messages",
     "keep_recent_user_messages",
+    "kept_message_budget",
     "real_user_messages",
     "summary_prefix",
     "summary_text",

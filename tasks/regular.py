@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import attrs
 
 import relay
-from relay.lowlevel import SessionTask, TaskContext, TaskKind
+from relay.lowlevel import SessionTask, TaskContext, TaskKind, cut_answer_warning
 
 from .compaction import (
     BACKENDS,
@@ -69,6 +69,9 @@ class RegularTurn(SessionTask):
                 ctx.report_model_error(error)
                 return last
             last = result.last_agent_message or last
+            if result.incomplete is not None:
+                ctx.emit(relay.WarningEvent(cut_answer_warning(ctx.max_output_tokens)))
+                return last
             calls = result.tool_calls
             for call in calls:
                 await ctx.run_tool_call(call)

@@ -91,14 +91,15 @@ async def open_http_client(
     """
     if not provider.base_url:
         raise ConfigError(f"provider {provider.name!r} has no base_url")
-    idle_s = provider.stream_idle_timeout_ms / 1000
+    first_s = provider.stream_first_event_timeout_ms / 1000
+    read_s = max(first_s, provider.stream_idle_timeout_ms / 1000)
     sdk = AsyncOpenAI(
         base_url=provider.base_url,
         api_key=api_key or "unused",
         max_retries=0,
-        # The read timeout also bounds the wait for the response headers, which the idle
-        # timeout of the event loop below does not cover.
-        timeout=httpx2.Timeout(idle_s, connect=min(idle_s, _CONNECT_TIMEOUT_S)),
+        # The read timeout bounds the wait for the response headers, which come before the
+        # first event; the event reader enforces the first-event and idle timeouts themselves.
+        timeout=httpx2.Timeout(read_s, connect=min(first_s, _CONNECT_TIMEOUT_S)),
         default_headers=dict(provider.http_headers) or None,
         default_query=dict(provider.query_params) or None,
         http_client=_guarded(http_client),

@@ -10,13 +10,14 @@ from typing import Any
 
 import anyio
 import httpx2
+import openai
 from openai import AsyncOpenAI
 
 from .. import _json
 from .._config import ProviderConfig
 from .._errors import ModelError, StreamError
 from .._model import ModelEvent
-from .._responses import PURPOSE_HEADER
+from .._responses import PURPOSE_HEADER, with_server_counts
 from .._secret import redact
 from ._errors import FAILURES, redact_error, translate, with_message
 from ._sse import ServerSentEvent, SseDecoder, TooLarge
@@ -68,9 +69,15 @@ class EventReader:
         idle_s: float,
         secret: str | None,
         provider: ProviderConfig | None = None,
+        first_by: float | None = None,
+        first_s: float | None = None,
     ):
         self._chunks = chunks
         self._idle_s = idle_s
+        # Until the first event, the deadline is ``first_by`` (the request was sent
+        # ``first_s`` before it): a local server is silent while it reads the prompt.
+        self._first_by = first_by
+        self._first_s = first_s
         self._secret = secret
         limits = provider or ProviderConfig(name="")
         self._decoder = SseDecoder(
@@ -86,7 +93,11 @@ class EventReader:
 
     async def __anext__(self) -> Mapping[str, Any]:
         # The idle timeout runs from the previous event: keep-alive comments do not reset it.
-        with anyio.move_on_after(self._idle_s) as idle:
+        first = self._first_by is not None
+        deadline = (
+            self._first_by if self._first_by is not None else anyio.current_time() + self._idle_s
+        )
+        with anyio.move_on_at(deadline) as idle:
             while not self._pending:
                 if self._ended:
                     raise StopAsyncIteration
@@ -107,9 +118,15 @@ class EventReader:
                     except TooLarge as exc:
                         raise StreamError(str(exc)) from exc
         if idle.cancelled_caught:
+            if first:
+                raise StreamError(
+                    "first-event timeout: no event from the model server within "
+                    f"{(self._first_s or 0) * 1000:g} ms of the request"
+                )
             raise StreamError(
                 f"idle timeout: no event from the model server for {self._idle_s * 1000:g} ms"
             )
+        self._first_by = None
         sse = self._pending.popleft()
         if sse.data == "[DONE]":
             self._ended = True
@@ -180,6 +197,8 @@ class WireClient:
         play: Callable[[EventReader], AsyncGenerator[ModelEvent]],
     ) -> AsyncIterator[AsyncIterator[ModelEvent]]:
         """POST ``body`` to ``path`` as a streamed request; yields ``play``'s model events."""
+        first_s = self._provider.stream_first_event_timeout_ms / 1000
+        first_by = anyio.current_time() + first_s
         try:
             response = await self._sdk.post(
                 path,
@@ -189,7 +208,10 @@ class WireClient:
                 options={"headers": {PURPOSE_HEADER: purpose, "Accept": "text/event-stream"}},
             )
         except FAILURES as exc:
-            raise self.capped(translate(exc, secret=self._secret)) from exc
+            error = translate(exc, secret=self._secret)
+            if isinstance(exc, openai.APIStatusError):
+                error = with_server_counts(error, exc.body)
+            raise self.capped(error) from exc
         # The SDK hands back the raw response: its own event iterator leaves async
         # generators unclosed when a stream ends early (or at ``[DONE]``), and every layer
         # here must be closed when the caller leaves.
@@ -200,6 +222,8 @@ class WireClient:
                 idle_s=self._provider.stream_idle_timeout_ms / 1000,
                 secret=self._secret,
                 provider=self._provider,
+                first_by=first_by,
+                first_s=first_s,
             )
             events = play(reader)
             try:

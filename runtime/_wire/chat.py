@@ -149,6 +149,10 @@ def chat_request_body(prompt: Prompt) -> dict[str, Any]:
         body["tools"] = [chat_tool(tool) for tool in prompt.tools]
         body["tool_choice"] = "auto"
         body["parallel_tool_calls"] = prompt.parallel_tool_calls
+    if prompt.max_output_tokens is not None:
+        # ``max_tokens``, not ``max_completion_tokens``: every OpenAI-compatible local server
+        # honours it (llama-server honours both).
+        body["max_tokens"] = prompt.max_output_tokens
     if prompt.effort is not None:
         body["reasoning_effort"] = prompt.effort
     return body
@@ -185,9 +189,11 @@ def _chat_usage(data: object) -> p.TokenUsage | None:
     )
 
 
-#: Finish reasons of an answer that did not end on its own; reported like
-#: ``response.incomplete`` on the Responses wire.
-_INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
+#: Finish reasons of an answer the server cut short: what arrived is the answer
+#: (:attr:`Completed.incomplete`), as ``response.incomplete`` is on the Responses wire.
+_CUT = {"length": "max_output_tokens"}
+#: Finish reasons of an answer that is no answer: a retryable failure.
+_FAILED = {"content_filter": "content_filter"}
 
 
 class ChatStreamParser:
@@ -204,6 +210,7 @@ class ChatStreamParser:
         self._text: list[str] = []
         self._calls: dict[int, _CallFragments] = {}
         self._usage: p.TokenUsage | None = None
+        self._incomplete: str | None = None
 
     @property
     def item_id(self) -> str:
@@ -243,8 +250,9 @@ class ChatStreamParser:
                 self._add_tool_calls(delta.get("tool_calls"))
             reason = choice.get("finish_reason")
             if isinstance(reason, str) and reason:
-                if reason in _INCOMPLETE:
-                    raise StreamError(f"incomplete response: {_INCOMPLETE[reason]}")
+                if reason in _FAILED:
+                    raise StreamError(f"incomplete response: {_FAILED[reason]}")
+                self._incomplete = _CUT.get(reason)
                 self.finished = True
         return events
 
@@ -290,5 +298,5 @@ class ChatStreamParser:
                     )
                 )
             )
-        events.append(Completed(self.response_id, self._usage))
+        events.append(Completed(self.response_id, self._usage, self._incomplete))
         return events

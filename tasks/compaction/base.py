@@ -63,6 +63,8 @@ class BackendResult:
     """The summary text (local backend), recorded in the rollout's ``compacted`` line."""
     warn: bool = False
     """Whether to warn that repeated compactions make the model less accurate."""
+    cut: bool = False
+    """The summary was cut off at the answer limit (reported in the receipt and a warning)."""
     fresh_window: bool = False
     """The history already opens with the initial context of the current world state: it is
     installed as it is and becomes the reference context (token-budget backend)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import relay
-from relay.compaction import keep_recent_messages
+from relay.compaction import keep_recent_messages, kept_message_budget
 from relay.lowlevel import TaskContext
 
 from .base import Backend, BackendResult, CompactionRequest, select_backend
@@ -32,9 +32,9 @@ class TokenBudgetBackend:
 
     async def compact(self, ctx: TaskContext, request: CompactionRequest) -> BackendResult:
         initial = ctx.initial_context_items()
-        added = keep_recent_messages(
-            client_developer_messages(ctx.history, initial), DEVELOPER_MESSAGE_BUDGET
-        )
+        room = ctx.room_after_compaction([], model=request.model)
+        budget = kept_message_budget(DEVELOPER_MESSAGE_BUDGET, room, ctx.token_ratio)
+        added = keep_recent_messages(client_developer_messages(ctx.history, initial), budget)
         return BackendResult([*initial, *added], fresh_window=True)
 
 

@@ -257,11 +257,11 @@ FAULTS: tuple[Fault, ...] = (
                 "type": "response.incomplete",
                 "response": {
                     "id": "r-raw",
-                    "incomplete_details": {"reason": "max_output_tokens"},
+                    "incomplete_details": {"reason": "content_filter"},
                 },
             }
         ),
-        says="incomplete response: max_output_tokens",
+        says="incomplete response: content_filter",
     ),
     Fault(
         "connection cut mid-stream",

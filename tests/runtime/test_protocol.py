@@ -214,6 +214,8 @@ def test_event_json_form_is_exact() -> None:
                     "tokens_before": 120_000,
                     "tokens_after": 9_000,
                     "duration_ms": 42,
+                    "cut": False,
+                    "counted_before": False,
                 },
             },
         },
@@ -235,6 +237,7 @@ def test_token_count_json_form_is_exact() -> None:
             "total_token_usage": usage,
             "last_token_usage": usage,
             "model_context_window": 128_000,
+            "estimated": False,
         },
     }
     assert from_json({"type": "token_count", "info": None}, p.EventMsg) == p.TokenCount(None)

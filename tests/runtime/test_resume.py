@@ -198,13 +198,14 @@ def test_a_compaction_resets_usage_to_the_estimate_of_its_history() -> None:
     assert state.total_usage == p.TokenUsage(total_tokens=5300)
 
 
-def test_the_window_full_count_of_a_context_window_error_changes_no_usage() -> None:
+def test_the_window_full_count_of_a_context_window_error_counts_the_history_as_full() -> None:
+    # As live: after an overflow the history fills the window, so the next turn compacts first.
     error = p.ErrorEvent("too long", relay.ErrorCode.CONTEXT_WINDOW_EXCEEDED)
     state = state_of(
         item(U1), item(A1), token_count(300), item(U2), token_count(8000), event(error)
     )
-    assert state.last_response_tokens == 300
-    assert state.tokens_since_model == c.estimate_tokens([U2])
+    assert state.last_response_tokens == 8000
+    assert state.tokens_since_model == 0
 
 
 def test_model_output_kinds() -> None:
@@ -286,8 +287,9 @@ def test_reconstruction_equals_a_full_replay_with_a_live_history(ops: list[Any])
                 reference = world
                 lines.append(turn_context(world))
             case ("window_full", window):
-                # The session shows the window full, then fails: its usage does not change.
+                # The session counts the history as full, shows it, then fails.
                 shown = window or live.usage_tokens
+                live.response_completed(shown)
                 error = p.ErrorEvent("too long", relay.ErrorCode.CONTEXT_WINDOW_EXCEEDED)
                 lines += [token_count(shown, window=window), event(error)]
     state = state_of(*lines)

@@ -531,7 +531,7 @@ def test_the_transcript_shows_turns_tools_checkpoints_and_tokens() -> None:
         "✓ turn t1 complete in 42 ms",
         "",
         "▶ turn c1 · 2026-01-02 03:04:05",
-        "  ━━ checkpoint #1: 900 → 120 tokens (local, manual, 15 ms)",
+        "  ━━ checkpoint #1: ~900 → ~120 tokens (local, manual, 15 ms)",
         "     history replaced by 2 items",
         "     │ The user asked to read notes.txt.",
         "     │ Done.",

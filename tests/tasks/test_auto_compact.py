@@ -92,8 +92,9 @@ async def test_auto_compact_runs_after_token_limit_hit(
 async def test_auto_compact_clamps_config_limit_to_context_window(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    script = {"responses": [{"text": "a1", "total_tokens": 91}, {"text": "S"}, {"text": "a2"}]}
-    cfg = config(model_context_window=100, model_auto_compact_token_limit=200)
+    # A window that the compacted history (instructions and tools included) fits.
+    script = {"responses": [{"text": "a1", "total_tokens": 901}, {"text": "S"}, {"text": "a2"}]}
+    cfg = config(model_context_window=1000, model_auto_compact_token_limit=2000)
     async with testing.open_test_session(script, config=cfg) as t:
         await turns(t, "one", "two")
     assert [is_compaction_request(r) for r in t.model.requests] == [False, True, False]
