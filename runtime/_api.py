@@ -73,6 +73,7 @@ from ._protocol import OverrideTurnContext as OverrideTurnContext
 from ._protocol import Reasoning as Reasoning
 from ._protocol import ReasoningItem as ReasoningItem
 from ._protocol import ResponseItem as ResponseItem
+from ._protocol import SessionConfigured as SessionConfigured
 from ._protocol import SessionResumed as SessionResumed
 from ._protocol import Shutdown as Shutdown
 from ._protocol import ShutdownComplete as ShutdownComplete

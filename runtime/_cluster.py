@@ -458,6 +458,10 @@ class PooledSession:
             async for ref in stream:
                 for data in await ref:
                     event: p.Event = from_json(data, p.Event)
+                    if self._incarnation and isinstance(event.msg, p.SessionConfigured):
+                        # The caller's stream announced the session once; its move is told by
+                        # session_resumed (the rollout records the new host's announcement).
+                        continue
                     self._seq += 1
                     event = attrs.evolve(event, seq=self._seq)
                     self._ledger.saw(event)

@@ -37,6 +37,7 @@ EXAMPLES: Mapping[str, str] = {
     "mask_keep_recent_tokens": "mask_keep_recent_tokens = 8000",
     "mask_margin_percent": "mask_margin_percent = 20",
     "mask_trigger_tokens": "mask_trigger_tokens = 40000",
+    "model_max_output_tokens": "model_max_output_tokens = 4096",
     "compact_prompt": 'compact_prompt = "Summarize the work so far for a colleague."',
     "experimental_compact_prompt_file": 'experimental_compact_prompt_file = "prompts/compact.md"',
     "base_instructions": 'base_instructions = "You are a careful coding assistant."',
@@ -67,11 +68,25 @@ EXAMPLES: Mapping[str, str] = {
     "model_providers.*.stream_idle_timeout_ms": (
         "[model_providers.local]\nstream_idle_timeout_ms = 60000"
     ),
+    "model_providers.*.stream_first_event_timeout_ms": (
+        "[model_providers.local]\nstream_first_event_timeout_ms = 900000"
+    ),
+    "model_providers.*.max_output_tokens": "[model_providers.local]\nmax_output_tokens = 1024",
     "model_providers.*.http_headers": (
         '[model_providers.local]\nhttp_headers = { "X-Team" = "search" }'
     ),
     "model_providers.*.query_params": (
         '[model_providers.local]\nquery_params = { "api-version" = "2025-04-01" }'
+    ),
+    "model_providers.*.max_retry_after_ms": "[model_providers.local]\nmax_retry_after_ms = 5000",
+    "model_providers.*.stream_max_line_bytes": (
+        "[model_providers.local]\nstream_max_line_bytes = 1048576"
+    ),
+    "model_providers.*.stream_max_event_bytes": (
+        "[model_providers.local]\nstream_max_event_bytes = 2097152"
+    ),
+    "model_providers.*.max_response_bytes": (
+        "[model_providers.local]\nmax_response_bytes = 67108864"
     ),
 }
 

@@ -1,7 +1,7 @@
 """The initial context of a window: developer instructions, project instructions, environment.
 
 Pure functions from the world state and settings to the messages a model sees first
-(SPEC §5.2), and from a change of settings to the messages that record it.
+(docs/session.md), and from a change of settings to the messages that record it.
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ def initial_context(
     developer_instructions: str | None,
     project_doc: tuple[str, str] | None,
 ) -> list[p.Message]:
-    """The full initial context of a window, in order (SPEC §5.2)."""
+    """The full initial context of a window, in order (docs/session.md)."""
     out: list[p.Message] = []
     if developer_instructions:
         out.append(p.Message("developer", (p.InputText(developer_instructions),)))

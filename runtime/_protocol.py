@@ -259,6 +259,9 @@ class TokenUsageInfo:
     """Usage of the last response; ``total_tokens`` is the current context size."""
     model_context_window: int | None
     """The model's context window, if known."""
+    estimated: bool = False
+    """``last_token_usage.total_tokens`` is relay's estimate of the context (after a
+    compaction, scaled by the server's last count), not a server's count."""
 
 
 # --------------------------------------------------------------------------- ops
@@ -445,11 +448,23 @@ class CompactionReceipt:
     backend: str
     """Which backend ran it."""
     tokens_before: int
-    """Estimated tokens of the history before."""
+    """Tokens of the context before: the server's count of the last request plus the
+    estimate of what came after it when ``counted_before``, else an estimate."""
     tokens_after: int
-    """Estimated tokens of the history after."""
+    """Estimated tokens of the context after (instructions and tools included), scaled by the
+    server's last count of a request."""
     duration_ms: int
     """How long it took."""
+    cut: bool = False
+    """The summary was cut off at the answer limit: the new history holds what arrived."""
+    counted_before: bool = False
+    """``tokens_before`` rests on the server's count of the last request."""
+
+
+def receipt_figures(receipt: CompactionReceipt) -> str:
+    """``before → after`` of a receipt, each estimate marked ``~``."""
+    before = f"{'' if receipt.counted_before else '~'}{receipt.tokens_before}"
+    return f"{before} → ~{receipt.tokens_after}"
 
 
 @attrs.frozen
@@ -478,6 +493,32 @@ class AbortReason(enum.StrEnum):
     HOOK_STOPPED = "hook_stopped"
     HOST_LOST = "host_lost"
     """The process hosting the session died mid-turn (see ``session_resumed``)."""
+
+
+@attrs.frozen
+class SessionConfigured:
+    """The session is open; this is its first event (also of a resumed session).
+
+    Everything a user needs to find the session again: its id, what it talks to, where it
+    runs and the rollout file to resume it from.
+    """
+
+    session_id: str
+    """The session id."""
+    model: str
+    """The model of the next turn."""
+    model_provider: str
+    """The provider the model client talks to (its name in the configuration)."""
+    model_context_window: int | None
+    """The context window of that model, if known."""
+    cwd: str
+    """The working directory of the next turn."""
+    rollout_path: str | None
+    """The rollout file the session appends to, or None when persistence is off."""
+    relay_version: str
+    """The version of relay running the session."""
+    resumed: bool = False
+    """Whether the session continues a rollout (``relay resume``, :func:`relay.resume_session`)."""
 
 
 @attrs.frozen
@@ -592,7 +633,7 @@ class ErrorEvent:
     message: str
     """What failed."""
     code: ErrorCode
-    """Which kind of failure (SPEC §7.4)."""
+    """Which kind of failure (docs/session.md)."""
 
 
 @attrs.frozen
@@ -679,7 +720,8 @@ class ShutdownComplete:
 
 
 EventMsg: TypeAlias = (
-    TurnStarted
+    SessionConfigured
+    | TurnStarted
     | TurnComplete
     | TurnAborted
     | ItemStarted

@@ -23,6 +23,7 @@ from ._work_state import WorkState
 
 #: Event types written to the rollout as ``event_msg`` lines (deltas are not).
 PERSISTED_EVENTS: tuple[type, ...] = (
+    p.SessionConfigured,
     p.TurnStarted,
     p.TurnComplete,
     p.TurnAborted,
@@ -39,6 +40,9 @@ PERSISTED_EVENTS: tuple[type, ...] = (
 )
 #: Events that end a turn or the session: the file is flushed before anyone sees them.
 TERMINAL_EVENTS = (p.TurnComplete, p.TurnAborted, p.ShutdownComplete)
+#: Events flushed at once besides the terminal ones: a session's start is on disk as soon as
+#: it is announced, so it can be found (and resumed) even if the process dies next.
+FLUSHED_EVENTS = (*TERMINAL_EVENTS, p.SessionConfigured)
 
 
 def to_json_world(world: WorldState) -> dict[str, Any]:
@@ -49,9 +53,21 @@ def to_json_world(world: WorldState) -> dict[str, Any]:
 class RolloutRecorder:
     """Writes the session's rollout lines (or nothing, when persistence is off)."""
 
-    def __init__(self, writer: RolloutWriter | None) -> None:
+    def __init__(self, writer: RolloutWriter | None, ids: tuple[int, int] = (0, 0)) -> None:
         self.writer = writer
         """The file writer, when persistence is on."""
+        self._ids = ids
+
+    def ids(self, submission: int, item: int) -> None:
+        """An ``ids`` line, when the generated ids went on since the last one.
+
+        Written before every event that ends a turn or the session, so that it is flushed
+        with it: a resume continues both counters and ids in one rollout never repeat.
+        """
+        if self.writer is None or (submission, item) == self._ids:
+            return
+        self._ids = (submission, item)
+        self.writer.write("ids", {"submission": submission, "item": item})
 
     def session_meta(
         self, session_id: str, created: datetime, cwd: str, model: str, provider: str
@@ -77,7 +93,7 @@ class RolloutRecorder:
         if self.writer is None or not isinstance(msg, PERSISTED_EVENTS):
             return
         self.writer.write("event_msg", to_json(msg))
-        if isinstance(msg, TERMINAL_EVENTS):
+        if isinstance(msg, FLUSHED_EVENTS):
             self.writer.flush()
 
     def item(self, item: p.ResponseItem) -> None:

@@ -1,4 +1,4 @@
-"""Tools: the registry, the context a tool runs with, and the built-in tools (SPEC §5.4).
+"""Tools: the registry, the context a tool runs with, and the built-in tools (docs/session.md).
 
 A tool is a name, a JSON schema and an async callable ``(args, ctx) -> str``. Errors a tool
 raises on purpose (:class:`ToolError`) become its output; the model reads them and can try
@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 import attrs
 
+from . import _json
 from . import _protocol as p
 from ._errors import ConfigError
 from ._model import ToolSpec
@@ -105,9 +106,11 @@ class ToolRegistry:
         if tool is None:
             return unsupported_output(call.name)
         try:
-            args = json.loads(call.arguments) if call.arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            return f"invalid arguments for {call.name}: {exc.msg}"
+            args = _json.loads(call.arguments) if call.arguments.strip() else {}
+        except ValueError as exc:
+            # A syntax error, or JSON Python cannot hold (deep nesting, a huge integer, NaN).
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError | _json.JsonRejected) else exc
+            return f"invalid arguments for {call.name}: {reason}"
         if not isinstance(args, Mapping):
             return f"invalid arguments for {call.name}: expected a JSON object"
         try:

@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from . import _protocol as p
+from ._compact import ANSWER_ROOM as ANSWER_ROOM
 from ._compact import LOCAL_USER_MESSAGE_BUDGET as LOCAL_USER_MESSAGE_BUDGET
 from ._compact import NO_SUMMARY as NO_SUMMARY
 from ._compact import REMOTE_V2_USER_MESSAGE_BUDGET as REMOTE_V2_USER_MESSAGE_BUDGET
 from ._compact import TRUNCATED_OUTPUT_NOTE as TRUNCATED_OUTPUT_NOTE
+from ._compact import answer_room as answer_room
 from ._compact import auto_compact_limit as auto_compact_limit
 from ._compact import build_compacted_history as build_compacted_history
 from ._compact import compaction_prompt as compaction_prompt
@@ -24,6 +26,7 @@ from ._compact import is_real_user_message as is_real_user_message
 from ._compact import is_summary as is_summary
 from ._compact import keep_recent_messages as keep_recent_messages
 from ._compact import keep_recent_user_messages as keep_recent_user_messages
+from ._compact import kept_message_budget as kept_message_budget
 from ._compact import real_user_messages as real_user_messages
 from ._compact import summary_prefix as summary_prefix
 from ._compact import summary_text as summary_text
@@ -39,11 +42,12 @@ from ._work_state import render_work_state as render_work_state
 
 
 def estimate_tokens(items: Iterable[p.ResponseItem]) -> int:
-    """Approximate tokens of a history (SPEC §7.5)."""
+    """Approximate tokens of a history (docs/session.md)."""
     return items_tokens(items)
 
 
 __all__ = [
+    "ANSWER_ROOM",
     "LOCAL_USER_MESSAGE_BUDGET",
     "MASK_MARKER",
     "NO_SUMMARY",
@@ -51,6 +55,7 @@ __all__ = [
     "TRUNCATED_OUTPUT_NOTE",
     "WORK_STATE_MARKER",
     "WorkState",
+    "answer_room",
     "auto_compact_limit",
     "build_compacted_history",
     "carry_work_state",
@@ -67,6 +72,7 @@ __all__ = [
     "mask_old_outputs",
     "mask_placeholder",
     "masking_suffices",
+    "kept_message_budget",
     "real_user_messages",
     "render_work_state",
     "summary_prefix",

@@ -1,4 +1,4 @@
-"""The compaction task: what a ``compact`` op runs (SPEC §6.1)."""
+"""The compaction task: what a ``compact`` op runs (docs/compaction.md)."""
 
 from __future__ import annotations
 

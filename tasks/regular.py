@@ -1,4 +1,4 @@
-"""The regular turn: sample the model, run the tools it asks for, repeat (SPEC §5.1, §5.6)."""
+"""The regular turn: sample the model, run the tools it asks for, repeat (docs/session.md)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import attrs
 
 import relay
-from relay.lowlevel import SessionTask, TaskContext, TaskKind
+from relay.lowlevel import SessionTask, TaskContext, TaskKind, cut_answer_warning
 
 from .compaction import BACKENDS, CompactionBackend, CompactionRequest, Injection
 from .compaction.auto import TurnCompactions, auto_compact, mask_when_due
@@ -19,7 +19,8 @@ class RegularTurn(SessionTask):
 
     Auto-compaction runs inline, under this turn's id: before anything of the turn is recorded
     (pre-turn, or model downshift), and between two sampling steps when the model needs a
-    follow-up and usage reached the limit (mid-turn). A failed auto-compaction ends the turn.
+    follow-up and usage reached the limit (mid-turn). A failed or stopped auto-compaction ends
+    the turn; one before the turn ends it after the input is recorded.
     """
 
     items: tuple[relay.InputItem, ...]
@@ -44,10 +45,13 @@ class RegularTurn(SessionTask):
 
     async def run(self, ctx: TaskContext) -> str | None:
         ledger = TurnCompactions()
-        if not await _compact_before_turn(ctx, self.backends, ledger):
-            return None
+        proceed = await _compact_before_turn(ctx, self.backends, ledger)
+        # The input is recorded even when the compaction before it failed or was stopped:
+        # the turn ends without sampling, but what the user said is never lost.
         ctx.record_context()
         await ctx.record_user_input(self.items)
+        if not proceed:
+            return None
         last: str | None = None
         drain = True
         while True:
@@ -61,6 +65,9 @@ class RegularTurn(SessionTask):
                 ctx.report_model_error(error)
                 return last
             last = result.last_agent_message or last
+            if result.incomplete is not None:
+                ctx.emit(relay.WarningEvent(cut_answer_warning(ctx.max_output_tokens)))
+                return last
             calls = result.tool_calls
             for call in calls:
                 await ctx.run_tool_call(call)
