@@ -33,7 +33,7 @@ def test_pretty_shows_the_record_at_a_checkpoint() -> None:
     for seq, msg in enumerate(msgs, 1):
         printer.event(relay.Event("t1", seq, msg))
     assert out.getvalue().splitlines() == [
-        "  ━━ checkpoint: 900 → 300 tokens (local, manual, 12 ms)",
+        "  ━━ checkpoint: ~900 → ~300 tokens (local, manual, 12 ms)",
         "     ▸ files read: 1 (latest: a.py (3 bytes, sha256 ba7816bf8f01cfea))",
         "     ▸ commands run: 1 (latest: make → exit 2)",
         "     ▸ pinned: Never touch vendor/.",
