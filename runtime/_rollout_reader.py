@@ -221,12 +221,15 @@ def parse_rollout(
     """Parse the content of a rollout file. Never raises for bad content (see the module doc).
 
     With ``for_resume``, every line is checked as JSON but only the lines resuming reads are
-    decoded and kept: ``session_meta``; before the newest ``compacted`` line that carries a
-    replacement history, every ``compacted`` line, the last ``turn_context`` and the last
-    ``token_count``; from that line on, items, compactions, ``error`` events, the last
-    ``turn_context`` and the ``token_count`` events usage can come from (the last one, before
-    it those that show the window full before a ``context_window_exceeded`` error, and the
-    first after each compaction, which is the installation's).
+    decoded and kept: ``session_meta``; the last ``ids`` line, the last ``session_configured``
+    event and the ``turn_started`` event with the highest generated id; the
+    ``work_state_noted`` events since the last ``compacted`` line that carries a work-state
+    record; before the newest ``compacted`` line that carries a replacement history, every
+    ``compacted`` line, the last ``turn_context`` and the last ``token_count``; from that line
+    on, items, compactions, ``error`` events, the last ``turn_context`` and the
+    ``token_count`` events usage can come from (the last one, before it those that show the
+    window full before a ``context_window_exceeded`` error, and the first after each
+    compaction, which is the installation's).
     Decoding the rest is most of the cost of reading a long rollout, and nothing in it changes
     a resumed session.
     """
