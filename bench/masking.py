@@ -50,10 +50,15 @@ def output_tokens(turn: int) -> int:
 class CodingModel(testing.ScriptedModel):
     """Answers by what it is asked, so that two runs see the same conversation."""
 
+    input_tokens = 0
+    """The approximate tokens of every request's ``input``, summed as the requests come (the
+    request log keeps only the last ones)."""
+
     @asynccontextmanager
     async def stream(self, prompt: Prompt) -> AsyncIterator[AsyncIterator[ModelEvent]]:
         self.script = parse_model_script({"responses": [self._reply(prompt)]})
         async with super().stream(prompt) as events:
+            self.input_tokens += approx_tokens(json.dumps(list(self.requests[-1]["input"])))
             yield events
 
     def _reply(self, prompt: Prompt) -> Any:
@@ -109,8 +114,7 @@ async def session_figures(
         and isinstance(m.item, relay.ContextCompactionItem)
         and m.item.receipt is not None
     ]
-    tokens = sum(approx_tokens(json.dumps(body["input"])) for body in model.requests)
-    return tokens, backends.count("local"), backends.count("masked")
+    return model.input_tokens, backends.count("local"), backends.count("masked")
 
 
 def run(opts: Options) -> list[Figure]:

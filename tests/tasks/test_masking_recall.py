@@ -319,4 +319,4 @@ async def test_a_mask_trigger_masks_below_the_limit_without_counting_towards_the
 
 
 def approx(body: dict[str, Any]) -> int:
-    return len(json.dumps(body["input"])) // 4
+    return len(json.dumps(list(body["input"]))) // 4

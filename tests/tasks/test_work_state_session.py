@@ -74,7 +74,7 @@ async def _run(
 
 
 def _missing(request: dict[str, Any], facts: list[str]) -> list[str]:
-    text = json.dumps(request["input"], ensure_ascii=False)
+    text = json.dumps(list(request["input"]), ensure_ascii=False)
     return [fact for fact in facts if fact not in text]
 
 
@@ -111,7 +111,7 @@ async def test_every_planted_fact_is_in_the_first_request_after_a_compaction(
     assert first["input"][-1]["content"][0]["text"] == "Where were we?"
     assert _missing(first, facts) == []
     # One record and one copy of each pinned message, however many compactions ran.
-    text = json.dumps(first["input"], ensure_ascii=False)
+    text = json.dumps(list(first["input"]), ensure_ascii=False)
     assert text.count("<work_state>") == 1
     assert all(text.count(json.dumps(pin, ensure_ascii=False)[1:-1]) == 1 for pin in gen.PINNED)
 
