@@ -165,8 +165,15 @@ async def test_a_cut_answer_is_recorded_with_a_warning_and_not_retried(
         await t.wait_for(relay.TurnComplete, 2)
     assert len(server.bodies) == 2
     first = kinds(t)[: kinds(t).index("TurnComplete") + 1]
-    assert first == ["SessionConfigured", "TurnStarted", "UserMessage", "AgentMessage", "TokenCount", "WarningEvent",
-                     "TurnComplete"]  # fmt: skip
+    assert first == [
+        "SessionConfigured",
+        "TurnStarted",
+        "UserMessage",
+        "AgentMessage",
+        "TokenCount",
+        "WarningEvent",
+        "TurnComplete",
+    ]
     (warning,) = t.recorder.of_type(relay.WarningEvent)
     assert "cut off" in warning.message
     text = "".join(COUNTING)
