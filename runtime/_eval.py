@@ -5,7 +5,8 @@ A corpus is a folder; each sub-folder with an ``ops.jsonl`` is a case (``docs/ev
 - ``ops.jsonl``: the op script;
 - ``model.json``: the model script (absent: the configured provider answers);
 - ``fixture/``: the files the tools work on (copied afresh for every run);
-- ``probes.json``: ``{"facts": [...], "questions": [{"ask": ..., "expect": REGEX}]}``.
+- ``probes.json``: ``{"facts": [...], "questions": [{"ask": ..., "expect": REGEX}]}``; a fact
+  is a string, or a list of the forms it may take (any one present keeps it).
 
 A matrix (``--matrix FILE``, else ``CORPUS/matrix.toml``) is TOML with one ``[[configuration]]``
 table per configuration: a ``name`` and any configuration keys, laid over the base
@@ -30,19 +31,23 @@ import anyio
 import attrs
 
 from . import _protocol as p
+from ._codec import encode_response_item
 from ._config import Config, config_from_dict, parse_override, resolve_api_key, unknown_keys
 from ._errors import ConfigError, RelayError, ScriptError
 from ._eval_score import (
+    Fact,
     RunRecord,
     TimelineStep,
     answer_matches,
     count_rereads,
+    fact_name,
     missing_facts,
     oracle_answer,
     render_table,
     summarize,
     summarize_latency,
 )
+from ._hooks import CompactHook, HookInput
 from ._model import CompactRequest, ModelClient, ModelEvent, Prompt
 from ._op_script import OpLine, Step, WaitFor, parse_op_script
 from ._runner import ScriptRunner
@@ -69,7 +74,7 @@ class Case:
     steps: tuple[Step, ...]
     model_script: Path | None
     fixture: Path | None
-    facts: tuple[str, ...]
+    facts: tuple[tuple[str, ...], ...]
     questions: tuple[Question, ...]
 
 
@@ -100,8 +105,11 @@ def load_case(folder: Path) -> Case:
         raise ScriptError(f"{probes_file}: expected an object with facts and questions")
     facts = probes.get("facts", [])
     questions = probes.get("questions", [])
-    if not isinstance(facts, list) or not all(isinstance(f, str) and f for f in facts):
-        raise ScriptError(f"{probes_file}: facts must be a list of non-empty strings")
+    forms = [[f] if isinstance(f, str) else f for f in facts] if isinstance(facts, list) else None
+    if forms is None or not all(
+        isinstance(f, list) and f and all(isinstance(x, str) and x for x in f) for f in forms
+    ):
+        raise ScriptError(f"{probes_file}: each fact must be a non-empty string or a list of them")
     if not isinstance(questions, list) or not all(
         isinstance(q, dict) and isinstance(q.get("ask"), str) and isinstance(q.get("expect"), str)
         for q in questions
@@ -114,7 +122,7 @@ def load_case(folder: Path) -> Case:
         steps=tuple(steps),
         model_script=model if model.exists() else None,
         fixture=fixture if fixture.is_dir() else None,
-        facts=tuple(facts),
+        facts=tuple(tuple(f) for f in forms),
         questions=tuple(Question(q["ask"], q["expect"]) for q in questions),
     )
 
@@ -215,7 +223,7 @@ class ProbeModel:
     def __init__(
         self,
         inner: ModelClient,
-        facts: Sequence[str],
+        facts: Sequence[Fact],
         questions: Mapping[str, str],
         *,
         scripted: bool,
@@ -229,7 +237,19 @@ class ProbeModel:
         self.checked = 0
         self.kept = 0
         self.missing: dict[str, None] = {}
+        self.seen: dict[str, None] = {}
         self.questions = questions
+
+    def _note(self, body: Mapping[str, Any]) -> None:
+        absent = set(missing_facts(body, self.facts))
+        self.seen.update(dict.fromkeys(n for f in self.facts if (n := fact_name(f)) not in absent))
+
+    async def before_compaction(self, _: HookInput) -> None:
+        """Note the facts the history holds as a compaction starts (a tool output that arrived
+        just before it was in no request yet)."""
+        if self.session is not None:
+            items = [encode_response_item(i) for i in self.session.state.history.items]
+            self._note({"input": items})
 
     def _check(self, body: Mapping[str, Any]) -> None:
         if self.session is None:
@@ -238,9 +258,11 @@ class ProbeModel:
         if window == self.window:
             return
         self.window = window
-        lost = missing_facts(body, self.facts)
-        self.checked += len(self.facts)
-        self.kept += len(self.facts) - len(lost)
+        # Only what the session had seen can be kept: a fact of a later step is not checked yet.
+        known = [fact for fact in self.facts if fact_name(fact) in self.seen]
+        lost = missing_facts(body, known)
+        self.checked += len(known)
+        self.kept += len(known) - len(lost)
         self.missing.update(dict.fromkeys(lost))
 
     @asynccontextmanager
@@ -253,6 +275,7 @@ class ProbeModel:
 
         body = request_body(prompt)
         self._check(body)
+        self._note(body)
         target = self.inner
         items = body.get("input", [])
         asked = _user_text(items[-1]) if items else None
@@ -364,7 +387,10 @@ async def run_case(
                 {q.ask: q.expect for q in case.questions},
                 scripted=case.model_script is not None,
             )
-            session = await stack.enter_async_context(open_session(config, model=probe))
+            watch = CompactHook(point="pre_compact", function=probe.before_compaction)
+            session = await stack.enter_async_context(
+                open_session(config, model=probe, hooks=[watch])
+            )
             probe.session = session
             runner = ScriptRunner(session, sink, script_name=case.name)
             await runner.run(steps)
@@ -385,7 +411,7 @@ async def run_case(
         compactions=compactions,
         facts_checked=probe.checked if probe else 0,
         facts_kept=probe.kept if probe else 0,
-        missing=tuple(f for f in case.facts if probe and f in probe.missing),
+        missing=tuple(fact_name(f) for f in case.facts if probe and fact_name(f) in probe.missing),
         questions=len(case.questions),
         answered=answered,
         input_tokens=tokens,

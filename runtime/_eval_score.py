@@ -53,13 +53,29 @@ class RunRecord:
     """Wall-clock duration of each compaction; not part of the deterministic summary."""
 
 
-def missing_facts(request: Mapping[str, Any], facts: Sequence[str]) -> list[str]:
-    """The facts that do not appear in a request body's input (instructions included)."""
+#: A fact: a string, or its alternatives (any one present keeps it; the first names it).
+Fact = str | Sequence[str]
+
+
+def fact_name(fact: Fact) -> str:
+    """The name of a fact in reports: the fact, or its first alternative."""
+    return fact if isinstance(fact, str) else fact[0]
+
+
+def missing_facts(request: Mapping[str, Any], facts: Sequence[Fact]) -> list[str]:
+    """The names of the facts that do not appear in a request body (instructions included)."""
     text = json.dumps(
         [request.get("instructions"), request.get("input"), request.get("messages")],
         ensure_ascii=False,
     )
-    return [fact for fact in facts if fact not in text and _escaped(fact) not in text]
+    return [
+        fact_name(fact)
+        for fact in facts
+        if not any(
+            form in text or _escaped(form) in text
+            for form in ((fact,) if isinstance(fact, str) else fact)
+        )
+    ]
 
 
 def _escaped(fact: str) -> str:

@@ -7,7 +7,8 @@ low enough, and once more by a ``compact`` op); then the user asks to go on, and
 case the model reads a file it already read. The planted facts, one of each kind per case:
 
 - ``file``: a constant in the source file read (``NAME = value``) and the file's path;
-- ``command``: the result line the check printed, and its exit status;
+- ``command``: the result line the check printed, and its exit status (as the tool reported
+  it or as the work-state record states it);
 - ``output``: one line buried in the middle of the long build log;
 - ``constraint``: what the user said must not happen;
 - ``decision``: what the model decided, in its own message.
@@ -183,7 +184,8 @@ def probes(case: dict[str, Any]) -> dict[str, Any]:
             case["source"],
             case["constant"],
             case["result"],
-            f"exit {case['status']}",
+            # The shell tool's form, and the work-state record's.
+            [f"[exit code {case['status']}]", f"tools/check.py → exit {case['status']}"],
             case["planted"],
             case["constraint"],
             case["decision"],

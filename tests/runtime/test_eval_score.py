@@ -147,3 +147,9 @@ def test_the_table_has_one_row_per_configuration_in_order() -> None:
     assert [line.split()[0] for line in lines[2:]] == ["b", "a"]
     assert "50.0%" in lines[2] and "1,000" in lines[2]
     assert "100.0%" in lines[3]
+
+
+def test_a_fact_with_alternatives_is_kept_by_any_of_them_and_named_by_the_first() -> None:
+    fact = ["[exit code 1]", "check.py → exit 1"]
+    assert missing_facts(_request("python3 check.py → exit 1"), [fact]) == []
+    assert missing_facts(_request("exit 2"), [fact]) == ["[exit code 1]"]
