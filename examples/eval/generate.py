@@ -96,7 +96,7 @@ def _case(number: int) -> dict[str, Any]:
     source = f"src/{module}.py"
     note = "docs/NOTES.md"
     log = "logs/build.log"
-    check = "tools/check.py"
+    check = "tools/check.sh"
     result = f"check: {issues} issues in {files_hit} files"
     return {
         "name": f"{number + 1:02d}-{project}-{module}",
@@ -116,8 +116,10 @@ def _case(number: int) -> dict[str, Any]:
             note: f"# Notes on {project}\n\nThe {module} module is the one users report "
             f"bugs against. Keep {protected}/ as it is.\n",
             log: _log(number, unit, planted),
-            check: f'import sys\n\nprint("checking {project}...")\n'
-            f"print({json.dumps(result[:7])} + {json.dumps(result[7:])})\nsys.exit({status})\n",
+            # A shell script starts in a millisecond where Python takes tens; the result line is
+            # split so that reading the script would not give it.
+            check: f"echo 'checking {project}...'\n"
+            f"printf '%s%s\\n' '{result[:7]}' '{result[7:]}'\nexit {status}\n",
         },
     }
 
@@ -167,7 +169,7 @@ def model(case: dict[str, Any]) -> dict[str, Any]:
     responses += [
         _call(1, "read_file", {"path": case["source"]}),
         _call(2, "read_file", {"path": "logs/build.log"}),
-        _call(3, "shell", {"argv": ["python3", "tools/check.py"]}),
+        _call(3, "shell", {"argv": ["sh", "tools/check.sh"]}),
         _call(4, "read_file", {"path": "docs/NOTES.md"}),
         f"The check fails and the limit in {case['source']} looks wrong. {case['decision']}",
     ]
@@ -185,7 +187,7 @@ def probes(case: dict[str, Any]) -> dict[str, Any]:
             case["constant"],
             case["result"],
             # The shell tool's form, and the work-state record's.
-            [f"[exit code {case['status']}]", f"tools/check.py → exit {case['status']}"],
+            [f"[exit code {case['status']}]", f"tools/check.sh → exit {case['status']}"],
             case["planted"],
             case["constraint"],
             case["decision"],
