@@ -510,6 +510,25 @@ def _progress_bar(stream: Any) -> Callable[[int, int], None] | None:
     return show
 
 
+def check_configurations(
+    cases: Sequence[Case], configurations: Sequence[Configuration], base: Mapping[str, Any]
+) -> None:
+    """Build every configuration once, before anything runs.
+
+    Raises:
+        ConfigError: a configuration is invalid, or a case without a model script would be
+            answered by no model server.
+    """
+    unscripted = [case.name for case in cases if case.model_script is None]
+    for configuration in configurations:
+        config = config_from_dict(merged(base, configuration.overrides))
+        if unscripted and config.provider().base_url is None:
+            raise ConfigError(
+                f"configuration {configuration.name!r}: case {unscripted[0]} has no "
+                "model.json, and no model server is configured to answer it"
+            )
+
+
 def eval_command(args: Any) -> int:
     """``relay eval``: returns the exit status (0 every run completed, 1 a run failed, 2 usage)."""
     if args.plot:
@@ -533,8 +552,7 @@ def eval_command(args: Any) -> int:
         matrix = Path(args.matrix) if args.matrix else corpus / "matrix.toml"
         configurations = load_matrix(matrix if args.matrix or matrix.exists() else None)
         base = base_config_data(args.config, args.overrides)
-        for configuration in configurations:
-            config_from_dict(merged(base, configuration.overrides))
+        check_configurations(cases, configurations, base)
     except (ConfigError, ScriptError, OSError) as exc:
         print(f"relay eval: {exc}", file=sys.stderr)
         return 2

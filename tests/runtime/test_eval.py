@@ -225,3 +225,10 @@ def test_the_committed_corpus_is_what_the_generator_writes(tmp_path: Path) -> No
     assert len(list((tmp_path / "cases").iterdir())) >= 20
     for path in written:
         assert (CORPUS / path).read_bytes() == (tmp_path / path).read_bytes(), path
+
+
+def test_live_without_a_model_server_is_refused(
+    corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["eval", str(corpus), "--live"]) == 2
+    assert "no model server is configured" in capsys.readouterr().err
