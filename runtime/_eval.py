@@ -50,6 +50,7 @@ from ._eval_score import (
 from ._hooks import CompactHook, HookInput
 from ._model import CompactRequest, ModelClient, ModelEvent, Prompt
 from ._op_script import OpLine, Step, WaitFor, parse_op_script
+from ._responses import request_body
 from ._runner import ScriptRunner
 from ._scripted import ScriptedModel
 from ._session import Session, open_session
@@ -271,8 +272,6 @@ class ProbeModel:
             async with self.summarizer.stream(prompt) as events:
                 yield events
             return
-        from ._responses import request_body
-
         body = request_body(prompt)
         self._check(body)
         self._note(body)
