@@ -156,7 +156,35 @@ def _parser() -> argparse.ArgumentParser:
     mock.add_argument("--port", type=int, default=0)
     mock.add_argument("--log", help="append every request as a JSON line to this file")
     add_cluster_command(commands)
+    add_eval_command(commands)
     return parser
+
+
+def add_eval_command(commands: Any) -> None:
+    """Register ``relay eval`` (``docs/eval.md``) on the ``relay`` command's subparsers."""
+    ev = commands.add_parser(
+        "eval", help="replay a corpus of cases under compaction configurations"
+    )
+    ev.add_argument("corpus", metavar="CORPUS", help="folder of cases")
+    ev.add_argument("--matrix", help="configurations to compare (default CORPUS/matrix.toml)")
+    ev.add_argument("--repeats", type=int, default=3, help="runs of each case (default 3)")
+    ev.add_argument("--parallel", type=int, default=8, help="sessions at once (default 8)")
+    ev.add_argument("--config", help="base config file the configurations are laid over")
+    ev.add_argument(
+        "-c",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a base config key (value parsed as TOML)",
+    )
+    ev.add_argument(
+        "--live",
+        action="store_true",
+        help="the configured provider answers every case (the cases' model scripts are ignored)",
+    )
+    ev.add_argument("--json", help="write the report as JSON to this file")
+    ev.add_argument("--plot", help="plot retention against input tokens to this image file")
 
 
 def _config(args: argparse.Namespace) -> Config:
@@ -497,6 +525,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cluster_command(args)
     if args.command == "show":
         return _show_command(args)
+    if args.command == "eval":
+        from ._eval import eval_command
+
+        return eval_command(args)
     if args.command == "mock-server":
         from ._mock_server import main as mock_main
 

@@ -1,0 +1,239 @@
+"""The figures of ``relay eval`` (``docs/eval.md``): plain functions over plain data.
+
+A run is one case under one configuration, once; :class:`RunRecord` is what it observed.
+:func:`summarize` turns every run into the per-configuration figures, each with its spread
+over the repeats; :func:`render_table` prints them. Nothing here reads a clock: the summary of
+a scripted corpus is the same bytes every time. Wall-clock compaction latency is kept apart
+(:func:`summarize_latency`) and never enters the summary.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+#: A step of a run's timeline: a tool call's ``(name, arguments)``, or ``None`` for a compaction.
+TimelineStep = tuple[str, str] | None
+
+
+@attrs.frozen
+class RunRecord:
+    """What one run of one case under one configuration observed."""
+
+    case: str
+    """The case's name."""
+    config: str
+    """The configuration's name."""
+    repeat: int
+    """Which repeat (from 0)."""
+    compactions: int = 0
+    """Compactions installed during the run."""
+    facts_checked: int = 0
+    """Facts looked for: the case's facts times the requests checked (one per compaction)."""
+    facts_kept: int = 0
+    """Of those, the facts found in the request."""
+    missing: tuple[str, ...] = ()
+    """Facts absent from at least one first request after a compaction, in the case's order."""
+    questions: int = 0
+    """Probe questions asked."""
+    answered: int = 0
+    """Probe questions whose answer matched the expected pattern."""
+    input_tokens: int = 0
+    """Input tokens of every model request of the run, summaries included."""
+    rereads: int = 0
+    """Tool calls that repeated an identical call made before a compaction."""
+    failure: str | None = None
+    """Why the run failed (an error event, an exception), or None."""
+    latencies_ms: tuple[int, ...] = attrs.field(default=(), eq=False)
+    """Wall-clock duration of each compaction; not part of the deterministic summary."""
+
+
+#: A fact: a string, or its alternatives (any one present keeps it; the first names it).
+Fact = str | Sequence[str]
+
+
+def fact_name(fact: Fact) -> str:
+    """The name of a fact in reports: the fact, or its first alternative."""
+    return fact if isinstance(fact, str) else fact[0]
+
+
+def missing_facts(request: Mapping[str, Any], facts: Sequence[Fact]) -> list[str]:
+    """The names of the facts that do not appear in a request body (instructions included)."""
+    text = json.dumps(
+        [request.get("instructions"), request.get("input"), request.get("messages")],
+        ensure_ascii=False,
+    )
+    return [
+        fact_name(fact)
+        for fact in facts
+        if not any(
+            form in text or _escaped(form) in text
+            for form in ((fact,) if isinstance(fact, str) else fact)
+        )
+    ]
+
+
+def _escaped(fact: str) -> str:
+    # A fact inside a JSON string in the request appears with its quotes escaped.
+    return json.dumps(fact, ensure_ascii=False)[1:-1]
+
+
+def count_rereads(timeline: Iterable[TimelineStep]) -> int:
+    """Tool calls identical (name and arguments) to one made before a compaction that precedes
+    them: what the model asks again because the compaction lost it.
+
+    A call repeated with no compaction in between is not a re-read; each repeated call counts
+    once however many times it was made before.
+    """
+    before: set[tuple[str, str]] = set()
+    since: set[tuple[str, str]] = set()
+    count = 0
+    for step in timeline:
+        if step is None:
+            before |= since
+            since = set()
+            continue
+        key = (step[0], canonical_arguments(step[1]))
+        if key in before:
+            count += 1
+        since.add(key)
+    return count
+
+
+def canonical_arguments(arguments: str) -> str:
+    """Arguments as sorted compact JSON, so key order and spacing do not hide a repeat."""
+    try:
+        return json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))
+    except ValueError:
+        return arguments
+
+
+def answer_matches(answer: str | None, pattern: str) -> bool:
+    """Whether an answer contains the expected pattern (a regular expression, any case)."""
+    return answer is not None and re.search(pattern, answer, re.IGNORECASE) is not None
+
+
+def oracle_answer(context: str, pattern: str) -> str:
+    """The scripted reader's answer: every line of its context that holds the expected pattern.
+
+    It answers right exactly when the answer is still in the context, which is what a question
+    measures on a scripted case.
+    """
+    found = [m.group(0) for m in re.finditer(pattern, context, re.IGNORECASE)]
+    return "; ".join(dict.fromkeys(found)) if found else "I no longer know."
+
+
+def spread(values: Sequence[float | None]) -> dict[str, float | None]:
+    """Mean, min, max and spread (max - min) of a figure over repeats, rounded for JSON."""
+    known = [v for v in values if v is not None]
+    if not known:
+        return {"mean": None, "min": None, "max": None, "spread": None}
+    low, high = min(known), max(known)
+    return {
+        "mean": round(statistics.fmean(known), 4),
+        "min": round(low, 4),
+        "max": round(high, 4),
+        "spread": round(high - low, 4),
+    }
+
+
+def _repeat_figures(runs: Sequence[RunRecord]) -> dict[str, float | None]:
+    checked = sum(r.facts_checked for r in runs)
+    asked = sum(r.questions for r in runs)
+    return {
+        "retention": sum(r.facts_kept for r in runs) / checked if checked else None,
+        "accuracy": sum(r.answered for r in runs) / asked if asked else None,
+        "input_tokens": float(sum(r.input_tokens for r in runs)),
+        "compactions": float(sum(r.compactions for r in runs)),
+        "rereads": float(sum(r.rereads for r in runs)),
+        "failures": float(sum(r.failure is not None for r in runs)),
+    }
+
+
+FIGURES = ("retention", "accuracy", "input_tokens", "compactions", "rereads", "failures")
+
+
+def summarize(records: Sequence[RunRecord], configs: Sequence[str]) -> dict[str, Any]:
+    """Per configuration, each figure over the whole corpus per repeat, then its spread.
+
+    Also, per configuration and case, the facts some repeat lost and the failures, so a figure
+    can be traced to the case behind it.
+    """
+    out: dict[str, Any] = {}
+    for name in configs:
+        mine = [r for r in records if r.config == name]
+        repeats = sorted({r.repeat for r in mine})
+        per_repeat = [_repeat_figures([r for r in mine if r.repeat == n]) for n in repeats]
+        cases: dict[str, Any] = {}
+        for case in sorted({r.case for r in mine}):
+            runs = sorted((r for r in mine if r.case == case), key=lambda r: r.repeat)
+            lost = sorted({fact for r in runs for fact in r.missing})
+            failures = [r.failure for r in runs if r.failure is not None]
+            retained = [r.facts_kept / r.facts_checked if r.facts_checked else None for r in runs]
+            cases[case] = {"retention": spread(retained), "lost": lost, "failures": failures}
+        out[name] = {
+            "repeats": len(repeats),
+            **{figure: spread([f[figure] for f in per_repeat]) for figure in FIGURES},
+            "cases": cases,
+        }
+    return out
+
+
+def summarize_latency(records: Sequence[RunRecord], configs: Sequence[str]) -> dict[str, Any]:
+    """Per configuration, the wall-clock compaction latency in ms (median per repeat, spread)."""
+    out: dict[str, Any] = {}
+    for name in configs:
+        mine = [r for r in records if r.config == name]
+        medians: list[float | None] = []
+        for n in sorted({r.repeat for r in mine}):
+            times = [t for r in mine if r.repeat == n for t in r.latencies_ms]
+            medians.append(float(statistics.median(times)) if times else None)
+        out[name] = {"compaction_latency_ms": spread(medians)}
+    return out
+
+
+def _cell(figure: Mapping[str, float | None], kind: str) -> str:
+    mean, width = figure["mean"], figure["spread"]
+    if mean is None or width is None:
+        return "–"
+    if kind == "percent":
+        return f"{mean * 100:.1f}% ±{width * 100 / 2:.1f}" if width else f"{mean * 100:.1f}%"
+    if kind == "count":
+        return f"{mean:.1f} ±{width / 2:.1f}" if width else f"{mean:g}"
+    return f"{mean:,.0f} ±{width / 2:,.0f}" if width else f"{mean:,.0f}"
+
+
+def render_table(summary: Mapping[str, Any], latency: Mapping[str, Any] | None = None) -> str:
+    """The summary as a fixed-width table (mean ±half the spread over repeats)."""
+    header = ["configuration", "retention", "accuracy", "input tokens", "compactions"]
+    if latency is not None:
+        header.append("latency ms")
+    header += ["re-reads", "failures"]
+    rows = [header]
+    for name, fig in summary.items():
+        row = [
+            name,
+            _cell(fig["retention"], "percent"),
+            _cell(fig["accuracy"], "percent"),
+            _cell(fig["input_tokens"], "tokens"),
+            _cell(fig["compactions"], "count"),
+        ]
+        if latency is not None:
+            row.append(_cell(latency[name]["compaction_latency_ms"], "tokens"))
+        row += [_cell(fig["rereads"], "count"), _cell(fig["failures"], "count")]
+        rows.append(row)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = [
+        "  ".join(
+            cell.ljust(w) if i == 0 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in rows
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
