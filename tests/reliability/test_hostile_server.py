@@ -261,7 +261,12 @@ async def test_relay_run_whose_stdout_closes_shuts_down_and_exits_141(tmp_path: 
         for line in map(json.loads, rollout.read_text().splitlines())
         if line["type"] == "event_msg"
     ]
-    assert [e["type"] for e in events if e["type"].startswith("turn_")] == [
-        "turn_started", "turn_complete", "turn_started", "turn_aborted",
-    ]  # fmt: skip
-    assert events[-2].get("reason") == "shutdown" and events[-1]["type"] == "shutdown_complete"
+    # The second turn's answer is one short reply: the first write after the gate opens fails,
+    # and the shutdown that follows may find that turn still running (aborted) or just done.
+    # Either way the third turn never starts and the session ends there.
+    turns = [e["type"] for e in events if e["type"].startswith("turn_")]
+    assert turns[:3] == ["turn_started", "turn_complete", "turn_started"]
+    assert turns[3:] in (["turn_aborted"], ["turn_complete"])
+    if turns[3] == "turn_aborted":
+        assert events[-2].get("reason") == "shutdown"
+    assert events[-1]["type"] == "shutdown_complete"
