@@ -295,13 +295,13 @@ async def _run(
     from ._runner import ScriptRunner, json_line
     from ._session import open_session
 
-    def sink(event: p.Event, _: dict[str, Any]) -> None:
+    def sink(event: p.Event, msg: dict[str, Any]) -> None:
         if not interrupted.output_closed:
             try:
                 if printer is not None:
                     printer.event(event)
                 else:
-                    sys.stdout.write(json_line(event) + "\n")
+                    sys.stdout.write(json_line(event, msg) + "\n")
                     sys.stdout.flush()
             except BrokenPipeError:
                 # Nobody reads the events any more (`relay run … | head -1`): end the session
