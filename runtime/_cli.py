@@ -291,7 +291,6 @@ async def _run(
     import anyio
 
     from . import _protocol as p
-    from ._resume import resume_session
     from ._runner import ScriptRunner, json_line
     from ._session import open_session
 
@@ -319,11 +318,13 @@ async def _run(
     async def serve(signals: Any) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(watch, signals)
-            opened = (
-                open_session(config)
-                if resume is None
-                else resume_session(resume, config, model_name=model_name)
-            )
+            if resume is None:
+                opened = open_session(config)
+            else:
+                # Only a resume reads rollouts: `run` leaves the reader unimported.
+                from ._resume import resume_session
+
+                opened = resume_session(resume, config, model_name=model_name)
             async with opened as session:
                 runner = ScriptRunner(session, sink, script_name=label)
                 interrupted.runner = runner
@@ -357,11 +358,10 @@ def _single(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 
 def _backend() -> str:
-    try:
-        import trio  # noqa: F401
-    except ImportError:
-        return "asyncio"
-    return "trio"
+    import importlib.util
+
+    # Found, not imported: the event loop imports its library when it starts.
+    return "trio" if importlib.util.find_spec("trio") is not None else "asyncio"
 
 
 def _run_command(args: argparse.Namespace) -> int:
