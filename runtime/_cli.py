@@ -338,7 +338,7 @@ async def _run(
                             printer.tick()
 
                     tg.start_soon(tick)
-                await runner.run(steps)
+                await runner.run(steps, release=True)
             tg.cancel_scope.cancel()
 
     with anyio.open_signal_receiver(*_SIGNALS) as signals:

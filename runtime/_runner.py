@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, assert_never
 
 import anyio
@@ -113,18 +113,24 @@ class ScriptRunner:
         if not self.session.closed:
             self.session.submit_nowait(p.Shutdown())
 
-    async def run(self, steps: Sequence[Step]) -> None:
-        """Run every step, then wait for idleness, shut down and read the last event."""
+    async def run(self, steps: Sequence[Step], *, release: bool = False) -> None:
+        """Run every step, then wait for idleness, shut down and read the last event.
+
+        Args:
+            steps: the parsed script.
+            release: take each step out of ``steps`` (a list, emptied as the script runs)
+                once it has run, so that a long script gives back its memory as it goes.
+        """
         for step in steps:
             if isinstance(step, WaitFor):
                 self._counter(step)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._consume)
             with self._steps:
-                await self._run_steps(steps)
+                await self._run_steps(_released(steps) if release else steps)
             await self._done.wait()
 
-    async def _run_steps(self, steps: Sequence[Step]) -> None:
+    async def _run_steps(self, steps: Iterable[Step]) -> None:
         for step in steps:
             if self.session.closed:
                 raise ScriptError(
@@ -144,6 +150,14 @@ class ScriptRunner:
         await self.session.wait_idle()
         if not self.session.closed:
             self.session.submit_nowait(p.Shutdown())
+
+
+def _released(steps: Sequence[Step]) -> Iterator[Step]:
+    if not isinstance(steps, list):
+        raise TypeError("release=True needs the steps as a list")
+    steps.reverse()  # popped from the end: each step taken out in constant time
+    while steps:
+        yield steps.pop()
 
 
 def json_line(event: p.Event, msg: dict[str, Any] | None = None) -> str:

@@ -108,3 +108,20 @@ async def test_a_wait_named_late_counts_from_the_first_event() -> None:
         runner = ScriptRunner(session, lambda _event, _msg: None)
         await runner.run(steps)
     assert runner.events_read > 5
+
+
+async def test_a_released_script_is_given_back_as_it_runs() -> None:
+    steps = parse_op_script("\n".join(json.dumps(row) for row in _turns(TURNS)))
+    left_at_each_turn: list[int] = []
+
+    def sink(event: relay.Event, _msg: dict[str, Any]) -> None:
+        if isinstance(event.msg, p.TurnComplete):
+            left_at_each_turn.append(len(steps))
+
+    config = relay.Config(rollout=relay.RolloutConfig(enabled=False))
+    async with relay.open_session(config, model=testing.ScriptedModel(None)) as session:
+        await ScriptRunner(session, sink).run(steps, release=True)
+    # Each turn's op and wait are gone from the list by the time the next turn ends.
+    assert len(left_at_each_turn) == TURNS
+    assert all(left <= 2 * (TURNS - turn) for turn, left in enumerate(left_at_each_turn, 1))
+    assert steps == []
