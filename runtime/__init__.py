@@ -38,4 +38,4 @@ def __getattr__(name: str) -> _typing.Any:
 
 def __dir__() -> list[str]:
     api = _importlib.import_module("relay._api")
-    return sorted({*globals(), *(name for name in vars(api) if not name.startswith("_"))})
+    return sorted({*globals(), *(name for name in dir(api) if not name.startswith("_"))})

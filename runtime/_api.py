@@ -6,6 +6,9 @@ program that needs one module of the package does not pay for all of them.
 
 from __future__ import annotations
 
+import importlib as _importlib
+import typing as _typing
+
 from . import compaction as compaction
 from . import lowlevel as lowlevel
 from ._codec import DecodeError as DecodeError
@@ -97,7 +100,6 @@ from ._protocol import WarningEvent as WarningEvent
 from ._protocol import WorkStateNoted as WorkStateNoted
 from ._protocol import assistant_message as assistant_message
 from ._protocol import user_message as user_message
-from ._resume import resume_session as resume_session
 from ._session import Session as Session
 from ._session import SessionStatistics as SessionStatistics
 from ._session import open_session as open_session
@@ -106,3 +108,23 @@ from ._tools import ToolContext as ToolContext
 from ._tools import ToolError as ToolError
 from ._version import __version__ as __version__
 from ._work_state import WorkEntry as WorkEntry
+
+if _typing.TYPE_CHECKING:
+    from ._resume import resume_session as resume_session
+
+#: Names loaded from their module on first use: resuming reads rollouts, and a session that
+#: never resumes need not import the reader.
+_LAZY = {"resume_session": "relay._resume"}
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'relay._api' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

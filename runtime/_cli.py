@@ -319,18 +319,17 @@ async def _run(
     import anyio
 
     from . import _protocol as p
-    from ._resume import resume_session
     from ._runner import ScriptRunner, json_line
     from ._session import open_session
     from ._work_state import WorkState
 
-    def sink(event: p.Event, _: dict[str, Any]) -> None:
+    def sink(event: p.Event, msg: dict[str, Any]) -> None:
         if not interrupted.output_closed:
             try:
                 if printer is not None:
                     printer.event(event)
                 else:
-                    sys.stdout.write(json_line(event) + "\n")
+                    sys.stdout.write(json_line(event, msg) + "\n")
                     sys.stdout.flush()
             except BrokenPipeError:
                 # Nobody reads the events any more (`relay run … | head -1`): end the session
@@ -348,11 +347,13 @@ async def _run(
     async def serve(signals: Any) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(watch, signals)
-            opened = (
-                open_session(config)
-                if resume is None
-                else resume_session(resume, config, model_name=model_name)
-            )
+            if resume is None:
+                opened = open_session(config)
+            else:
+                # Only a resume reads rollouts: `run` leaves the reader unimported.
+                from ._resume import resume_session
+
+                opened = resume_session(resume, config, model_name=model_name)
             async with opened as session:
                 if printer is not None:
                     # A resumed session's record is shown at its checkpoints like a live one's.
@@ -370,7 +371,7 @@ async def _run(
                             printer.tick()
 
                     tg.start_soon(tick)
-                await runner.run(steps)
+                await runner.run(steps, release=True)
             tg.cancel_scope.cancel()
 
     with anyio.open_signal_receiver(*_SIGNALS) as signals:
@@ -390,11 +391,10 @@ def _single(group: BaseExceptionGroup[BaseException]) -> BaseException:
 
 
 def _backend() -> str:
-    try:
-        import trio  # noqa: F401
-    except ImportError:
-        return "asyncio"
-    return "trio"
+    import importlib.util
+
+    # Found, not imported: the event loop imports its library when it starts.
+    return "trio" if importlib.util.find_spec("trio") is not None else "asyncio"
 
 
 def _run_command(args: argparse.Namespace) -> int:

@@ -200,6 +200,10 @@ class History:
         self._items: list[p.ResponseItem] = []
         # None until asked for: a restored history is not estimated until something needs it.
         self._estimates: list[int | None] = []
+        # The sum of the estimates of items [0, _estimated_upto): estimates never change once
+        # made, so a growing history adds only its new items to the total.
+        self._estimated_total = 0
+        self._estimated_upto = 0
         # Wire forms of the first len(_wire) items; the rest are encoded when asked for.
         self._wire: list[dict[str, Any]] = []
         self._unanswered: set[str] = set()
@@ -265,6 +269,7 @@ class History:
         """Replace every item; usage becomes the estimate of the new items."""
         self._items = list(items)
         self._estimates = [None] * len(self._items)
+        self._estimated_total = self._estimated_upto = 0
         self._wire = []
         self._unanswered = set()
         self._irregular = 0
@@ -288,6 +293,7 @@ class History:
         """
         self._items = list(items)
         self._estimates = [None] * len(self._items)
+        self._estimated_total = self._estimated_upto = 0
         self._wire = []
         self._unanswered = set()
         self._irregular = 0
@@ -343,9 +349,13 @@ class History:
         return self.last_response_tokens + self.tokens_since_model
 
     def estimated_tokens(self) -> int:
-        """The estimate of every item, from the cache."""
-        estimates = self._estimates
-        for index, cached in enumerate(estimates):
-            if cached is None:
-                estimates[index] = item_tokens(self._items[index])
-        return sum(estimates)  # type: ignore[arg-type]
+        """The estimate of every item, from the cache; each item is added to it once."""
+        items, estimates = self._items, self._estimates
+        total = self._estimated_total
+        for index in range(self._estimated_upto, len(items)):
+            estimate = estimates[index]
+            if estimate is None:
+                estimate = estimates[index] = item_tokens(items[index])
+            total += estimate
+        self._estimated_total, self._estimated_upto = total, len(items)
+        return total

@@ -272,21 +272,18 @@ def _same(found: Any, wanted: Any) -> bool:
 
 @attrs.define
 class WaitCounter:
-    """How many of the events seen so far match ``wait``, kept up to date one event at a time.
+    """How many of the events read so far match ``wait``, kept up to date one event at a time.
 
-    ``wait_for`` counts from the start of the session, so the counter catches up on the events
-    already seen once, then looks at each new event once (not at the whole list per wake-up).
+    ``wait_for`` counts from the start of the session, so the counter is shown every event of
+    its type from the first one on and keeps only the count, not the events.
     """
 
     wait: WaitFor
     count: int = 0
-    position: int = 0
-    """How many events of the session's list have been looked at."""
 
-    def catch_up(self, seen: list[dict[str, Any]]) -> int:
-        """Count the events of ``seen`` not looked at yet; return the total so far."""
-        for msg in seen[self.position :]:
-            if matches(self.wait, msg):
-                self.count += 1
-        self.position = len(seen)
-        return self.count
+    def observe(self, msg: Mapping[str, Any]) -> bool:
+        """Count ``msg`` if it matches; return whether it did."""
+        if matches(self.wait, msg):
+            self.count += 1
+            return True
+        return False

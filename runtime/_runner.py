@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, assert_never
 
 import anyio
@@ -20,7 +20,9 @@ class ScriptRunner:
 
     Every event reaches ``sink`` in order. ``wait_for`` steps count events from the start of
     the session; one that can no longer be met (the session is idle and every event has been
-    read) fails with :class:`ScriptError` instead of hanging. :meth:`stop` ends the script early:
+    read) fails with :class:`ScriptError` instead of hanging. The runner keeps no event: each
+    condition of the script is counted as its events arrive, so a long run holds a few counters
+    rather than everything it has read. :meth:`stop` ends the script early:
     no further step runs and the session shuts down, its events still read to the last.
     """
 
@@ -34,10 +36,13 @@ class ScriptRunner:
         self.session = session
         self.sink = sink
         self.script_name = script_name
-        self.seen: list[dict[str, Any]] = []
-        self._by_type: dict[str, list[dict[str, Any]]] = {}
+        self.events_read = 0
         self._counters: dict[tuple[str, str], WaitCounter] = {}
-        self._changed = anyio.Event()
+        self._counters_by_type: dict[str, list[WaitCounter]] = {}
+        # Set (and replaced) when an event is read, and when a counter counts one: a running
+        # session wakes a waiting step only when its count may have been reached.
+        self._read = anyio.Event()
+        self._counted = anyio.Event()
         self._done = anyio.Event()
         self._steps = anyio.CancelScope()
 
@@ -45,51 +50,61 @@ class ScriptRunner:
         try:
             async for event in self.session.events():
                 msg = to_json(event.msg)
-                self.seen.append(msg)
-                self._by_type.setdefault(msg["type"], []).append(msg)
+                self.events_read += 1
+                counted = False
+                for counter in self._counters_by_type.get(msg["type"], ()):
+                    counted |= counter.observe(msg)
                 self.sink(event, msg)
-                self._changed.set()
-                self._changed = anyio.Event()
+                if counted:
+                    self._counted.set()
+                    self._counted = anyio.Event()
+                if self._read.statistics().tasks_waiting:
+                    self._read.set()
+                    self._read = anyio.Event()
         finally:
             self._done.set()
-            self._changed.set()
+            self._read.set()
+            self._counted.set()
 
     def _counter(self, wait: WaitFor) -> WaitCounter:
         # Waits on one condition share a counter, so a script that waits after every turn looks
-        # at each event once in all, not once per wait.
+        # at each event once in all, not once per wait. Every counter exists before the first
+        # event is read (see run), so none needs the events that came before its wait.
         key = (wait.type, json.dumps(wait.match, sort_keys=True))
         counter = self._counters.get(key)
         if counter is None:
             counter = self._counters[key] = WaitCounter(wait)
+            self._counters_by_type.setdefault(wait.type, []).append(counter)
         return counter
 
     async def _wait(self, wait: WaitFor) -> None:
         counter = self._counter(wait)
-        while counter.catch_up(self._by_type.get(wait.type, [])) < wait.count:
+        while counter.count < wait.count:
             stats = self.session.statistics()
             idle = (
                 stats.submissions_pending == 0
                 and stats.running_turn is None
                 and stats.queued_turns == 0
             )
-            caught_up = len(self.seen) >= stats.events_emitted
+            caught_up = self.events_read >= stats.events_emitted
             if (idle and caught_up) or self._done.is_set():
                 raise ScriptError(
                     f"{self.script_name} line {wait.line}: wait_for {wait.type!r} "
                     f"(count {wait.count}) can no longer be met: the session is idle after "
                     f"{counter.count} matching event(s)"
                 )
-            changed = self._changed
             if idle:
-                await changed.wait()
+                # Idle, with events still to read: each one may be the one awaited.
+                await self._read.wait()
             else:
+                counted = self._counted
                 async with anyio.create_task_group() as tg:
 
                     async def first(waiter: Callable[[], Any]) -> None:
                         await waiter()
                         tg.cancel_scope.cancel()
 
-                    tg.start_soon(first, changed.wait)
+                    tg.start_soon(first, counted.wait)
                     tg.start_soon(first, self.session.wait_idle)
 
     def stop(self) -> None:
@@ -98,15 +113,24 @@ class ScriptRunner:
         if not self.session.closed:
             self.session.submit_nowait(p.Shutdown())
 
-    async def run(self, steps: Sequence[Step]) -> None:
-        """Run every step, then wait for idleness, shut down and read the last event."""
+    async def run(self, steps: Sequence[Step], *, release: bool = False) -> None:
+        """Run every step, then wait for idleness, shut down and read the last event.
+
+        Args:
+            steps: the parsed script.
+            release: take each step out of ``steps`` (a list, emptied as the script runs)
+                once it has run, so that a long script gives back its memory as it goes.
+        """
+        for step in steps:
+            if isinstance(step, WaitFor):
+                self._counter(step)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._consume)
             with self._steps:
-                await self._run_steps(steps)
+                await self._run_steps(_released(steps) if release else steps)
             await self._done.wait()
 
-    async def _run_steps(self, steps: Sequence[Step]) -> None:
+    async def _run_steps(self, steps: Iterable[Step]) -> None:
         for step in steps:
             if self.session.closed:
                 raise ScriptError(
@@ -128,6 +152,15 @@ class ScriptRunner:
             self.session.submit_nowait(p.Shutdown())
 
 
-def json_line(event: p.Event) -> str:
-    """The JSON-lines form of an event."""
-    return json.dumps(to_json(event), ensure_ascii=False, separators=(",", ":"))
+def _released(steps: Sequence[Step]) -> Iterator[Step]:
+    if not isinstance(steps, list):
+        raise TypeError("release=True needs the steps as a list")
+    steps.reverse()  # popped from the end: each step taken out in constant time
+    while steps:
+        yield steps.pop()
+
+
+def json_line(event: p.Event, msg: dict[str, Any] | None = None) -> str:
+    """The JSON-lines form of an event; ``msg``, when given, is its message already as JSON."""
+    data = to_json(event) if msg is None else {"id": event.id, "seq": event.seq, "msg": msg}
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))

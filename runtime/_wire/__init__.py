@@ -29,7 +29,8 @@ connection is released.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import urllib.request
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 import httpx2
@@ -58,10 +59,29 @@ __all__ = [
 _CONNECT_TIMEOUT_S = 10.0
 
 
-def _guarded(http_client: httpx2.AsyncClient | None) -> httpx2.AsyncClient:
+def needs_tls(base_url: str, proxies: Mapping[str, str]) -> bool:
+    """Whether a client for ``base_url`` may open a TLS connection (and so needs the CA
+    bundle): not for a plain ``http://`` server reached directly or through plain proxies.
+
+    Redirects to another origin are refused, so the scheme of ``base_url`` is the only one
+    the client speaks to the server; ``proxies`` are those of the environment.
+    """
+    if not base_url.lower().startswith("http://"):
+        return True
+    return any(proxy.lower().startswith("https://") for proxy in proxies.values())
+
+
+def _guarded(http_client: httpx2.AsyncClient | None, base_url: str) -> httpx2.AsyncClient:
     """``http_client`` (by default the SDK's own kind) refusing redirects to another origin:
     a request carries the conversation and the provider's ``http_headers``."""
-    client = http_client if http_client is not None else DefaultAsyncHttpxClient()
+    if http_client is not None:
+        client = http_client
+    elif needs_tls(base_url, urllib.request.getproxies()):
+        client = DefaultAsyncHttpxClient()
+    else:
+        # Loading the CA bundle costs more than the rest of the client: skip it when no
+        # connection can use it.
+        client = DefaultAsyncHttpxClient(verify=False)
     if refuse_foreign_redirect not in client.event_hooks["response"]:
         client.event_hooks["response"].append(refuse_foreign_redirect)
     return client
@@ -102,7 +122,7 @@ async def open_http_client(
         timeout=httpx2.Timeout(read_s, connect=min(first_s, _CONNECT_TIMEOUT_S)),
         default_headers=dict(provider.http_headers) or None,
         default_query=dict(provider.query_params) or None,
-        http_client=_guarded(http_client),
+        http_client=_guarded(http_client, provider.base_url),
     )
     async with sdk:
         secret = api_key or None

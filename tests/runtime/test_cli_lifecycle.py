@@ -442,3 +442,20 @@ def test_two_quick_turns_steer_into_one_as_the_readme_says(tmp_path: Path) -> No
     (done,) = [e["msg"] for e in out if e["msg"]["type"] == "turn_complete"]
     assert done["turn_id"] == "a"
     assert done["last_agent_message"] == out[last_answer]["msg"]["message"]
+
+
+def test_a_scripted_run_imports_no_rollout_reader_and_no_sdk(tmp_path: Path) -> None:
+    script = write_jsonl(tmp_path / "s.jsonl", {"id": "a", "op": USER_TURN})
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "relay", "run", str(script)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "RELAY_HOME": str(tmp_path / "home")},
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines()}
+    assert "relay._session" in imported
+    assert imported.isdisjoint({"relay._rollout_reader", "relay._resume", "openai"})

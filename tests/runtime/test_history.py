@@ -427,3 +427,32 @@ async def test_a_request_references_the_history_without_copying_it() -> None:
             await t.wait_for(lambda e: isinstance(e.msg, p.TurnComplete), turn + 1)
         assert len(t.model.prompts) == 10
         assert (sys.getrefcount(first), sys.getrefcount(first_wire)) == before
+
+
+class _CountingList(list[int | None]):
+    """A list of estimates that counts how many entries are read from it."""
+
+    reads = 0
+
+    def __getitem__(self, index: Any) -> Any:
+        _CountingList.reads += 1
+        return super().__getitem__(index)
+
+    def __iter__(self) -> Any:
+        for value in super().__iter__():
+            _CountingList.reads += 1
+            yield value
+
+
+def test_estimating_a_growing_history_reads_each_estimate_once() -> None:
+    history = History()
+    history._estimates = _CountingList()
+    _CountingList.reads = 0
+    turns = 200
+    for _ in range(turns):
+        history.record(USER)
+        history.record(ANSWER, from_model=True)
+        assert history.estimated_tokens() == items_tokens(list(history.items))
+    # A request per turn asks for the estimate of the whole history: the work is one read per
+    # new item, not one per item per request.
+    assert _CountingList.reads <= 2 * turns

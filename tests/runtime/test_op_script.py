@@ -316,10 +316,9 @@ def test_a_wait_counter_looks_at_each_event_once(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(op_script, "matches", counting)
     counter = WaitCounter(wait("turn_complete", count=3))
-    seen: list[dict[str, Any]] = []
     totals = []
     for n in range(200):
-        seen.append({"type": "turn_complete" if n % 50 == 49 else "token_count"})
-        totals.append(counter.catch_up(seen))
+        counter.observe({"type": "turn_complete" if n % 50 == 49 else "token_count"})
+        totals.append(counter.count)
     assert totals[-1] == 4 and totals[48] == 0 and totals[49] == 1
-    assert len(looked_at) == len(seen)
+    assert len(looked_at) == 200

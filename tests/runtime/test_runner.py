@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -58,3 +59,69 @@ async def test_waits_look_at_each_event_once(monkeypatch: pytest.MonkeyPatch) ->
     assert len(completed) == TURNS
     # Each wait condition looks at each event of its type once over the whole script.
     assert looked_at <= len(completed) + len(items)
+
+
+def _turns(count: int) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for n in range(count):
+        rows.append(
+            {
+                "id": f"t{n}",
+                "op": {"type": "user_input", "items": [{"type": "text", "text": f"turn {n}"}]},
+            }
+        )
+        rows.append({"wait_for": {"type": "turn_complete", "count": n + 1}})
+    return rows
+
+
+async def test_the_runner_keeps_no_event_it_has_read() -> None:
+    rows = _turns(TURNS)
+    steps = parse_op_script("\n".join(json.dumps(row) for row in rows))
+    read: list[dict[str, Any]] = []
+    config = relay.Config(rollout=relay.RolloutConfig(enabled=False))
+    async with relay.open_session(config, model=testing.ScriptedModel(None)) as session:
+        runner = ScriptRunner(session, lambda _, msg: read.append(msg))
+        await runner.run(steps)
+    assert runner.events_read == len(read) > TURNS
+    # Each event's JSON is referred to from `read` alone, as a dict the runner never saw is:
+    # the runner holds none of them, however long the script.
+    unseen: list[dict[str, Any]] = [{"type": "turn_complete"}]
+    assert {sys.getrefcount(msg) for msg in read} == {sys.getrefcount(msg) for msg in unseen}
+
+
+async def test_a_wait_named_late_counts_from_the_first_event() -> None:
+    # The first wait on item_completed comes after every turn has run: it still counts the
+    # items of all of them, although the runner kept none of those events.
+    rows = [
+        *_turns(5),
+        {
+            "wait_for": {
+                "type": "item_completed",
+                "count": 5,
+                "match": {"item.type": "user_message"},
+            }
+        },
+    ]
+    steps = parse_op_script("\n".join(json.dumps(row) for row in rows))
+    config = relay.Config(rollout=relay.RolloutConfig(enabled=False))
+    async with relay.open_session(config, model=testing.ScriptedModel(None)) as session:
+        runner = ScriptRunner(session, lambda _event, _msg: None)
+        await runner.run(steps)
+    assert runner.events_read > 5
+
+
+async def test_a_released_script_is_given_back_as_it_runs() -> None:
+    steps = parse_op_script("\n".join(json.dumps(row) for row in _turns(TURNS)))
+    left_at_each_turn: list[int] = []
+
+    def sink(event: relay.Event, _msg: dict[str, Any]) -> None:
+        if isinstance(event.msg, p.TurnComplete):
+            left_at_each_turn.append(len(steps))
+
+    config = relay.Config(rollout=relay.RolloutConfig(enabled=False))
+    async with relay.open_session(config, model=testing.ScriptedModel(None)) as session:
+        await ScriptRunner(session, sink).run(steps, release=True)
+    # Each turn's op and wait are gone from the list by the time the next turn ends.
+    assert len(left_at_each_turn) == TURNS
+    assert all(left <= 2 * (TURNS - turn) for turn, left in enumerate(left_at_each_turn, 1))
+    assert steps == []

@@ -1053,3 +1053,20 @@ async def test_keep_alive_comments_do_not_reset_the_idle_timeout(
         _, error = await collect_until_error(client)
         assert trio.current_time() - start == pytest.approx(IDLE_MS / 1000)
     assert error.message.startswith("idle timeout")
+
+
+@pytest.mark.parametrize(
+    ("base_url", "proxies", "expected"),
+    [
+        ("http://127.0.0.1:8080/v1", {}, False),
+        ("HTTP://localhost/v1", {"http": "http://proxy:3128"}, False),
+        ("https://api.example.com/v1", {}, True),
+        ("http://127.0.0.1:8080/v1", {"all": "https://proxy:3128"}, True),
+    ],
+)
+def test_only_a_client_that_may_speak_tls_loads_the_ca_bundle(
+    base_url: str, proxies: dict[str, str], expected: bool
+) -> None:
+    from relay._wire import needs_tls
+
+    assert needs_tls(base_url, proxies) is expected
