@@ -31,11 +31,10 @@ import math
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, assert_never
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import attrs
@@ -43,8 +42,7 @@ import attrs
 from . import _protocol as p
 from ._codec import from_json, to_json
 from ._config import Config, relay_home
-from ._errors import ClosedSessionError, ConfigError, RelayError, RolloutLockedError, ScriptError
-from ._op_script import OpLine, Sleep, Step, WaitFor, matches
+from ._errors import ClosedSessionError, ConfigError, RelayError, RolloutLockedError
 
 if TYPE_CHECKING:
     from ._session import Session
@@ -709,122 +707,6 @@ async def open_session_pool(
 # --------------------------------------------------------------------------- op scripts
 
 
-async def run_op_script(
-    session: PooledSession,
-    steps: Sequence[Step],
-    sink: Callable[[p.Event], None],
-    *,
-    script_name: str = "script",
-) -> None:
-    """Run an op script in a pooled session, as ``relay run`` does in a local one.
-
-    Every event reaches ``sink`` in order. ``wait_for`` counts events from the start of the
-    session; one that can no longer be met (the session is idle and every event has arrived)
-    raises :class:`ScriptError`. After the last step the session is shut down once idle.
-    """
-    seen: list[dict[str, Any]] = []
-    changed = anyio.Event()
-    done = anyio.Event()
-
-    async def consume() -> None:
-        nonlocal changed
-        try:
-            async for event in session.events():
-                seen.append(to_json(event.msg))
-                sink(event)
-                changed.set()
-                changed = anyio.Event()
-        finally:
-            done.set()
-            changed.set()
-
-    def count(wait: WaitFor) -> int:
-        return sum(1 for msg in seen if matches(wait, msg))
-
-    async def wait_for(wait: WaitFor) -> None:
-        while count(wait) < wait.count:
-            if done.is_set():
-                raise _unmet(script_name, wait, count(wait))
-            idle_at: list[int] = []
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(_first, tg, changed.wait)
-                tg.start_soon(_first, tg, partial(_append, idle_at, session.wait_idle))
-            if idle_at and count(wait) < wait.count:
-                # Idle: once every event it emitted has arrived, nothing more will come.
-                while session.events_from_host < idle_at[0] and not done.is_set():
-                    waiting = changed
-                    await waiting.wait()
-                if count(wait) < wait.count:
-                    raise _unmet(script_name, wait, count(wait))
-
-    try:
-        await _run_steps(session, steps, script_name, consume, wait_for, done)
-    except BaseExceptionGroup as group:
-        raise _unwrap(group) from None
-
-
-async def _run_steps(
-    session: PooledSession,
-    steps: Sequence[Step],
-    script_name: str,
-    consume: Callable[[], Coroutine[Any, Any, None]],
-    wait_for: Callable[[WaitFor], Awaitable[None]],
-    done: anyio.Event,
-) -> None:
-    shutdown_sent = False
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(consume)
-        for step in steps:
-            if session.closed:
-                raise ScriptError(
-                    f"{script_name} line {step.line}: the session has already shut down"
-                )
-            match step:
-                case OpLine(line=line, id=sub_id, op=op):
-                    try:
-                        await session.submit_json(
-                            to_json(op), id=sub_id, origin=f"{script_name} line {line}"
-                        )
-                    except HostLostError:
-                        continue
-                    if isinstance(op, p.Shutdown):
-                        shutdown_sent = True
-                case WaitFor():
-                    await wait_for(step)
-                case Sleep(ms=ms):
-                    await anyio.sleep(ms / 1000)
-                case _:
-                    assert_never(step)
-        if not shutdown_sent:
-            await session.wait_idle()
-            await session.shutdown()
-        await done.wait()
-
-
-async def _first(tg: anyio.abc.TaskGroup, waiter: Callable[[], Awaitable[Any]]) -> None:
-    await waiter()
-    tg.cancel_scope.cancel()
-
-
-async def _append(into: list[int], getter: Callable[[], Awaitable[int]]) -> None:
-    into.append(await getter())
-
-
-def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The single exception of a group (recursively), or the group itself."""
-    error: BaseException = group
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
-    return error
-
-
-def _unmet(script_name: str, wait: WaitFor, found: int) -> ScriptError:
-    return ScriptError(
-        f"{script_name} line {wait.line}: wait_for {wait.type!r} (count {wait.count}) can no "
-        f"longer be met: the session is idle after {found} matching event(s)"
-    )
-
-
 __all__ = [
     "HostLostError",
     "Ledger",
@@ -836,5 +718,4 @@ __all__ = [
     "import_ray",
     "least_loaded",
     "open_session_pool",
-    "run_op_script",
 ]

@@ -24,7 +24,8 @@ import anyio
 import attrs
 
 from . import _protocol as p
-from ._cluster import import_ray, open_session_pool, run_op_script
+from ._cluster import import_ray, open_session_pool
+from ._cluster_script import run_op_script
 from ._codec import to_json
 from ._config import Config, load_config
 from ._errors import ConfigError, RelayError, ScriptError

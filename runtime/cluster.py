@@ -15,5 +15,5 @@ from ._cluster import NoHostError as NoHostError
 from ._cluster import PooledSession as PooledSession
 from ._cluster import SessionPool as SessionPool
 from ._cluster import open_session_pool as open_session_pool
-from ._cluster import run_op_script as run_op_script
+from ._cluster_script import run_op_script as run_op_script
 from ._protocol import SessionResumed as SessionResumed
