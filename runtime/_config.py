@@ -71,6 +71,10 @@ class Features:
     """Use the token-budget compaction backend."""
     remote_compaction_v2: bool = False
     """Allow the remote V2 compaction backend."""
+    async_compaction: bool = False
+    """Compact in the background right after a turn whose usage reached
+    ``model_async_compact_threshold_percent`` of the window; the result is installed before
+    the next turn."""
 
 
 @attrs.frozen
@@ -117,6 +121,16 @@ class Config:
     """Context window in tokens; overrides the model default."""
     model_auto_compact_token_limit: int | None = None
     """Auto-compaction threshold."""
+    model_post_turn_compact_threshold_percent: int = 0
+    """Compact after a turn's final answer when usage reached this percentage of the context
+    window (0 = never)."""
+    background_compact_threshold_percent: int = 0
+    """Start a background compaction when usage reaches this percentage of the
+    auto-compaction limit (0 = never); its result is installed at the next automatic
+    compaction point while the history still begins with its snapshot."""
+    model_async_compact_threshold_percent: int = 0
+    """With ``features.async_compaction``: the percentage of the context window whose crossing
+    starts a background compaction right after a turn (0 = never)."""
     compact_prompt: str | None = None
     """Replaces the default summarization prompt."""
     experimental_compact_prompt_file: str | None = None
@@ -293,6 +307,14 @@ def _check_limits(config: Config) -> None:
                 f"model_providers.{name}.stream_idle_timeout_ms must be positive, "
                 f"got {provider.stream_idle_timeout_ms}"
             )
+    for key in (
+        "model_post_turn_compact_threshold_percent",
+        "background_compact_threshold_percent",
+        "model_async_compact_threshold_percent",
+    ):
+        percent = getattr(config, key)
+        if not 0 <= percent <= 100:
+            raise ConfigError(f"{key} must be between 0 and 100, got {percent}")
     for point in ("pre_compact", "post_compact"):
         for index, hook in enumerate(getattr(config.hooks, point)):
             if hook.timeout_ms <= 0:

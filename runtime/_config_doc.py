@@ -32,6 +32,11 @@ EXAMPLES: Mapping[str, str] = {
     "model_script": 'model_script = "examples/hello.model.json"',
     "model_context_window": "model_context_window = 128000",
     "model_auto_compact_token_limit": "model_auto_compact_token_limit = 100000",
+    "model_post_turn_compact_threshold_percent": "model_post_turn_compact_threshold_percent = 80",
+    "background_compact_threshold_percent": "background_compact_threshold_percent = 60",
+    "model_async_compact_threshold_percent": (
+        "model_async_compact_threshold_percent = 10\n\n[features]\nasync_compaction = true"
+    ),
     "compact_prompt": 'compact_prompt = "Summarize the work so far for a colleague."',
     "experimental_compact_prompt_file": 'experimental_compact_prompt_file = "prompts/compact.md"',
     "base_instructions": 'base_instructions = "You are a careful coding assistant."',
@@ -42,6 +47,9 @@ EXAMPLES: Mapping[str, str] = {
     "tools": "tools = { shell = true, sleep = false }",
     "features.token_budget": "[features]\ntoken_budget = true",
     "features.remote_compaction_v2": "[features]\nremote_compaction_v2 = true",
+    "features.async_compaction": (
+        "model_async_compact_threshold_percent = 10\n\n[features]\nasync_compaction = true"
+    ),
     "rollout.enabled": "[rollout]\nenabled = false",
     "rollout.dir": '[rollout]\ndir = "/var/lib/relay/sessions"',
     "hooks.pre_compact": '[[hooks.pre_compact]]\ncommand = ["python3", "hooks/check.py"]',

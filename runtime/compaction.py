@@ -9,6 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from . import _protocol as p
+from ._background import background_due as background_due
+from ._background import installed_history as installed_history
+from ._background import still_current as still_current
 from ._compact import LOCAL_USER_MESSAGE_BUDGET as LOCAL_USER_MESSAGE_BUDGET
 from ._compact import NO_SUMMARY as NO_SUMMARY
 from ._compact import REMOTE_V2_USER_MESSAGE_BUDGET as REMOTE_V2_USER_MESSAGE_BUDGET
@@ -41,6 +44,7 @@ __all__ = [
     "REMOTE_V2_USER_MESSAGE_BUDGET",
     "TRUNCATED_OUTPUT_NOTE",
     "auto_compact_limit",
+    "background_due",
     "build_compacted_history",
     "compaction_prompt",
     "drop_oldest",
@@ -48,11 +52,13 @@ __all__ = [
     "filter_remote_output",
     "fit_to_window",
     "ghost_snapshots",
+    "installed_history",
     "is_real_user_message",
     "is_summary",
     "keep_recent_messages",
     "keep_recent_user_messages",
     "real_user_messages",
+    "still_current",
     "summary_prefix",
     "summary_text",
 ]

@@ -7,6 +7,9 @@ resumed session starts from, and the codec of history items. The pure functions 
 backends are built from are in :mod:`relay.compaction`.
 """
 
+from ._background import BackgroundJob as BackgroundJob
+from ._background import JobState as JobState
+from ._background import Snapshot as Snapshot
 from ._codec import decode_response_item as decode_response_item
 from ._codec import encode_response_item as encode_response_item
 from ._context import TurnSettings as TurnSettings

@@ -12,10 +12,12 @@ from relay.lowlevel import SessionTask, TaskContext, TaskKind
 from .compaction import (
     BACKENDS,
     CompactionBackend,
+    CompactionOutcome,
     CompactionRequest,
     Injection,
     run_compaction,
 )
+from .compaction.background import after_final_answer, auto_compaction, install_waiting
 
 
 @attrs.frozen
@@ -69,17 +71,19 @@ class RegularTurn(SessionTask):
             for call in calls:
                 await ctx.run_tool_call(call)
             if not calls and not ctx.has_pending():
+                await after_final_answer(ctx, self.backends)
                 return last
             limit = ctx.auto_compact_limit()
             if limit is not None and ctx.usage_tokens >= limit:
                 request = CompactionRequest(
                     relay.CompactionTrigger.MID_TURN, Injection.BEFORE_LAST_USER_MESSAGE
                 )
-                if not (await run_compaction(ctx, request, self.backends)).proceed:
+                outcome = await auto_compaction(ctx, request, self.backends)
+                if not outcome.proceed:
                     return last
                 # Input steered during a tool follow-up waits one more step, so that the
                 # next request answers the tool outputs first.
-                drain = not calls
+                drain = not calls or outcome is not CompactionOutcome.INSTALLED
 
 
 async def _compact_before_turn(ctx: TaskContext, backends: Sequence[CompactionBackend]) -> bool:
@@ -101,7 +105,7 @@ async def _compact_before_turn(ctx: TaskContext, backends: Sequence[CompactionBa
             )
             return (await run_compaction(ctx, request, backends)).proceed
     limit = ctx.auto_compact_limit()
-    if limit is not None and ctx.usage_tokens >= limit:
+    if (limit is not None and ctx.usage_tokens >= limit) or install_waiting(ctx):
         request = CompactionRequest(relay.CompactionTrigger.PRE_TURN, Injection.DO_NOT_INJECT)
-        return (await run_compaction(ctx, request, backends)).proceed
+        return (await auto_compaction(ctx, request, backends)).proceed
     return True

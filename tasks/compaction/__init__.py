@@ -67,11 +67,14 @@ class CompactionOutcome(enum.Enum):
     """A pre-compact hook stopped it; nothing changed and no compaction item was reported."""
     INSTALLED_THEN_STOPPED = "installed_then_stopped"
     """The new history is installed, then a post-compact hook stopped the turn."""
+    DEFERRED = "deferred"
+    """Nothing ran: a background compaction is still working and the history still fits the
+    window, so the turn goes on and its result is installed at a later point."""
 
     @property
     def proceed(self) -> bool:
         """Whether the calling turn may go on."""
-        return self is CompactionOutcome.INSTALLED
+        return self in (CompactionOutcome.INSTALLED, CompactionOutcome.DEFERRED)
 
 
 def hook_trigger(trigger: relay.CompactionTrigger) -> HookTrigger:
@@ -138,10 +141,18 @@ async def run_compaction(
     ctx.install_compaction(
         history, message=result.message, receipt=receipt, clear_reference=clear_reference
     )
+    return await report_installed(ctx, item_id, receipt, warn=result.warn, model=model)
+
+
+async def report_installed(
+    ctx: TaskContext, item_id: str, receipt: relay.CompactionReceipt, *, warn: bool, model: str
+) -> CompactionOutcome:
+    """After an install: complete the compaction item, report it, run post-compact hooks."""
     ctx.emit(relay.ItemCompleted(ctx.turn_id, relay.ContextCompactionItem(item_id, receipt)))
     ctx.emit(relay.ContextCompacted())
-    if result.warn:
+    if warn:
         ctx.emit(relay.WarningEvent(ACCURACY_WARNING))
+    trigger = hook_trigger(receipt.trigger)
     if await run_compact_hooks(ctx, "post_compact", trigger=trigger, model=model) is not None:
         ctx.end_aborted(relay.AbortReason.HOOK_STOPPED)
         return CompactionOutcome.INSTALLED_THEN_STOPPED
@@ -161,6 +172,7 @@ __all__ = [
     "choose_backend",
     "hook_trigger",
     "place_initial_context",
+    "report_installed",
     "run_compaction",
     "select_backend",
 ]

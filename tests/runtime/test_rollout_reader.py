@@ -286,7 +286,8 @@ def test_compacted_lines_old_style_and_with_bad_parts() -> None:
         f"line 4: compacted: replacement_history is not a list; {rebuilt}",
         "line 4: invalid compacted: 'window_number' should be int, got str; ignored",
         "line 5: compacted: invalid receipt: expected one of: manual, pre_turn, mid_turn, "
-        "model_downshift; got 1 @ $.trigger; required field missing @ $.backend; required field "
+        "model_downshift, post_turn, model_requested; got 1 @ $.trigger; required field "
+        "missing @ $.backend; required field "
         "missing @ $.tokens_before; required field missing @ $.tokens_after; required field "
         "missing @ $.duration_ms; receipt ignored",
     ]
