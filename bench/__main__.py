@@ -1,8 +1,9 @@
 """``python -m bench``: run the suite and print the table.
 
 Options: ``--quick`` (tiny sizes, a couple of repetitions, no Codex: for the smoke test),
-``--repeat N``, ``--only GROUP[,GROUP...]`` (turns, peer, compaction, rollout, scale, process,
-cluster; ``--quick`` leaves cluster out unless it is named, since it starts a Ray instance),
+``--repeat N``, ``--only GROUP[,GROUP...]`` (turns, peer, compaction, background, rollout, scale,
+process, cluster; ``--quick`` leaves cluster out unless it is named, since it starts a Ray
+instance),
 ``--markdown FILE`` (also write the table as Markdown), ``--plots DIR`` (PNG plots; default
 ``docs/img`` for a full run, none for ``--quick``), ``--codex-prefix DIR`` (an existing
 ``npm --prefix`` folder with ``@openai/codex``, instead of a fresh install) and ``--no-codex``.
@@ -19,7 +20,7 @@ from pathlib import Path
 from . import _report
 from ._core import Figure, Options
 
-GROUPS = ("turns", "peer", "compaction", "rollout", "scale", "process", "cluster")
+GROUPS = ("turns", "peer", "compaction", "background", "rollout", "scale", "process", "cluster")
 #: Groups a ``--quick`` run leaves out unless ``--only`` names them.
 NOT_QUICK = ("cluster",)
 
@@ -38,6 +39,10 @@ def _runner(name: str) -> Callable[[Options], list[Figure]]:
         from . import compaction
 
         return compaction.run
+    if name == "background":
+        from . import background
+
+        return background.run
     if name == "rollout":
         from . import rollout
 

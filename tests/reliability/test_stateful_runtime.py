@@ -582,6 +582,85 @@ def check_background(probe: Probe, lines: list[CompactedLine], backend: str) -> 
 def test_random_ops_faults_and_backends_keep_every_promise(
     workspace: Path, setup: Setup, data: st.DataObject
 ) -> None:
+    run_example(workspace, setup, data, actions)
+
+
+# Background compaction in the foreground of the examples: usage that crosses the background
+# threshold and then the limit, backends that are slow (seconds), failing or stopped by a
+# hook, manual compactions and downshifts that make a snapshot stale, and time passing
+# between turns so that results become ready.
+
+bg_usages = st.sampled_from(
+    [None, LIMIT * 4 // 10, LIMIT * 7 // 10, LIMIT + 500, LIMIT + 500, 140_000]
+)
+
+bg_shaped = st.builds(
+    _with,
+    st.sampled_from(
+        [
+            {"text": "Done."},
+            {"text": "A longer answer, " * 8},
+            {"compaction": "ENC-SCRIPTED"},
+            _call("sleep", {"seconds": 0}),
+        ]
+    ).map(dict),
+    bg_usages,
+    st.sampled_from([0, 0, 500, 2000, 8000]),
+    st.just(0),
+)
+bg_replies = st.one_of(
+    bg_shaped,
+    bg_shaped,
+    bg_shaped,
+    bg_shaped,
+    st.sampled_from([{"http_error": {"status": 500, "message": "boom"}}]).map(dict),
+)
+
+bg_setups = st.builds(
+    Setup,
+    selection=st.sampled_from(SELECTIONS),
+    limit=st.just(LIMIT),
+    script=st.fixed_dictionaries(
+        {
+            "responses": st.lists(bg_replies, min_size=4, max_size=16),
+            "compact": st.lists(compact_replies, max_size=3),
+        }
+    ),
+    stop_before=st.sampled_from([None, None, 1, 2, 3]),
+    stop_after=st.sampled_from([None, None, None, 1, 2]),
+    background=st.sampled_from([30, 60, 60, 90]),
+    post_turn=st.sampled_from([0, 0, 0, 10]),
+)
+
+BG_KINDS = (*("turn", "turn", "turn", "turn", "advance", "advance"), "compact", "compact")
+bg_actions = (
+    st.sampled_from(BG_KINDS)
+    .flatmap(action)
+    .map(lambda a: ("advance", 0.5 + a[1] % 6) if a[0] == "advance" else a)
+    .map(lambda a: ("turn", a[2] is not relay.OnBusy.REPLACE, *a[2:]) if a[0] == "turn" else a)
+)
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(setup=bg_setups, data=st.data())
+def test_background_compaction_keeps_every_promise(
+    workspace: Path, setup: Setup, data: st.DataObject
+) -> None:
+    run_example(workspace, setup, data, bg_actions)
+
+
+def run_example(
+    workspace: Path,
+    setup: Setup,
+    data: st.DataObject,
+    actions: st.SearchStrategy[tuple[Any, ...]],
+) -> None:
+    """One example: a session, a random sequence of ``actions``, every check."""
     rollouts = workspace / "rollouts"
     config = make_config(setup, workspace, rollouts)
     cwds = [str(workspace / "a"), str(workspace / "b")]

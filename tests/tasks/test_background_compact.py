@@ -363,3 +363,38 @@ async def test_async_compaction_with_remote_v2_sends_four_requests(
     assert conversation(second) == ["user: one", "compaction", "user: two"]
     [(turn, receipt)] = receipts(t)
     assert turn == "sub-2" and receipt.background and receipt.backend == "remote_v2"
+
+
+async def test_a_new_background_compaction_replaces_a_stale_one(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    script = {
+        "responses": [
+            {"text": "a1", "total_tokens": 700},
+            {"text": "OLD"},  # the first background summary, of a snapshot made stale below
+            {"text": "MANUAL"},
+            {"text": "a2", "total_tokens": 1100},
+            {"text": "NEW", "delay_ms": 1000},  # the second background summary
+            {"text": "a3"},
+        ]
+    }
+    async with testing.open_test_session(script, config=background_config()) as t:
+        await turns(t, "one")
+        await t.submit(relay.Compact())
+        await t.wait_for(testing.turn_ended, 2)
+        await turns(t, "two")
+        await trio.sleep(5)
+        await turns(t, "three")
+    dropped = [m for m in background_events(t) if m.startswith("Dropped")]
+    assert len(dropped) == 1
+    [_, (turn, receipt)] = receipts(t)
+    assert turn == "sub-4" and receipt.background
+    # Installed from the second snapshot: the manual summary, not the stale one.
+    texts = user_texts(t.model.requests[-1])
+    assert c.summary_text("NEW") in texts and c.summary_text("OLD") not in texts
+    assert [u for u in texts if not u.startswith("<")] == [
+        "one",
+        "two",
+        c.summary_text("NEW"),
+        "three",
+    ]
