@@ -26,6 +26,7 @@ CONTEXTUAL_MARKERS = (
     "<environment_context>",
     "<project_instructions",
     "<turn_aborted>",
+    "<context_window>",
 )
 
 ABORTED_OUTPUT = "aborted"

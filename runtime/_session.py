@@ -69,7 +69,7 @@ from ._task import (
 from ._task_context import BackgroundContext, TaskContext
 from ._templates import template
 from ._tokens import ApproxEstimator, TokenEstimator
-from ._tools import Tool, ToolRegistry, builtin_registry
+from ._tools import CONTEXT_TOOLS, Tool, ToolRegistry, builtin_registry
 from ._util import NoPublicConstructor
 
 logger = logging.getLogger("relay")
@@ -666,6 +666,9 @@ async def open_session(
     compaction_prompt(config)  # an unreadable prompt file is a configuration error, found now
     check_working_directory(config.cwd or os.getcwd())
     registry = builtin_registry(config.tools)
+    if config.features.token_budget:
+        for tool in CONTEXT_TOOLS:
+            registry.register(tool)
     for tool in tools:
         registry.register(tool)
     sid = resume.session_id if resume is not None else session_id or str(uuid.uuid4())

@@ -271,6 +271,7 @@ class TaskContext:
                 project_doc=read_project_doc(
                     cwd, config.project_doc, warn=lambda text: self.emit(p.WarningEvent(text))
                 ),
+                context_window=self.model_context_window if config.features.token_budget else None,
             )
         )
 
@@ -376,6 +377,8 @@ class TaskContext:
             self.settings.cwd,
             self.emit,
             hidden_env=frozenset([secret]) if secret else frozenset(),
+            tokens_used=self.usage_tokens,
+            context_window=self.model_context_window,
         )
         if isinstance(call, p.FunctionCall):
             output = await self.session.tools.call(call, tool_ctx)

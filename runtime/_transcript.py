@@ -11,6 +11,7 @@ from . import _protocol as p
 from ._compact import is_summary, summary_prefix
 from ._context import TurnSettings
 from ._history import is_contextual
+from ._pretty import background_note
 from ._rollout_reader import (
     CompactedLine,
     EventMsgLine,
@@ -135,7 +136,8 @@ def _compacted_lines(line: CompactedLine) -> list[str]:
     if receipt is not None:
         head = (
             f"  ━━ checkpoint{number}: {receipt.tokens_before} → {receipt.tokens_after} tokens "
-            f"({receipt.backend}, {receipt.trigger.value}, {receipt.duration_ms} ms)"
+            f"({receipt.backend}, {receipt.trigger.value}, {receipt.duration_ms} ms"
+            f"{background_note(receipt)})"
         )
     else:
         head = f"  ━━ checkpoint{number}"

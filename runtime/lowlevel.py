@@ -33,3 +33,4 @@ from ._task import SessionTask as SessionTask
 from ._task import TaskKind as TaskKind
 from ._task import TaskKinds as TaskKinds
 from ._task_context import TaskContext as TaskContext
+from ._tools import NEW_CONTEXT_WINDOW as NEW_CONTEXT_WINDOW

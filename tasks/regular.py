@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import attrs
 
 import relay
-from relay.lowlevel import SessionTask, TaskContext, TaskKind
+from relay.lowlevel import NEW_CONTEXT_WINDOW, SessionTask, TaskContext, TaskKind
 
 from .compaction import (
     BACKENDS,
@@ -70,6 +70,15 @@ class RegularTurn(SessionTask):
             calls = result.tool_calls
             for call in calls:
                 await ctx.run_tool_call(call)
+            if ctx.config.features.token_budget and any(
+                call.name == NEW_CONTEXT_WINDOW for call in calls
+            ):
+                request = CompactionRequest(
+                    relay.CompactionTrigger.MODEL_REQUESTED, Injection.BEFORE_LAST_USER_MESSAGE
+                )
+                if not (await run_compaction(ctx, request, self.backends)).proceed:
+                    return last
+                continue
             if not calls and not ctx.has_pending():
                 await after_final_answer(ctx, self.backends)
                 return last

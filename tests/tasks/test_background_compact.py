@@ -398,3 +398,68 @@ async def test_a_new_background_compaction_replaces_a_stale_one(
         c.summary_text("NEW"),
         "three",
     ]
+
+
+def test_a_checkpoint_line_says_when_a_result_came_from_the_background() -> None:
+    from relay._pretty import background_note
+
+    receipt = relay.CompactionReceipt(
+        relay.CompactionTrigger.PRE_TURN, "local", 20_000, 6_000, 2000, True, 18_000
+    )
+    assert background_note(receipt) == ", background, snapshot 18000 ms old"
+    assert (
+        background_note(relay.CompactionReceipt(relay.CompactionTrigger.MANUAL, "x", 1, 1, 1)) == ""
+    )
+
+
+# ----------------------------------------------------------------------------- context tools
+
+
+async def test_the_model_manages_its_own_window_with_the_token_budget(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    script = {
+        "responses": [
+            {
+                "function_call": {"name": "context_window_status", "arguments": {}},
+                "total_tokens": 30_000,
+            },
+            {"function_call": {"name": "new_context_window", "arguments": {}}},
+            {"text": "Carrying on."},
+        ]
+    }
+    config = relay.Config(
+        model_context_window=200_000,
+        features=relay.Features(token_budget=True),
+        rollout=NO_ROLLOUT,
+    )
+    async with testing.open_test_session(script, config=config) as t:
+        await turns(t, "one")
+    first, status, fresh = t.model.requests
+    # The tools are offered and the budget is stated in the initial context.
+    names = {tool["name"] for tool in first["tools"]}
+    assert {"context_window_status", "new_context_window"} <= names
+    blocks = [u for u in user_texts(first) if u.startswith("<context_window>")]
+    assert len(blocks) == 1 and "200000 tokens" in blocks[0]
+    outputs = [i["output"] for i in status["input"] if i["type"] == "function_call_output"]
+    assert outputs == ["170000 of 200000 tokens left (30000 used, 15%)."]
+    # The second call asked for a fresh window: the token-budget compaction, model_requested.
+    [(turn, receipt)] = receipts(t)
+    assert turn == "sub-1" and receipt.trigger is relay.CompactionTrigger.MODEL_REQUESTED
+    assert receipt.backend == "token_budget"
+    assert [u.split("\n")[0] for u in user_texts(fresh)] == [
+        "<environment_context>",
+        "<context_window>",
+    ]
+
+
+async def test_without_the_token_budget_there_are_no_context_tools(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    config = relay.Config(model_context_window=200_000, rollout=NO_ROLLOUT)
+    async with testing.open_test_session({"responses": [{"text": "a"}]}, config=config) as t:
+        await turns(t, "one")
+    [request] = t.model.requests
+    names = {tool["name"] for tool in request.get("tools", [])}
+    assert not names & {"context_window_status", "new_context_window"}
+    assert not any(u.startswith("<context_window>") for u in user_texts(request))
