@@ -602,6 +602,8 @@ bg_shaped = st.builds(
             {"text": "A longer answer, " * 8},
             {"compaction": "ENC-SCRIPTED"},
             _call("sleep", {"seconds": 0}),
+            _call("context_window_status", {}),
+            _call("new_context_window", {}),
         ]
     ).map(dict),
     bg_usages,
