@@ -104,7 +104,7 @@ def start(workdir: Path, sessions: Path) -> subprocess.Popen[str]:
         [
             sys.executable,
             "-m",
-            "runtime",
+            "relay",
             "run",
             str(workdir / "ops.jsonl"),
             "--model-script",
