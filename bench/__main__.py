@@ -1,12 +1,14 @@
 """``python -m bench``: run the suite and print the table.
 
 Options: ``--quick`` (tiny sizes, a couple of repetitions, no Codex: for the smoke test),
-``--repeat N``, ``--only GROUP[,GROUP...]`` (turns, peer, compaction, background, rollout, scale,
+``--repeat N``, ``--only GROUP[,GROUP...]`` (turns, peer, compaction, background, masking,
+rollout, long, scale,
 process, cluster; ``--quick`` leaves cluster out unless it is named, since it starts a Ray
 instance),
 ``--markdown FILE`` (also write the table as Markdown), ``--plots DIR`` (PNG plots; default
-``docs/img`` for a full run, none for ``--quick``), ``--codex-prefix DIR`` (an existing
-``npm --prefix`` folder with ``@openai/codex``, instead of a fresh install) and ``--no-codex``.
+``docs/img`` for a full run, none for ``--quick``), ``--install-codex`` (install the pinned
+Codex CLI with npm first), ``--codex-prefix DIR`` (the ``npm --prefix`` folder holding it, if
+not the default one) and ``--no-codex``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,18 @@ from pathlib import Path
 from . import _report
 from ._core import Figure, Options
 
-GROUPS = ("turns", "peer", "compaction", "background", "rollout", "scale", "process", "cluster")
+GROUPS = (
+    "turns",
+    "peer",
+    "compaction",
+    "background",
+    "masking",
+    "rollout",
+    "long",
+    "scale",
+    "process",
+    "cluster",
+)
 #: Groups a ``--quick`` run leaves out unless ``--only`` names them.
 NOT_QUICK = ("cluster",)
 
@@ -43,10 +56,18 @@ def _runner(name: str) -> Callable[[Options], list[Figure]]:
         from . import background
 
         return background.run
+    if name == "masking":
+        from . import masking
+
+        return masking.run
     if name == "rollout":
         from . import rollout
 
         return rollout.run
+    if name == "long":
+        from . import long
+
+        return long.run
     if name == "scale":
         from . import scale
 
@@ -70,6 +91,9 @@ def _options(argv: list[str] | None) -> tuple[Options, list[str], Path | None]:
     parser.add_argument("--no-plots", action="store_true", help="make no plots")
     parser.add_argument("--codex-prefix", type=Path, help="npm prefix holding @openai/codex")
     parser.add_argument("--no-codex", action="store_true", help="skip the Codex CLI peer")
+    parser.add_argument(
+        "--install-codex", action="store_true", help="npm install the pinned Codex CLI first"
+    )
     args = parser.parse_args(argv)
     opts = Options.quick_run() if args.quick else Options()
     if args.repeat:
@@ -78,6 +102,12 @@ def _options(argv: list[str] | None) -> tuple[Options, list[str], Path | None]:
         opts.codex = False
     if args.codex_prefix:
         opts.codex_prefix = args.codex_prefix
+    if args.install_codex:
+        from .process import CODEX_PREFIX, CODEX_VERSION, install_codex
+
+        problem = install_codex(opts.codex_prefix or CODEX_PREFIX)
+        if problem:
+            parser.error(f"could not install @openai/codex@{CODEX_VERSION}: {problem}")
     groups = [g for g in GROUPS if not (opts.quick and g in NOT_QUICK)]
     if args.only:
         groups = [g.strip() for g in args.only.split(",") if g.strip()]

@@ -2,8 +2,8 @@
 
 A :class:`Figure` is one row of the table: repeated measurements of one quantity, summarised by
 their median and their 10th-90th percentile spread, set against a reference measured in the
-same run (a peer, or a bound such as the cost of the model alone) and, where SPEC §10 sets one,
-against its target. Nothing here measures anything.
+same run (a peer, or a bound such as the cost of the model alone) and, where one is set
+(docs/benchmarks.md), against its target. Nothing here measures anything.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ class Better(enum.Enum):
 
 @dataclass(frozen=True)
 class Target:
-    """A bound from SPEC §10 (or the issue), in the figure's unit."""
+    """A bound from docs/benchmarks.md (or the issue), in the figure's unit."""
 
     text: str
-    """How SPEC §10 words it."""
+    """How docs/benchmarks.md words it."""
     limit: float
     """The bound itself."""
     better: Better = Better.LOWER
@@ -59,7 +59,7 @@ class Figure:
     ref_value: float | None = None
     """The reference, in the same unit, measured in the same run."""
     target: Target | None = None
-    """The SPEC §10 bound this figure is held to, if any."""
+    """The docs/benchmarks.md bound this figure is held to, if any."""
     ratio_target: Target | None = None
     """A bound on the ratio instead of the value (peer comparisons: "≥ 2×")."""
     note: str = ""
@@ -86,7 +86,7 @@ class Figure:
 
     @property
     def met(self) -> bool | None:
-        """Whether the SPEC bound is met (None: no bound)."""
+        """Whether the bound is met (None: no bound)."""
         if self.ratio_target is not None:
             ratio = self.ratio
             return None if ratio is None else self.ratio_target.met(ratio)
@@ -142,7 +142,8 @@ class Options:
     session_counts: tuple[int, ...] = (10, 100, 1_000)
     codex: bool = True
     codex_prefix: Path | None = None
-    """An existing ``npm --prefix`` folder holding ``@openai/codex`` (default: a fresh one)."""
+    """The ``npm --prefix`` folder holding the pinned ``@openai/codex`` (default:
+    :data:`bench.process.CODEX_PREFIX`)."""
     plots: Path | None = None
     """Where to save the PNG plots (None: no plots)."""
     notes: list[str] = field(default_factory=list)

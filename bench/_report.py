@@ -145,7 +145,8 @@ def machine() -> str:
 
 
 def plots(opts: Options, directory: Path) -> list[Path]:
-    """Compaction cost against history size, memory against sessions; the files written."""
+    """Compaction cost against history size, memory against sessions, per-turn CPU against
+    turns, resume time and memory against rollout size; the files written."""
     try:
         import matplotlib
 
@@ -206,6 +207,47 @@ def plots(opts: Options, directory: Path) -> list[Path]:
         right.set_title("Python heap held by all idle sessions")
         fig.tight_layout()
         path = directory / "session_memory.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    growing = opts.extra.get("growing")
+    if isinstance(growing, dict):
+        fig, axis = plt.subplots(figsize=(7, 4))
+        axis.plot(growing["turn"], growing["cpu_ms"], "-", label="in-process session (median)")
+        axis.axhline(1.0, color="red", linestyle=":", label="target: 1 ms")
+        axis.set_xlabel("turn number (history grows by 2 items a turn)")
+        axis.set_ylabel("CPU ms per turn")
+        axis.set_ylim(bottom=0)
+        axis.set_title("Per-turn CPU against the number of turns (scripted, echo)")
+        axis.legend(fontsize=7)
+        fig.tight_layout()
+        path = directory / "turn_cpu.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    resume = opts.extra.get("resume")
+    if isinstance(resume, dict) and len(resume["lines"]) > 1:
+        fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+        lines = resume["lines"]
+        left.plot(lines, resume["wall_s"], "o-", label="wall")
+        left.plot(lines, resume["cpu_s"], "s--", label="CPU")
+        left.plot([100_000, 1_000_000], [1, 8], "rx", label="targets (1 s, 8 s)")
+        left.set_xscale("log")
+        left.set_yscale("log")
+        left.set_xlabel("rollout lines")
+        left.set_ylabel("s")
+        left.set_title("Resume time, fresh process")
+        left.legend(fontsize=7)
+        right.plot(lines, resume["peak_mib"], "o-", label="peak RSS")
+        right.plot(lines, [3 * m for m in resume["mib"]], "r:", label="3× the file")
+        right.set_xscale("log")
+        right.set_yscale("log")
+        right.set_xlabel("rollout lines")
+        right.set_ylabel("MiB")
+        right.set_title("Resume memory, fresh process")
+        right.legend(fontsize=7)
+        fig.tight_layout()
+        path = directory / "resume_cost.png"
         fig.savefig(path, dpi=110)
         plt.close(fig)
         written.append(path)

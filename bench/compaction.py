@@ -1,7 +1,7 @@
 """Compaction bookkeeping and token accounting, on histories of growing size.
 
 Bookkeeping is everything the local compaction does besides asking the model for a summary
-(SPEC §10): snapshot the history and count it, collect the real user messages and ghost
+(docs/benchmarks.md): snapshot the history and count it, collect the real user messages and ghost
 snapshots, keep the recent ones within the 20,000-token budget and rebuild the history around
 the summary, then install it through :meth:`relay.lowlevel.TaskContext.install_compaction`
 on a live session that writes its rollout. It is timed on histories of 1k, 10k and 100k items

@@ -34,7 +34,7 @@ from ._drive import (
 )
 
 GROUP = "peer: OpenAI Agents SDK"
-#: SPEC §10: turn throughput ≥ 2× the SDK's, i.e. scenario time ≤ 0.5× the SDK's.
+#: docs/benchmarks.md: turn throughput ≥ 2× the SDK's, i.e. scenario time ≤ 0.5× the SDK's.
 PEER_TARGET = Target("≥ 2× throughput (time ≤ 0.5× peer)", 0.5, Better.LOWER)
 
 FIRST = "Hello!"

@@ -56,7 +56,7 @@ async def _model_alone(prompts: list[relay.lowlevel.Prompt], script: dict[str, A
 
 @asynccontextmanager
 async def _scripted(script: dict[str, Any]) -> AsyncIterator[relay.lowlevel.ModelClient]:
-    yield ScriptedModel(script)
+    yield ScriptedModel(script, request_log=None)  # its prompts are replayed
 
 
 @asynccontextmanager

@@ -3,7 +3,14 @@
 relay runs it with a JSON object on standard input (session_id, turn_id, cwd, rollout_path,
 model, trigger, event). It asks to stop automatic compactions while a file named
 ``.relay-hold-compaction`` exists in the session's working directory, and lets every other
-compaction go on. Configure it with::
+compaction go on.
+
+Stopping an automatic compaction ends the turn that needed it, with ``turn_aborted`` and the
+reason ``hook_stopped``. Before the turn (``pre_turn``, ``model_downshift``), the user's input
+is still recorded (a ``user_message`` event and a line in the rollout) but never sent: the next
+turn's compaction, once the hold is lifted, summarizes it with the rest. Between two requests of
+a turn (``mid_turn``), what the turn did so far is kept. Stopping a manual ``compact`` ends that
+compaction task the same way and changes nothing. Configure it with::
 
     [[hooks.pre_compact]]
     command = ["python3", "hook_pre_compact.py"]

@@ -73,6 +73,7 @@ from ._protocol import OverrideTurnContext as OverrideTurnContext
 from ._protocol import Reasoning as Reasoning
 from ._protocol import ReasoningItem as ReasoningItem
 from ._protocol import ResponseItem as ResponseItem
+from ._protocol import SessionConfigured as SessionConfigured
 from ._protocol import SessionResumed as SessionResumed
 from ._protocol import Shutdown as Shutdown
 from ._protocol import ShutdownComplete as ShutdownComplete
@@ -93,6 +94,7 @@ from ._protocol import UserMessage as UserMessage
 from ._protocol import UserMessageItem as UserMessageItem
 from ._protocol import UserTurn as UserTurn
 from ._protocol import WarningEvent as WarningEvent
+from ._protocol import WorkStateNoted as WorkStateNoted
 from ._protocol import assistant_message as assistant_message
 from ._protocol import user_message as user_message
 from ._resume import resume_session as resume_session
@@ -103,3 +105,4 @@ from ._tools import Tool as Tool
 from ._tools import ToolContext as ToolContext
 from ._tools import ToolError as ToolError
 from ._version import __version__ as __version__
+from ._work_state import WorkEntry as WorkEntry

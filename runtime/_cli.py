@@ -137,7 +137,14 @@ def _parser() -> argparse.ArgumentParser:
     resume = commands.add_parser(
         "resume", help="resume the session of a rollout file and run an op script in it"
     )
-    resume.add_argument("rollout", help="the rollout file (it is appended to)")
+    resume.add_argument(
+        "rollout", nargs="?", help="the rollout file (it is appended to); omit with --last"
+    )
+    resume.add_argument(
+        "--last",
+        action="store_true",
+        help="resume the newest rollout under the rollout directory",
+    )
     session_options(resume)
 
     show = commands.add_parser("show", help="print a rollout file as a readable transcript")
@@ -164,6 +171,41 @@ def _config(args: argparse.Namespace) -> Config:
         config = attrs.evolve(config, rollout=attrs.evolve(config.rollout, dir=args.rollout_dir))
     config.provider()  # an unknown provider is a usage error, found before anything runs
     return config
+
+
+def _chosen_keys(args: argparse.Namespace) -> set[str]:
+    """The top-level config keys the command line chose: ``-c`` keys, the keys of the
+    ``--config`` file, and ``model_provider`` for ``--model-script``."""
+    import tomllib
+
+    from ._config import parse_override
+
+    chosen = {parse_override(text)[0][0] for text in args.overrides}
+    if args.config:
+        with open(args.config, "rb") as file:  # load_config has read it already
+            chosen.update(tomllib.load(file))
+    if args.model_script:
+        chosen.add("model_provider")
+    return chosen
+
+
+def _newest_rollout(config: Config) -> str:
+    """The most recently written rollout under the rollout directory."""
+    from pathlib import Path
+
+    from ._config import relay_home
+    from ._errors import RolloutError
+
+    root = Path(config.rollout.dir) if config.rollout.dir else relay_home() / "sessions"
+    found: list[tuple[float, str]] = []
+    for path in root.glob("**/rollout-*.jsonl"):
+        try:
+            found.append((path.stat().st_mtime, str(path)))
+        except OSError:
+            continue  # removed while looking
+    if not found:
+        raise RolloutError(f"resume --last: no rollout file under {root}")
+    return max(found)[1]
 
 
 def _read_script(name: str) -> tuple[str, list[Step]]:
@@ -195,6 +237,12 @@ class _Interrupted:
     def __init__(self) -> None:
         self.signum: int | None = None
         self.runner: ScriptRunner | None = None
+        self.output_closed = False
+
+    def close_output(self) -> None:
+        """Standard output was closed: stop as for a signal, reported as SIGPIPE."""
+        self.output_closed = True
+        self.receive(signal.SIGPIPE)
 
     def receive(self, signum: int) -> None:
         if self.signum is None:
@@ -204,6 +252,17 @@ class _Interrupted:
         elif signum == signal.SIGINT:
             # A second Ctrl-C means now: no shutdown, no flush beyond what is already written.
             _exit_interrupted(self.signum)
+
+
+def _discard_stdout() -> None:
+    """Point standard output at ``/dev/null``: what is still buffered for the closed pipe, and
+    the interpreter's last flush, go nowhere instead of failing again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 def _exit_interrupted(signum: int) -> None:
@@ -226,6 +285,7 @@ async def _run(
     printer: PrettyPrinter | None,
     outcome: RunOutcome,
     resume: Rollout | None,
+    model_name: str | None,
 ) -> int | None:
     """Run the script; returns the signal that ended it early, if one did."""
     import anyio
@@ -234,13 +294,21 @@ async def _run(
     from ._resume import resume_session
     from ._runner import ScriptRunner, json_line
     from ._session import open_session
+    from ._work_state import WorkState
 
     def sink(event: p.Event, _: dict[str, Any]) -> None:
-        if printer is not None:
-            printer.event(event)
-        else:
-            sys.stdout.write(json_line(event) + "\n")
-            sys.stdout.flush()
+        if not interrupted.output_closed:
+            try:
+                if printer is not None:
+                    printer.event(event)
+                else:
+                    sys.stdout.write(json_line(event) + "\n")
+                    sys.stdout.flush()
+            except BrokenPipeError:
+                # Nobody reads the events any more (`relay run … | head -1`): end the session
+                # as a shutdown, as a signal would, rather than run the script unseen.
+                _discard_stdout()
+                interrupted.close_output()
         outcome.observe(event)
 
     interrupted = _Interrupted()
@@ -252,8 +320,16 @@ async def _run(
     async def serve(signals: Any) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(watch, signals)
-            opened = open_session(config) if resume is None else resume_session(resume, config)
+            opened = (
+                open_session(config)
+                if resume is None
+                else resume_session(resume, config, model_name=model_name)
+            )
             async with opened as session:
+                if printer is not None:
+                    # A resumed session's record is shown at its checkpoints like a live one's.
+                    record = session.state.work_state
+                    printer.work = WorkState(list(record.entries), list(record.pinned))
                 runner = ScriptRunner(session, sink, script_name=label)
                 interrupted.runner = runner
                 if interrupted.signum is not None:
@@ -296,6 +372,16 @@ def _backend() -> str:
 def _run_command(args: argparse.Namespace) -> int:
     for each in _SIGNALS:
         signal.signal(each, _exit_before_start)
+    if args.command == "resume":
+        if args.last and args.rollout is not None:
+            if args.script is not None:
+                print("relay: resume --last takes no rollout file", file=sys.stderr)
+                return EXIT_USAGE
+            # With --last, the one positional argument is the script.
+            args.script, args.rollout = args.rollout, None
+        elif not args.last and args.rollout is None:
+            print("relay: resume needs a rollout file, or --last", file=sys.stderr)
+            return EXIT_USAGE
     if args.script is None:
         if sys.stdin.isatty():
             sys.stderr.write(USAGE_HINT)
@@ -307,14 +393,20 @@ def _run_command(args: argparse.Namespace) -> int:
     from ._pretty import PrettyPrinter
 
     resume: Rollout | None = None
+    model_name: str | None = None
     try:
         config = _config(args)
         if args.command == "resume":
-            from ._resume import reconstruct
+            from ._resume import reconstruct, resumed_config
             from ._rollout_reader import read_rollout
 
-            resume = read_rollout(args.rollout, for_resume=True)
-            reconstruct(resume)  # a rollout that cannot be resumed is found before anything runs
+            path = _newest_rollout(config) if args.last else args.rollout
+            resume = read_rollout(path, for_resume=True)
+            # A rollout that cannot be resumed, or not with the model it recorded, is found
+            # before anything runs.
+            chosen = _chosen_keys(args)
+            config = resumed_config(config, reconstruct(resume), chosen=chosen)
+            model_name = config.model if "model" in chosen else None
         label, steps = _read_script(args.script)
         if config.model_provider == "scripted" and config.model_script:
             from ._model_script import load_model_script
@@ -333,12 +425,16 @@ def _run_command(args: argparse.Namespace) -> int:
     try:
         import anyio
 
-        signum = anyio.run(_run, config, label, steps, printer, outcome, resume, backend=_backend())
+        signum = anyio.run(
+            _run, config, label, steps, printer, outcome, resume, model_name, backend=_backend()
+        )
     except (ConfigError, RolloutLockedError) as exc:
         print(f"relay: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
-        return EXIT_FAILED if outcome.failed else EXIT_OK
+        # Closed while nothing more was to be written by the session (a last flush).
+        _discard_stdout()
+        return _signal_status(signal.SIGPIPE)
     except RelayError as exc:
         print(f"relay: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -348,6 +444,9 @@ def _run_command(args: argparse.Namespace) -> int:
         print("relay: internal error", file=sys.stderr)
         traceback.print_exc()
         return EXIT_FAILED
+    if signum == signal.SIGPIPE:
+        print("relay: standard output was closed; the session was shut down", file=sys.stderr)
+        return _signal_status(signum)
     if signum is not None:
         print("relay: interrupted", file=sys.stderr)
         return _signal_status(signum)

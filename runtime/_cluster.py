@@ -35,7 +35,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Seque
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, assert_never
+from typing import TYPE_CHECKING, Any, TypeVar, assert_never
 
 import anyio
 import attrs
@@ -43,7 +43,7 @@ import attrs
 from . import _protocol as p
 from ._codec import from_json, to_json
 from ._config import Config, relay_home
-from ._errors import ClosedSessionError, ConfigError, RelayError, ScriptError
+from ._errors import ClosedSessionError, ConfigError, RelayError, RolloutLockedError, ScriptError
 from ._op_script import OpLine, Sleep, Step, WaitFor, matches
 
 if TYPE_CHECKING:
@@ -51,6 +51,13 @@ if TYPE_CHECKING:
 
 #: The id of the events a resumed session reports about its move.
 RESUMED_EVENT_ID = "resume"
+
+#: How long a session moving off a lost host waits for that host to let go of its rollout:
+#: ``ray.kill`` returns before the process is gone, and its lock goes only with it.
+LOCK_WAIT_S = 30.0
+_LOCK_POLL_S = 0.05
+
+T = TypeVar("T")
 
 _MISSING_RAY = "the cluster needs Ray, which is not installed: pip install 'relay-runtime[ray]'"
 
@@ -235,7 +242,10 @@ class SessionHost:
         """Resume session ``key`` from its rollout and report what its old host's loss cost."""
         from ._resume import resume_session
 
-        session = await self._start(key, lambda: resume_session(rollout_path, config))
+        session = await when_unlocked(
+            lambda: self._start(key, lambda: resume_session(rollout_path, config)),
+            wait_s=LOCK_WAIT_S,
+        )
         if loss.aborted_turn is not None:
             elapsed = time.time() - (loss.started_at or time.time())
             session._emit(
@@ -458,6 +468,10 @@ class PooledSession:
             async for ref in stream:
                 for data in await ref:
                     event: p.Event = from_json(data, p.Event)
+                    if self._incarnation and isinstance(event.msg, p.SessionConfigured):
+                        # The caller's stream announced the session once; its move is told by
+                        # session_resumed (the rollout records the new host's announcement).
+                        continue
                     self._seq += 1
                     event = attrs.evolve(event, seq=self._seq)
                     self._ledger.saw(event)
@@ -500,6 +514,27 @@ class PooledSession:
         self._incarnation += 1
         moved, self._moved = self._moved, anyio.Event()
         moved.set()
+
+
+async def when_unlocked(
+    attempt: Callable[[], Awaitable[T]],
+    *,
+    wait_s: float,
+    sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+) -> T:
+    """``attempt()``, tried again while its rollout is locked, for at most ``wait_s`` seconds.
+
+    The lock of a killed host's process goes when the process is gone, a moment after the
+    kill; any other holder still holds it after ``wait_s``, and that error is raised.
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return await attempt()
+        except RolloutLockedError:
+            if time.monotonic() >= deadline:
+                raise
+        await sleep(_LOCK_POLL_S)
 
 
 class SessionPool:

@@ -30,7 +30,7 @@ class DecodeError(ValueError):
     """JSON that does not decode into the expected protocol type."""
 
 
-#: Tags the naming rule cannot give (SPEC §2.3 names this event ``background_event``).
+#: Tags the naming rule cannot give (docs/protocol.md names this event ``background_event``).
 _TAG_OVERRIDES: dict[type, str] = {p.BackgroundEvent: "background_event"}
 
 

@@ -24,24 +24,53 @@ from ._tokens import approx_tokens, item_tokens, truncate_text
 LOCAL_USER_MESSAGE_BUDGET = 20_000
 #: Budget of recent user messages kept by the remote V2 backend (approximate tokens).
 REMOTE_V2_USER_MESSAGE_BUDGET = 64_000
+#: Room kept for the answer after a compaction when no answer limit is set: a quarter of the
+#: window, at most this many tokens.
+ANSWER_ROOM = 8_192
 #: The text that replaces the body of tool outputs that do not fit a remote request.
 TRUNCATED_OUTPUT_NOTE = "Output exceeded the available model context and was truncated"
 #: The summary text used when the model wrote nothing.
 NO_SUMMARY = "(no summary available)"
 
 
-def auto_compact_limit(configured: int | None, window: int | None) -> int | None:
-    """The auto-compaction threshold (SPEC §5.6).
+def auto_compact_limit(
+    configured: int | None, window: int | None, *, reserved_output: int | None = None
+) -> int | None:
+    """The auto-compaction threshold (docs/compaction.md).
 
     ``min(configured, 90 % of the window)`` when both exist, whichever exists, else None
-    (never). Non-positive values count as unset.
+    (never). Non-positive values count as unset. An answer limit (``reserved_output``) is kept
+    free in the window: the threshold is at most the window less that limit.
     """
     limits = []
     if configured is not None and configured > 0:
         limits.append(configured)
     if window is not None and window > 0:
         limits.append(window * 9 // 10)
+        if reserved_output:
+            limits.append(max(0, window - reserved_output))
     return min(limits) if limits else None
+
+
+def answer_room(window: int, max_output_tokens: int | None) -> int:
+    """Tokens a compacted context leaves free for an answer: the answer limit when one is
+    set, else a quarter of the window up to :data:`ANSWER_ROOM`."""
+    return max_output_tokens or min(window // 4, ANSWER_ROOM)
+
+
+def kept_message_budget(default: int, room: int | None, ratio: float = 1.0) -> int:
+    """The budget, in approximate tokens, of the messages a compaction keeps.
+
+    ``default`` (20,000 for the local backend, 64,000 for remote V2 and the token-budget
+    carry-over) when the window has room for it; else what is left of ``room`` — the tokens of
+    the window the rest of the new context (summary, initial context, instructions, tools)
+    and an answer leave, as a server counts them — in estimate units (``ratio`` server tokens
+    to an estimated one, never fewer than one). ``room`` None (no window known) keeps the
+    default; no room keeps nothing.
+    """
+    if room is None:
+        return default
+    return max(0, min(default, int(room / max(1.0, ratio))))
 
 
 def summary_prefix() -> str:
@@ -97,7 +126,7 @@ def real_user_messages(items: Iterable[p.ResponseItem]) -> list[p.Message]:
 
 
 def keep_recent_user_messages(messages: Sequence[p.Message], budget: int) -> list[p.Message]:
-    """Recent user messages within ``budget`` approximate tokens (local backend, SPEC §6.3).
+    """Recent user messages within ``budget`` approximate tokens (the local backend).
 
     Walks newest to oldest keeping whole messages while they fit; the first one that does not
     fit is truncated to what is left of the budget and the walk stops. Each kept message
@@ -139,7 +168,7 @@ def build_compacted_history(
 
 def keep_recent_messages(messages: Sequence[p.Message], budget: int) -> list[p.Message]:
     """Recent messages (of any role) within ``budget``: the user messages the remote V2 backend
-    keeps (SPEC §6.5), the developer messages the token-budget backend carries over.
+    keeps (docs/compaction.md), the developer messages the token-budget backend carries over.
 
     Newest first; a message costs at least 1 token; a message over the remaining budget has
     its text parts truncated to it; empty text parts and messages are dropped; images are kept
@@ -192,7 +221,7 @@ def drop_oldest(items: Sequence[p.ResponseItem]) -> tuple[list[p.ResponseItem], 
 def fit_to_window(
     items: Sequence[p.ResponseItem], instructions: str, window: int | None
 ) -> list[p.ResponseItem]:
-    """Make a remote compaction request fit the window (SPEC §6.4 step 2).
+    """Make a remote compaction request fit the window (docs/compaction.md).
 
     Walking from the newest item backwards while the estimate (instructions + items) exceeds
     the window, the body of each tool output is replaced by a short note; the walk stops at
@@ -215,7 +244,7 @@ def fit_to_window(
 
 
 def filter_remote_output(items: Iterable[p.ResponseItem]) -> list[p.ResponseItem]:
-    """What a remote V1 compaction may install (SPEC §6.4 step 4)."""
+    """What a remote V1 compaction may install (docs/compaction.md)."""
     kept: list[p.ResponseItem] = []
     for item in items:
         match item:

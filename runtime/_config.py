@@ -1,8 +1,8 @@
-"""Configuration: TOML files, ``-c key=value`` overrides and provider tables (``docs/config.md``).
+"""Configuration: TOML files, ``-c key=value`` overrides and provider tables (docs/config.md).
 
 :func:`load_config` merges the sources into one plain dict, checks every key against the attrs
 classes below (the error names the file and every unknown key, with the closest known one),
-then structures it. ``docs/config.md`` is generated from these classes by
+then structures it. docs/config.md is generated from these classes by
 ``runtime/_config_doc.py``. Nothing reads the environment except :func:`resolve_api_key`, and
 the key it returns is never stored in a config.
 """
@@ -43,11 +43,25 @@ class ProviderConfig:
     request_max_retries: int = 4
     """Retries of a failed non-streaming request."""
     stream_idle_timeout_ms: int = 300_000
-    """A stream silent for this long is a retryable error."""
+    """A stream silent for this long between two events is a retryable error."""
+    stream_first_event_timeout_ms: int = 600_000
+    """How long a server may take from the request to the first event of its answer (a local
+    server sends nothing while it reads the prompt); longer is a retryable error."""
+    max_output_tokens: int | None = None
+    """The longest answer to ask this provider for, in tokens (overrides
+    ``model_max_output_tokens``); unset: no limit is sent."""
     http_headers: Mapping[str, str] = attrs.field(factory=dict)
     """Extra request headers."""
     query_params: Mapping[str, str] = attrs.field(factory=dict)
     """Extra query parameters."""
+    max_retry_after_ms: int = 60_000
+    """The longest wait a server's retry-after can ask for; a longer one is cut to this."""
+    stream_max_line_bytes: int = 16 * 1024 * 1024
+    """The longest line of a server-sent event stream; a longer one is a stream error."""
+    stream_max_event_bytes: int = 32 * 1024 * 1024
+    """The largest server-sent event (its data lines together); a larger one is a stream error."""
+    max_response_bytes: int = 256 * 1024 * 1024
+    """The largest response body, once decompressed; a larger one is a stream error."""
 
 
 BUILTIN_PROVIDERS: Mapping[str, ProviderConfig] = {
@@ -75,6 +89,11 @@ class Features:
     """Compact in the background right after a turn whose usage reached
     ``model_async_compact_threshold_percent`` of the window; the result is installed before
     the next turn."""
+    work_state: bool = False
+    """Keep the work-state record (files read, commands run, tool errors) and place it in the
+    history after every compaction."""
+    tool_output_masking: bool = False
+    """Mask old tool outputs before compacting (the ``recall`` tool returns them)."""
 
 
 @attrs.frozen
@@ -131,6 +150,21 @@ class Config:
     model_async_compact_threshold_percent: int = 0
     """With ``features.async_compaction``: the percentage of the context window whose crossing
     starts a background compaction right after a turn (0 = never)."""
+    model_max_output_tokens: int | None = None
+    """The longest answer to ask for, in tokens, sent with every request and kept free in the
+    context window; unset: no limit is sent (a provider's ``max_output_tokens`` wins)."""
+    max_auto_compactions_per_turn: int = 3
+    """Automatic compactions one turn may run; one more needed ends it with
+    ``error{compaction_loop}``."""
+    work_state_token_budget: int = 2_000
+    """Tokens the work-state record may take in the history after a compaction."""
+    mask_keep_recent_tokens: int = 20_000
+    """Tool outputs within this many of the newest tokens of the history are never masked."""
+    mask_margin_percent: int = 10
+    """Masking replaces a summary compaction when it leaves usage this far under the limit."""
+    mask_trigger_tokens: int | None = None
+    """Also mask old tool outputs after a tool step that leaves usage at this many tokens or
+    more, below the auto-compaction limit (unset: mask only when usage reaches the limit)."""
     compact_prompt: str | None = None
     """Replaces the default summarization prompt."""
     experimental_compact_prompt_file: str | None = None
@@ -167,6 +201,10 @@ class Config:
                 f"(known: {', '.join(sorted(providers))})"
             ) from None
 
+    def max_output_tokens(self, provider: ProviderConfig) -> int | None:
+        """The answer limit requests to ``provider`` carry: its own, else the global one."""
+        return provider.max_output_tokens or self.model_max_output_tokens
+
     def effective_compact_prompt(self) -> str | None:
         """``compact_prompt`` trimmed, or None when unset or blank."""
         if self.compact_prompt is None:
@@ -181,16 +219,19 @@ def relay_home() -> Path:
 
 
 def resolve_api_key(provider: ProviderConfig) -> str | None:
-    """The provider's API key from its ``env_key`` variable; an unset or empty one is an error."""
+    """The provider's API key from its ``env_key`` variable (see :mod:`relay._secret`: checked,
+    then taken out of the environment); an unset, empty or invalid one is an error."""
     if provider.env_key is None:
         return None
-    value = os.environ.get(provider.env_key, "")
-    if not value:
+    from ._secret import read_key
+
+    key = read_key(provider.env_key)
+    if key is None:
         raise ConfigError(
             f"provider {provider.name!r} needs an API key in the environment variable "
             f"{provider.env_key}, which is unset or empty"
         )
-    return value
+    return key
 
 
 _converter = cattrs.Converter(forbid_extra_keys=True)
@@ -286,7 +327,7 @@ def config_from_dict(data: Mapping[str, Any]) -> Config:
         )
         raise ConfigError(f"invalid config: {details}") from exc
     _check_limits(config)
-    # Non-positive limits are ignored (SPEC §5.6): they read as unset.
+    # Non-positive limits are ignored (docs/compaction.md): they read as unset.
     if config.model_context_window is not None and config.model_context_window <= 0:
         config = attrs.evolve(config, model_context_window=None)
     limit = config.model_auto_compact_token_limit
@@ -296,17 +337,26 @@ def config_from_dict(data: Mapping[str, Any]) -> Config:
 
 
 def _check_limits(config: Config) -> None:
-    """Retry counts must be >= 0 and timeouts positive; the error names the key."""
+    """Retry counts and waits must be >= 0, timeouts and sizes positive; the error names the
+    key."""
     for name, provider in config.model_providers.items():
-        for key in ("stream_max_retries", "request_max_retries"):
+        for key in ("stream_max_retries", "request_max_retries", "max_retry_after_ms"):
             value = getattr(provider, key)
             if value < 0:
                 raise ConfigError(f"model_providers.{name}.{key} must be >= 0, got {value}")
-        if provider.stream_idle_timeout_ms <= 0:
+        for key in ("stream_max_line_bytes", "stream_max_event_bytes", "max_response_bytes"):
+            value = getattr(provider, key)
+            if value <= 0:
+                raise ConfigError(f"model_providers.{name}.{key} must be positive, got {value}")
+        if provider.max_output_tokens is not None and provider.max_output_tokens <= 0:
             raise ConfigError(
-                f"model_providers.{name}.stream_idle_timeout_ms must be positive, "
-                f"got {provider.stream_idle_timeout_ms}"
+                f"model_providers.{name}.max_output_tokens must be positive, "
+                f"got {provider.max_output_tokens}"
             )
+        for key in ("stream_idle_timeout_ms", "stream_first_event_timeout_ms"):
+            value = getattr(provider, key)
+            if value <= 0:
+                raise ConfigError(f"model_providers.{name}.{key} must be positive, got {value}")
     for key in (
         "model_post_turn_compact_threshold_percent",
         "background_compact_threshold_percent",
@@ -315,6 +365,23 @@ def _check_limits(config: Config) -> None:
         percent = getattr(config, key)
         if not 0 <= percent <= 100:
             raise ConfigError(f"{key} must be between 0 and 100, got {percent}")
+    if config.model_max_output_tokens is not None and config.model_max_output_tokens <= 0:
+        raise ConfigError(
+            f"model_max_output_tokens must be positive, got {config.model_max_output_tokens}"
+        )
+    for key in ("max_auto_compactions_per_turn", "work_state_token_budget"):
+        if getattr(config, key) <= 0:
+            raise ConfigError(f"{key} must be positive, got {getattr(config, key)}")
+    if config.mask_trigger_tokens is not None and config.mask_trigger_tokens <= 0:
+        raise ConfigError(f"mask_trigger_tokens must be positive, got {config.mask_trigger_tokens}")
+    if config.mask_keep_recent_tokens < 0:
+        raise ConfigError(
+            f"mask_keep_recent_tokens must be >= 0, got {config.mask_keep_recent_tokens}"
+        )
+    if not 0 <= config.mask_margin_percent < 100:
+        raise ConfigError(
+            f"mask_margin_percent must be from 0 to 99, got {config.mask_margin_percent}"
+        )
     for point in ("pre_compact", "post_compact"):
         for index, hook in enumerate(getattr(config.hooks, point)):
             if hook.timeout_ms <= 0:

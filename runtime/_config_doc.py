@@ -37,6 +37,12 @@ EXAMPLES: Mapping[str, str] = {
     "model_async_compact_threshold_percent": (
         "model_async_compact_threshold_percent = 10\n\n[features]\nasync_compaction = true"
     ),
+    "max_auto_compactions_per_turn": "max_auto_compactions_per_turn = 2",
+    "work_state_token_budget": "work_state_token_budget = 4000",
+    "mask_keep_recent_tokens": "mask_keep_recent_tokens = 8000",
+    "mask_margin_percent": "mask_margin_percent = 20",
+    "mask_trigger_tokens": "mask_trigger_tokens = 40000",
+    "model_max_output_tokens": "model_max_output_tokens = 4096",
     "compact_prompt": 'compact_prompt = "Summarize the work so far for a colleague."',
     "experimental_compact_prompt_file": 'experimental_compact_prompt_file = "prompts/compact.md"',
     "base_instructions": 'base_instructions = "You are a careful coding assistant."',
@@ -50,6 +56,8 @@ EXAMPLES: Mapping[str, str] = {
     "features.async_compaction": (
         "model_async_compact_threshold_percent = 10\n\n[features]\nasync_compaction = true"
     ),
+    "features.work_state": "[features]\nwork_state = true",
+    "features.tool_output_masking": "[features]\ntool_output_masking = true",
     "rollout.enabled": "[rollout]\nenabled = false",
     "rollout.dir": '[rollout]\ndir = "/var/lib/relay/sessions"',
     "hooks.pre_compact": '[[hooks.pre_compact]]\ncommand = ["python3", "hooks/check.py"]',
@@ -68,11 +76,25 @@ EXAMPLES: Mapping[str, str] = {
     "model_providers.*.stream_idle_timeout_ms": (
         "[model_providers.local]\nstream_idle_timeout_ms = 60000"
     ),
+    "model_providers.*.stream_first_event_timeout_ms": (
+        "[model_providers.local]\nstream_first_event_timeout_ms = 900000"
+    ),
+    "model_providers.*.max_output_tokens": "[model_providers.local]\nmax_output_tokens = 1024",
     "model_providers.*.http_headers": (
         '[model_providers.local]\nhttp_headers = { "X-Team" = "search" }'
     ),
     "model_providers.*.query_params": (
         '[model_providers.local]\nquery_params = { "api-version" = "2025-04-01" }'
+    ),
+    "model_providers.*.max_retry_after_ms": "[model_providers.local]\nmax_retry_after_ms = 5000",
+    "model_providers.*.stream_max_line_bytes": (
+        "[model_providers.local]\nstream_max_line_bytes = 1048576"
+    ),
+    "model_providers.*.stream_max_event_bytes": (
+        "[model_providers.local]\nstream_max_event_bytes = 2097152"
+    ),
+    "model_providers.*.max_response_bytes": (
+        "[model_providers.local]\nmax_response_bytes = 67108864"
     ),
 }
 

@@ -1,7 +1,7 @@
 """The initial context of a window: developer instructions, project instructions, environment.
 
 Pure functions from the world state and settings to the messages a model sees first
-(SPEC §5.2), and from a change of settings to the messages that record it.
+(docs/session.md), and from a change of settings to the messages that record it.
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ def initial_context(
     project_doc: tuple[str, str] | None,
     context_window: int | None = None,
 ) -> list[p.Message]:
-    """The full initial context of a window, in order (SPEC §5.2).
+    """The full initial context of a window, in order (docs/session.md).
 
     ``context_window`` (the token-budget feature) adds a ``<context_window>`` block that
     states the window's size and the tools that manage it.

@@ -23,7 +23,7 @@ import enum
 
 
 class ErrorCode(enum.StrEnum):
-    """The ``code`` of an ``error`` event (SPEC §7.4)."""
+    """The ``code`` of an ``error`` event (docs/session.md)."""
 
     CONTEXT_WINDOW_EXCEEDED = "context_window_exceeded"
     QUOTA_EXCEEDED = "quota_exceeded"
@@ -35,6 +35,7 @@ class ErrorCode(enum.StrEnum):
     INVALID_OP = "invalid_op"
     ACTIVE_TURN_NOT_STEERABLE = "active_turn_not_steerable"
     HOOK = "hook"
+    COMPACTION_LOOP = "compaction_loop"
     INTERNAL = "internal"
 
 
@@ -99,10 +100,24 @@ class ModelError(RelayError):
 
 
 class ContextWindowExceeded(ModelError):
-    """The prompt does not fit the model's context window."""
+    """The prompt does not fit the model's context window.
 
-    def __init__(self, message: str = "the prompt exceeds the model's context window"):
+    Attributes:
+        prompt_tokens: the server's own count of the prompt, when it said (llama-server's
+            ``n_prompt_tokens``).
+        context_window: the server's window, when it said (llama-server's ``n_ctx``).
+    """
+
+    def __init__(
+        self,
+        message: str = "the prompt exceeds the model's context window",
+        *,
+        prompt_tokens: int | None = None,
+        context_window: int | None = None,
+    ):
         super().__init__(message, ErrorCode.CONTEXT_WINDOW_EXCEEDED)
+        self.prompt_tokens = prompt_tokens
+        self.context_window = context_window
 
 
 class StreamError(ModelError):

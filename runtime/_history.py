@@ -2,7 +2,7 @@
 
 The pure functions here decide what a model sees; :class:`History` is the session's mutable
 list of items with a per-item token estimate cache, so that accounting after each response costs
-work proportional to what the response added (SPEC §7.5).
+work proportional to what the response added (docs/session.md).
 
 Invariant kept by :class:`History`: ``estimates[i]`` is None or the approximate token count of
 ``items[i]`` (an item is estimated when a count first needs it), and ``tokens_since_model`` is
@@ -12,8 +12,9 @@ last reset).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
+from typing import Any, Generic, TypeVar, overload
 
 import attrs
 
@@ -27,9 +28,76 @@ CONTEXTUAL_MARKERS = (
     "<project_instructions",
     "<turn_aborted>",
     "<context_window>",
+    "<work_state>",
 )
 
 ABORTED_OUTPUT = "aborted"
+
+T = TypeVar("T")
+
+
+class Prefix(Sequence[T], Generic[T]):
+    """A read-only view of the first entries of a list that is only ever appended to.
+
+    What it shows never changes, so it stands for a copy of them without copying: a request
+    holds the history this way, in time and memory independent of the history's length.
+    """
+
+    __slots__ = ("_base", "_length")
+
+    def __init__(self, base: list[T], length: int | None = None) -> None:
+        self._base = base
+        self._length = len(base) if length is None else length
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        if isinstance(index, slice):
+            return self._base[: self._length][index]
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError("index out of range")
+        return self._base[index]
+
+    def __iter__(self) -> Iterator[T]:
+        return islice(self._base, self._length)
+
+    def __add__(self, other: Iterable[T]) -> list[T]:
+        # As on the JSON ``input`` a view stands for: concatenation gives a list.
+        return [*self, *other]
+
+    def __radd__(self, other: Iterable[T]) -> list[T]:
+        return [*other, *self]
+
+    def after(self, earlier: Sequence[Any]) -> int | None:
+        """How many leading entries ``earlier`` shares with this view, when that is known
+        without comparing them (a view of the same list); else None."""
+        if isinstance(earlier, Prefix) and earlier._base is self._base:
+            return min(earlier._length, self._length)
+        return None
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Prefix) and other._base is self._base:
+            return other._length == self._length
+        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
+            return len(other) == self._length and all(
+                a == b for a, b in zip(self, other, strict=True)
+            )
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"Prefix({list(self)!r})"
 
 
 def is_contextual(item: p.ResponseItem) -> bool:
@@ -72,7 +140,7 @@ def missing_outputs(items: Sequence[p.ResponseItem]) -> list[p.ToolOutput]:
 def normalize_for_prompt(
     items: Iterable[p.ResponseItem], *, images: bool = True
 ) -> list[p.ResponseItem]:
-    """The history as a model may see it (SPEC §5.3).
+    """The history as a model may see it (docs/session.md).
 
     Every call without an output gets an ``"aborted"`` output right after it; outputs without a
     call are dropped; ``ghost_snapshot`` and ``other`` items are dropped; images are dropped
@@ -258,9 +326,21 @@ class History:
         wire.extend(encode_response_item(item) for item in self._items[len(wire) :])
         return wire
 
+    def frozen(self) -> Prefix[p.ResponseItem]:
+        """The items as they are now, in time independent of their number.
+
+        The list of items is only appended to (:meth:`replace` and :meth:`restore` start a
+        new one), so a view of its current length never changes.
+        """
+        return Prefix(self._items)
+
+    def frozen_wire(self) -> Prefix[dict[str, Any]]:
+        """:meth:`wire_items` as they are now (see :meth:`frozen`)."""
+        return Prefix(self.wire_items())
+
     @property
     def usage_tokens(self) -> int:
-        """Usage compared with the auto-compaction limit (SPEC §7.5)."""
+        """Usage compared with the auto-compaction limit (docs/session.md)."""
         return self.last_response_tokens + self.tokens_since_model
 
     def estimated_tokens(self) -> int:

@@ -1,4 +1,4 @@
-"""Compaction hooks (SPEC §6.7): commands and Python callables run around a compaction.
+"""Compaction hooks (docs/compaction.md): commands and Python callables run around a compaction.
 
 Theory of operation. A hook point (``pre_compact`` or ``post_compact``) runs its hooks one
 after the other: first the commands of ``hooks.<point>`` in the configuration, in order, then

@@ -1,4 +1,6 @@
-"""A real loopback model server driven by a model script (``relay mock-server``, SPEC §9.2).
+"""A real loopback model server driven by a model script (``relay mock-server``).
+
+The script format is described in docs/model-script.md.
 
 It answers what :class:`~relay._mock_transport.ScriptedTransport` answers in-process, over a
 real socket: hypercorn (with its trio worker) serves a small hand-written ASGI application.

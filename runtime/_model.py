@@ -8,7 +8,7 @@ HTTP wires fail and recover in the same way.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Literal, Protocol, TypeAlias
 
@@ -47,8 +47,8 @@ class Prompt:
     """Model name."""
     instructions: str
     """The request's ``instructions``."""
-    input: tuple[p.ResponseItem, ...]
-    """The normalised history."""
+    input: Sequence[p.ResponseItem]
+    """The normalised history (read-only: it may be a view of the session's own)."""
     tools: tuple[ToolSpec, ...] = ()
     """Tools the model may call."""
     parallel_tool_calls: bool = False
@@ -59,11 +59,11 @@ class Prompt:
     """Reasoning effort, if set."""
     trailing_input: tuple[Mapping[str, Any], ...] = ()
     """Raw wire items appended after ``input`` (e.g. ``compaction_trigger``)."""
+    max_output_tokens: int | None = None
+    """The longest answer to ask for, in tokens; None sends no limit."""
     purpose: Literal["turn", "compact"] = "turn"
     """Why the request is made; sent as a header so that test servers can tell."""
-    wire_input: tuple[Mapping[str, Any], ...] | None = attrs.field(
-        default=None, eq=False, repr=False
-    )
+    wire_input: Sequence[Mapping[str, Any]] | None = attrs.field(default=None, eq=False, repr=False)
     """``input`` already in wire form (shared, read-only), when the caller has it cached."""
 
 
@@ -93,6 +93,8 @@ class Completed:
     """The server's response id."""
     usage: p.TokenUsage | None
     """Token usage, when the server reported it."""
+    incomplete: str | None = None
+    """Why the answer was cut short (``max_output_tokens``), when the server said it was."""
 
 
 ModelEvent: TypeAlias = OutputTextDelta | OutputItemDone | Completed
@@ -106,7 +108,7 @@ class CompactRequest:
     """Model name."""
     instructions: str
     """The session's base instructions."""
-    input: tuple[p.ResponseItem, ...]
+    input: Sequence[p.ResponseItem]
     """The history, fitted to the window."""
     tools: tuple[ToolSpec, ...] = ()
     """The session's tools."""

@@ -1,4 +1,6 @@
-"""Model scripts (SPEC §9.2): one JSON file that drives the embedded model and the mock server.
+"""Model scripts: one JSON file that drives the embedded model and the mock server.
+
+The format, with an example of each reply, is docs/model-script.md.
 
 :func:`parse_model_script` validates a script into :class:`ModelScript`; :meth:`ModelScript.plan`
 turns the next reply into a :class:`ReplyPlan` (what to send and how), which the embedded
@@ -16,10 +18,11 @@ from typing import Any
 
 import attrs
 
+from . import _json
 from . import _protocol as p
 from ._codec import DecodeError, decode_response_item, encode_response_item
 from ._errors import ModelError, ScriptError, classify_http_error
-from ._history import is_contextual, last_agent_text
+from ._history import Prefix, is_contextual, last_agent_text
 from ._responses import stream_events_for, usage_from_json
 from ._tokens import approx_tokens
 
@@ -293,10 +296,15 @@ def load_model_script(path: str | Path) -> ModelScript:
 # ----------------------------------------------------------------------------- fallbacks
 
 
+def _raw_input(body: Mapping[str, Any]) -> Sequence[Any]:
+    """The request's ``input``: a JSON list, or (in-process) a view of the history."""
+    raw = body.get("input")
+    return raw if isinstance(raw, list | Prefix) else []
+
+
 def _input_items(body: Mapping[str, Any]) -> list[p.ResponseItem]:
     items: list[p.ResponseItem] = []
-    raw = body.get("input")
-    for entry in raw if isinstance(raw, list) else []:
+    for entry in _raw_input(body):
         try:
             items.append(decode_response_item(entry))
         except DecodeError:
@@ -319,8 +327,8 @@ def _mentions(items: Sequence[p.ResponseItem]) -> tuple[list[str], list[str]]:
         if not isinstance(item, p.FunctionCall):
             continue
         try:
-            args = json.loads(item.arguments)
-        except json.JSONDecodeError:
+            args = _json.loads(item.arguments)
+        except ValueError:
             continue
         if not isinstance(args, Mapping):
             continue
@@ -356,8 +364,7 @@ def fallback_output(
     body: Mapping[str, Any], *, purpose: str = "turn"
 ) -> tuple[p.ResponseItem, ...]:
     """What the ``echo`` fallback answers to a request."""
-    raw = body.get("input")
-    raw_items = raw if isinstance(raw, list) else []
+    raw_items = _raw_input(body)
     if (
         raw_items
         and isinstance(raw_items[-1], Mapping)
@@ -409,24 +416,41 @@ class UsageEstimator:
     of the instructions, every input item and the output.
 
     Consecutive requests of a session repeat their input: the sizes of the items the previous
-    request had (the same objects) are reused, so a request costs what it adds.
+    request had (the same objects) are kept with their sum, so a request costs what it adds.
+    When both inputs are views of the same history, what they share is known without a walk.
     """
 
     def __init__(self) -> None:
-        self._sizes: list[tuple[Any, int]] = []
+        self._input: Sequence[Any] = ()
+        self._sizes: list[int] = []
+        self._total = 0
+
+    def _shared(self, items: Sequence[Any]) -> int:
+        """How many leading items ``items`` shares with the previous input."""
+        if isinstance(items, Prefix):
+            known = items.after(self._input)
+            if known is not None:
+                return known
+        previous = self._input
+        same = 0
+        limit = min(len(previous), len(items))
+        while same < limit and previous[same] is items[same]:
+            same += 1
+        return same
 
     def estimate(self, body: Mapping[str, Any], output: Sequence[p.ResponseItem]) -> p.TokenUsage:
-        raw = body.get("input")
-        items = raw if isinstance(raw, list) else []
-        previous = self._sizes
-        same = 0
-        while same < len(previous) and same < len(items) and previous[same][0] is items[same]:
-            same += 1
-        sizes = previous[:same] + [(item, _json_tokens(item)) for item in items[same:]]
-        self._sizes = sizes
-        input_tokens = approx_tokens(str(body.get("instructions", ""))) + sum(
-            size for _, size in sizes
-        )
+        items = _raw_input(body)
+        same = self._shared(items)
+        sizes = self._sizes
+        if same < len(sizes):
+            self._total -= sum(sizes[same:])
+            del sizes[same:]
+        for index in range(same, len(items)):
+            size = _json_tokens(items[index])
+            sizes.append(size)
+            self._total += size
+        self._input = items
+        input_tokens = approx_tokens(str(body.get("instructions", ""))) + self._total
         output_tokens = sum(_json_tokens(encode_response_item(item)) for item in output)
         return p.TokenUsage(
             input_tokens=input_tokens,

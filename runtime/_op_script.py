@@ -21,6 +21,7 @@ from typing import Any, TypeAlias
 
 import attrs
 
+from . import _json
 from . import _protocol as p
 from ._codec import decode_op, type_tag
 from ._errors import InvalidOpError, ScriptError
@@ -217,11 +218,18 @@ def parse_op_script(text: str, name: str = "script") -> list[Step]:
             )
             continue
         try:
-            data = json.loads(stripped)
+            data = _json.loads(stripped)
         except json.JSONDecodeError as exc:
             problems.append(f"{name} line {number}: invalid JSON: {exc.msg} (column {exc.colno})")
             continue
-        step, found = _step(number, data)
+        except _json.JsonRejected as exc:
+            problems.append(f"{name} line {number}: JSON that cannot be read: {exc}")
+            continue
+        try:
+            step, found = _step(number, data)
+        except RecursionError:
+            problems.append(f"{name} line {number}: JSON that cannot be read: nested too deeply")
+            continue
         problems += [f"{name} line {number}: {problem}" for problem in found]
         if step is not None:
             steps.append(step)

@@ -7,12 +7,30 @@ prints plain lines only.
 
 from __future__ import annotations
 
+import re
 from typing import TextIO
 
 from . import _protocol as p
 from ._outcome import RunOutcome
+from ._work_state import WorkEntry, WorkState, work_state_lines
 
 _SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+
+#: What a terminal would act on rather than show: C0 controls but tab and newline, DEL, C1
+#: controls (0x9b is a one-byte CSI), and the bidirectional overrides and isolates.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible(text: str) -> str:
+    """``text`` with every control character written out (``\\x1b``, ``\\u202e``): escape
+    sequences from a model, a tool or a server are shown, never acted on by the terminal."""
+    return _CONTROL.sub(_escape, text)
 
 
 def _short(text: str, limit: int = 120) -> str:
@@ -37,6 +55,17 @@ def tool_output_summary(output: str | None) -> str:
     return f"{_short(lines[0])}{more}"
 
 
+def session_header(msg: p.SessionConfigured) -> str:
+    """``session_configured`` as one line: who the session is and where it is recorded."""
+    window = f"{msg.model_context_window} tokens" if msg.model_context_window else "window unknown"
+    rollout = msg.rollout_path if msg.rollout_path is not None else "no rollout"
+    mark = "↺ resumed session" if msg.resumed else "● session"
+    return (
+        f"{mark} {msg.session_id} · {msg.model} via {msg.model_provider} ({window}) · "
+        f"cwd {msg.cwd} · {rollout} · relay {msg.relay_version}"
+    )
+
+
 class PrettyPrinter:
     """Writes events to ``out`` as a transcript.
 
@@ -50,6 +79,8 @@ class PrettyPrinter:
         self._status: str | None = None
         self._frame = 0
         self._in_message = False
+        self.work = WorkState()
+        """The work-state record shown at each checkpoint, as the events built it."""
 
     def _clear_status(self) -> None:
         if self.live and self._status is not None:
@@ -61,14 +92,14 @@ class PrettyPrinter:
             return
         self._frame = (self._frame + 1) % len(_SPINNER)
         self._status = text
-        self.out.write(f"\r\x1b[2K{_SPINNER[self._frame]} {text}")
+        self.out.write(f"\r\x1b[2K{_SPINNER[self._frame]} {visible(text)}")
 
     def _line(self, text: str) -> None:
         self._clear_status()
         if self._in_message:
             self.out.write("\n")
             self._in_message = False
-        self.out.write(text + "\n")
+        self.out.write(visible(text) + "\n")
 
     def tick(self) -> None:
         """Advance the live indicator (called periodically while something is in flight)."""
@@ -80,6 +111,8 @@ class PrettyPrinter:
         """Render one event."""
         msg = event.msg
         match msg:
+            case p.SessionConfigured():
+                self._line(session_header(msg))
             case p.TurnStarted(turn_id=turn_id):
                 self._line(f"▶ turn {turn_id}")
                 self._show_status("waiting for the model…")
@@ -91,7 +124,7 @@ class PrettyPrinter:
                 if not self._in_message:
                     self.out.write("  model › ")
                     self._in_message = True
-                self.out.write(delta)
+                self.out.write(visible(delta))
             case p.ItemCompleted(item=p.AgentMessageItem(text=text)):
                 if not self._in_message:
                     self._line(f"  model › {text}")
@@ -110,12 +143,18 @@ class PrettyPrinter:
             case p.ItemCompleted(item=p.ContextCompactionItem(receipt=receipt)):
                 if receipt is not None:
                     self._line(
-                        f"  ━━ checkpoint: {receipt.tokens_before} → {receipt.tokens_after} "
-                        f"tokens ({receipt.backend}, {receipt.trigger.value}, "
+                        f"  ━━ checkpoint: {p.receipt_figures(receipt)} tokens "
+                        f"({receipt.backend}, {receipt.trigger.value}, "
                         f"{receipt.duration_ms} ms{background_note(receipt)})"
                     )
                 else:
                     self._line("  ━━ checkpoint")
+                for line in work_state_lines(self.work):
+                    self._line(f"     ▸ {line}")
+            case p.WorkStateNoted(kind="pinned", text=text):
+                self.work.pin(text)
+            case p.WorkStateNoted(kind=kind, text=text, key=key):
+                self.work.add(WorkEntry(kind, text, key))
             case p.TokenCount(info=info) if info is not None:
                 window = info.model_context_window
                 used = info.last_token_usage.total_tokens

@@ -259,6 +259,9 @@ class TokenUsageInfo:
     """Usage of the last response; ``total_tokens`` is the current context size."""
     model_context_window: int | None
     """The model's context window, if known."""
+    estimated: bool = False
+    """``last_token_usage.total_tokens`` is relay's estimate of the context (after a
+    compaction, scaled by the server's last count), not a server's count."""
 
 
 # --------------------------------------------------------------------------- ops
@@ -323,6 +326,8 @@ class UserTurn:
     """Reasoning effort for this turn and later ones."""
     on_busy: OnBusy = attrs.field(default=OnBusy.STEER, converter=OnBusy)
     """What to do when a task is running."""
+    pin: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    """Keep the text of this input verbatim in the history across every compaction."""
 
 
 @attrs.frozen
@@ -445,15 +450,27 @@ class CompactionReceipt:
     backend: str
     """Which backend ran it."""
     tokens_before: int
-    """Estimated tokens of the history before."""
+    """Tokens of the context before: the server's count of the last request plus the
+    estimate of what came after it when ``counted_before``, else an estimate."""
     tokens_after: int
-    """Estimated tokens of the history after."""
+    """Estimated tokens of the context after (instructions and tools included), scaled by the
+    server's last count of a request."""
     duration_ms: int
     """How long it took."""
     background: bool = False
     """Whether the new history was computed in the background, from a snapshot."""
     snapshot_age_ms: int | None = None
     """For a background result: how old its snapshot was when it was installed."""
+    cut: bool = False
+    """The summary was cut off at the answer limit: the new history holds what arrived."""
+    counted_before: bool = False
+    """``tokens_before`` rests on the server's count of the last request."""
+
+
+def receipt_figures(receipt: CompactionReceipt) -> str:
+    """``before → after`` of a receipt, each estimate marked ``~``."""
+    before = f"{'' if receipt.counted_before else '~'}{receipt.tokens_before}"
+    return f"{before} → ~{receipt.tokens_after}"
 
 
 @attrs.frozen
@@ -482,6 +499,32 @@ class AbortReason(enum.StrEnum):
     HOOK_STOPPED = "hook_stopped"
     HOST_LOST = "host_lost"
     """The process hosting the session died mid-turn (see ``session_resumed``)."""
+
+
+@attrs.frozen
+class SessionConfigured:
+    """The session is open; this is its first event (also of a resumed session).
+
+    Everything a user needs to find the session again: its id, what it talks to, where it
+    runs and the rollout file to resume it from.
+    """
+
+    session_id: str
+    """The session id."""
+    model: str
+    """The model of the next turn."""
+    model_provider: str
+    """The provider the model client talks to (its name in the configuration)."""
+    model_context_window: int | None
+    """The context window of that model, if known."""
+    cwd: str
+    """The working directory of the next turn."""
+    rollout_path: str | None
+    """The rollout file the session appends to, or None when persistence is off."""
+    relay_version: str
+    """The version of relay running the session."""
+    resumed: bool = False
+    """Whether the session continues a rollout (``relay resume``, :func:`relay.resume_session`)."""
 
 
 @attrs.frozen
@@ -596,7 +639,7 @@ class ErrorEvent:
     message: str
     """What failed."""
     code: ErrorCode
-    """Which kind of failure (SPEC §7.4)."""
+    """Which kind of failure (docs/session.md)."""
 
 
 @attrs.frozen
@@ -664,12 +707,27 @@ class SessionResumed:
 
 
 @attrs.frozen
+class WorkStateNoted:
+    """The session added an entry to its work-state record (``features.work_state``), or the
+    user pinned a message (kind ``pinned``). Persisted, so that a resumed session has the
+    record as it was."""
+
+    kind: str
+    """``read``, ``list``, ``command``, ``error``, ``pinned``, or a custom tool's own kind."""
+    text: str
+    """The fact, one line (for ``pinned``: the whole text of the message)."""
+    key: str | None = None
+    """Entries with the same kind and key replace each other; None: the text is the key."""
+
+
+@attrs.frozen
 class ShutdownComplete:
     """The session has shut down; this is its last event."""
 
 
 EventMsg: TypeAlias = (
-    TurnStarted
+    SessionConfigured
+    | TurnStarted
     | TurnComplete
     | TurnAborted
     | ItemStarted
@@ -686,6 +744,7 @@ EventMsg: TypeAlias = (
     | HookStarted
     | HookCompleted
     | SessionResumed
+    | WorkStateNoted
     | ShutdownComplete
 )
 

@@ -8,7 +8,7 @@ no writer and every method does nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -19,9 +19,11 @@ from ._codec import to_json
 from ._context import TurnSettings, WorldState, instructions_hash
 from ._rollout import RolloutWriter
 from ._version import __version__
+from ._work_state import WorkState
 
 #: Event types written to the rollout as ``event_msg`` lines (deltas are not).
 PERSISTED_EVENTS: tuple[type, ...] = (
+    p.SessionConfigured,
     p.TurnStarted,
     p.TurnComplete,
     p.TurnAborted,
@@ -34,9 +36,13 @@ PERSISTED_EVENTS: tuple[type, ...] = (
     p.HookCompleted,
     p.ShutdownComplete,
     p.SessionResumed,
+    p.WorkStateNoted,
 )
 #: Events that end a turn or the session: the file is flushed before anyone sees them.
 TERMINAL_EVENTS = (p.TurnComplete, p.TurnAborted, p.ShutdownComplete)
+#: Events flushed at once besides the terminal ones: a session's start is on disk as soon as
+#: it is announced, so it can be found (and resumed) even if the process dies next.
+FLUSHED_EVENTS = (*TERMINAL_EVENTS, p.SessionConfigured)
 
 
 def to_json_world(world: WorldState) -> dict[str, Any]:
@@ -47,9 +53,21 @@ def to_json_world(world: WorldState) -> dict[str, Any]:
 class RolloutRecorder:
     """Writes the session's rollout lines (or nothing, when persistence is off)."""
 
-    def __init__(self, writer: RolloutWriter | None) -> None:
+    def __init__(self, writer: RolloutWriter | None, ids: tuple[int, int] = (0, 0)) -> None:
         self.writer = writer
         """The file writer, when persistence is on."""
+        self._ids = ids
+
+    def ids(self, submission: int, item: int) -> None:
+        """An ``ids`` line, when the generated ids went on since the last one.
+
+        Written before every event that ends a turn or the session, so that it is flushed
+        with it: a resume continues both counters and ids in one rollout never repeat.
+        """
+        if self.writer is None or (submission, item) == self._ids:
+            return
+        self._ids = (submission, item)
+        self.writer.write("ids", {"submission": submission, "item": item})
 
     def session_meta(
         self, session_id: str, created: datetime, cwd: str, model: str, provider: str
@@ -75,7 +93,7 @@ class RolloutRecorder:
         if self.writer is None or not isinstance(msg, PERSISTED_EVENTS):
             return
         self.writer.write("event_msg", to_json(msg))
-        if isinstance(msg, TERMINAL_EVENTS):
+        if isinstance(msg, FLUSHED_EVENTS):
             self.writer.flush()
 
     def note(self, msg: p.EventMsg) -> None:
@@ -118,21 +136,26 @@ class RolloutRecorder:
         first_window_id: str,
         previous_window_id: str | None,
         window_id: str,
+        work_state: WorkState | None = None,
+        masked_outputs: Mapping[str, str] | None = None,
     ) -> None:
-        """A ``compacted`` line: the new history and the window it opens."""
+        """A ``compacted`` line: the new history and the window it opens, with the work-state
+        record as it stands and the originals of the outputs it masked (when there are)."""
         if self.writer is not None:
-            self.writer.write(
-                "compacted",
-                {
-                    "message": message,
-                    "replacement_history": [to_json(item) for item in items],
-                    "window_number": window_number,
-                    "first_window_id": first_window_id,
-                    "previous_window_id": previous_window_id,
-                    "window_id": window_id,
-                    "receipt": to_json(receipt),
-                },
-            )
+            payload: dict[str, Any] = {
+                "message": message,
+                "replacement_history": [to_json(item) for item in items],
+                "window_number": window_number,
+                "first_window_id": first_window_id,
+                "previous_window_id": previous_window_id,
+                "window_id": window_id,
+                "receipt": to_json(receipt),
+            }
+            if work_state is not None:
+                payload["work_state"] = work_state.to_json()
+            if masked_outputs:
+                payload["masked_outputs"] = dict(masked_outputs)
+            self.writer.write("compacted", payload)
 
     def close(self) -> None:
         """Flush and close the file."""

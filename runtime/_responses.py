@@ -8,7 +8,7 @@ way. Nothing here does I/O.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import _protocol as p
@@ -18,7 +18,7 @@ from ._codec import (
     encode_response_item,
     has_lone_surrogate,
 )
-from ._errors import ModelError, StreamError, classify_http_error
+from ._errors import ContextWindowExceeded, ModelError, StreamError, classify_http_error
 from ._model import (
     CompactRequest,
     Completed,
@@ -28,23 +28,32 @@ from ._model import (
     Prompt,
 )
 
+#: The reason of an answer cut at the answer limit, on both wires.
+CUT_AT_LIMIT = "max_output_tokens"
+
 #: Header that tells a server which kind of request this is (``turn`` or ``compact``).
 PURPOSE_HEADER = "x-relay-request"
 
 
-def request_body(prompt: Prompt) -> dict[str, Any]:
-    """The JSON body of ``POST /responses`` for ``prompt`` (SPEC §5.3)."""
+def request_body(prompt: Prompt, *, shared_input: bool = False) -> dict[str, Any]:
+    """The JSON body of ``POST /responses`` for ``prompt`` (docs/session.md).
+
+    With ``shared_input``, ``input`` is the prompt's own read-only ``wire_input`` when nothing
+    trails it, not a copy: for an in-process model, which reads the body and never sends it.
+    """
+    wire = prompt.wire_input
+    body_input: Sequence[Any]
+    if shared_input and wire is not None and not prompt.trailing_input:
+        body_input = wire
+    else:
+        body_input = [
+            *(wire if wire is not None else [encode_response_item(i) for i in prompt.input]),
+            *(dict(extra) for extra in prompt.trailing_input),
+        ]
     body: dict[str, Any] = {
         "model": prompt.model,
         "instructions": prompt.instructions,
-        "input": [
-            *(
-                prompt.wire_input
-                if prompt.wire_input is not None
-                else [encode_response_item(item) for item in prompt.input]
-            ),
-            *(dict(extra) for extra in prompt.trailing_input),
-        ],
+        "input": body_input,
         "tools": [tool.to_wire() for tool in prompt.tools],
         "tool_choice": "auto",
         "parallel_tool_calls": prompt.parallel_tool_calls,
@@ -52,6 +61,8 @@ def request_body(prompt: Prompt) -> dict[str, Any]:
         "stream": True,
         "prompt_cache_key": prompt.prompt_cache_key,
     }
+    if prompt.max_output_tokens is not None:
+        body["max_output_tokens"] = prompt.max_output_tokens
     if prompt.effort is not None:
         body["reasoning"] = {"effort": prompt.effort}
         body["include"] = ["reasoning.encrypted_content"]
@@ -59,7 +70,7 @@ def request_body(prompt: Prompt) -> dict[str, Any]:
 
 
 def compact_request_body(request: CompactRequest) -> dict[str, Any]:
-    """The JSON body of ``POST /responses/compact`` (SPEC §6.4)."""
+    """The JSON body of ``POST /responses/compact`` (docs/compaction.md)."""
     body: dict[str, Any] = {
         "model": request.model,
         "input": [encode_response_item(item) for item in request.input],
@@ -118,20 +129,44 @@ def error_from_payload(error: Any, *, default: str) -> ModelError:
     message = error.get("message")
     kind = error.get("type")
     text = message if isinstance(message, str) and message else default
-    return classify_http_error(
-        None,
-        code=code if isinstance(code, str) else None,
-        message=text,
-        type_=kind if isinstance(kind, str) else None,
-        retry_after=retry_after_from_message(text),
+    return with_server_counts(
+        classify_http_error(
+            None,
+            code=code if isinstance(code, str) else None,
+            message=text,
+            type_=kind if isinstance(kind, str) else None,
+            retry_after=retry_after_from_message(text),
+        ),
+        error,
     )
+
+
+def with_server_counts(error: ModelError, body: object) -> ModelError:
+    """``error``, carrying the server's own token counts when it is an overflow whose error
+    object (``body``, nested under ``error`` or not) has them: llama-server's
+    ``n_prompt_tokens`` (its count of the prompt) and ``n_ctx`` (its window)."""
+    if not isinstance(error, ContextWindowExceeded) or not isinstance(body, Mapping):
+        return error
+    nested = body.get("error")
+    fields: Mapping[str, Any] = nested if isinstance(nested, Mapping) else body
+
+    def count(key: str) -> int | None:
+        value = fields.get(key)
+        return (
+            value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+        )
+
+    error.prompt_tokens = count("n_prompt_tokens")
+    error.context_window = count("n_ctx")
+    return error
 
 
 class ResponseStreamParser:
     """Turns Responses stream events (as dicts) into :data:`ModelEvent` values.
 
-    Raises :class:`ModelError` for ``error``, ``response.failed`` and ``response.incomplete``
-    events and for malformed frames; :meth:`finish` raises :class:`StreamError` when the stream
+    Raises :class:`ModelError` for ``error`` and ``response.failed`` events, for a
+    ``response.incomplete`` other than one cut at the answer limit (which completes the answer)
+    and for malformed frames; :meth:`finish` raises :class:`StreamError` when the stream
     ended without ``response.completed``.
     """
 
@@ -178,7 +213,18 @@ class ResponseStreamParser:
                     response.get("incomplete_details") if isinstance(response, Mapping) else None
                 )
                 reason = details.get("reason") if isinstance(details, Mapping) else None
-                raise StreamError(f"incomplete response: {reason or 'unknown reason'}")
+                if reason != CUT_AT_LIMIT or not isinstance(response, Mapping):
+                    raise StreamError(f"incomplete response: {reason or 'unknown reason'}")
+                # Cut at the answer limit: what arrived is the answer.
+                self.completed = True
+                response_id = response.get("id")
+                return [
+                    Completed(
+                        response_id if isinstance(response_id, str) else "",
+                        usage_from_json(response.get("usage")),
+                        incomplete=reason,
+                    )
+                ]
             case "error":
                 nested = event.get("error")
                 payload = nested if isinstance(nested, Mapping) else event

@@ -1,4 +1,4 @@
-"""Resuming a session from its rollout (SPEC §8, §3 invariant 6).
+"""Resuming a session from its rollout (docs/rollout.md, docs/reliability.md).
 
 :func:`reconstruct` is a pure function from parsed rollout lines to the
 :class:`~relay.lowlevel.ResumedState` a session continues from; :func:`resume_session` reads
@@ -22,17 +22,18 @@ Replaying those lines in order therefore rebuilds what the session had:
 - window: the fields of the last ``compacted`` line.
 - token usage, kept by a :class:`~relay._history.History` as live: a compaction resets it to
   the estimate of the new history; an item the model generated resets the estimate of items
-  since the model; a response's ``token_count`` sets ``last_response_tokens``. Two
-  ``token_count`` events do not come from a response: the one a compaction's installation
-  emits (no item between the ``compacted`` line and it) and the one that shows the window
-  full before a ``context_window_exceeded`` error; neither changes the live history's usage,
-  so neither changes the restored one. Total usage is that of the last ``token_count``.
+  since the model; a response's ``token_count`` sets ``last_response_tokens``, and so does
+  the one that shows the window full before a ``context_window_exceeded`` error (the live
+  session counts the history as full then, so that the next turn compacts first). The
+  ``token_count`` a compaction's installation emits (no item between the ``compacted`` line
+  and it) does not change the live history's usage, so it does not change the restored one.
+  Total usage is that of the last ``token_count``.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from functools import partial
@@ -49,15 +50,16 @@ from ._compact import (
     real_user_messages,
     summary_prefix,
 )
-from ._config import Config
+from ._config import Config, resolve_api_key
 from ._context import TurnSettings, WorldState
-from ._errors import ErrorCode, RolloutError
+from ._errors import ConfigError, RolloutError
 from ._history import History
 from ._hooks import CompactHook
 from ._model import ModelClient
 from ._rollout_reader import (
     CompactedLine,
     EventMsgLine,
+    IdsLine,
     ResponseItemLine,
     Rollout,
     RolloutLine,
@@ -65,12 +67,14 @@ from ._rollout_reader import (
     SessionMetaLine,
     TurnContextLine,
     WorldStateLine,
+    generated_number,
     read_rollout,
 )
 from ._session import Session, open_session
 from ._state import ResumedState
 from ._tokens import TokenEstimator
 from ._tools import Tool
+from ._work_state import WorkEntry, WorkState
 
 #: The event id of the warnings a resumed session reports about its rollout.
 RESUME_EVENT_ID = "resume"
@@ -145,31 +149,6 @@ def _newest_base(lines: Sequence[RolloutLine]) -> int | None:
     return None
 
 
-def _shows_window_full(lines: Sequence[RolloutLine], index: int) -> bool:
-    """Whether the ``token_count`` at ``index`` is the one that shows the window full.
-
-    The session writes that count right before a ``context_window_exceeded`` error, on the
-    next line of the file, and with nothing but a total (the window's size, when known).
-    """
-    count = lines[index]
-    following = lines[index + 1] if index + 1 < len(lines) else None
-    if not (
-        isinstance(count, EventMsgLine)
-        and isinstance(count.msg, p.TokenCount)
-        and count.msg.info is not None
-        and isinstance(following, EventMsgLine)
-        and following.number == count.number + 1
-        and isinstance(following.msg, p.ErrorEvent)
-        and following.msg.code is ErrorCode.CONTEXT_WINDOW_EXCEEDED
-    ):
-        return False
-    info = count.msg.info
-    usage = info.last_token_usage
-    return usage == p.TokenUsage(total_tokens=usage.total_tokens) and (
-        info.model_context_window in (None, usage.total_tokens)
-    )
-
-
 def reconstruct(rollout: Rollout) -> ResumedState:
     """The state a session resumes from: a pure function of the parsed rollout.
 
@@ -190,8 +169,7 @@ def reconstruct(rollout: Rollout) -> ResumedState:
         assert isinstance(base_line, CompactedLine)
         replay.compacted(base_line)
         start = base + 1
-    for index in range(start, len(lines)):
-        line = lines[index]
+    for line in lines[start:]:
         match line:
             case ResponseItemLine(item=item):
                 replay.record(item)
@@ -202,14 +180,17 @@ def reconstruct(rollout: Rollout) -> ResumedState:
             case EventMsgLine(msg=p.TokenCount(info=p.TokenUsageInfo() as info)):
                 if replay.installing:
                     replay.installing = False
-                elif not _shows_window_full(lines, index):
+                else:
                     replay.history.response_completed(info.last_token_usage.total_tokens)
-            case SessionMetaLine() | EventMsgLine() | WorldStateLine():
+            case SessionMetaLine() | EventMsgLine() | WorldStateLine() | IdsLine():
                 pass
             case _:
                 assert_never(line)
 
     defaults: TurnSettings | None = None
+    model: str | None = rollout.meta.model
+    provider: str | None = rollout.meta.model_provider
+    submissions = items = 0
     total_usage = p.TokenUsage()
     window_number = 0
     first_window_id: str | None = None
@@ -219,6 +200,15 @@ def reconstruct(rollout: Rollout) -> ResumedState:
         match line:
             case TurnContextLine(settings=settings):
                 defaults = settings
+                model = settings.model
+            case EventMsgLine(msg=p.SessionConfigured() as configured):
+                model, provider = configured.model, configured.model_provider
+            case EventMsgLine(msg=p.TurnStarted(turn_id=turn_id)):
+                # Files written before ``ids`` lines existed still name their turns.
+                submissions = max(submissions, generated_number(turn_id, "sub"))
+            case IdsLine():
+                submissions = max(submissions, line.submission)
+                items = max(items, line.item)
             case EventMsgLine(msg=p.TokenCount(info=p.TokenUsageInfo() as info)):
                 total_usage = info.total_token_usage
             case CompactedLine():
@@ -233,6 +223,7 @@ def reconstruct(rollout: Rollout) -> ResumedState:
                 pass
 
     history = replay.history
+    record, outputs = restore_work_record(lines)
     return ResumedState(
         session_id=rollout.meta.id,
         rollout_path=rollout.path,
@@ -247,7 +238,67 @@ def reconstruct(rollout: Rollout) -> ResumedState:
         tokens_since_model=history.tokens_since_model,
         items_since_model=len(history.items_since_model()),
         total_usage=total_usage,
+        work_state=record,
+        outputs=outputs,
+        model=model,
+        model_provider=provider,
+        submissions=submissions,
+        items=items,
     )
+
+
+def restore_work_record(lines: Iterable[RolloutLine]) -> tuple[WorkState, dict[str, str]]:
+    """The work-state record and the originals of the masked tool outputs, as of the last line.
+
+    The record is the snapshot of the newest ``compacted`` line that carries one, with every
+    ``work_state_noted`` event after it applied. The outputs are the originals every masking
+    compaction wrote (an output is masked once: the first original of a call id stays).
+    """
+    record = WorkState()
+    outputs: dict[str, str] = {}
+    for line in lines:
+        match line:
+            case CompactedLine(work_state=snapshot, masked_outputs=masked):
+                if snapshot is not None:
+                    record = WorkState.from_json(snapshot)
+                for call_id, output in masked.items():
+                    outputs.setdefault(call_id, output)
+            case EventMsgLine(msg=p.WorkStateNoted(kind=kind, text=text, key=key)):
+                if kind == "pinned":
+                    record.pin(text)
+                else:
+                    record.add(WorkEntry(kind, text, key))
+            case _:
+                pass
+    return record, outputs
+
+
+def resumed_config(config: Config, state: ResumedState, *, chosen: Collection[str] = ()) -> Config:
+    """``config`` with the model and provider the resumed session recorded.
+
+    ``chosen`` names the keys (``model``, ``model_provider``) the caller chose on purpose;
+    those are kept. A recorded provider is checked as the session would build it, so a
+    rollout that cannot go on as it was recorded fails here, naming the provider, instead of
+    going on with another model.
+
+    Raises:
+        ConfigError: the recorded provider is not defined by ``config``, or its API key is
+            missing.
+    """
+    model = state.model if "model" not in chosen and state.model is not None else config.model
+    name = state.model_provider if "model_provider" not in chosen else None
+    if name is None:
+        return attrs.evolve(config, model=model)
+    resumed = attrs.evolve(config, model=model, model_provider=name)
+    try:
+        resolve_api_key(resumed.provider())
+    except ConfigError as exc:
+        raise ConfigError(
+            f"the session was recorded with model_provider {name!r}, which cannot be used "
+            f"now: {exc}; set it up, or choose another provider (relay resume: "
+            "-c model_provider=NAME or --config FILE; resume_session: a Config)"
+        ) from exc
+    return resumed
 
 
 def describe_note(rollout: Rollout, note: RolloutNote) -> str:
@@ -266,28 +317,50 @@ async def resume_session(
     rng: random.Random | None = None,
     estimator: TokenEstimator | None = None,
     hooks: Iterable[CompactHook] = (),
+    model_name: str | None = None,
 ) -> AsyncIterator[Session]:
     """Resume the session recorded in a rollout file and append to that file.
 
     ``source`` is the file's path, or the file already read (:func:`read_rollout`).
 
+    Without a ``config``, the session goes on with the model and provider it recorded last
+    (``session_configured``, ``turn_context``, ``session_meta``), with the built-in provider
+    tables: a recorded provider that is not built in, or whose API key is unset, is a
+    :class:`~relay.ConfigError` naming it, never a switch to another model. With a
+    ``config``, its provider is used (see :func:`resumed_config` to apply the recorded one
+    to a config of your own) and the model of the latest ``turn_context``. ``model_name``
+    replaces that model.
+
     The session continues with the history, reference context, turn defaults, window and
     token usage it had as of the last completed write (see :func:`reconstruct`); the first
     request it sends starts with exactly the history the live session had. Problems found in
     the file (a truncated last line, malformed lines) are reported as ``warning`` events with
-    the id ``"resume"``, before any other event. The other arguments are those of
+    the id ``"resume"``, right after ``session_configured`` (the first event of every
+    session, here with ``resumed`` set). Generated submission and item ids go on from the
+    rollout's. The other arguments are those of
     :func:`~relay.open_session` (the session id comes from the file), which this is
     otherwise like.
 
     Raises:
         RolloutError: the file cannot be read, or it has no ``session_meta`` line.
-        ConfigError: the configuration is invalid.
+        ConfigError: the configuration is invalid, or (without one) the recorded provider
+            cannot be used.
     """
     if isinstance(source, Rollout):
         rollout = source
     else:
         rollout = await anyio.to_thread.run_sync(partial(read_rollout, source, for_resume=True))
     state = reconstruct(rollout)
+    if config is None:
+        config = resumed_config(Config(), state)
+    if model_name is not None:
+        defaults = state.defaults
+        state = attrs.evolve(
+            state,
+            model=model_name,
+            defaults=attrs.evolve(defaults, model=model_name) if defaults is not None else None,
+        )
+        config = attrs.evolve(config, model=model_name)
     async with open_session(
         config,
         model=model,
@@ -298,7 +371,7 @@ async def resume_session(
         hooks=hooks,
         resume=state,
     ) as session:
-        # Before any op is handled, so that these are the first events of the resumed run.
+        # Right after session_configured, before any op is handled.
         for note in rollout.notes:
             session._emit(RESUME_EVENT_ID, p.WarningEvent(describe_note(rollout, note)))
         yield session
@@ -309,6 +382,9 @@ __all__ = [
     "describe_note",
     "is_model_output",
     "rebuild_compacted_history",
+    "generated_number",
     "reconstruct",
+    "restore_work_record",
     "resume_session",
+    "resumed_config",
 ]

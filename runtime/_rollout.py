@@ -1,4 +1,4 @@
-"""The rollout: a session's append-only JSONL record (SPEC §8), writing side.
+"""The rollout: a session's append-only JSONL record (docs/rollout.md), writing side.
 
 Each line is ``{"timestamp", "type", "payload"}``. Lines are written as they happen and the file
 is flushed to the operating system before every terminal event (``turn_complete``,

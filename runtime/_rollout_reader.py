@@ -1,4 +1,4 @@
-"""The rollout: a session's append-only JSONL record (SPEC §8), reading side.
+"""The rollout: a session's append-only JSONL record (docs/rollout.md), reading side.
 
 Theory of operation. :func:`parse_rollout` turns the bytes of a rollout into typed lines, one
 frozen class per line ``type``, and never raises for what a file contains:
@@ -22,16 +22,22 @@ resume reads, which is most of the cost of a long rollout saved.
 
 from __future__ import annotations
 
+import gc
+import io
 import json
-from collections.abc import Mapping, Sequence
+import json.scanner
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from os import PathLike
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeGuard
 
 import attrs
 
+from . import _json
 from . import _protocol as p
-from ._codec import DecodeError, from_json
+from ._codec import DecodeError, from_json, has_lone_surrogate
 from ._context import TurnSettings, WorldState
 from ._errors import RolloutError
 
@@ -155,6 +161,24 @@ class CompactedLine:
     """Id of the window it opened."""
     receipt: p.CompactionReceipt | None = None
     """What it did."""
+    work_state: Mapping[str, Any] | None = None
+    """The work-state record as it stood (JSON), when there was one."""
+    masked_outputs: Mapping[str, str] = attrs.field(factory=dict)
+    """The originals of the tool outputs this compaction masked, by call id."""
+
+
+@attrs.frozen
+class IdsLine:
+    """How far the session's generated ids have gone, so that a resume continues them."""
+
+    number: int
+    """1-based line number."""
+    timestamp: str | None
+    """RFC 3339 time of the write."""
+    submission: int
+    """The number of the last generated submission id (``sub-N``)."""
+    item: int
+    """The number of the last generated item id (``user-N``, ``msg-N``, ...)."""
 
 
 RolloutLine: TypeAlias = (
@@ -164,6 +188,7 @@ RolloutLine: TypeAlias = (
     | TurnContextLine
     | WorldStateLine
     | CompactedLine
+    | IdsLine
 )
 
 
@@ -196,51 +221,83 @@ def parse_rollout(
     """Parse the content of a rollout file. Never raises for bad content (see the module doc).
 
     With ``for_resume``, every line is checked as JSON but only the lines resuming reads are
-    decoded and kept: ``session_meta``; before the newest ``compacted`` line that carries a
-    replacement history, every ``compacted`` line, the last ``turn_context`` and the last
-    ``token_count``; from that line on, items, compactions, ``error`` events, the last
-    ``turn_context`` and the last ``token_count`` events (see :func:`_wanted_from`). Decoding
-    the rest is most of the cost of reading a long rollout, and nothing in it changes a resumed
-    session.
+    decoded and kept: ``session_meta``; the last ``ids`` line, the last ``session_configured``
+    event and the ``turn_started`` event with the highest generated id; the
+    ``work_state_noted`` events since the last ``compacted`` line that carries a work-state
+    record; before the newest ``compacted`` line that carries a replacement history, every
+    ``compacted`` line, the last ``turn_context`` and the last ``token_count``; from that line
+    on, items, compactions, ``error`` events, the last ``turn_context`` and the
+    ``token_count`` events usage can come from (the last one, before it those that show the
+    window full before a ``context_window_exceeded`` error, and the first after each
+    compaction, which is the installation's).
+    Decoding the rest is most of the cost of reading a long rollout, and nothing in it changes
+    a resumed session.
     """
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    chunks = raw.split(b"\n")
-    # A complete file ends with a newline, which leaves an empty last chunk.
-    unterminated = chunks[-1] != b""
-    if not unterminated:
-        chunks.pop()
-    parser = _Parser()
-    records: list[tuple[int, Mapping[str, Any]]] = []
-    for index, chunk in enumerate(chunks):
-        last = unterminated and index == len(chunks) - 1
-        record = parser.record(index + 1, chunk, last_unterminated=last)
-        if record is not None:
-            records.append((index + 1, record))
-    wanted: set[int] | None = None
-    if for_resume:
-        base = parser.newest_base(records)
-        wanted = _wanted_before(records, base) | _wanted_from(records, base)
-    for position, (number, record) in enumerate(records):
-        if wanted is not None and position not in wanted:
-            parser.skipped = True
-            continue
-        parser.add(number, record)
-    return parser.finish(path)
+    with _collector_paused():
+        raw = data.encode("utf-8") if isinstance(data, str) else data
+        return _parse(io.BytesIO(raw), path, for_resume=for_resume)
 
 
 def read_rollout(path: str | PathLike[str], *, for_resume: bool = False) -> Rollout:
-    """Read and parse a rollout file (see :func:`parse_rollout`).
+    """Read and parse a rollout file (see :func:`parse_rollout`), line by line.
 
     Raises:
         RolloutError: the file cannot be read (missing, a directory, no permission).
     """
     location = Path(path)
     try:
-        data = location.read_bytes()
+        with location.open("rb") as file, _collector_paused():
+            return _parse(file, location, for_resume=for_resume)
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise RolloutError(f"cannot read rollout file {location}: {reason}") from exc
-    return parse_rollout(data, path=location, for_resume=for_resume)
+
+
+# Parsing allocates an object per JSON value and keeps many of them: each collection the
+# cyclic collector runs meanwhile walks the whole heap (the larger the process, the longer)
+# and can free nothing, since decoded JSON has no cycles. It is paused while any parse runs.
+_paused_lock = threading.Lock()
+_paused = 0
+_resume_collector = False
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    global _paused, _resume_collector
+    with _paused_lock:
+        if _paused == 0:
+            _resume_collector = gc.isenabled()
+            gc.disable()
+        _paused += 1
+    try:
+        yield
+    finally:
+        with _paused_lock:
+            _paused -= 1
+            if _paused == 0 and _resume_collector:
+                gc.enable()
+
+
+def _parse(lines: Iterable[bytes], path: Path | None, *, for_resume: bool) -> Rollout:
+    """Parse ``lines`` (each with its newline, except perhaps the last) as they come.
+
+    Only what the result keeps is held: the records of lines decoded later are dropped as soon
+    as a newer line makes them useless (see :class:`_ResumeFilter`).
+    """
+    parser = _Parser()
+    keep = _ResumeFilter(parser) if for_resume else None
+    for number, chunk in enumerate(lines, 1):
+        # Only the last line can lack its newline: then a crash may have cut it short.
+        record = parser.record(number, chunk, last_unterminated=not chunk.endswith(b"\n"))
+        if record is None:
+            continue
+        if keep is None:
+            parser.add(number, parser.decode(number, record))
+        else:
+            keep.take(number, record)
+    if keep is not None:
+        keep.finish()
+    return parser.finish(path)
 
 
 def _event_type(record: Mapping[str, Any]) -> str | None:
@@ -249,63 +306,229 @@ def _event_type(record: Mapping[str, Any]) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
-def _wanted_before(records: Sequence[tuple[int, Mapping[str, Any]]], base: int) -> set[int]:
-    """Positions before ``base`` that resuming reads: ``session_meta``, every ``compacted``
-    (window numbers), the last ``turn_context`` (defaults) and the last ``token_count`` (total
-    usage)."""
-    wanted: set[int] = set()
-    last: dict[str, int] = {}
-    for position in range(base):
-        record = records[position][1]
-        kind = record["type"]
-        if kind in {"session_meta", "compacted"}:
-            wanted.add(position)
-        elif kind == "turn_context":
-            last[kind] = position
-        elif kind == "event_msg" and _event_type(record) == "token_count":
-            last["token_count"] = position
-    return wanted | set(last.values())
+@attrs.define
+class _Kept:
+    """A line a resume may read: its record until it is decoded, or its decoded line."""
+
+    position: int
+    """Index among the well-formed lines."""
+    number: int
+    """1-based line number."""
+    kind: str
+    """The line's ``type``."""
+    record: Mapping[str, Any] | None
+    """The JSON record, while the line is not decoded yet."""
+    line: RolloutLine | None = None
+    """The decoded line (None: not decoded yet, or its payload did not decode)."""
+    dropped: bool = False
+    """A newer line made it useless."""
+    window_full: bool = False
+    """(``token_count``) the next line is a ``context_window_exceeded`` error."""
+    pinned: bool = False
+    """(``token_count``) the installation's count of a compaction: always read after it."""
+    always: bool = False
+    """Read wherever it is (see ``_RESUME_EVENTS``)."""
+    notes: list[RolloutNote] | tuple[()] = ()
+    """Notes made decoding it, reported only if it is kept."""
+
+    def drop(self) -> None:
+        """A newer line made it useless: let go of what it holds."""
+        self.dropped = True
+        self.record = None
+        self.line = None
 
 
-def _wanted_from(records: Sequence[tuple[int, Mapping[str, Any]]], base: int) -> set[int]:
-    """Positions from ``base`` on that resuming reads: items, compactions, ``error`` events,
-    the last ``turn_context`` (the reference context and the defaults come from it, unless a
-    compaction came after it), and the ``token_count`` events usage can come from.
+@attrs.define
+class _ResumeFilter:
+    """Chooses, as the lines come, the ones a resume reads (see :func:`parse_rollout`).
 
-    Usage comes from the last ``token_count`` that is not the one showing the window full
-    before such an error; so the last counts are kept, walking back, up to the first that is
-    not followed by one (earlier counts are overridden by it).
+    Items are decoded as they come, so that their JSON records are not held; a ``compacted``
+    line with a replacement history is decoded as it comes, to know whether it is the new
+    base. Everything before a new base except what resuming still reads from there is dropped.
+    Time and memory are linear in the file: each line is kept or dropped once.
     """
-    wanted: set[int] = set()
-    counts: list[int] = []
-    last_context: int | None = None
-    for position in range(base, len(records)):
-        record = records[position][1]
+
+    parser: _Parser
+    kept: list[_Kept] = attrs.field(factory=list)
+    position: int = 0
+    # The last turn_context before the base (kept for the defaults) and from the base on.
+    context_before: _Kept | None = None
+    context: _Kept | None = None
+    # The last token_count before the base, and from the base on, the counts usage can come
+    # from: the last one, and before it those followed by a window-full error, and the one
+    # before those (the first one walking back that is not followed by one).
+    count_before: _Kept | None = None
+    counts: list[_Kept] = attrs.field(factory=list)
+    previous: _Kept | None = None
+    # Dropped entries still in ``kept``.
+    garbage: int = 0
+    # Between a compaction and the next item: the next token_count is the installation's.
+    installing: bool = False
+    # The last ``ids`` line: where the session's generated ids had got to.
+    ids: _Kept | None = None
+    # The one event of each of _RESUME_EVENTS a resume reads.
+    latest: dict[str, _Kept] = attrs.field(factory=dict)
+    # The ``work_state_noted`` events since the last compaction that carried the record.
+    noted: list[_Kept] = attrs.field(factory=list)
+
+    def take(self, number: int, record: Mapping[str, Any]) -> None:
+        position = self.position
+        self.position += 1
+        previous, self.previous = self.previous, None
         kind = record["type"]
         if kind == "event_msg":
             event = _event_type(record)
             if event == "token_count":
-                counts.append(position)
+                entry = _Kept(position, number, kind, record, pinned=self.installing)
+                self.installing = False
+                self._count(entry)
             elif event == "error":
-                wanted.add(position)
-        elif kind == "turn_context":
-            last_context = position
-        elif kind != "world_state":
-            wanted.add(position)
-    if last_context is not None:
-        wanted.add(last_context)
-    for position in reversed(counts):
-        wanted.add(position)
-        following = records[position + 1] if position + 1 < len(records) else None
-        window_error = (
-            following is not None
-            and following[0] == records[position][0] + 1
-            and _event_type(following[1]) == "error"
-            and following[1]["payload"].get("code") == "context_window_exceeded"
-        )
-        if not window_error:
-            break
-    return wanted
+                if (
+                    previous is not None
+                    and previous.number == number - 1
+                    and record["payload"].get("code") == "context_window_exceeded"
+                ):
+                    previous.window_full = True
+                self._keep(_Kept(position, number, kind, record))
+            elif event == "work_state_noted":
+                # Read wherever it is until a compaction that carries the whole record.
+                self.noted.append(self._keep(_Kept(position, number, kind, record, always=True)))
+            elif event in _RESUME_EVENTS:
+                older = self.latest.get(event)
+                if older is not None:
+                    if event == "turn_started" and _turn_number(older) > _turn_number(record):
+                        return
+                    self._drop(older)
+                self.latest[event] = self._keep(_Kept(position, number, kind, record, always=True))
+            return
+        if kind == "world_state":
+            return
+        if kind == "ids":
+            if self.ids is not None:
+                self._drop(self.ids)
+            self.ids = self._keep(_Kept(position, number, kind, record))
+            return
+        if kind == "turn_context":
+            if self.context is not None:
+                self._drop(self.context)
+            self.context = self._keep(_Kept(position, number, kind, record))
+            return
+        entry = _Kept(position, number, kind, record)
+        if kind == "compacted":
+            self.installing = True
+        payload = record["payload"]
+        if kind == "response_item" or (
+            kind == "compacted"
+            and isinstance(payload, dict)
+            and (
+                isinstance(payload.get("replacement_history"), list)
+                or isinstance(payload.get("work_state"), Mapping)
+            )
+        ):
+            entry.line, entry.notes = self.parser.decode_aside(number, record)
+            entry.record = None
+            if kind == "response_item" and entry.line is not None:
+                # Only an item that decodes is in the history: one that does not leaves the
+                # next token_count the installation's, as a full read sees it.
+                self.installing = False
+            if isinstance(entry.line, CompactedLine) and entry.line.work_state is not None:
+                # The record starts again from the snapshot: earlier notes are in it.
+                for noted in self.noted:
+                    self._drop(noted)
+                self.noted = []
+            if isinstance(entry.line, CompactedLine) and entry.line.replacement_history is not None:
+                self._new_base()
+        self._keep(entry)
+
+    def _keep(self, entry: _Kept) -> _Kept:
+        if self.garbage > 1024 and 2 * self.garbage > len(self.kept):
+            self.kept = [kept for kept in self.kept if not kept.dropped]
+            self.garbage = 0
+        self.kept.append(entry)
+        return entry
+
+    def _drop(self, entry: _Kept) -> None:
+        entry.drop()
+        self.garbage += 1
+
+    def _count(self, entry: _Kept) -> None:
+        self._keep(entry)
+        self.previous = entry
+        counts = self.counts
+        if counts and not counts[-1].window_full:
+            # Walking back from any later count stops at counts[-1] at the latest.
+            for older in counts[:-1]:
+                if not older.pinned:
+                    self._drop(older)
+            del counts[:-1]
+        counts.append(entry)
+
+    def _new_base(self) -> None:
+        """The line just decoded replaces the history: drop what nothing reads any more."""
+        if self.context is not None:
+            if self.context_before is not None:
+                self._drop(self.context_before)
+            self.context_before, self.context = self.context, None
+        if self.counts:
+            if self.count_before is not None:
+                self._drop(self.count_before)
+            self.count_before = self.counts[-1]
+            for older in self.counts[:-1]:
+                self._drop(older)
+            self.counts = []
+        for entry in self.kept:
+            if not (
+                entry is self.context_before
+                or entry is self.count_before
+                or entry is self.ids
+                or entry.always
+                or entry.kind in _ALWAYS_READ
+            ):
+                entry.drop()
+        self.kept = [entry for entry in self.kept if not entry.dropped]
+        self.garbage = 0
+
+    def finish(self) -> None:
+        counts = self.counts
+        for index in range(len(counts) - 1, -1, -1):
+            if not counts[index].window_full:
+                for older in counts[:index]:
+                    if not older.pinned:
+                        self._drop(older)
+                break
+        parser = self.parser
+        # Lines were read, even if none is kept: the rollout is not empty.
+        parser.skipped = self.position > 0
+        for entry in self.kept:
+            if entry.dropped:
+                continue
+            line = entry.line
+            parser.notes.extend(entry.notes)
+            if entry.record is not None:
+                line = parser.decode(entry.number, entry.record)
+            parser.add(entry.number, line, started=entry.position > 0)
+
+
+def generated_number(id: str, prefix: str) -> int:
+    """N of an id ``<prefix>-N`` that relay generated, else 0."""
+    head, _, number = id.rpartition("-")
+    return int(number) if head == prefix and number.isdigit() else 0
+
+
+def _turn_number(entry: _Kept | Mapping[str, Any]) -> int:
+    """The number of a ``turn_started`` event's generated turn id (``sub-N``), else 0."""
+    record = entry.record if isinstance(entry, _Kept) else entry
+    payload = record.get("payload") if record is not None else None
+    turn_id = payload.get("turn_id") if isinstance(payload, dict) else None
+    return generated_number(turn_id, "sub") if isinstance(turn_id, str) else 0
+
+
+#: Events a resume reads wherever they are, one of each: which provider and model the session
+#: announced last, and the highest generated turn id it used.
+_RESUME_EVENTS = frozenset({"session_configured", "turn_started"})
+
+#: Lines kept from before the newest base (the window fields come from every compaction).
+_ALWAYS_READ = frozenset({"session_meta", "compacted"})
 
 
 @attrs.define
@@ -313,8 +536,6 @@ class _Parser:
     lines: list[RolloutLine] = attrs.field(factory=list)
     notes: list[RolloutNote] = attrs.field(factory=list)
     meta: SessionMeta | None = None
-    # Lines decoded ahead of their turn (base candidates), by line number.
-    decoded: dict[int, RolloutLine | None] = attrs.field(factory=dict)
     # Whether a well-formed line was left undecoded (it still counts as "a line before").
     skipped: bool = False
 
@@ -325,10 +546,10 @@ class _Parser:
         self, number: int, chunk: bytes, *, last_unterminated: bool
     ) -> Mapping[str, Any] | None:
         """The JSON record of a line, or None (with a note unless the line is blank)."""
-        if not chunk.strip():
-            return None
         try:
             return _decode_record(chunk)
+        except _Blank:
+            return None
         except _Malformed as exc:
             if last_unterminated:
                 self.note(
@@ -346,37 +567,34 @@ class _Parser:
                 self.note(number, f"{exc}; ignored")
             return None
 
-    def newest_base(self, records: list[tuple[int, Mapping[str, Any]]]) -> int:
-        """Position in ``records`` of the newest usable replacement history, else 0."""
-        for position in range(len(records) - 1, -1, -1):
-            number, record = records[position]
-            payload = record["payload"]
-            if not (
-                record["type"] == "compacted"
-                and isinstance(payload, dict)
-                and isinstance(payload.get("replacement_history"), list)
-            ):
-                continue
-            line = self._decode(number, record)
-            self.decoded[number] = line
-            if isinstance(line, CompactedLine) and line.replacement_history is not None:
-                return position
-        return 0
-
-    def _decode(self, number: int, record: Mapping[str, Any]) -> RolloutLine | None:
-        if number in self.decoded:
-            return self.decoded.pop(number)
+    def decode(self, number: int, record: Mapping[str, Any]) -> RolloutLine | None:
+        """The line of a record, or None (with a note) when its payload does not decode."""
         try:
             return self._line(number, record)
         except _Malformed as exc:
             self.note(number, f"{exc}; ignored")
             return None
+        except RecursionError:
+            self.note(number, "JSON that cannot be read: nested too deeply; ignored")
+            return None
 
-    def add(self, number: int, record: Mapping[str, Any]) -> None:
-        line = self._decode(number, record)
+    def decode_aside(
+        self, number: int, record: Mapping[str, Any]
+    ) -> tuple[RolloutLine | None, list[RolloutNote]]:
+        """:meth:`decode`, its notes returned instead of made."""
+        notes, self.notes = self.notes, []
+        try:
+            line = self.decode(number, record)
+        finally:
+            aside, self.notes = self.notes, notes
+        return line, aside
+
+    def add(self, number: int, line: RolloutLine | None, *, started: bool | None = None) -> None:
+        """Append a decoded line; ``started``: whether a well-formed line came before it."""
         if line is None:
             return
-        started = bool(self.lines) or self.skipped
+        if started is None:
+            started = bool(self.lines) or self.skipped
         if isinstance(line, SessionMetaLine):
             if self.meta is not None or started:
                 self.note(number, "session_meta after the start of the rollout; ignored")
@@ -407,7 +625,7 @@ class _Parser:
             case "session_meta":
                 return SessionMetaLine(number, timestamp, _session_meta(payload))
             case "response_item":
-                return ResponseItemLine(number, timestamp, _decode(payload, p.ResponseItem, kind))
+                return ResponseItemLine(number, timestamp, _response_item(payload))
             case "event_msg":
                 return EventMsgLine(number, timestamp, _decode(payload, p.EventMsg, kind))
             case "turn_context":
@@ -416,6 +634,14 @@ class _Parser:
                 return WorldStateLine(number, timestamp, _decode(payload, WorldState, kind))
             case "compacted":
                 return self._compacted(number, timestamp, payload)
+            case "ids":
+                fields = _object(payload, "ids")
+                return IdsLine(
+                    number,
+                    timestamp,
+                    _field(fields, "submission", int, "ids"),
+                    _field(fields, "item", int, "ids"),
+                )
             case _:
                 raise _Malformed(f"unknown line type {kind!r}")
 
@@ -472,7 +698,36 @@ class _Parser:
             except _Malformed as exc:
                 self.note(number, f"{exc}; ignored")
                 window[name] = None
-        return CompactedLine(number, timestamp, message, replacement, receipt=receipt, **window)
+        work_state = fields.get("work_state")
+        if work_state is not None and not isinstance(work_state, Mapping):
+            self.note(number, "compacted: work_state is not an object; ignored")
+            work_state = None
+        masked = fields.get("masked_outputs") or {}
+        if not isinstance(masked, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in masked.items()
+        ):
+            self.note(number, "compacted: masked_outputs is not an object of texts; ignored")
+            masked = {}
+        return CompactedLine(
+            number,
+            timestamp,
+            message,
+            replacement,
+            receipt=receipt,
+            work_state=work_state,
+            masked_outputs=dict(masked),
+            **window,
+        )
+
+
+class _Blank(Exception):
+    """A blank line: no record, and nothing to note."""
+
+
+# The C scanner under json.loads, called directly: a rollout line is an object on one line,
+# so the checks json.loads makes around it are done here, and any line the fast way does not
+# take goes through json.loads for its exact error.
+_scan_json = json.scanner.make_scanner(json.JSONDecoder(parse_constant=_json.reject_constant))  # type: ignore[arg-type]
 
 
 def _decode_record(chunk: bytes) -> Mapping[str, Any]:
@@ -480,18 +735,90 @@ def _decode_record(chunk: bytes) -> Mapping[str, Any]:
         text = chunk.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _Malformed("not UTF-8 text") from exc
-    try:
-        record = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _Malformed(f"not valid JSON ({exc.msg} at column {exc.colno})") from exc
+    record: Any = None
+    if text.startswith("{"):
+        try:
+            record, end = _scan_json(text, 0)
+        except (StopIteration, ValueError, RecursionError):
+            record = None  # read again below, which says what was wrong
+        else:
+            if end != len(text) and not text[end:].isspace():
+                record = None
+    if record is None:
+        if not text.strip():
+            raise _Blank
+        try:
+            record = _json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise _Malformed(f"not valid JSON ({exc.msg} at column {exc.colno})") from exc
+        except _json.JsonRejected as exc:
+            raise _Malformed(f"JSON that cannot be read: {exc}") from exc
     if not isinstance(record, dict):
         raise _Malformed(f"expected a JSON object, got {type(record).__name__}")
-    missing = [key for key in ("type", "payload") if key not in record]
-    if missing:
+    if "type" not in record or "payload" not in record:
+        missing = [key for key in ("type", "payload") if key not in record]
         raise _Malformed(f"missing field {' and '.join(repr(key) for key in missing)}")
     if not isinstance(record["type"], str):
         raise _Malformed("'type' is not a string")
     return record
+
+
+def _response_item(payload: Any) -> p.ResponseItem:
+    """A history item: the common shapes directly, anything else through the codec.
+
+    Items are most of what a resume decodes. Messages with text parts, function calls and
+    their outputs, without fields beyond their own, are built here with the checks the codec
+    makes (the classes' own validators, strings without lone surrogates); the result is the
+    codec's, which is used for every other payload and for anything these checks reject.
+    """
+    item = _common_item(payload) if isinstance(payload, dict) else None
+    return item if item is not None else _decode(payload, p.ResponseItem, "response_item")
+
+
+_MESSAGE_KEYS = frozenset({"type", "role", "content", "id"})
+_TEXT_PART_KEYS = frozenset({"type", "text"})
+_CALL_KEYS = frozenset({"type", "name", "arguments", "call_id", "id"})
+_OUTPUT_KEYS = frozenset({"type", "call_id", "output"})
+
+
+def _text(value: Any) -> TypeGuard[str]:
+    return isinstance(value, str) and not has_lone_surrogate(value)
+
+
+def _common_item(payload: dict[str, Any]) -> p.ResponseItem | None:
+    kind = payload.get("type")
+    item_id = payload.get("id")
+    if item_id is not None and not _text(item_id):
+        return None
+    if kind == "message":
+        content = payload.get("content")
+        role = payload.get("role")
+        if not (payload.keys() <= _MESSAGE_KEYS and isinstance(content, list) and role in p.ROLES):
+            return None
+        parts: list[p.ContentPart] = []
+        for part in content:
+            if not (isinstance(part, dict) and part.keys() == _TEXT_PART_KEYS):
+                return None
+            text = part["text"]
+            if not _text(text):
+                return None
+            if part["type"] == "input_text":
+                parts.append(p.InputText(text))
+            elif part["type"] == "output_text":
+                parts.append(p.OutputText(text))
+            else:
+                return None
+        return p.Message(role, parts, item_id)
+    if kind == "function_call":
+        name, arguments, call_id = (payload.get(key) for key in ("name", "arguments", "call_id"))
+        if payload.keys() <= _CALL_KEYS and _text(name) and _text(arguments) and _text(call_id):
+            return p.FunctionCall(name, arguments, call_id, item_id)
+        return None
+    if kind == "function_call_output":
+        call_id, output = payload.get("call_id"), payload.get("output")
+        if payload.keys() <= _OUTPUT_KEYS and _text(call_id) and _text(output):
+            return p.FunctionCallOutput(call_id, output)
+    return None
 
 
 def _replacement_history(raw: Any) -> tuple[p.ResponseItem, ...]:

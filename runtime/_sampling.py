@@ -1,4 +1,4 @@
-"""Retry policy of model requests (SPEC §7.3): plain functions and the one retry loop.
+"""Retry policy of model requests (docs/session.md): plain functions and the one retry loop.
 
 Every model request that may be retried (a turn's sampling, a summarization, a remote
 compaction) goes through :func:`with_retries`."""
@@ -13,10 +13,18 @@ import anyio
 import attrs
 
 from . import _protocol as p
-from ._errors import ModelError
+from ._errors import ContextWindowExceeded, ModelError
 from ._history import History
 from ._model import Completed, OutputItemDone, OutputTextDelta, Prompt
-from ._tokens import TokenEstimator, count_items
+from ._responses import CUT_AT_LIMIT
+from ._tokens import (
+    TokenEstimator,
+    approx_tokens,
+    count_items,
+    items_tokens,
+    token_ratio,
+    tools_tokens,
+)
 
 if TYPE_CHECKING:
     from ._task_context import TaskContext
@@ -82,6 +90,9 @@ class SampleResult:
     """Its output items, recorded in the history."""
     usage: p.TokenUsage
     """Its usage (estimated when the server reported none)."""
+    incomplete: str | None = None
+    """Why the answer was cut short (``max_output_tokens``): what arrived is all there is,
+    and the tool calls of a cut answer were left out."""
 
     @property
     def last_agent_message(self) -> str | None:
@@ -103,7 +114,7 @@ def estimate_usage(
     instructions: str,
     output: Sequence[p.ResponseItem],
 ) -> p.TokenUsage:
-    """Usage of a response whose server reported none (SPEC §7.5).
+    """Usage of a response whose server reported none (docs/session.md).
 
     Counts only what the response added to the previous total: the items recorded since the
     last model item (everything, plus the instructions, on the first response) and the output.
@@ -120,6 +131,15 @@ def estimate_usage(
     )
 
 
+def cut_answer_warning(limit: int | None) -> str:
+    """The warning of an answer cut at the answer limit (``limit``, when relay sent one)."""
+    where = f"the answer limit ({limit} tokens)" if limit else "the model server's answer limit"
+    return (
+        f"The answer was cut off at {where}. What arrived is kept and the turn ends here; "
+        "ask for a shorter answer, or raise model_max_output_tokens."
+    )
+
+
 def _ignore(msg: p.EventMsg) -> None:
     del msg
 
@@ -131,12 +151,18 @@ async def stream_response(
 
     With ``report`` off (a summarization request), no item, delta or token events are
     emitted, but the usage still counts towards the session total.
+
+    An answer cut short is an outcome, not a failure: what arrived is recorded (tool calls
+    aside, which may be cut) and :attr:`SampleResult.incomplete` says so. When the context
+    window filled up during the answer, what arrived is recorded and
+    :class:`~relay.ContextWindowExceeded` is raised.
     """
     emit = ctx.emit if report else _ignore
     turn_id = ctx.turn_id
     output: list[p.ResponseItem] = []
     open_messages: dict[str, list[str]] = {}
     usage: p.TokenUsage | None = None
+    incomplete: str | None = None
     try:
         async with ctx.session.model.stream(prompt) as events:
             async for event in events:
@@ -151,15 +177,39 @@ async def stream_response(
                         output.append(item)
                         if report:
                             _report_output_item(ctx, item, open_messages)
-                    case Completed(usage=reported):
+                        elif isinstance(item, p.Message):
+                            open_messages.pop(item.id or "", None)
+                    case Completed(usage=reported, incomplete=reason):
                         usage = reported
+                        incomplete = reason
                     case _:
                         assert_never(event)
-    except ModelError:
+    except ModelError as error:
         # Items that were started must be completed (invariant 3), with what arrived.
         for item_id, parts in open_messages.items():
             emit(p.ItemCompleted(turn_id, p.AgentMessageItem(item_id, "".join(parts))))
+        if isinstance(error, ContextWindowExceeded) and error.prompt_tokens is not None:
+            _calibrate(ctx, prompt, error.prompt_tokens)
         raise
+    if usage is not None and prompt.purpose == "turn":
+        # Not from a summarization request: its input was trimmed to what the server could
+        # take, which says little of how the server counts the history itself.
+        _calibrate(ctx, prompt, usage.input_tokens)
+    window = ctx.context_window_of(prompt.model)
+    incomplete = cut_reason(incomplete, usage, prompt.max_output_tokens)
+    ran_out = window_ran_out(incomplete, usage, window)
+    if incomplete is not None or ran_out:
+        # What arrived is the answer; a message that streamed but never completed is kept as
+        # it stands, a tool call that may be cut is not.
+        for item_id, parts in list(open_messages.items()):
+            message = p.assistant_message("".join(parts), id=item_id)
+            output.append(message)
+            if report:
+                _report_output_item(ctx, message, open_messages)
+        output = [
+            item for item in output if not isinstance(item, p.FunctionCall | p.CustomToolCall)
+        ]
+        incomplete = incomplete or CUT_AT_LIMIT
     if usage is None:
         estimator = await ctx.session.usage_estimator()
         usage = estimate_usage(estimator, ctx.session.state.history, prompt.instructions, output)
@@ -172,7 +222,58 @@ async def stream_response(
         ctx.report_usage(usage)
     elif not ctx.detached:
         ctx.session.state.add_usage(usage)
-    return SampleResult(tuple(output), usage)
+    if ran_out:
+        raise ContextWindowExceeded(
+            f"the context window ({window} tokens) filled up during the answer: "
+            f"{usage.input_tokens} tokens of prompt, {usage.output_tokens} of answer",
+            prompt_tokens=usage.total_tokens,
+            context_window=window,
+        )
+    return SampleResult(tuple(output), usage, incomplete)
+
+
+def prompt_estimate(prompt: Prompt, history: History) -> int:
+    """The estimate of everything a request carries: instructions, tools and input (the
+    history's cached estimates when the input is the history)."""
+    if prompt.wire_input is not None and len(prompt.input) == len(history):
+        items = history.estimated_tokens()
+    else:
+        items = items_tokens(prompt.input)
+    return approx_tokens(prompt.instructions) + tools_tokens(prompt.tools) + items
+
+
+def _calibrate(ctx: TaskContext, prompt: Prompt, counted: int) -> None:
+    """Scale later estimates by the server's ``counted`` tokens of ``prompt``."""
+    if ctx.detached:
+        return
+    state = ctx.session.state
+    ratio = token_ratio(counted, prompt_estimate(prompt, state.history))
+    if ratio is not None:
+        state.token_ratio = ratio
+
+
+def cut_reason(
+    reported: str | None, usage: p.TokenUsage | None, max_output_tokens: int | None
+) -> str | None:
+    """Why an answer was cut short: what the server said, else ``max_output_tokens`` when it
+    used the whole answer limit (llama-server reports such an answer as ``completed``)."""
+    if reported is not None:
+        return reported
+    if max_output_tokens and usage is not None and usage.output_tokens >= max_output_tokens:
+        return CUT_AT_LIMIT
+    return None
+
+
+def window_ran_out(incomplete: str | None, usage: p.TokenUsage | None, window: int | None) -> bool:
+    """Whether the context window filled up while the answer was written.
+
+    llama-server stops there and reports the answer as cut (``length``) or even as
+    ``completed``; the one sign is a total that reaches the window. A server's own total is
+    never above its window, so reaching it exactly says the same on a ``completed`` answer.
+    """
+    if usage is None or window is None or usage.total_tokens < window:
+        return False
+    return incomplete is not None or usage.total_tokens == window
 
 
 def _report_output_item(

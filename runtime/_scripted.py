@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
@@ -19,17 +19,52 @@ from ._model import CompactRequest, ModelEvent, Prompt
 from ._model_script import ModelScript, ReplyPlan, load_model_script, parse_model_script
 from ._responses import ResponseStreamParser, compact_request_body, request_body
 
+T = TypeVar("T")
+
+
+#: How many requests a :class:`ScriptedModel` remembers by default.
+REQUEST_LOG = 100
+
+
+class RequestLog(list[T]):
+    """A list that keeps only its last ``limit`` entries (None: every entry)."""
+
+    def __init__(self, limit: int | None) -> None:
+        super().__init__()
+        self.limit = limit
+        self.total = 0
+        """How many entries were ever appended."""
+
+    def append(self, entry: T) -> None:
+        self.total += 1
+        if self.limit is not None:
+            if self.limit <= 0:
+                return
+            if len(self) >= self.limit:
+                del self[0]
+        super().append(entry)
+
 
 class ScriptedModel:
-    """An in-process model driven by a model script (SPEC §9.2).
+    """An in-process model driven by a model script (docs/model-script.md).
+
+    It remembers the last ``request_log`` requests (default 100; None: all of them), so that
+    a long session run on it keeps constant memory; each request's ``input`` is a read-only
+    view of the session's history, not a copy.
 
     Attributes:
-        requests: the JSON body of every ``/responses`` request, in order.
-        prompts: the :class:`Prompt` of every request, in order.
-        compact_requests: the JSON body of every ``/responses/compact`` request.
+        requests: the JSON body of the last ``/responses`` requests, in order
+            (``requests.total`` counts them all).
+        prompts: the :class:`Prompt` of the same requests, in order.
+        compact_requests: the JSON body of the last ``/responses/compact`` requests.
     """
 
-    def __init__(self, script: ModelScript | Mapping[str, Any] | str | Path | None = None):
+    def __init__(
+        self,
+        script: ModelScript | Mapping[str, Any] | str | Path | None = None,
+        *,
+        request_log: int | None = REQUEST_LOG,
+    ):
         if script is None:
             self.script = ModelScript()
         elif isinstance(script, ModelScript):
@@ -38,13 +73,13 @@ class ScriptedModel:
             self.script = parse_model_script(script)
         else:
             self.script = load_model_script(script)
-        self.requests: list[dict[str, Any]] = []
-        self.prompts: list[Prompt] = []
-        self.compact_requests: list[dict[str, Any]] = []
+        self.requests: RequestLog[dict[str, Any]] = RequestLog(request_log)
+        self.prompts: RequestLog[Prompt] = RequestLog(request_log)
+        self.compact_requests: RequestLog[dict[str, Any]] = RequestLog(request_log)
 
     @asynccontextmanager
     async def stream(self, prompt: Prompt) -> AsyncIterator[AsyncIterator[ModelEvent]]:
-        body = request_body(prompt)
+        body = request_body(prompt, shared_input=True)
         self.requests.append(body)
         self.prompts.append(prompt)
         plan = self.script.plan(body, purpose=prompt.purpose)

@@ -54,7 +54,7 @@ from ._history import History, missing_outputs
 from ._hooks import CompactHook
 from ._input import input_text, user_message_of
 from ._model import ModelClient
-from ._recorder import RolloutRecorder
+from ._recorder import TERMINAL_EVENTS, RolloutRecorder
 from ._rollout import RolloutWriter
 from ._scripted import ScriptedModel
 from ._state import ResumedState, SessionState
@@ -69,13 +69,16 @@ from ._task import (
 from ._task_context import BackgroundContext, TaskContext
 from ._templates import template
 from ._tokens import ApproxEstimator, TokenEstimator
-from ._tools import CONTEXT_TOOLS, Tool, ToolRegistry, builtin_registry
+from ._tools import CONTEXT_TOOLS, Tool, ToolRegistry, builtin_registry, recall_tool
 from ._util import NoPublicConstructor
+from ._version import __version__
 
 logger = logging.getLogger("relay")
 
-#: Seconds an aborted task may take to finish before it is detached (SPEC §4.3).
+#: Seconds an aborted task may take to finish before it is detached (docs/architecture.md).
 ABORT_GRACE = 0.1
+#: The event id of ``session_configured``, which no submission caused.
+SESSION_EVENT_ID = "session"
 
 
 @attrs.frozen
@@ -128,6 +131,7 @@ class Session(metaclass=NoPublicConstructor):
         task_kinds: TaskKinds,
         estimator: TokenEstimator | None = None,
         hooks: Iterable[CompactHook] = (),
+        ids: tuple[int, int] = (0, 0),
     ) -> None:
         self.id = session_id
         """The session id."""
@@ -151,7 +155,7 @@ class Session(metaclass=NoPublicConstructor):
         """Python callables run before and after compactions (besides configured commands)."""
         self.instructions = _base_instructions(config)
         """The base instructions of every request."""
-        self._recorder = RolloutRecorder(rollout)
+        self._recorder = RolloutRecorder(rollout, ids)
         self._task_kinds = task_kinds
         self._tg = task_group
         self._clock = clock
@@ -163,8 +167,8 @@ class Session(metaclass=NoPublicConstructor):
         self._unprocessed = 0
         self._idle = anyio.Event()
         self._idle.set()
-        self._sub_counter = 0
-        self._item_counter = 0
+        # The generated ids go on from where a resumed session's left off.
+        self._sub_counter, self._item_counter = ids
         self._sub_send, self._sub_recv = anyio.create_memory_object_stream[
             p.Submission | _RawSubmission
         ](math.inf)
@@ -300,6 +304,8 @@ class Session(metaclass=NoPublicConstructor):
         flushed to the rollout, with everything before it, before anyone can see it.
         """
         self._seq += 1
+        if isinstance(msg, TERMINAL_EVENTS):
+            self._recorder.ids(self._sub_counter, self._item_counter)
         self._recorder.event(msg)
         try:
             self._event_send.send_nowait(p.Event(event_id, self._seq, msg))
@@ -327,6 +333,12 @@ class Session(metaclass=NoPublicConstructor):
         self._emit(turn_id, p.ItemCompleted(turn_id, started))
         self._emit(turn_id, p.UserMessage(input_text(items)))
 
+    def _pin(self, sub_id: str, items: tuple[p.InputItem, ...]) -> None:
+        """Keep the text of ``items`` verbatim across compactions, from now on."""
+        text = user_message_of(items).text()
+        self.state.work_state.pin(text)
+        self._emit(sub_id, p.WorkStateNoted("pinned", text))
+
     async def usage_estimator(self) -> TokenEstimator:
         """The counter for usage a server did not report: tiktoken when it is installed
         (loaded once, off the event loop), else the approximate count."""
@@ -343,6 +355,24 @@ class Session(metaclass=NoPublicConstructor):
 
     def _wall_time(self) -> float:
         return self._clock().timestamp()
+
+    def _configured(self, *, resumed: bool) -> None:
+        """Emit ``session_configured``, the first event of every session."""
+        writer = self._recorder.writer
+        defaults = self.state.defaults
+        self._emit(
+            SESSION_EVENT_ID,
+            p.SessionConfigured(
+                session_id=self.id,
+                model=defaults.model,
+                model_provider=self.config.model_provider,
+                model_context_window=self.model_context_window(),
+                cwd=defaults.cwd,
+                rollout_path=str(writer.path) if writer is not None else None,
+                relay_version=__version__,
+                resumed=resumed,
+            ),
+        )
 
     # ------------------------------------------------------------------ the loop
 
@@ -384,6 +414,8 @@ class Session(metaclass=NoPublicConstructor):
         sub_id, op = submission.id, submission.op
         match op:
             case p.UserTurn():
+                if op.pin:
+                    self._pin(sub_id, op.items)
                 await self._on_user_turn(sub_id, op.items, op.on_busy, self._update_defaults(op))
             case p.UserInput():
                 await self._on_user_turn(sub_id, op.items, p.OnBusy.STEER, self.state.defaults)
@@ -592,9 +624,14 @@ class Session(metaclass=NoPublicConstructor):
         self._refresh_idle()
 
     async def _shutdown(self, sub_id: str) -> None:
+        queued = list(self._queue)
         self._queue.clear()
         await self._abort(p.AbortReason.SHUTDOWN)
         await self._stop_background()
+        # Turns that never started keep their input, after what the aborted turn recorded
+        # (as an aborted turn keeps steered input it never picked up).
+        for turn in queued:
+            self._record(user_message_of(turn.items))
         self._closed = True
         self._emit(sub_id, p.ShutdownComplete())
         self._recorder.close()
@@ -691,6 +728,8 @@ async def open_session(
                 if resume is not None
                 else SessionState(defaults=defaults)
             )
+            if config.features.tool_output_masking:
+                registry.register(recall_tool(state.outputs))
             async with anyio.create_task_group() as tg:
                 session = Session._create(
                     config,
@@ -705,11 +744,13 @@ async def open_session(
                     task_kinds=kinds,
                     estimator=estimator,
                     hooks=hooks,
+                    ids=(resume.submissions, resume.items) if resume is not None else (0, 0),
                 )
                 if resume is None:
                     session._recorder.session_meta(
                         sid, now(), defaults.cwd, config.model, config.model_provider
                     )
+                session._configured(resumed=resume is not None)
                 tg.start_soon(session._run_loop, name=f"relay session {sid}")
                 try:
                     yield session
@@ -747,4 +788,4 @@ async def _open_model(
     return client
 
 
-__all__ = ["ABORT_GRACE", "Session", "SessionStatistics", "open_session"]
+__all__ = ["ABORT_GRACE", "SESSION_EVENT_ID", "Session", "SessionStatistics", "open_session"]

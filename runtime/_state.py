@@ -9,6 +9,7 @@ total usage. A resumed session is a new session whose state is restored from a
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
@@ -16,6 +17,7 @@ import attrs
 from . import _protocol as p
 from ._context import TurnSettings, WorldState
 from ._history import History
+from ._work_state import WorkState
 
 
 def _new_window_id() -> str:
@@ -24,7 +26,7 @@ def _new_window_id() -> str:
 
 @attrs.frozen
 class ResumedState:
-    """What a session resumes from: the state rebuilt from its rollout (SPEC §8)."""
+    """What a session resumes from: the state rebuilt from its rollout (``docs/rollout.md``)."""
 
     session_id: str
     """The resumed session's id."""
@@ -52,6 +54,18 @@ class ResumedState:
     """How many of the last items came after the last model item."""
     total_usage: p.TokenUsage = attrs.field(factory=p.TokenUsage)
     """Usage summed over the session so far."""
+    work_state: WorkState = attrs.field(factory=WorkState)
+    """The work-state record as of the last completed write."""
+    outputs: Mapping[str, str] = attrs.field(factory=dict)
+    """The originals of the tool outputs masked so far, by call id (what ``recall`` returns)."""
+    model: str | None = None
+    """The model the session last used or announced (``turn_context``, ``session_configured``)."""
+    model_provider: str | None = None
+    """The provider the session last announced (``session_configured``, else ``session_meta``)."""
+    submissions: int = 0
+    """The number of the last generated submission id; the resumed session goes on after it."""
+    items: int = 0
+    """The number of the last generated item id; the resumed session goes on after it."""
 
 
 @attrs.define(eq=False)
@@ -78,6 +92,13 @@ class SessionState:
     """Id of the session's first window."""
     previous_window_id: str | None = None
     """Id of the window before the current one."""
+    work_state: WorkState = attrs.field(factory=WorkState)
+    """The work-state record: what the session did, and the pinned user messages."""
+    outputs: dict[str, str] = attrs.field(factory=dict)
+    """The originals of the tool outputs masked so far, by call id (what ``recall`` returns)."""
+    token_ratio: float = 1.0
+    """Server tokens per estimated token, from the last request a server counted (1.0, the
+    estimate as it is, until one did): estimates of the history are scaled by it."""
 
     @classmethod
     def restored(cls, resumed: ResumedState, defaults: TurnSettings) -> SessionState:
@@ -100,6 +121,8 @@ class SessionState:
             window_id=window_id,
             first_window_id=resumed.first_window_id or window_id,
             previous_window_id=resumed.previous_window_id,
+            work_state=WorkState(list(resumed.work_state.entries), list(resumed.work_state.pinned)),
+            outputs=dict(resumed.outputs),
         )
 
     def start_window(self) -> None:
@@ -112,9 +135,12 @@ class SessionState:
         """Add a response's usage to the total."""
         self.total_usage = self.total_usage + usage
 
-    def token_count(self, last: p.TokenUsage, window: int | None) -> p.TokenCount:
-        """A ``token_count`` event for ``last`` against the total so far."""
-        return p.TokenCount(p.TokenUsageInfo(self.total_usage, last, window))
+    def token_count(
+        self, last: p.TokenUsage, window: int | None, *, estimated: bool = False
+    ) -> p.TokenCount:
+        """A ``token_count`` event for ``last`` against the total so far (``estimated``: the
+        size of the context is relay's estimate, not a server's count)."""
+        return p.TokenCount(p.TokenUsageInfo(self.total_usage, last, window, estimated))
 
 
 __all__ = ["ResumedState", "SessionState"]

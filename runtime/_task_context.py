@@ -7,7 +7,7 @@ or records is dropped, so nothing carries the turn id after its terminal event.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -15,7 +15,7 @@ import attrs
 
 from . import _protocol as p
 from ._background import BackgroundJob
-from ._compact import auto_compact_limit
+from ._compact import answer_room, auto_compact_limit
 from ._config import Config, ProviderConfig
 from ._context import (
     TurnSettings,
@@ -30,8 +30,9 @@ from ._input import resolve_image, user_message_of
 from ._model import CompactRequest, Prompt
 from ._sampling import SampleResult, reconnecting_message, stream_response, with_retries
 from ._task import SessionTask, TaskHandle, TaskKind
-from ._tokens import items_tokens, truncate_text
-from ._tools import ToolContext
+from ._tokens import approx_tokens, calibrated, items_tokens, tools_tokens, truncate_text
+from ._tools import RECALL_TOOL, ToolContext
+from ._work_state import WorkEntry, carry_work_state
 
 if TYPE_CHECKING:
     from ._session import Session
@@ -156,23 +157,30 @@ class TaskContext:
     ) -> Prompt:
         """A request for this turn's model over ``input`` (default: the normalised history)."""
         history = self.session.state.history
-        wire: tuple[dict[str, Any], ...] | None = None
+        wire: Sequence[dict[str, Any]] | None = None
+        items: Sequence[p.ResponseItem]
         if input is None and history.regular:
-            items: Sequence[p.ResponseItem] = history.items
-            wire = tuple(history.wire_items())
+            # Views of the history as it is now: no copy, whatever its length.
+            items, wire = history.frozen(), history.frozen_wire()
         else:
-            items = normalize_for_prompt(history.items if input is None else input)
+            items = tuple(normalize_for_prompt(history.items if input is None else input))
         return Prompt(
             model=model or self.settings.model,
             instructions=self.session.instructions,
-            input=tuple(items),
+            input=items,
             wire_input=wire,
             tools=self.session.tools.specs() if tools else (),
             parallel_tool_calls=False,
             prompt_cache_key=self.session.id,
             effort=self.settings.effort,
+            max_output_tokens=self.max_output_tokens,
             purpose="compact" if purpose == "compact" else "turn",
         )
+
+    @property
+    def max_output_tokens(self) -> int | None:
+        """The answer limit of this session's requests, if one is set."""
+        return self.session.config.max_output_tokens(self.provider)
 
     @property
     def model_context_window(self) -> int | None:
@@ -188,16 +196,68 @@ class TaskContext:
         return auto_compact_limit(
             self.session.config.model_auto_compact_token_limit,
             self.session.model_context_window(model or self.settings.model),
+            reserved_output=self.max_output_tokens,
         )
 
     @property
     def usage_tokens(self) -> int:
-        """The usage compared with the auto-compaction limit (SPEC §7.5)."""
-        return self.session.state.history.usage_tokens
+        """The usage compared with the auto-compaction limit: the server's total of the last
+        response plus the calibrated estimate of what was recorded after it (docs/session.md)."""
+        state = self.session.state
+        history = state.history
+        return history.last_response_tokens + calibrated(
+            history.tokens_since_model, state.token_ratio
+        )
 
     def estimated_tokens(self) -> int:
         """The approximate size of the whole history, item by item."""
         return self.session.state.history.estimated_tokens()
+
+    def context_tokens(self) -> tuple[int, bool]:
+        """The size of the context as it stands, and whether it rests on a server's count.
+
+        With a response since the last compaction, it is that response's total as the server
+        counted it plus the calibrated estimate of what came after (counted); else the
+        calibrated estimate of a request over the history (instructions and tools included).
+        """
+        history = self.session.state.history
+        if history.last_response_tokens:
+            return self.usage_tokens, True
+        return self.estimate_context(history.items), False
+
+    @property
+    def token_ratio(self) -> float:
+        """Server tokens per estimated token, from the last request a server counted."""
+        return self.session.state.token_ratio
+
+    def room_after_compaction(
+        self, alongside: Sequence[p.ResponseItem], model: str | None = None
+    ) -> int | None:
+        """Tokens (as a server counts them) that the messages a compaction keeps may take.
+
+        What is left of the window of ``model`` (default: this turn's) once the rest of the new
+        context — ``alongside`` (the summary or compaction item), the initial context, the
+        instructions and tools — and room for an answer are taken, and no more than keeps the
+        context under the auto-compaction limit. None when the window is unknown.
+        """
+        model = model or self.settings.model
+        window = self.context_window_of(model)
+        if window is None:
+            return None
+        ceiling = window - answer_room(window, self.max_output_tokens)
+        limit = self.auto_compact_limit(model)
+        if limit is not None:
+            ceiling = min(ceiling, limit)
+        return ceiling - self.estimate_context([*alongside, *self.initial_context_items()])
+
+    def estimate_context(self, items: Sequence[p.ResponseItem]) -> int:
+        """The calibrated estimate of a request over ``items``: what a server would count."""
+        estimate = (
+            approx_tokens(self.session.instructions)
+            + tools_tokens(self.session.tools.specs())
+            + items_tokens(items)
+        )
+        return calibrated(estimate, self.session.state.token_ratio)
 
     async def sample(
         self,
@@ -217,7 +277,11 @@ class TaskContext:
         limit = self.provider.stream_max_retries if max_retries is None else max_retries
 
         def reconnecting(attempt: int, error: ModelError) -> None:
-            self.emit(p.StreamErrorEvent(reconnecting_message(attempt, limit), error.message))
+            detail = error.message
+            if error.retry_after is not None:
+                # The wait the server asked for (capped by the wire): say it, it can be long.
+                detail = f"{detail}; retrying in {max(0.0, error.retry_after):g} s"
+            self.emit(p.StreamErrorEvent(reconnecting_message(attempt, limit), detail))
 
         return await with_retries(
             lambda: stream_response(self, prompt, record=record, report=report),
@@ -227,8 +291,8 @@ class TaskContext:
         )
 
     async def remote_compact(self, request: CompactRequest) -> Any:
-        """``POST /responses/compact`` with retries (SPEC §6.4): transport failures, 5xx and
-        rate limits are retried up to the provider's ``request_max_retries``, after the
+        """``POST /responses/compact`` with retries: transport failures, 5xx and rate limits
+        are retried up to the provider's ``request_max_retries``, after the
         server's retry-after or the same jittered backoff as sampling."""
         return await with_retries(
             lambda: self.session.model.compact(request),
@@ -245,13 +309,12 @@ class TaskContext:
         self.emit(state.token_count(usage, self.model_context_window))
 
     def report_model_error(self, error: ModelError) -> None:
-        """Report a failed sampling step (SPEC §5.5)."""
+        """Report a failed sampling step (docs/session.md)."""
         if isinstance(error, ContextWindowExceeded):
-            self.report_window_full()
+            self.report_window_full(error)
             self.emit(
                 p.ErrorEvent(
-                    "The conversation no longer fits the model's context window. Start a new "
-                    "session, or compact this one and try again.",
+                    overflow_advice(error, self.auto_compact_limit() is not None),
                     ErrorCode.CONTEXT_WINDOW_EXCEEDED,
                 )
             )
@@ -275,12 +338,19 @@ class TaskContext:
             )
         )
 
-    def report_window_full(self) -> None:
-        """Emit a ``token_count`` that shows the context window full."""
+    def report_window_full(self, error: ContextWindowExceeded | None = None) -> None:
+        """Count the history as filling the context window and emit a ``token_count`` that
+        shows it: the next turn then compacts before it sends anything."""
+        if self.detached:
+            return
         window = self.model_context_window
         state = self.session.state
-        full = p.TokenUsage(total_tokens=window or state.history.usage_tokens)
-        self.emit(state.token_count(full, window))
+        counted = (error.prompt_tokens if error is not None else None) or 0
+        full = window or max(state.history.usage_tokens, counted)
+        # The server's count, when it is more than the window, is the better figure to compact
+        # from; what is shown is the window, full.
+        state.history.response_completed(max(full, counted))
+        self.emit(state.token_count(p.TokenUsage(total_tokens=full), window))
 
     def install_compaction(
         self,
@@ -289,18 +359,21 @@ class TaskContext:
         message: str,
         receipt: p.CompactionReceipt,
         clear_reference: bool,
+        masked_outputs: Mapping[str, str] | None = None,
     ) -> None:
-        """Install a compacted history in one step (SPEC §6.9).
+        """Install a compacted history in one step (docs/compaction.md).
 
         Replaces the history (and the reference context), starts a new window, persists
-        ``compacted``, ``world_state`` and ``turn_context`` (when there is a reference context),
-        recomputes usage and emits ``token_count``.
+        ``compacted`` (with the work-state record and the originals of ``masked_outputs``),
+        ``world_state`` and ``turn_context`` (when there is a reference context), recomputes
+        usage and emits ``token_count``.
         """
         if self.detached:
             return
         session = self.session
         state = session.state
         state.history.replace(items)
+        state.outputs.update(masked_outputs or {})
         state.start_window()
         world = session._world(self.settings.cwd)
         state.reference_world = None if clear_reference else world
@@ -313,12 +386,36 @@ class TaskContext:
             first_window_id=state.first_window_id,
             previous_window_id=state.previous_window_id,
             window_id=state.window_id,
+            work_state=None if state.work_state.is_empty() else state.work_state,
+            masked_outputs=masked_outputs,
         )
         recorder.world_state(world)
         if state.reference_world is not None:
             recorder.turn_context(self.settings, session.instructions, world)
-        usage = p.TokenUsage(total_tokens=state.history.usage_tokens)
-        self.emit(state.token_count(usage, self.model_context_window))
+        # Nothing counted the new history yet: the figure is the receipt's estimate.
+        usage = p.TokenUsage(total_tokens=receipt.tokens_after)
+        self.emit(state.token_count(usage, self.model_context_window, estimated=True))
+
+    # -- the work-state record and masking
+
+    def note(self, entry: WorkEntry) -> None:
+        """Add ``entry`` to the work-state record and report it (when ``features.work_state``
+        is on; else nothing happens)."""
+        if self.detached or not self.config.features.work_state:
+            return
+        self.session.state.work_state.add(entry)
+        self.emit(p.WorkStateNoted(entry.kind, entry.text, entry.key))
+
+    def carry_work_state(self, history: Sequence[p.ResponseItem]) -> list[p.ResponseItem]:
+        """``history`` with the pinned user messages and (when ``features.work_state`` is on)
+        the rendered work-state record placed in it; unchanged when there is neither."""
+        config = self.config
+        return carry_work_state(
+            history,
+            self.session.state.work_state,
+            config.work_state_token_budget,
+            include_entries=config.features.work_state,
+        )
 
     # -- background compaction
 
@@ -379,16 +476,20 @@ class TaskContext:
             hidden_env=frozenset([secret]) if secret else frozenset(),
             tokens_used=self.usage_tokens,
             context_window=self.model_context_window,
+            note=self.note,
         )
         if isinstance(call, p.FunctionCall):
             output = await self.session.tools.call(call, tool_ctx)
         else:
             output = f"unsupported call: {call.name}"
-        output = truncate_text(output, TOOL_OUTPUT_TOKENS)
+        if not (call.name == RECALL_TOOL and self.config.features.tool_output_masking):
+            # A recalled output was truncated when first recorded; it comes back as it was.
+            output = truncate_text(output, TOOL_OUTPUT_TOKENS)
         if isinstance(call, p.FunctionCall):
             self.record(p.FunctionCallOutput(call.call_id, output))
         else:
             self.record(p.CustomToolCallOutput(call.call_id, output))
+
         self.emit(p.ItemCompleted(self.turn_id, attrs.evolve(item, output=output)))
         return output
 
@@ -453,9 +554,30 @@ class BackgroundContext(TaskContext):
         message: str,
         receipt: p.CompactionReceipt,
         clear_reference: bool,
+        masked_outputs: Mapping[str, str] | None = None,
     ) -> None:
         """Refused: a background result is installed by the turn that finds it current."""
         raise RuntimeError("background work cannot install a compaction")
+
+
+def overflow_advice(error: ContextWindowExceeded, compacts: bool) -> str:
+    """The message of a ``context_window_exceeded`` error: what happened, and what will work
+    (``compacts``: whether the session knows a limit at which it compacts by itself)."""
+    counted = ""
+    if error.prompt_tokens is not None and error.context_window is not None:
+        counted = (
+            f" (the server counted {error.prompt_tokens} tokens; it holds {error.context_window})"
+        )
+    if compacts:
+        return (
+            f"The conversation no longer fits the model's context window{counted}. It is "
+            "compacted before your next message is sent; submit compact to do it now."
+        )
+    return (
+        f"The conversation no longer fits the model's context window{counted}, whose size "
+        "relay does not know. Set model_context_window so that relay compacts in time, then "
+        "submit compact, or start a new session."
+    )
 
 
 __all__ = ["TOOL_OUTPUT_TOKENS", "BackgroundContext", "TaskContext"]

@@ -55,7 +55,7 @@ _CL100K_PATTERN = (
     r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
 )
 
-_SPECS: Mapping[str, _EncodingSpec] = {
+_BY_NAME: Mapping[str, _EncodingSpec] = {
     "o200k_base": _EncodingSpec(
         sha256="446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
         pat_str=_O200K_PATTERN,
@@ -74,13 +74,13 @@ _SPECS: Mapping[str, _EncodingSpec] = {
     ),
 }
 
-ENCODINGS: tuple[str, ...] = tuple(_SPECS)
+ENCODINGS: tuple[str, ...] = tuple(_BY_NAME)
 """The encodings relay can load offline."""
 
 
 def _spec(name: str) -> _EncodingSpec:
     try:
-        return _SPECS[name]
+        return _BY_NAME[name]
     except KeyError:
         raise RelayError(
             f"unknown tiktoken encoding {name!r} (available offline: {', '.join(ENCODINGS)})"

@@ -1,6 +1,6 @@
 """Token estimates and truncation: plain functions over plain data.
 
-Approximate tokens are ``ceil(utf8_bytes / 4)`` (SPEC §7.5). Every budget of the compaction
+Approximate tokens are ``ceil(utf8_bytes / 4)`` (docs/session.md). Every budget of the compaction
 backends uses these estimates, so that budgets are deterministic and cheap; the exact
 ``tiktoken`` counter (:mod:`relay._tiktoken`) is for usage estimates only.
 """
@@ -9,13 +9,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from . import _protocol as p
 from ._codec import to_json
 
+if TYPE_CHECKING:
+    from ._model import ToolSpec
+
 #: Bytes an image counts for, whatever its size.
 IMAGE_BYTES = 340
+
+#: The largest ratio of a server's count to the estimate that calibration believes (a digit
+#: is a token to many tokenizers, a quarter of one to the estimate).
+MAX_TOKEN_RATIO = 8.0
 
 
 class TokenEstimator(Protocol):
@@ -46,7 +53,7 @@ def item_text(item: p.ResponseItem) -> str:
 
 
 def count_items(estimator: TokenEstimator, items: Iterable[p.ResponseItem]) -> int:
-    """Tokens of ``items`` by ``estimator``; approximate counting follows SPEC §7.5 exactly."""
+    """Tokens of ``items`` by ``estimator`` (approximate counts as docs/session.md says)."""
     if isinstance(estimator, ApproxEstimator):
         return items_tokens(items)
     return sum(estimator.count(item_text(item)) for item in items)
@@ -67,7 +74,7 @@ def _encrypted_bytes(encrypted: str) -> int:
 
 
 def item_bytes(item: p.ResponseItem) -> int:
-    """The approximate byte size of a history item, as SPEC §7.5 counts it."""
+    """The approximate byte size of a history item, as docs/session.md counts it."""
     match item:
         case p.GhostSnapshot():
             return 0
@@ -147,3 +154,28 @@ def _boundary_at_or_after(data: bytes, index: int) -> int:
     while index < len(data) and _is_continuation(data[index]):
         index += 1
     return index
+
+
+def token_ratio(counted: int, estimated: int) -> float | None:
+    """Server tokens per estimated token, from a server's ``counted`` tokens of a request
+    whose estimate was ``estimated``; None when either is unknown.
+
+    Never below 1: an estimate is only ever scaled up, so that every budget and threshold it
+    feeds errs on the side of room. At most :data:`MAX_TOKEN_RATIO`.
+    """
+    if counted <= 0 or estimated <= 0:
+        return None
+    return min(MAX_TOKEN_RATIO, max(1.0, counted / estimated))
+
+
+def calibrated(estimate: int, ratio: float) -> int:
+    """``estimate`` scaled by ``ratio`` (from :func:`token_ratio`), rounded up."""
+    return -(-int(estimate * ratio * 1000) // 1000) if ratio > 1.0 else estimate
+
+
+def tools_tokens(tools: Iterable[ToolSpec]) -> int:
+    """Approximate tokens of tool definitions as a request carries them."""
+    specs = [tool.to_wire() for tool in tools]
+    if not specs:
+        return 0
+    return approx_tokens(json.dumps(specs, ensure_ascii=False, separators=(",", ":")))

@@ -1,4 +1,4 @@
-"""Tools: the registry, the context a tool runs with, and the built-in tools (SPEC §5.4).
+"""Tools: the registry, the context a tool runs with, and the built-in tools (docs/session.md).
 
 A tool is a name, a JSON schema and an async callable ``(args, ctx) -> str``. Errors a tool
 raises on purpose (:class:`ToolError`) become its output; the model reads them and can try
@@ -21,10 +21,12 @@ from typing import Any
 import anyio
 import attrs
 
+from . import _json
 from . import _protocol as p
 from ._errors import ConfigError
 from ._model import ToolSpec
 from ._process import open_command
+from ._work_state import WorkEntry, command_run, dir_listed, file_read, tool_failed
 
 logger = logging.getLogger("relay.tools")
 
@@ -49,6 +51,9 @@ class ToolContext:
     """The usage compared with the auto-compaction limit when the tool was called."""
     context_window: int | None = None
     """The context window of the turn's model, when known."""
+    note: Callable[[WorkEntry], None] = lambda entry: None
+    """Add an entry to the session's work-state record (kept only when the record is on):
+    what the tool observed, stated as a fact the model may rely on after a compaction."""
 
 
 ToolHandler = Callable[[Mapping[str, Any], ToolContext], Awaitable[str]]
@@ -105,20 +110,24 @@ class ToolRegistry:
         if tool is None:
             return unsupported_output(call.name)
         try:
-            args = json.loads(call.arguments) if call.arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            return f"invalid arguments for {call.name}: {exc.msg}"
+            args = _json.loads(call.arguments) if call.arguments.strip() else {}
+        except ValueError as exc:
+            # A syntax error, or JSON Python cannot hold (deep nesting, a huge integer, NaN).
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError | _json.JsonRejected) else exc
+            return f"invalid arguments for {call.name}: {reason}"
         if not isinstance(args, Mapping):
             return f"invalid arguments for {call.name}: expected a JSON object"
         try:
             output = await tool.handler(args, ctx)
         except ToolError as exc:
             output = f"error: {exc}"
+            ctx.note(tool_failed(call.name, readable(str(exc))))
         except Exception as exc:
             # The call is answered whatever went wrong; the details, which may hold absolute
             # paths, go to the log only.
             logger.exception("tool %s failed", call.name)
             output = f"error: {call.name} failed unexpectedly ({type(exc).__name__})"
+            ctx.note(tool_failed(call.name, f"failed unexpectedly ({type(exc).__name__})"))
         return readable(output)
 
 
@@ -233,6 +242,7 @@ async def _read_file(args: Mapping[str, Any], ctx: ToolContext) -> str:
     raw = args.get("path")
     path = resolve_in_cwd(ctx.cwd, raw)
     data, size = await anyio.to_thread.run_sync(_read_head, path, str(raw))
+    ctx.note(file_read(readable(str(raw)), size, data))
     text = data.decode("utf-8", errors="replace")
     if size > len(data):
         text += f"\n[file truncated at {len(data)} bytes of {size}]"
@@ -284,6 +294,7 @@ async def _list_dir(args: Mapping[str, Any], ctx: ToolContext) -> str:
     lines, total = await anyio.to_thread.run_sync(
         _list_head, path, str(raw), abandon_on_cancel=True
     )
+    ctx.note(dir_listed(readable(str(raw)), total))
     if not lines:
         return "(empty)"
     if total > len(lines):
@@ -337,6 +348,9 @@ async def _shell(args: Mapping[str, Any], ctx: ToolContext) -> str:
         raise ToolError(f"cannot start {argv[0]!r}: {exc.strerror}") from None
     timed_out = scope.cancelled_caught
     output = b"".join(chunks).decode("utf-8", errors="replace")
+    ctx.note(
+        command_run([readable(x) for x in argv], None if timed_out else process.returncode, output)
+    )
     if size > _SHELL_OUTPUT_LIMIT:
         output += f"\n[output truncated at {_SHELL_OUTPUT_LIMIT} bytes of {size}]"
     if timed_out:
@@ -438,6 +452,40 @@ CONTEXT_TOOLS: tuple[Tool, ...] = (
         _new_context_window,
     ),
 )
+
+
+RECALL_TOOL = "recall"
+
+
+def recall_tool(outputs: Mapping[str, str]) -> Tool:
+    """The ``recall`` tool over ``outputs`` (call id → output as first recorded).
+
+    It returns the original of a masked tool output exactly as it was recorded; the reference
+    is the one the placeholder names.
+    """
+
+    async def recall(args: Mapping[str, Any], ctx: ToolContext) -> str:
+        reference = args.get("reference")
+        if not isinstance(reference, str) or not reference:
+            raise ToolError("reference must be a non-empty string")
+        output = outputs.get(reference)
+        if output is None:
+            raise ToolError(f"no tool output is recorded under the reference {reference!r}")
+        return output
+
+    return Tool(
+        RECALL_TOOL,
+        "Return the exact output of an earlier tool call whose output was masked in the "
+        "conversation; pass the reference the placeholder names.",
+        {
+            "type": "object",
+            "properties": {
+                "reference": {"type": "string", "description": "The reference of the output"}
+            },
+            "required": ["reference"],
+        },
+        recall,
+    )
 
 
 def builtin_registry(enabled: Mapping[str, bool]) -> ToolRegistry:

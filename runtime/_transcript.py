@@ -11,10 +11,11 @@ from . import _protocol as p
 from ._compact import is_summary, summary_prefix
 from ._context import TurnSettings
 from ._history import is_contextual
-from ._pretty import background_note
+from ._pretty import background_note, session_header, visible
 from ._rollout_reader import (
     CompactedLine,
     EventMsgLine,
+    IdsLine,
     ResponseItemLine,
     Rollout,
     RolloutLine,
@@ -22,6 +23,7 @@ from ._rollout_reader import (
     TurnContextLine,
     WorldStateLine,
 )
+from ._work_state import WorkState, work_state_lines
 
 #: Lines of a tool output shown by the transcript.
 OUTPUT_LINES = 6
@@ -113,6 +115,8 @@ def _event_lines(msg: p.EventMsg) -> list[str]:
             return [f"  ⚑ hook {point} {hook}: {outcome} ({ms} ms)"]
         case p.ShutdownComplete():
             return ["■ session shut down"]
+        case p.SessionConfigured():
+            return [session_header(msg)]
         case p.SessionResumed(lost_host=lost, host=host):
             return [f"↪ host {lost} lost; the session goes on on {host}"]
         case (
@@ -123,6 +127,7 @@ def _event_lines(msg: p.EventMsg) -> list[str]:
             | p.UserMessage()
             | p.ContextCompacted()
             | p.HookStarted()
+            | p.WorkStateNoted()
         ):
             # Messages are shown from the history items; the rest mirrors other lines.
             return []
@@ -135,7 +140,7 @@ def _compacted_lines(line: CompactedLine) -> list[str]:
     receipt = line.receipt
     if receipt is not None:
         head = (
-            f"  ━━ checkpoint{number}: {receipt.tokens_before} → {receipt.tokens_after} tokens "
+            f"  ━━ checkpoint{number}: {p.receipt_figures(receipt)} tokens "
             f"({receipt.backend}, {receipt.trigger.value}, {receipt.duration_ms} ms"
             f"{background_note(receipt)})"
         )
@@ -153,6 +158,8 @@ def _compacted_lines(line: CompactedLine) -> list[str]:
         summary = summary[len(prefix) :]
     if summary.strip():
         out += _block(summary, "     │ ")
+    if line.work_state is not None:
+        out += [f"     ▸ {text}" for text in work_state_lines(WorkState.from_json(line.work_state))]
     return out
 
 
@@ -167,15 +174,17 @@ class _Transcript:
     def line(self, line: RolloutLine) -> Iterator[str]:
         if isinstance(line, SessionMetaLine):
             return
+        announced = isinstance(line, EventMsgLine) and isinstance(line.msg, p.SessionConfigured)
         starts_turn = isinstance(line, EventMsgLine) and isinstance(line.msg, p.TurnStarted)
-        if starts_turn and self.open_turn is not None:
+        if (starts_turn or announced) and self.open_turn is not None:
             # A live session ends a turn before it starts another: this one was cut short.
             yield f"⚡ turn {self.open_turn} never ended: the session stopped"
             self.shut_down = True
             self.open_turn = None
         if self.shut_down:
             yield ""
-            yield "↺ resumed"
+            if not announced:  # a resumed session's own header says so
+                yield "↺ resumed"
             self.shut_down = False
         match line:
             case ResponseItemLine(item=item):
@@ -187,7 +196,7 @@ class _Transcript:
                     effort = f", effort {new.effort}" if new.effort else ""
                     yield f"  ⚙ settings: model {new.model}, cwd {new.cwd}{effort}"
                 self.settings = new
-            case WorldStateLine():
+            case WorldStateLine() | IdsLine():
                 pass
             case CompactedLine():
                 yield from _compacted_lines(line)
@@ -221,17 +230,27 @@ def render_transcript(rollout: Rollout) -> Iterator[str]:
 
     Turns with their user and agent messages, tool calls with their outputs, compaction
     checkpoints with their receipts, token counts, warnings and errors; where a session was
-    resumed, and turns that a crash cut short.
+    resumed, and turns that a crash cut short. Control characters, which model text, tool
+    output and server messages can carry, are shown escaped (:func:`visible`), never sent to
+    the terminal.
     """
+    for line in _render(rollout):
+        yield visible(line)
+
+
+def _render(rollout: Rollout) -> Iterator[str]:
     meta = rollout.meta
-    if meta is not None:
+    first = rollout.lines[1] if len(rollout.lines) > 1 else None
+    # A session that announced itself has its header in its session_configured line.
+    announced = isinstance(first, EventMsgLine) and isinstance(first.msg, p.SessionConfigured)
+    if meta is not None and not announced:
         made = f"created {meta.created}" if meta.created else "creation time unknown"
         model = f"{meta.model or '?'} via {meta.model_provider or '?'}"
         version = f", relay {meta.relay_version}" if meta.relay_version else ""
         yield f"session {meta.id} ({made}; {model}{version})"
         if meta.cwd:
             yield f"cwd {meta.cwd}"
-    else:
+    elif meta is None:
         yield f"session unknown ({rollout.name} has no session_meta line)"
     transcript = _Transcript()
     for line in rollout.lines:

@@ -25,6 +25,7 @@ from ._model import OutputTextDelta as OutputTextDelta
 from ._model import Prompt as Prompt
 from ._model import ToolSpec as ToolSpec
 from ._sampling import SampleResult as SampleResult
+from ._sampling import cut_answer_warning as cut_answer_warning
 from ._state import ResumedState as ResumedState
 from ._state import SessionState as SessionState
 from ._task import CompactTaskFactory as CompactTaskFactory

@@ -1,6 +1,6 @@
 """Test doubles and helpers for embedders' own tests (and relay's).
 
-- :class:`ScriptedModel`: an in-process model driven by a model script (SPEC §9.2).
+- :class:`ScriptedModel`: an in-process model driven by a model script (docs/model-script.md).
 - :class:`EventRecorder`: reads a session's events and lets a test wait for them.
 - :func:`open_test_session`: a session on a scripted model with a fixed clock, a seeded jitter
   and no rollout, plus its recorder.

@@ -1,4 +1,4 @@
-"""The compaction task: what a ``compact`` op runs (SPEC §6.1)."""
+"""The compaction task: what a ``compact`` op runs (docs/compaction.md)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,8 @@ import attrs
 import relay
 from relay.lowlevel import SessionTask, TaskContext, TaskKind
 
-from .compaction import (
-    BACKENDS,
-    CompactionBackend,
-    CompactionRequest,
-    Injection,
-    run_compaction,
-)
+from .compaction import BACKENDS, CompactionBackend, CompactionRequest, Injection
+from .compaction.auto import compact_now
 
 
 @attrs.frozen
@@ -32,7 +27,7 @@ class CompactTask(SessionTask):
         return TaskKind.COMPACT
 
     async def run(self, ctx: TaskContext) -> str | None:
-        await run_compaction(
+        await compact_now(
             ctx,
             CompactionRequest(
                 trigger=relay.CompactionTrigger.MANUAL,

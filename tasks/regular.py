@@ -1,4 +1,4 @@
-"""The regular turn: sample the model, run the tools it asks for, repeat (SPEC §5.1, §5.6)."""
+"""The regular turn: sample the model, run the tools it asks for, repeat (docs/session.md)."""
 
 from __future__ import annotations
 
@@ -7,17 +7,17 @@ from collections.abc import Sequence
 import attrs
 
 import relay
-from relay.lowlevel import NEW_CONTEXT_WINDOW, SessionTask, TaskContext, TaskKind
-
-from .compaction import (
-    BACKENDS,
-    CompactionBackend,
-    CompactionOutcome,
-    CompactionRequest,
-    Injection,
-    run_compaction,
+from relay.lowlevel import (
+    NEW_CONTEXT_WINDOW,
+    SessionTask,
+    TaskContext,
+    TaskKind,
+    cut_answer_warning,
 )
-from .compaction.background import after_final_answer, auto_compaction, install_waiting
+
+from .compaction import BACKENDS, CompactionBackend, CompactionRequest, Injection, run_compaction
+from .compaction.auto import TurnCompactions, after_final_answer, auto_compact, mask_when_due
+from .compaction.background import install_waiting
 
 
 @attrs.frozen
@@ -26,7 +26,8 @@ class RegularTurn(SessionTask):
 
     Auto-compaction runs inline, under this turn's id: before anything of the turn is recorded
     (pre-turn, or model downshift), and between two sampling steps when the model needs a
-    follow-up and usage reached the limit (mid-turn). A failed auto-compaction ends the turn.
+    follow-up and usage reached the limit (mid-turn). A failed or stopped auto-compaction ends
+    the turn; one before the turn ends it after the input is recorded.
     """
 
     items: tuple[relay.InputItem, ...]
@@ -50,10 +51,14 @@ class RegularTurn(SessionTask):
             ctx.record_input(items)
 
     async def run(self, ctx: TaskContext) -> str | None:
-        if not await _compact_before_turn(ctx, self.backends):
-            return None
+        ledger = TurnCompactions()
+        proceed = await _compact_before_turn(ctx, self.backends, ledger)
+        # The input is recorded even when the compaction before it failed or was stopped:
+        # the turn ends without sampling, but what the user said is never lost.
         ctx.record_context()
         await ctx.record_user_input(self.items)
+        if not proceed:
+            return None
         last: str | None = None
         drain = True
         while True:
@@ -67,6 +72,9 @@ class RegularTurn(SessionTask):
                 ctx.report_model_error(error)
                 return last
             last = result.last_agent_message or last
+            if result.incomplete is not None:
+                ctx.emit(relay.WarningEvent(cut_answer_warning(ctx.max_output_tokens)))
+                return last
             calls = result.tool_calls
             for call in calls:
                 await ctx.run_tool_call(call)
@@ -80,22 +88,25 @@ class RegularTurn(SessionTask):
                     return last
                 continue
             if not calls and not ctx.has_pending():
-                await after_final_answer(ctx, self.backends)
+                await after_final_answer(ctx, self.backends, ledger)
                 return last
             limit = ctx.auto_compact_limit()
             if limit is not None and ctx.usage_tokens >= limit:
                 request = CompactionRequest(
                     relay.CompactionTrigger.MID_TURN, Injection.BEFORE_LAST_USER_MESSAGE
                 )
-                outcome = await auto_compaction(ctx, request, self.backends)
-                if not outcome.proceed:
+                if not await auto_compact(ctx, request, self.backends, ledger):
                     return last
                 # Input steered during a tool follow-up waits one more step, so that the
                 # next request answers the tool outputs first.
-                drain = not calls or outcome is not CompactionOutcome.INSTALLED
+                drain = not calls or ledger.deferred
+            elif not await mask_when_due(ctx):
+                return last
 
 
-async def _compact_before_turn(ctx: TaskContext, backends: Sequence[CompactionBackend]) -> bool:
+async def _compact_before_turn(
+    ctx: TaskContext, backends: Sequence[CompactionBackend], ledger: TurnCompactions
+) -> bool:
     """Pre-turn and model-downshift compaction; False when it failed (the turn ends)."""
     previous = ctx.last_turn_model
     if previous is not None and previous != ctx.settings.model:
@@ -112,9 +123,9 @@ async def _compact_before_turn(ctx: TaskContext, backends: Sequence[CompactionBa
             request = CompactionRequest(
                 relay.CompactionTrigger.MODEL_DOWNSHIFT, Injection.DO_NOT_INJECT, model=previous
             )
-            return (await run_compaction(ctx, request, backends)).proceed
+            return await auto_compact(ctx, request, backends, ledger)
     limit = ctx.auto_compact_limit()
     if (limit is not None and ctx.usage_tokens >= limit) or install_waiting(ctx):
         request = CompactionRequest(relay.CompactionTrigger.PRE_TURN, Injection.DO_NOT_INJECT)
-        return (await auto_compaction(ctx, request, backends)).proceed
+        return await auto_compact(ctx, request, backends, ledger)
     return True

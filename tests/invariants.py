@@ -1,4 +1,4 @@
-"""Checks of the event-stream invariants of SPEC §3, shared by the stateful tests."""
+"""Checks of the event-stream invariants of docs/reliability.md, shared by the stateful tests."""
 
 from __future__ import annotations
 

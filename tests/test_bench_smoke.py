@@ -38,9 +38,13 @@ def test_quick_bench_prints_the_table(tmp_path: Path) -> None:
         "== compaction bookkeeping",
         "== background compaction",
         "== token accounting",
+        "== masking vs summary compaction",
         "== rollout",
+        "== long sessions",
         "== scale",
         "== whole process",
+        "== import time, relay run over HTTP",
+        "== relay run, many scripted turns",
     ):
         assert group in out, f"{group!r} missing from:\n{out}"
     header = next(line for line in out.splitlines() if line.startswith("figure"))

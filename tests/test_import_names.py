@@ -84,3 +84,16 @@ def test_python_dash_m_relay_is_the_relay_command(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("relay ")
+
+
+def test_python_dash_m_runtime_in_a_checkout_points_at_relay() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "runtime", "--version"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == "relay: run it as python -m relay (not -m runtime)\n"

@@ -1,6 +1,6 @@
 """The HTTP wires: model clients that talk to a server through the official ``openai`` SDK.
 
-Two wires implement :class:`~relay._model.ModelClient` (SPEC §7.1, §7.2):
+Two wires implement :class:`~relay._model.ModelClient` (docs/session.md):
 
 - :class:`ResponsesClient` streams ``POST /responses`` with exactly the body of
   :func:`~relay._responses.request_body` and feeds every server-sent event, as a dict, to the
@@ -33,11 +33,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import httpx2
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
 from .._config import ProviderConfig
 from .._errors import ConfigError
 from .._model import ModelClient
+from ._errors import refuse_foreign_redirect
 from ._sse import ServerSentEvent, SseDecoder
 from .chat import ChatClient, ChatStreamParser, chat_messages, chat_request_body
 from .responses import ResponsesClient
@@ -57,6 +58,15 @@ __all__ = [
 _CONNECT_TIMEOUT_S = 10.0
 
 
+def _guarded(http_client: httpx2.AsyncClient | None) -> httpx2.AsyncClient:
+    """``http_client`` (by default the SDK's own kind) refusing redirects to another origin:
+    a request carries the conversation and the provider's ``http_headers``."""
+    client = http_client if http_client is not None else DefaultAsyncHttpxClient()
+    if refuse_foreign_redirect not in client.event_hooks["response"]:
+        client.event_hooks["response"].append(refuse_foreign_redirect)
+    return client
+
+
 @asynccontextmanager
 async def open_http_client(
     provider: ProviderConfig,
@@ -73,24 +83,26 @@ async def open_http_client(
         provider: the provider table; ``base_url`` is required.
         api_key: sent as a bearer token; None for servers that need none.
         http_client: the ``httpx2`` client to send requests with (tests pass one with an
-            in-process transport); by default the SDK makes its own.
+            in-process transport); by default one of the SDK's kind. Either way, a redirect to
+            another origin is refused (``error{bad_request}``), never followed.
 
     Raises:
         ConfigError: the provider has no ``base_url``.
     """
     if not provider.base_url:
         raise ConfigError(f"provider {provider.name!r} has no base_url")
-    idle_s = provider.stream_idle_timeout_ms / 1000
+    first_s = provider.stream_first_event_timeout_ms / 1000
+    read_s = max(first_s, provider.stream_idle_timeout_ms / 1000)
     sdk = AsyncOpenAI(
         base_url=provider.base_url,
         api_key=api_key or "unused",
         max_retries=0,
-        # The read timeout also bounds the wait for the response headers, which the idle
-        # timeout of the event loop below does not cover.
-        timeout=httpx2.Timeout(idle_s, connect=min(idle_s, _CONNECT_TIMEOUT_S)),
+        # The read timeout bounds the wait for the response headers, which come before the
+        # first event; the event reader enforces the first-event and idle timeouts themselves.
+        timeout=httpx2.Timeout(read_s, connect=min(first_s, _CONNECT_TIMEOUT_S)),
         default_headers=dict(provider.http_headers) or None,
         default_query=dict(provider.query_params) or None,
-        http_client=http_client,
+        http_client=_guarded(http_client),
     )
     async with sdk:
         secret = api_key or None

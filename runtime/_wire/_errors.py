@@ -13,19 +13,49 @@ import anyio
 import httpx2
 import openai
 
-from .._errors import ContextWindowExceeded, ModelError, StreamError, classify_http_error
+from .._errors import ContextWindowExceeded, ErrorCode, ModelError, StreamError, classify_http_error
+from .._json import JsonRejected
 from .._responses import error_from_payload, retry_after_from_message
+from .._secret import redact
 
 #: What the SDK and the transport raise; everything else is a bug and propagates as it is.
 FAILURES: tuple[type[BaseException], ...] = (
     openai.OpenAIError,
     httpx2.HTTPError,
     json.JSONDecodeError,
+    JsonRejected,
     UnicodeDecodeError,
     anyio.EndOfStream,
     anyio.BrokenResourceError,
     OSError,
 )
+
+
+class ForeignRedirect(openai.OpenAIError):
+    """The server redirected a request to another origin, which relay does not follow: the
+    request carries the conversation and the provider's headers."""
+
+    def __init__(self, origin: str, target: str) -> None:
+        super().__init__(f"redirect from {origin} to {target}")
+        self.origin = origin
+        self.target = target
+
+
+def origin_of(url: httpx2.URL) -> str:
+    """``scheme://host[:port]`` of ``url``: what a redirect may not leave."""
+    port = f":{url.port}" if url.port is not None else ""
+    return f"{url.scheme}://{url.host}{port}"
+
+
+async def refuse_foreign_redirect(response: httpx2.Response) -> None:
+    """A response hook: raises :class:`ForeignRedirect` for a redirect to another origin."""
+    if not response.has_redirect_location:
+        return
+    here = response.request.url
+    target = here.join(response.headers["location"])
+    if origin_of(target) != origin_of(here):
+        raise ForeignRedirect(origin_of(here), origin_of(target))
+
 
 #: Longest server error text kept in a message when the body is not JSON.
 _MAX_BODY_TEXT = 500
@@ -40,10 +70,17 @@ def translate(exc: BaseException, *, secret: str | None) -> ModelError:
     becomes a retryable :class:`StreamError`.
     """
     match exc:
+        case ForeignRedirect():
+            return ModelError(
+                f"the model server at {exc.origin} redirected the request to another origin, "
+                f"{exc.target}; relay does not follow it (set the provider's base_url to the "
+                "new address if you trust it)",
+                ErrorCode.BAD_REQUEST,
+            )
         case openai.APIStatusError():
             code, message, kind = _error_fields(exc.body)
             status = exc.status_code
-            text = _redact(message or _body_text(exc.body) or f"HTTP {status}", secret)
+            text = _cut(redact(message or _body_text(exc.body) or f"HTTP {status}", secret))
             retry_after = _retry_after(exc.response.headers)
             if retry_after is None:
                 retry_after = retry_after_from_message(text)
@@ -52,11 +89,11 @@ def translate(exc: BaseException, *, secret: str | None) -> ModelError:
             )
         case openai.APITimeoutError():
             return StreamError(
-                _redact(f"the model server did not answer in time: {_cause(exc)}", secret)
+                redact(f"the model server did not answer in time: {_cause(exc)}", secret)
             )
         case openai.APIConnectionError():
             return StreamError(
-                _redact(f"connection to the model server failed: {_cause(exc)}", secret)
+                redact(f"connection to the model server failed: {_cause(exc)}", secret)
             )
         case openai.APIError():
             # Any other SDK error that carries a server's error object.
@@ -64,17 +101,19 @@ def translate(exc: BaseException, *, secret: str | None) -> ModelError:
             return redact_error(error_from_payload(body, default=exc.message), secret)
         case httpx2.TimeoutException():
             # Raised by the body of a streamed response, which the SDK does not wrap.
-            return StreamError(_redact(f"the model server did not answer in time: {exc}", secret))
+            return StreamError(redact(f"the model server did not answer in time: {exc}", secret))
         case httpx2.HTTPError() | anyio.EndOfStream() | anyio.BrokenResourceError() | OSError():
             return StreamError(
-                _redact(f"connection to the model server failed: {_describe(exc)}", secret)
+                redact(f"connection to the model server failed: {_describe(exc)}", secret)
             )
         case json.JSONDecodeError() | UnicodeDecodeError():
             return StreamError(
-                _redact(f"malformed event from the model server (invalid JSON): {exc}", secret)
+                redact(f"malformed event from the model server (invalid JSON): {exc}", secret)
             )
+        case JsonRejected():
+            return StreamError(f"malformed event from the model server: {exc}")
         case _:
-            return StreamError(_redact(f"the model request failed: {_describe(exc)}", secret))
+            return StreamError(redact(f"the model request failed: {_describe(exc)}", secret))
 
 
 def _describe(exc: BaseException) -> str:
@@ -109,9 +148,14 @@ def _error_fields(body: object) -> tuple[str | None, str | None, str | None]:
 
 def _body_text(body: object) -> str | None:
     if isinstance(body, str) and body.strip():
-        text = body.strip()
-        return text if len(text) <= _MAX_BODY_TEXT else text[:_MAX_BODY_TEXT] + "…"
+        return body.strip()
     return None
+
+
+def _cut(text: str) -> str:
+    """``text`` cut to :data:`_MAX_BODY_TEXT` characters; cut only once redacted, so that no
+    part of a key straddling the cut is left."""
+    return text if len(text) <= _MAX_BODY_TEXT else text[:_MAX_BODY_TEXT] + "…"
 
 
 def _retry_after(headers: httpx2.Headers) -> float | None:
@@ -139,16 +183,18 @@ def _retry_after(headers: httpx2.Headers) -> float | None:
     return value if math.isfinite(value) and value >= 0 else None
 
 
-def _redact(text: str, secret: str | None) -> str:
-    return text.replace(secret, "[redacted]") if secret and secret in text else text
-
-
 def redact_error(error: ModelError, secret: str | None) -> ModelError:
-    if not secret or secret not in error.message:
+    """``error`` with every form of ``secret`` taken out of its message (itself when none)."""
+    message = redact(error.message, secret)
+    if message == error.message:
         return error
-    message = _redact(error.message, secret)
+    return with_message(error, message, retry_after=error.retry_after)
+
+
+def with_message(error: ModelError, message: str, *, retry_after: float | None) -> ModelError:
+    """An error of ``error``'s kind and code with another message and retry-after."""
     if isinstance(error, ContextWindowExceeded):
         return ContextWindowExceeded(message)
     if isinstance(error, StreamError):
-        return StreamError(message, retry_after=error.retry_after)
-    return ModelError(message, error.code, retry_after=error.retry_after)
+        return StreamError(message, retry_after=retry_after)
+    return ModelError(message, error.code, retry_after=retry_after)

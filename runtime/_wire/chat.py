@@ -1,4 +1,4 @@
-"""The Chat Completions wire (SPEC §7.2), for OpenAI-compatible local servers."""
+"""The Chat Completions wire (docs/session.md), for OpenAI-compatible local servers."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from .base import EventReader, WireClient
 
 
 class ChatClient(WireClient):
-    """The Chat Completions wire (SPEC §7.2), for OpenAI-compatible local servers."""
+    """The Chat Completions wire (docs/session.md), for OpenAI-compatible local servers."""
 
     def stream(self, prompt: Prompt) -> AbstractAsyncContextManager[AsyncIterator[ModelEvent]]:
         """Send ``prompt``; the context yields its events (see :class:`ModelClient`)."""
@@ -90,7 +90,7 @@ def _tool_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
 
 
 def chat_messages(instructions: str, items: Sequence[p.ResponseItem]) -> list[dict[str, Any]]:
-    """The chat messages for a history (SPEC §7.2).
+    """The chat messages for a history (docs/session.md).
 
     ``instructions`` becomes the first system message; developer messages become system
     messages; tool calls become ``tool_calls`` of an assistant message (joined to the assistant
@@ -149,6 +149,10 @@ def chat_request_body(prompt: Prompt) -> dict[str, Any]:
         body["tools"] = [chat_tool(tool) for tool in prompt.tools]
         body["tool_choice"] = "auto"
         body["parallel_tool_calls"] = prompt.parallel_tool_calls
+    if prompt.max_output_tokens is not None:
+        # ``max_tokens``, not ``max_completion_tokens``: every OpenAI-compatible local server
+        # honours it (llama-server honours both).
+        body["max_tokens"] = prompt.max_output_tokens
     if prompt.effort is not None:
         body["reasoning_effort"] = prompt.effort
     return body
@@ -185,9 +189,11 @@ def _chat_usage(data: object) -> p.TokenUsage | None:
     )
 
 
-#: Finish reasons of an answer that did not end on its own; reported like
-#: ``response.incomplete`` on the Responses wire.
-_INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
+#: Finish reasons of an answer the server cut short: what arrived is the answer
+#: (:attr:`Completed.incomplete`), as ``response.incomplete`` is on the Responses wire.
+_CUT = {"length": "max_output_tokens"}
+#: Finish reasons of an answer that is no answer: a retryable failure.
+_FAILED = {"content_filter": "content_filter"}
 
 
 class ChatStreamParser:
@@ -204,6 +210,7 @@ class ChatStreamParser:
         self._text: list[str] = []
         self._calls: dict[int, _CallFragments] = {}
         self._usage: p.TokenUsage | None = None
+        self._incomplete: str | None = None
 
     @property
     def item_id(self) -> str:
@@ -216,8 +223,13 @@ class ChatStreamParser:
         if error is not None:
             payload = error if isinstance(error, Mapping) else {"message": str(error)}
             raise error_from_payload(payload, default="the model server reported an error")
-        if chunk.get("object") == "error":
+        if chunk.get("object") == "error" or chunk.get("type") == "error":
             raise error_from_payload(chunk, default="the model server reported an error")
+        if chunk.get("type") in ("response.failed", "response.incomplete"):
+            # A server that answers in the Responses format: keep its message.
+            response = chunk.get("response")
+            failure = response.get("error") if isinstance(response, Mapping) else None
+            raise error_from_payload(failure, default=f"the model server sent {chunk['type']}")
         chunk_id = chunk.get("id")
         if isinstance(chunk_id, str) and chunk_id and not self.response_id:
             self.response_id = chunk_id
@@ -238,8 +250,9 @@ class ChatStreamParser:
                 self._add_tool_calls(delta.get("tool_calls"))
             reason = choice.get("finish_reason")
             if isinstance(reason, str) and reason:
-                if reason in _INCOMPLETE:
-                    raise StreamError(f"incomplete response: {_INCOMPLETE[reason]}")
+                if reason in _FAILED:
+                    raise StreamError(f"incomplete response: {_FAILED[reason]}")
+                self._incomplete = _CUT.get(reason)
                 self.finished = True
         return events
 
@@ -285,5 +298,5 @@ class ChatStreamParser:
                     )
                 )
             )
-        events.append(Completed(self.response_id, self._usage))
+        events.append(Completed(self.response_id, self._usage, self._incomplete))
         return events

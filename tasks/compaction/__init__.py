@@ -5,7 +5,7 @@ backend of its sequence that applies, runs the pre-compact hooks, reports the co
 lets the backend compute the new history, places the initial context, installs the result,
 reports it and runs the post-compact hooks. A backend fails by raising
 :class:`CompactionFailed` or letting a :class:`relay.ModelError` through (translated here,
-once); until it returns, nothing about the session has changed (SPEC §6.9).
+once); until it returns, nothing about the session has changed (docs/compaction.md).
 
 Adding a backend is one new module and one line in :data:`BACKENDS`; a backend of another
 package goes into the sequence a session's tasks are built with (:func:`relay.tasks.task_kinds`).
@@ -44,6 +44,11 @@ BACKENDS: tuple[CompactionBackend, ...] = (
     LocalBackend(),
 )
 
+CUT_SUMMARY_WARNING = (
+    "The summary was cut off at the answer limit: the compacted history holds what arrived and "
+    "may miss the end of the work. Raise model_max_output_tokens, or compact again."
+)
+
 ACCURACY_WARNING = (
     "This conversation has been compacted. Long sessions and repeated compactions make the "
     "model less accurate; start a new session when you can."
@@ -75,6 +80,21 @@ class CompactionOutcome(enum.Enum):
     def proceed(self) -> bool:
         """Whether the calling turn may go on."""
         return self in (CompactionOutcome.INSTALLED, CompactionOutcome.DEFERRED)
+
+
+def still_over_window(tokens: int, window: int, *, installed: bool) -> str:
+    """The error of a compaction that leaves the context over the window."""
+    done = (
+        "It was compacted as far as it goes"
+        if installed
+        else "Nothing was changed: compacting would not make it smaller"
+    )
+    return (
+        f"The compacted conversation, about {tokens} tokens with the instructions, tools and "
+        f"initial context, still does not fit the model's context window ({window} tokens). "
+        f"{done}. Use a larger window (a model with one, or a server started with one), "
+        "shorten the instructions or project document, or start a new session."
+    )
 
 
 def hook_trigger(trigger: relay.CompactionTrigger) -> HookTrigger:
@@ -111,7 +131,7 @@ async def run_compaction(
     item_id = ctx.new_item_id("compaction")
     ctx.emit(relay.ItemStarted(ctx.turn_id, relay.ContextCompactionItem(item_id)))
     started = anyio.current_time()
-    tokens_before = ctx.estimated_tokens()
+    tokens_before, counted_before = ctx.context_tokens()
     try:
         result = await backend.compact(ctx, request)
     except relay.ModelError as error:
@@ -120,8 +140,11 @@ async def run_compaction(
     except CompactionFailed as failure:
         ctx.emit(relay.ErrorEvent(failure.message, failure.code))
         return CompactionOutcome.FAILED
-    if result.fresh_window:
+    if result.in_place:
         history = list(result.history)
+        clear_reference = False
+    elif result.fresh_window:
+        history = ctx.carry_work_state(result.history)
         clear_reference = False
     else:
         initial = (
@@ -129,17 +152,50 @@ async def run_compaction(
             if request.injection is Injection.BEFORE_LAST_USER_MESSAGE
             else []
         )
-        history = place_initial_context(result.history, initial, request.injection)
+        history = ctx.carry_work_state(
+            place_initial_context(result.history, initial, request.injection)
+        )
         clear_reference = request.injection is Injection.DO_NOT_INJECT
     receipt = relay.CompactionReceipt(
         trigger=request.trigger,
         backend=backend.name,
         tokens_before=tokens_before,
-        tokens_after=relay.compaction.estimate_tokens(history),
+        tokens_after=ctx.estimate_context(history),
         duration_ms=round((anyio.current_time() - started) * 1000),
+        cut=result.cut,
+        counted_before=counted_before,
     )
+    window = ctx.context_window_of(model)
+    # The initial context is recorded again before the next request when it was not kept.
+    needed = receipt.tokens_after + (
+        ctx.estimate_context(ctx.initial_context_items()) - ctx.estimate_context([])
+        if clear_reference
+        else 0
+    )
+    if window is not None and needed >= window:
+        # Still over the window: not a success. A smaller history is still installed, as
+        # far as the compaction got; a larger one is not.
+        shrank = receipt.tokens_after < receipt.tokens_before
+        if shrank:
+            ctx.install_compaction(
+                history, message=result.message, receipt=receipt, clear_reference=clear_reference
+            )
+            ctx.emit(
+                relay.ItemCompleted(ctx.turn_id, relay.ContextCompactionItem(item_id, receipt))
+            )
+        ctx.emit(
+            relay.ErrorEvent(
+                still_over_window(needed, window, installed=shrank),
+                relay.ErrorCode.CONTEXT_WINDOW_EXCEEDED,
+            )
+        )
+        return CompactionOutcome.FAILED
     ctx.install_compaction(
-        history, message=result.message, receipt=receipt, clear_reference=clear_reference
+        history,
+        message=result.message,
+        receipt=receipt,
+        clear_reference=clear_reference,
+        masked_outputs=result.masked_outputs,
     )
     return await report_installed(ctx, item_id, receipt, warn=result.warn, model=model)
 
@@ -150,6 +206,8 @@ async def report_installed(
     """After an install: complete the compaction item, report it, run post-compact hooks."""
     ctx.emit(relay.ItemCompleted(ctx.turn_id, relay.ContextCompactionItem(item_id, receipt)))
     ctx.emit(relay.ContextCompacted())
+    if receipt.cut:
+        ctx.emit(relay.WarningEvent(CUT_SUMMARY_WARNING))
     if warn:
         ctx.emit(relay.WarningEvent(ACCURACY_WARNING))
     trigger = hook_trigger(receipt.trigger)
@@ -161,6 +219,7 @@ async def report_installed(
 
 __all__ = [
     "ACCURACY_WARNING",
+    "CUT_SUMMARY_WARNING",
     "BACKENDS",
     "Backend",
     "BackendResult",

@@ -1,12 +1,14 @@
 """Compaction off the critical path: post-turn, background, and the automatic compaction point.
 
 Every automatic compaction point of a regular turn (pre-turn, mid-turn, post-turn) goes through
-:func:`auto_compaction`. When the session has a background compaction, the install rule of
-:func:`relay.lowlevel.still_current` decides: a current, ready result is installed as
-``compacted(snapshot) + fresh initial context + everything recorded since the snapshot``; a
-stale or failed one is dropped (reported and recorded) and the compaction runs now, as it would
-have without it; one still working is waited for only when the history no longer fits the
-window (or, for ``features.async_compaction``, always: that result is meant for the next turn).
+:func:`tasks.compaction.auto.auto_compact`, which asks :func:`background_point` first. When the
+session has a background compaction, the install rule of :func:`relay.lowlevel.still_current`
+decides: a current, ready result is installed as ``compacted(snapshot) + fresh initial context
++ everything recorded since the snapshot`` (with the work-state record placed as after any
+compaction); a stale or failed one is dropped (reported and recorded) and the compaction runs
+now, as it would have without it; one still working is waited for only when the history no
+longer fits the window (or, for ``features.async_compaction``, always: that result is meant for
+the next turn).
 
 A background compaction starts when a turn ends with usage at
 ``background_compact_threshold_percent`` of the auto-compaction limit (or, with
@@ -24,13 +26,7 @@ import relay
 from relay.compaction import background_due, installed_history, still_current
 from relay.lowlevel import BackgroundJob, JobState, TaskContext, run_compact_hooks
 
-from . import (
-    CompactionOutcome,
-    choose_backend,
-    hook_trigger,
-    report_installed,
-    run_compaction,
-)
+from . import CompactionOutcome, choose_backend, hook_trigger, report_installed
 from .base import BackendResult, CompactionBackend, CompactionRequest, Injection
 
 
@@ -65,21 +61,6 @@ def install_waiting(ctx: TaskContext) -> bool:
     whatever the usage (async compaction)."""
     job = ctx.background
     return job is not None and job.waited_for
-
-
-async def after_final_answer(
-    ctx: TaskContext, backends: Sequence[CompactionBackend]
-) -> CompactionOutcome | None:
-    """A regular turn answered: post-turn compaction when due, then background compaction
-    when due. Returns the post-turn compaction's outcome, if one ran."""
-    outcome: CompactionOutcome | None = None
-    if post_turn_due(ctx):
-        request = CompactionRequest(relay.CompactionTrigger.POST_TURN, Injection.DO_NOT_INJECT)
-        outcome = await auto_compaction(ctx, request, backends)
-        if not outcome.proceed:
-            return outcome
-    start_background_compaction(ctx, backends)
-    return outcome
 
 
 def start_background_compaction(ctx: TaskContext, backends: Sequence[CompactionBackend]) -> None:
@@ -118,40 +99,41 @@ def start_background_compaction(ctx: TaskContext, backends: Sequence[CompactionB
         )
 
 
-async def auto_compaction(
+async def background_point(
     ctx: TaskContext,
     request: CompactionRequest,
     backends: Sequence[CompactionBackend],
-) -> CompactionOutcome:
-    """An automatic compaction point: install the background result when the rule allows,
-    defer while it is still working and the history fits the window, else compact now."""
+) -> CompactionOutcome | None:
+    """The background half of an automatic compaction point: install the background result
+    when the rule allows (``INSTALLED`` or a hook's outcome), defer while it is still working
+    and the history fits the window (``DEFERRED``); None when the compaction must run now (no
+    job, or its result was dropped)."""
     job = ctx.background
-    if job is not None:
-        if still_current(job.snapshot, ctx.history, ctx.window_id):
-            if job.state is JobState.RUNNING:
-                window = ctx.model_context_window
-                over = window is not None and ctx.usage_tokens > window
-                if not (over or job.waited_for):
-                    return CompactionOutcome.DEFERRED
-                await job.finished.wait()
-            ctx.take_background()
-            if job.state is JobState.READY and still_current(
-                job.snapshot, ctx.history, ctx.window_id
-            ):
-                return await install_background(ctx, request, job, backends)
-            reason = (
-                f"it failed ({job.failure})"
-                if job.state is JobState.FAILED
-                else "the history changed since its snapshot"
-            )
-        else:
-            ctx.take_background()
-            reason = "the history changed since its snapshot"
-        ctx.drop_background(job, reason)
-        if request.trigger is relay.CompactionTrigger.PRE_TURN and not _over_limit(ctx):
-            # Only an async result brought this point about; nothing else is due.
-            return CompactionOutcome.DEFERRED
-    return await run_compaction(ctx, request, backends)
+    if job is None:
+        return None
+    if still_current(job.snapshot, ctx.history, ctx.window_id):
+        if job.state is JobState.RUNNING:
+            window = ctx.model_context_window
+            over = window is not None and ctx.usage_tokens > window
+            if not (over or job.waited_for):
+                return CompactionOutcome.DEFERRED
+            await job.finished.wait()
+        ctx.take_background()
+        if job.state is JobState.READY and still_current(job.snapshot, ctx.history, ctx.window_id):
+            return await install_background(ctx, request, job)
+        reason = (
+            f"it failed ({job.failure})"
+            if job.state is JobState.FAILED
+            else "the history changed since its snapshot"
+        )
+    else:
+        ctx.take_background()
+        reason = "the history changed since its snapshot"
+    ctx.drop_background(job, reason)
+    if request.trigger is relay.CompactionTrigger.PRE_TURN and not _over_limit(ctx):
+        # Only an async result brought this point about; nothing else is due.
+        return CompactionOutcome.DEFERRED
+    return None
 
 
 def _over_limit(ctx: TaskContext) -> bool:
@@ -160,12 +142,11 @@ def _over_limit(ctx: TaskContext) -> bool:
 
 
 async def install_background(
-    ctx: TaskContext,
-    request: CompactionRequest,
-    job: BackgroundJob,
-    backends: Sequence[CompactionBackend],
-) -> CompactionOutcome:
-    """Install a current background result, with hooks and events as for any compaction."""
+    ctx: TaskContext, request: CompactionRequest, job: BackgroundJob
+) -> CompactionOutcome | None:
+    """Install a current background result, with hooks and events as for any compaction, and
+    the work-state record placed as after any compaction; None when the history changed
+    while the pre-compact hooks ran (the compaction then runs now)."""
     done = job.result
     assert isinstance(done, BackgroundResult)
     model = request.model or ctx.settings.model
@@ -176,19 +157,21 @@ async def install_background(
         return CompactionOutcome.STOPPED
     if not still_current(job.snapshot, ctx.history, ctx.window_id):
         ctx.drop_background(job, "the history changed since its snapshot")
-        return await run_compaction(ctx, request, backends)
+        return None
     item_id = ctx.new_item_id("compaction")
     ctx.emit(relay.ItemStarted(ctx.turn_id, relay.ContextCompactionItem(item_id)))
-    tokens_before = ctx.estimated_tokens()
+    tokens_before, counted_before = ctx.context_tokens()
     initial = ctx.initial_context_items()
     compacted = _compacted_part(done.result, initial)
-    history = installed_history(compacted, initial, job.snapshot, ctx.history)
+    history = ctx.carry_work_state(installed_history(compacted, initial, job.snapshot, ctx.history))
     receipt = relay.CompactionReceipt(
         trigger=request.trigger,
         backend=done.backend,
         tokens_before=tokens_before,
-        tokens_after=relay.compaction.estimate_tokens(history),
+        tokens_after=ctx.estimate_context(history),
         duration_ms=job.duration_ms,
+        cut=done.result.cut,
+        counted_before=counted_before,
         background=True,
         snapshot_age_ms=job.age_ms(anyio.current_time()),
     )

@@ -10,7 +10,7 @@ put in the sequence of backends a session's tasks are built with (:func:`relay.t
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 import attrs
@@ -22,7 +22,7 @@ from relay.lowlevel import TaskContext
 
 
 class Backend(enum.StrEnum):
-    """relay's built-in compaction backends (SPEC §6.1)."""
+    """relay's built-in compaction backends (docs/compaction.md)."""
 
     TOKEN_BUDGET = "token_budget"
     REMOTE_V2 = "remote_v2"
@@ -31,7 +31,7 @@ class Backend(enum.StrEnum):
 
 
 class Injection(enum.Enum):
-    """Where the initial context goes after a compaction (SPEC §6.8)."""
+    """Where the initial context goes after a compaction (docs/compaction.md)."""
 
     DO_NOT_INJECT = "do_not_inject"
     """Add nothing and clear the reference context (manual and pre-turn compaction)."""
@@ -63,9 +63,17 @@ class BackendResult:
     """The summary text (local backend), recorded in the rollout's ``compacted`` line."""
     warn: bool = False
     """Whether to warn that repeated compactions make the model less accurate."""
+    cut: bool = False
+    """The summary was cut off at the answer limit (reported in the receipt and a warning)."""
     fresh_window: bool = False
     """The history already opens with the initial context of the current world state: it is
     installed as it is and becomes the reference context (token-budget backend)."""
+    in_place: bool = False
+    """The history is the old one with some items edited (masking): it is installed as it is,
+    nothing is added to it, and the reference context stays."""
+    masked_outputs: Mapping[str, str] = attrs.field(factory=dict)
+    """The originals of the tool outputs the new history masked, by call id (written to the
+    rollout, so that ``recall`` has them after a resume)."""
 
 
 class CompactionFailed(Exception):
@@ -106,7 +114,7 @@ class CompactionBackend(Protocol):
 
 
 def select_backend(config: Config, provider: ProviderConfig) -> Backend:
-    """The built-in backend a compaction uses, in the order of SPEC §6.1."""
+    """The built-in backend a compaction uses, in the order of docs/compaction.md."""
     if config.features.token_budget:
         return Backend.TOKEN_BUDGET
     if provider.remote_compaction == "v2" and config.features.remote_compaction_v2:
@@ -121,7 +129,7 @@ def place_initial_context(
     initial: Sequence[relay.ResponseItem],
     injection: Injection,
 ) -> list[relay.ResponseItem]:
-    """Put the initial context into a compacted history (SPEC §6.8).
+    """Put the initial context into a compacted history (docs/compaction.md).
 
     ``before_last_user_message`` inserts it before, in order of preference, the last real user
     message, the last user message of any kind, the last ``compaction`` item, else at the end.

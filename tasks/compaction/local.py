@@ -1,13 +1,15 @@
-"""The local backend: the session's own model writes a summary (SPEC §6.3)."""
+"""The local backend: the session's own model writes a summary (docs/compaction.md)."""
 
 from __future__ import annotations
 
 import relay
 from relay.compaction import (
+    LOCAL_USER_MESSAGE_BUDGET,
     build_compacted_history,
     compaction_prompt,
     drop_oldest,
     ghost_snapshots,
+    kept_message_budget,
     real_user_messages,
     summary_text,
 )
@@ -38,9 +40,9 @@ class LocalBackend:
             try:
                 result = await ctx.sample(prompt, record=False, report=False)
                 break
-            except relay.ContextWindowExceeded:
+            except relay.ContextWindowExceeded as error:
                 if len(prompt.input) <= 1:
-                    ctx.report_window_full()
+                    ctx.report_window_full(error)
                     raise
                 kept, removed = drop_oldest(clone[:-1])
                 clone = [*kept, prompt_message]
@@ -53,7 +55,19 @@ class LocalBackend:
                 )
             )
         summary = result.last_agent_message or ""
-        new_history = build_compacted_history(
-            real_user_messages(history), summary, ghosts=ghost_snapshots(history)
+        ghosts = ghost_snapshots(history)
+        room = ctx.room_after_compaction(
+            [relay.user_message(summary_text(summary))], model=request.model
         )
-        return BackendResult(new_history, message=summary_text(summary), warn=True)
+        new_history = build_compacted_history(
+            real_user_messages(history),
+            summary,
+            budget=kept_message_budget(LOCAL_USER_MESSAGE_BUDGET, room, ctx.token_ratio),
+            ghosts=ghosts,
+        )
+        return BackendResult(
+            new_history,
+            message=summary_text(summary),
+            warn=True,
+            cut=result.incomplete is not None,
+        )

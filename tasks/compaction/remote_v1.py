@@ -1,4 +1,4 @@
-"""The remote V1 backend: the provider compacts the history itself (SPEC §6.4).
+"""The remote V1 backend: the provider compacts the history itself (docs/compaction.md).
 
 The history, normalised and fitted to the context window, goes to ``POST
 {base_url}/responses/compact`` through the session's model client (which owns the request's
@@ -44,9 +44,12 @@ class RemoteV1Backend:
 
 def fitted_prompt(ctx: TaskContext, model: str | None) -> relay.lowlevel.Prompt:
     """A request over the normalised history whose trailing tool outputs were cut down until
-    the estimate (base instructions included) fits the model's context window."""
+    the estimate (base instructions included) fits the model's context window, less the
+    answer limit when one is set."""
     prompt = ctx.build_prompt(model=model)
     window = ctx.context_window_of(prompt.model)
+    if window is not None and prompt.max_output_tokens:
+        window = max(0, window - prompt.max_output_tokens)
     fitted = fit_to_window(prompt.input, prompt.instructions, window)
     return attrs.evolve(prompt, input=tuple(fitted))
 

@@ -1,4 +1,4 @@
-"""The remote V2 backend: compaction inside a normal streamed request (SPEC §6.5).
+"""The remote V2 backend: compaction inside a normal streamed request (docs/compaction.md).
 
 The request is the history (normalised, fitted to the window as for V1) followed by a raw
 ``{"type": "compaction_trigger"}`` item; the model answers with exactly one ``compaction`` item.
@@ -16,6 +16,7 @@ import relay
 from relay.compaction import (
     REMOTE_V2_USER_MESSAGE_BUDGET,
     keep_recent_messages,
+    kept_message_budget,
     real_user_messages,
 )
 from relay.lowlevel import TaskContext
@@ -63,5 +64,7 @@ class RemoteV2Backend:
                 f"{len(result.output)} output item{'' if len(result.output) == 1 else 's'}",
                 relay.ErrorCode.SERVER_ERROR,
             )
-        kept = keep_recent_messages(real_user_messages(prompt.input), REMOTE_V2_USER_MESSAGE_BUDGET)
+        room = ctx.room_after_compaction(compactions[:1], model=request.model)
+        budget = kept_message_budget(REMOTE_V2_USER_MESSAGE_BUDGET, room, ctx.token_ratio)
+        kept = keep_recent_messages(real_user_messages(prompt.input), budget)
         return BackendResult([*kept, compactions[0]])

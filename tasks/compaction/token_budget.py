@@ -1,4 +1,4 @@
-"""The token-budget backend: a fresh window, no model request (SPEC §6.6).
+"""The token-budget backend: a fresh window, no model request (docs/compaction.md).
 
 The new history is the initial context built from the world state as it is now, followed by
 the developer messages the client added to the old window (newest first within a budget).
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import relay
-from relay.compaction import keep_recent_messages
+from relay.compaction import keep_recent_messages, kept_message_budget
 from relay.lowlevel import TaskContext
 
 from .base import Backend, BackendResult, CompactionRequest, select_backend
@@ -32,9 +32,9 @@ class TokenBudgetBackend:
 
     async def compact(self, ctx: TaskContext, request: CompactionRequest) -> BackendResult:
         initial = ctx.initial_context_items()
-        added = keep_recent_messages(
-            client_developer_messages(ctx.history, initial), DEVELOPER_MESSAGE_BUDGET
-        )
+        room = ctx.room_after_compaction([], model=request.model)
+        budget = kept_message_budget(DEVELOPER_MESSAGE_BUDGET, room, ctx.token_ratio)
+        added = keep_recent_messages(client_developer_messages(ctx.history, initial), budget)
         return BackendResult([*initial, *added], fresh_window=True)
 
 
@@ -52,3 +52,12 @@ def client_developer_messages(
         for item in history
         if isinstance(item, relay.Message) and item.role == "developer" and item.text() not in own
     ]
+
+
+class FreshWindowBackend(TokenBudgetBackend):
+    """The token-budget compaction whatever the configuration selects: the last step of the
+    loop guard's escalation."""
+
+    def applies(self, config: relay.Config, provider: relay.ProviderConfig) -> bool:
+        del config, provider
+        return True

@@ -1,6 +1,6 @@
 """Checks of a session's history and rollout, shared by the reliability tests.
 
-These complement :func:`tests.invariants.check_event_invariants` (SPEC §3 invariants 1, 2, 3
+These complement :func:`tests.invariants.check_event_invariants` (docs/reliability.md
 and 5) with what the event stream cannot show: the shape of the history, the shape of every
 installed compaction, and the rollout reconstructing the live session (invariants 4 and 6).
 """
@@ -49,7 +49,7 @@ def check_well_formed(items: Sequence[relay.ResponseItem], *, settled: bool) -> 
 
 
 def expected_backend(config: relay.Config) -> Backend:
-    """The backend SPEC §6.1 selects, written out independently of the runtime's function."""
+    """The backend docs/compaction.md selects, written out apart from the runtime's function."""
     provider = config.provider()
     if config.features.token_budget:
         return Backend.TOKEN_BUDGET
@@ -61,7 +61,7 @@ def expected_backend(config: relay.Config) -> Backend:
 
 
 def check_compacted_part(items: Sequence[relay.ResponseItem], backend: str) -> None:
-    """The history a compaction installed ends as its backend promises (SPEC §6.3–6.8)."""
+    """The history a compaction installed ends as its backend promises (docs/compaction.md)."""
     if backend == Backend.TOKEN_BUDGET:
         # A fresh window: the initial context and developer messages, nothing else.
         for item in items:
@@ -85,7 +85,7 @@ def compacted_lines(rollout: Rollout) -> list[CompactedLine]:
 
 
 def check_rollout_matches(session: relay.Session, path: Path) -> Rollout:
-    """The rollout reads without notes and reconstructs exactly the live session (SPEC §8).
+    """The rollout reads without notes and reconstructs exactly the live session (docs/rollout.md).
 
     Returns the parsed rollout for further checks.
     """

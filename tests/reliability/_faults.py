@@ -9,13 +9,15 @@ real sockets): the faulted op, then an ordinary turn, then ``shutdown``, and ret
 whether the next op worked, whether the rollout lost anything, and everything the session
 wrote or sent (for the checks of ``test_faults.py`` and ``test_security.py``).
 
-``tests/reliability/fault_table.py`` prints the table of ``docs/reliability.md`` from these
+``tests/reliability/fault_table.py`` prints the table of docs/reliability.md from these
 observations; ``test_faults.py`` asserts the expectations written here.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
+import math
 import os
 import random
 from collections.abc import AsyncIterator, Iterable, Iterator
@@ -29,6 +31,7 @@ import trio
 import relay
 from relay import testing
 from relay._codec import to_json, type_tag
+from relay._mock_transport import SSE_HEADERS
 from relay._tokens import ApproxEstimator
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import check_rollout_matches, check_well_formed
@@ -42,14 +45,19 @@ IDLE_MS = 1_500
 
 #: Retries allowed by the provider (sampling and compaction requests).
 STREAM_RETRIES = 2
+#: The provider's bounds on what a server sends, small enough for a test to cross.
+MAX_RETRY_AFTER_MS = 1_000
+MAX_LINE_BYTES = 65_536
+MAX_BODY_BYTES = 1024 * 1024
 REQUEST_RETRIES = 1
 
 #: Bound on a whole fault run; never reached when things work.
 GUARD_S = 30
 
-#: Events persisted to the rollout according to SPEC §8 (turn lifecycle, messages, token
-#: counts, compactions, hook outcomes).
-SPEC_PERSISTED = (
+#: Events persisted to the rollout according to docs/rollout.md (the session's announcement, turn
+#: lifecycle, messages, token counts, compactions, hook outcomes).
+DOCUMENTED_PERSISTED = (
+    relay.SessionConfigured,
     relay.TurnStarted,
     relay.TurnComplete,
     relay.TurnAborted,
@@ -89,6 +97,9 @@ class Fault:
 
 RECOVERED = {"text": "Recovered answer."}
 
+_HTML = (("content-type", "text/html; charset=utf-8"),)
+_GZIP_SSE = (*SSE_HEADERS, ("content-encoding", "gzip"))
+
 _CREATED = sse(json.dumps({"type": "response.created", "response": {"id": "r-raw"}}))
 
 
@@ -121,6 +132,47 @@ FAULTS: tuple[Fault, ...] = (
         answered=True,
         min_duration_ms=500,
         says="slow down",
+    ),
+    Fault(
+        "HTTP 429 with retry-after 3600 s (cap 1 s)",
+        ({"http_error": {"status": 429, "message": "slow down", "retry_after": 3600}}, RECOVERED),
+        ("turn_started", "stream_error(1/2)", "token_count", "turn_complete"),
+        answered=True,
+        min_duration_ms=MAX_RETRY_AFTER_MS,
+        says="the server asked to wait 3600 s, more than the provider's max_retry_after_ms "
+        "of 1 s); retrying in 1 s",
+    ),
+    Fault(
+        "HTML page with status 200",
+        (RECOVERED,),
+        ("turn_started", "stream_error(1/2)", "token_count", "turn_complete"),
+        answered=True,
+        raw=((1, RawAnswer((b"<html><body>Sign in</body></html>",), 200, _HTML)),),
+        says="the model server answered with text/html instead of an event stream (HTTP 200)",
+    ),
+    Fault(
+        "SSE line past the bound (64 KiB)",
+        (RECOVERED,),
+        ("turn_started", "stream_error(1/2)", "token_count", "turn_complete"),
+        answered=True,
+        raw=((1, RawAnswer((_CREATED, b"data: " + b"x" * 100_000))),),
+        says="the model server sent a line longer than 65536 bytes",
+    ),
+    Fault(
+        "gzip bomb past the body bound (1 MiB)",
+        (RECOVERED,),
+        ("turn_started", "stream_error(1/2)", "token_count", "turn_complete"),
+        answered=True,
+        raw=((1, RawAnswer((gzip.compress(b": keep-alive\n" * 400_000),), 200, _GZIP_SSE)),),
+        says="larger than 1048576 bytes once decompressed",
+    ),
+    Fault(
+        "event with NaN",
+        (RECOVERED,),
+        ("turn_started", "stream_error(1/2)", "token_count", "turn_complete"),
+        answered=True,
+        raw=first_stream_ends_with({"type": "response.output_text.delta", "n": math.nan}),
+        says="NaN is not a JSON number",
     ),
     Fault(
         "HTTP 429 quota exceeded",
@@ -205,11 +257,11 @@ FAULTS: tuple[Fault, ...] = (
                 "type": "response.incomplete",
                 "response": {
                     "id": "r-raw",
-                    "incomplete_details": {"reason": "max_output_tokens"},
+                    "incomplete_details": {"reason": "content_filter"},
                 },
             }
         ),
-        says="incomplete response: max_output_tokens",
+        says="incomplete response: content_filter",
     ),
     Fault(
         "connection cut mid-stream",
@@ -360,7 +412,7 @@ class Observation:
     rollout_problem: str | None
     """Why the rollout does not hold everything the session did, or None."""
     invariant_problem: str | None
-    """Why an invariant of SPEC §3 or the history's shape does not hold, or None."""
+    """Why an invariant of docs/reliability.md or the history's shape does not hold, or None."""
     history_changed: bool
     """A failed compaction changed the history (never expected)."""
     duration_ms: int
@@ -445,6 +497,9 @@ def fault_config(fault: Fault, base_url: str, workdir: Path) -> relay.Config:
         stream_max_retries=STREAM_RETRIES,
         request_max_retries=REQUEST_RETRIES,
         stream_idle_timeout_ms=IDLE_MS,
+        max_retry_after_ms=MAX_RETRY_AFTER_MS,
+        stream_max_line_bytes=MAX_LINE_BYTES,
+        max_response_bytes=MAX_BODY_BYTES,
     )
     return relay.Config(
         model="gpt-test",
@@ -470,10 +525,10 @@ def _problem(check: Any) -> str | None:
 
 
 def check_nothing_lost(events: list[relay.Event], rollout_text: str) -> None:
-    """Every event SPEC §8 persists is in the rollout, in order; nothing persisted is made up."""
+    """Every event docs/rollout.md persists is in the rollout, in order; none is made up."""
     lines = [json.loads(line) for line in rollout_text.splitlines()]
     persisted = [line["payload"] for line in lines if line["type"] == "event_msg"]
-    wanted = [to_json(e.msg) for e in events if isinstance(e.msg, SPEC_PERSISTED)]
+    wanted = [to_json(e.msg) for e in events if isinstance(e.msg, DOCUMENTED_PERSISTED)]
     position = 0
     for payload in persisted:
         if position < len(wanted) and payload == wanted[position]:
@@ -573,7 +628,7 @@ async def run_fault(fault: Fault, workdir: Path, *, api_key: str) -> Observation
 
 
 def table(observations: list[Observation]) -> str:
-    """The fault table of ``docs/reliability.md`` (Markdown), from what was observed."""
+    """The fault table of docs/reliability.md (Markdown), from what was observed."""
     return _table(
         (
             seen.fault.name,

@@ -63,6 +63,8 @@ class RawServer:
         self.raw = dict(raw)
         self.requests: list[dict[str, Any]] = []
         self.base_url: str | None = None
+        #: Requests (by number) whose answer waits until their event is set.
+        self.gates: dict[int, trio.Event] = {}
 
     async def _app(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -86,7 +88,11 @@ class RawServer:
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
         query = urllib.parse.parse_qsl(scope["query_string"].decode("latin-1"))
         self.requests.append(request_log_entry(scope["path"], headers, bytes(body), query=query))
-        answer = self.raw.get(len(self.requests))
+        number = len(self.requests)
+        gate = self.gates.get(number)
+        if gate is not None:
+            await gate.wait()
+        answer = self.raw.get(number)
         if answer is None:
             purpose = next((v for k, v in headers if k.lower() == PURPOSE_HEADER), "turn")
             exchange = plan_exchange(

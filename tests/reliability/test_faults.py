@@ -1,4 +1,5 @@
-"""Fault injection over the real loopback server (SPEC §5.5, §6.4–6.5, §7.3–7.4, §8).
+"""Fault injection over the real loopback server (docs/session.md,
+docs/compaction.md, docs/rollout.md).
 
 Every fault of :data:`tests.reliability._faults.FAULTS` is served over a real socket to a
 session that talks to it through the openai SDK: HTTP 500, 503, 429 with retry-after, quota

@@ -8,9 +8,9 @@ order however the requests of different sessions interleave. One reply slot in t
 a fixed formula over the session and slot numbers) is preceded by a retryable fault: HTTP 500,
 503, 429 with retry-after, a cut connection or ``response.failed``.
 
-Every session must end with ``shutdown_complete``, keep the invariants of SPEC §3, complete
-every turn with its answer, install exactly one compaction, report one ``stream_error`` per
-fault it met in a stream, and leave a rollout that reconstructs it. Afterwards the process has
+Every session must end with ``shutdown_complete``, keep the invariants of docs/reliability.md,
+complete every turn with its answer, install exactly one compaction, report one ``stream_error``
+per fault it met in a stream, and leave a rollout that reconstructs it. Afterwards the process has
 the file descriptors and trio tasks it had before (counted in ``/proc/self/fd`` and in trio's
 task tree).
 """

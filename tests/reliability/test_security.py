@@ -1,5 +1,5 @@
-"""Security: secrets, file modes, path confinement, commands without a shell (SPEC §1.4, §5.4,
-§6.7, §8).
+"""Security: secrets, file modes, path confinement, commands without a shell (docs/config.md,
+docs/session.md, docs/compaction.md, docs/rollout.md).
 
 - A canary API key, set in the provider's ``env_key`` variable, appears nowhere a session
   writes or sends besides the ``Authorization`` header: not in events, the rollout, the mock
@@ -25,6 +25,7 @@ import os
 import random
 import re
 import sys
+import urllib.parse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -40,6 +41,7 @@ from relay._codec import to_json
 from relay._tokens import ApproxEstimator
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import check_rollout_matches, check_well_formed
+from tests.reliability._raw_server import RawAnswer, open_raw_server
 
 CANARY = "sk-canary-5e1f0c9a7b3d4e2f"
 KEY_ENV = "RELAY_SECURITY_API_KEY"
@@ -220,6 +222,208 @@ async def test_relay_run_prints_no_key_on_any_stream(tmp_path: Path) -> None:
         assert CANARY.encode() not in result.stdout + result.stderr
     for rollout in (tmp_path / "sessions").rglob("*.jsonl"):
         assert CANARY not in rollout.read_text(encoding="utf-8")
+
+
+#: A key whose escaped forms differ from it: a quote, a backslash, characters that are
+#: percent-encoded. It is set with a trailing newline, as a key read from a file often is.
+ODD_KEY = 'sk-odd"4c\\e1/f0+c9a%7b3d8e2f'
+
+
+def key_forms(key: str) -> list[str]:
+    """Every form of ``key`` that must not appear, fragments of 12 characters included."""
+    whole = [
+        key,
+        json.dumps(key)[1:-1],
+        repr(key)[1:-1],
+        repr(key.encode())[2:-1],
+        urllib.parse.quote(key, safe=""),
+        urllib.parse.quote(key),
+    ]
+    return [form[i : i + 12] for form in whole for i in range(len(form) - 11)]
+
+
+def leaks(text: str, key: str) -> list[str]:
+    return [form for form in key_forms(key) if form in text]
+
+
+async def test_every_form_of_a_key_read_with_a_newline_is_kept_out(tmp_path: Path) -> None:
+    key = ODD_KEY
+    header = repr(f"Bearer {key}\n".encode())
+    script = {
+        "responses": [
+            {"text": "Hello."},  # answered: the newline was stripped, not sent
+            {"http_error": {"status": 401, "message": f"Illegal header value {header}"}},
+            {"http_error": {"status": 500, "message": f"seen {json.dumps(key)}"}},
+            {"text": "Recovered."},
+            {"http_error": {"status": 401, "message": "x" * 490 + key}},  # across the cut
+            {"http_error": {"status": 401, "message": f"{urllib.parse.quote(key)} / {key[:14]}"}},
+            {"text": "lost", "stream_error": {"message": f"prefix {key[:12]} suffix {key[-12:]}"}},
+        ],
+        "compact": [{"raw": {"output": [{"type": "message", "role": key}]}}],
+    }
+    ops = [
+        {"op": {"type": "user_turn", "items": [{"type": "text", "text": text}]}}
+        for text in ("one", "two", "three", "four", "five", "six")
+    ]
+    ops.insert(-1, {"op": {"type": "compact"}})
+    lines = []
+    for count, op in enumerate(ops, start=1):
+        lines += [
+            json.dumps(op),
+            json.dumps({"wait_for": {"type": "turn_complete", "count": count}}),
+        ]
+    (tmp_path / "ops.jsonl").write_text("\n".join(lines) + "\n")
+    with trio.fail_after(GUARD_S):
+        async with testing.open_mock_server(script) as server:
+            (tmp_path / "relay.toml").write_text(
+                'model = "gpt-test"\nmodel_provider = "mock"\n[model_providers.mock]\n'
+                f'base_url = "{server.base_url}"\nenv_key = "{KEY_ENV}"\n'
+                'remote_compaction = "v1"\nstream_max_retries = 1\nrequest_max_retries = 0\n'
+            )
+            result = await trio.run_process(
+                [
+                    sys.executable, "-m", "relay", "run", "ops.jsonl",
+                    "--config", "relay.toml", "--rollout-dir", "sessions",
+                ],
+                cwd=tmp_path,
+                env={**os.environ, KEY_ENV: f"{key}\n"},
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )  # fmt: skip
+    out = result.stdout.decode()
+    events = [json.loads(line) for line in out.splitlines()]
+    texts = [e["msg"].get("text") or e["msg"].get("message") for e in events]
+    assert "Hello." in texts and "Recovered." in texts, result.stderr
+    errors = [e["msg"] for e in events if e["msg"]["type"] == "error"]
+    codes = [e["code"] for e in errors]
+    assert codes == ["unauthorized", "unauthorized", "unauthorized", "server_error"]
+    assert all("[redacted]" in e["message"] for e in errors)
+    messages = "\n".join(str(text) for text in texts)
+    rollouts = "".join(
+        p.read_text(encoding="utf-8") for p in (tmp_path / "sessions").rglob("*.jsonl")
+    )
+    places = {
+        "stdout": out,
+        "messages": messages,
+        "stderr": result.stderr.decode(),
+        "rollout": rollouts,
+    }
+    assert [place for place, text in places.items() if leaks(text, key)] == []
+
+
+async def test_a_key_with_a_character_no_header_can_carry_is_refused_at_start(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "ops.jsonl").write_text(
+        '{"op": {"type": "user_turn", "items": [{"type": "text", "text": "hi"}]}}\n'
+    )
+    (tmp_path / "relay.toml").write_text(
+        'model_provider = "mock"\n[model_providers.mock]\n'
+        f'base_url = "http://127.0.0.1:9/v1"\nenv_key = "{KEY_ENV}"\n'
+    )
+    with trio.fail_after(GUARD_S):
+        result = await trio.run_process(
+            [sys.executable, "-m", "relay", "run", "ops.jsonl", "--config", "relay.toml"],
+            cwd=tmp_path,
+            env={**os.environ, KEY_ENV: "sk-key\twith-a-tab-ü"},
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert result.returncode == 2
+    stderr = result.stderr.decode()
+    assert f"the API key in {KEY_ENV} has a control character" in stderr
+    assert "with-a-tab" not in stderr + result.stdout.decode()
+
+
+#: Run by the shell tool: for its parent (the guard) and every ancestor up to init, the pid,
+#: whether its environment could be read, and how many of its variables hold the key.
+PROC_CHAIN = (
+    'p=$PPID; while [ "$p" -gt 1 ]; do '
+    "if env=$(tr '\\0' '\\n' < /proc/$p/environ); then "
+    'echo "pid $p read, holding $(printf \'%s\\n\' "$env" | grep -c "^$1=sk-odd")"; '
+    'else echo "pid $p unreadable"; fi; '
+    "p=$(cut -d' ' -f4 /proc/$p/stat); done"
+)
+
+
+async def test_no_process_the_shell_tool_can_read_holds_the_key(tmp_path: Path) -> None:
+    argv = ["sh", "-c", PROC_CHAIN, "sh", KEY_ENV]
+    call = {"name": "shell", "arguments": {"argv": argv}, "call_id": "proc"}
+    script = {"responses": [{"function_call": call}, {"text": "done"}]}
+    ops = [
+        {"op": {"type": "user_turn", "items": [{"type": "text", "text": "look around"}]}},
+        {"wait_for": {"type": "turn_complete"}},
+    ]
+    (tmp_path / "ops.jsonl").write_text("".join(json.dumps(op) + "\n" for op in ops))
+    with trio.fail_after(GUARD_S):
+        async with testing.open_mock_server(script) as server:
+            (tmp_path / "relay.toml").write_text(
+                'model = "gpt-test"\nmodel_provider = "mock"\n[model_providers.mock]\n'
+                f'base_url = "{server.base_url}"\nenv_key = "{KEY_ENV}"\n[tools]\nshell = true\n'
+            )
+            result = await trio.run_process(
+                [sys.executable, "-m", "relay", "run", "ops.jsonl", "--config", "relay.toml"],
+                cwd=tmp_path,
+                env={**os.environ, KEY_ENV: ODD_KEY},
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
+    assert result.returncode == 0, result.stderr
+    outputs = [
+        json.loads(line)["msg"]["item"].get("output")
+        for line in result.stdout.decode().splitlines()
+        if json.loads(line)["msg"]["type"] == "item_completed"
+    ]
+    report = next(output for output in outputs if output and "pid" in output)
+    chain = re.findall(r"pid (\d+) (read, holding (\d+)|unreadable)", report)
+    # The guard and relay at least, both readable by the command, neither holding the key.
+    assert len(chain) >= 2 and chain[0][1].startswith("read") and chain[1][1].startswith("read")
+    assert [holding for _, _, holding in chain if holding not in ("", "0")] == []
+    assert leaks(result.stdout.decode(), ODD_KEY) == []
+
+
+async def test_a_redirect_to_another_origin_is_refused_and_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(KEY_ENV, CANARY)
+    script = {"responses": [{"text": "Not redirected."}, {"text": "Followed."}]}
+    async with (
+        testing.open_mock_server({"responses": [{"text": "Captured."}]}) as elsewhere,
+        open_raw_server(script, {}) as server,
+    ):
+        assert elsewhere.base_url is not None and server.base_url is not None
+        server.raw[1] = RawAnswer((b"",), 307, (("location", f"{elsewhere.base_url}/responses"),))
+        server.raw[3] = RawAnswer((b"",), 307, (("location", "/v1/responses?hop=1"),))
+        config = relay.Config(
+            model="gpt-test",
+            model_provider="mock",
+            model_providers={
+                "mock": relay.ProviderConfig(
+                    name="mock",
+                    base_url=server.base_url,
+                    env_key=KEY_ENV,
+                    http_headers={"api-key": "custom-header-secret"},
+                )
+            },
+            cwd=str(tmp_path),
+            rollout=relay.RolloutConfig(enabled=False),
+        )
+        with trio.fail_after(GUARD_S):
+            async with recorded(config) as (session, recorder):
+                await run_ops(session, recorder, turn("one"), turn("two"), turn("three"))
+        foreign = list(elsewhere.requests)
+        paths = [entry["path"] for entry in server.requests]
+        origin = elsewhere.base_url.removesuffix("/v1")
+    assert foreign == []
+    errors = [e.msg for e in recorder.events if isinstance(e.msg, relay.ErrorEvent)]
+    assert [e.code for e in errors] == ["bad_request"]
+    assert f"redirected the request to another origin, {origin}" in errors[0].message
+    texts = [e.msg.message for e in recorder.events if isinstance(e.msg, relay.AgentMessage)]
+    assert texts == ["Not redirected.", "Followed."]  # a redirect on the same origin is followed
+    assert paths == ["/v1/responses"] * 4
 
 
 # ============================================================================ file modes

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from relay import __version__ as relay_version
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -139,6 +142,55 @@ def test_pretty_output_reads_as_a_transcript(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == "▶ turn nap"
+    header = re.fullmatch(
+        r"● session [0-9a-f-]{36} · scripted via scripted \(window unknown\) · "
+        rf"cwd {re.escape(str(EXAMPLES))} · no rollout · relay {re.escape(relay_version)}",
+        lines[0],
+    )
+    assert header is not None, lines[0]
+    assert lines[1] == "▶ turn nap"
     assert "✗ turn nap aborted (interrupted)" in result.stdout
     assert lines[-1] == "■ session shut down"
+
+
+#: What a hostile model, tool or server can try on a terminal: set the window title, clear the
+#: screen, write the clipboard (OSC 52), a one-byte CSI, a bidirectional override.
+ESCAPES = "\x1b]0;owned\x07\x1b[2J\x1b]52;c;ZWNobyBoaQ==\x07\x9b31m\u202eevil"
+
+
+def test_show_and_pretty_render_control_characters_visibly(tmp_path: Path) -> None:
+    model = {
+        "responses": [
+            {"text": f"model says {ESCAPES}"},
+            {
+                "function_call": {
+                    "name": "shell",
+                    "arguments": {"argv": ["printf", "tool says \\033[2J\\033]0;t\\007"]},
+                    "call_id": "c1",
+                }
+            },
+            {"text": "done"},
+            {"http_error": {"status": 400, "message": f"server says {ESCAPES}"}},
+        ]
+    }
+    (tmp_path / "model.json").write_text(json.dumps(model))
+    ops = []
+    for count, text in enumerate(["one", "two", "three"], start=1):
+        ops.append({"op": {"type": "user_turn", "items": [{"type": "text", "text": text}]}})
+        ops.append({"wait_for": {"type": "turn_complete", "count": count}})
+    (tmp_path / "ops.jsonl").write_text("".join(json.dumps(op) + "\n" for op in ops))
+    common = ["--model-script", "model.json", "--rollout-dir", "sessions", "-c", "tools.shell=true"]
+    pretty = relay("run", "ops.jsonl", "--pretty", *common, cwd=tmp_path)
+    assert pretty.returncode == 1, pretty.stderr  # the third turn failed
+    (rollout,) = (tmp_path / "sessions").rglob("rollout-*.jsonl")
+    show = relay("show", str(rollout))
+    assert show.returncode == 0, show.stderr
+    for output in (pretty.stdout, show.stdout):
+        assert [
+            c for c in output if c not in "\n" and (ord(c) < 32 or 0x7F <= ord(c) <= 0x9F)
+        ] == []
+        assert "\u202e" not in output
+        assert "model says \\x1b]0;owned\\x07\\x1b[2J" in output
+        assert "\\x9b31m\\u202eevil" in output
+        assert "tool says \\x1b[2J\\x1b]0;t\\x07" in output
+        assert "server says \\x1b]0;owned\\x07" in output

@@ -10,9 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import trio
+
 import relay
-from relay._cluster import Ledger, Loss, least_loaded
+from relay._cluster import Ledger, Loss, least_loaded, when_unlocked
 from relay._cluster_cli import _progress, _Tally, summary_table
+from relay._rollout import RolloutWriter
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -102,3 +106,47 @@ def test_without_ray_the_command_fails_with_one_line_naming_the_extra(tmp_path: 
     assert result.stderr.splitlines() == [
         "relay: the cluster needs Ray, which is not installed: pip install 'relay-runtime[ray]'"
     ]
+
+
+async def test_a_move_waits_for_the_lost_host_to_let_go_of_the_rollout(tmp_path: Path) -> None:
+    # The killed host's process holds the rollout's lock a moment after ray.kill returns: the
+    # resume on the new host goes ahead once the lock is gone, not before.
+    config = relay.Config(rollout=relay.RolloutConfig(dir=str(tmp_path)))
+    async with relay.open_session(config) as first:
+        assert first.rollout is not None
+        path, session_id = first.rollout.path, first.id
+    held = RolloutWriter.append_to(path)  # the old host, still there
+    pauses: list[float] = []
+
+    async def pause(seconds: float) -> None:
+        pauses.append(seconds)
+        if len(pauses) == 2:
+            held.close()  # its process is gone
+
+    async def attempt() -> str:
+        async with relay.resume_session(path, config) as session:
+            return session.id
+
+    assert await when_unlocked(attempt, wait_s=60, sleep=pause) == session_id
+    assert len(pauses) == 2
+
+
+async def test_a_rollout_still_locked_after_the_wait_is_an_error(tmp_path: Path) -> None:
+    config = relay.Config(rollout=relay.RolloutConfig(dir=str(tmp_path)))
+    async with relay.open_session(config) as first:
+        assert first.rollout is not None
+        path = first.rollout.path
+    held = RolloutWriter.append_to(path)
+    try:
+
+        async def attempt() -> None:
+            async with relay.resume_session(path, config):
+                pass  # pragma: no cover
+
+        async def pause(seconds: float) -> None:
+            await trio.lowlevel.checkpoint()
+
+        with pytest.raises(relay.RolloutLockedError):
+            await when_unlocked(attempt, wait_s=0, sleep=pause)
+    finally:
+        held.close()

@@ -1,4 +1,4 @@
-"""Compaction's pure functions: budgets, truncation, placement, selection (SPEC §6)."""
+"""Compaction's pure functions: budgets, truncation, placement, selection (docs/compaction.md)."""
 
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def test_v2_retention_budget_three_keeps_truncated_middle_and_new() -> None:
     kept = c.keep_recent_messages(messages, 3)
     texts = [m.text() for m in kept]
     assert texts[1] == "new"
-    # Truncated to the 2 tokens left (8 bytes), head and tail as SPEC §6.9 truncates.
+    # Truncated to the 2 tokens left (8 bytes), head and tail as docs/compaction.md truncates.
     assert texts[0] == "midd…1 tokens truncated…1234"
     assert len(kept) == 2
 

@@ -1,4 +1,4 @@
-"""Configuration loading, overrides, validation and providers (SPEC §1.4)."""
+"""Configuration loading, overrides, validation and providers (docs/config.md)."""
 
 from __future__ import annotations
 

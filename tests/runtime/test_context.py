@@ -1,4 +1,4 @@
-"""The initial context, context changes and the abort marker (SPEC §4.3, §5.2)."""
+"""The initial context, context changes and the abort marker (docs/session.md)."""
 
 from __future__ import annotations
 
@@ -134,7 +134,7 @@ async def test_a_session_warns_of_project_instructions_that_are_not_utf8(
     assert t.recorder.of_type(p.WarningEvent) == [
         p.WarningEvent("project instructions AGENTS.md left out: not UTF-8 (byte 0xe9 at offset 0)")
     ]
-    assert "project_instructions" not in json.dumps(t.model.requests[0])
+    assert "project_instructions" not in json.dumps(t.model.requests[0], default=list)
 
 
 # ------------------------------------------------------------------ initial context
@@ -255,7 +255,7 @@ def test_relay_run_in_a_directory_that_is_not_utf8_exits_2(tmp_path: Path) -> No
         [
             sys.executable,
             "-m",
-            "runtime",
+            "relay",
             "run",
             "ops.jsonl",
             "--model-script",

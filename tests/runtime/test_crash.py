@@ -1,4 +1,5 @@
-"""Crash safety: ``relay run`` killed with SIGKILL at many points, then resumed (SPEC §3 inv. 6).
+"""Crash safety: ``relay run`` killed with SIGKILL at many points, then resumed
+(docs/reliability.md).
 
 Each run executes the same long op script (turns, tool calls with a large output, an
 interrupt, manual compactions) against a model script whose replies take a few milliseconds, so

@@ -1,7 +1,8 @@
-"""History normalisation, contextual messages and token accounting (SPEC §5.3, §7.5)."""
+"""History normalisation, contextual messages and token accounting (docs/session.md)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
@@ -384,3 +385,45 @@ def test_every_call_is_followed_by_exactly_one_output(
     assert all(_is_output(i) and getattr(i, "output", None) == "aborted" for i in added)
     assert len(added) == len(missing_outputs(items))
     assert normalize_for_prompt(out, images=images) == out
+
+
+# ----------------------------------------------------------------------------- frozen views
+
+
+def test_a_frozen_view_keeps_showing_the_items_it_was_taken_with() -> None:
+    history = History([USER, ANSWER])
+    view, wire = history.frozen(), history.frozen_wire()
+    history.record(CALL_A)
+    history.record(p.FunctionCallOutput("call-a", "a"))
+    assert list(view) == [USER, ANSWER] and len(view) == 2
+    assert view == (USER, ANSWER) and view == [USER, ANSWER] and view != [USER]
+    assert view[-1] is ANSWER and view[0:1] == [USER] and list(reversed(view)) == [ANSWER, USER]
+    with pytest.raises(IndexError):
+        view[2]
+    assert wire == [history.wire_items()[0], history.wire_items()[1]]
+    assert view + [CALL_A] == [USER, ANSWER, CALL_A]  # noqa: RUF005 (what is tested)
+    later = history.frozen()
+    assert later.after(view) == 2 and len(later) == 4
+    history.replace([ANSWER])
+    assert list(later) == [USER, ANSWER, CALL_A, p.FunctionCallOutput("call-a", "a")]
+    assert history.frozen().after(later) is None
+
+
+async def test_a_request_references_the_history_without_copying_it() -> None:
+    # Each request used to copy the history into two tuples: work and memory proportional to
+    # the history for every request. A request holds views now: the references to the first
+    # item, and to its wire form, do not grow with the number of requests made (and kept).
+    from relay import testing
+
+    async with testing.open_test_session({"responses": []}) as t:
+        for turn in range(3):
+            await t.turn(f"question {turn}")
+            await t.wait_for(lambda e: isinstance(e.msg, p.TurnComplete), turn + 1)
+        history = t.session.history
+        first, first_wire = history.items[0], history.wire_items()[0]
+        before = sys.getrefcount(first), sys.getrefcount(first_wire)
+        for turn in range(3, 10):
+            await t.turn(f"question {turn}")
+            await t.wait_for(lambda e: isinstance(e.msg, p.TurnComplete), turn + 1)
+        assert len(t.model.prompts) == 10
+        assert (sys.getrefcount(first), sys.getrefcount(first_wire)) == before

@@ -1,4 +1,4 @@
-"""Compaction hooks (SPEC §6.7): commands and callables, their outcomes, and what they stop.
+"""Compaction hooks (docs/compaction.md): commands and callables, their outcomes, what they stop.
 
 Tests that run hook commands use the real clock: a subprocess is waited for on the operating
 system, and under ``autojump_clock`` that wait would let virtual time jump straight to the

@@ -93,7 +93,7 @@ def test_the_shell_command_and_its_children_die_with_relay(tmp_path: Path, signu
         [
             sys.executable,
             "-m",
-            "runtime",
+            "relay",
             "run",
             "ops.jsonl",
             "--config",

@@ -1,4 +1,4 @@
-"""The protocol classes and their JSON codec (SPEC §2)."""
+"""The protocol classes and their JSON codec (docs/protocol.md)."""
 
 from __future__ import annotations
 
@@ -113,6 +113,10 @@ EVENTS: dict[type, Any] = {
     p.HookStarted: p.HookStarted("notify", "pre_compact"),
     p.HookCompleted: p.HookCompleted("notify", "post_compact", "timeout", 10_000),
     p.SessionResumed: p.SessionResumed("host-0", "host-1", "t1", ("sub-2",), 40),
+    p.WorkStateNoted: p.WorkStateNoted("read", "src/a.py (12 bytes, sha256 0123abcd)", "src/a.py"),
+    p.SessionConfigured: p.SessionConfigured(
+        "s-1", "gpt-test", "scripted", 128_000, "/work", "/tmp/r.jsonl", "1.0", resumed=True
+    ),
     p.ShutdownComplete: p.ShutdownComplete(),
 }
 
@@ -211,6 +215,8 @@ def test_event_json_form_is_exact() -> None:
                     "tokens_before": 120_000,
                     "tokens_after": 9_000,
                     "duration_ms": 42,
+                    "cut": False,
+                    "counted_before": False,
                 },
             },
         },
@@ -232,6 +238,7 @@ def test_token_count_json_form_is_exact() -> None:
             "total_token_usage": usage,
             "last_token_usage": usage,
             "model_context_window": 128_000,
+            "estimated": False,
         },
     }
     assert from_json({"type": "token_count", "info": None}, p.EventMsg) == p.TokenCount(None)
@@ -325,6 +332,8 @@ EXPECTED_TAGS: dict[type, str] = {
     p.HookStarted: "hook_started",
     p.HookCompleted: "hook_completed",
     p.SessionResumed: "session_resumed",
+    p.WorkStateNoted: "work_state_noted",
+    p.SessionConfigured: "session_configured",
     p.ShutdownComplete: "shutdown_complete",
 }
 

@@ -1,4 +1,4 @@
-"""Resume: the pure reconstruction, resumed sessions, ``relay resume`` (SPEC §8, §3 inv. 6)."""
+"""Resume: the pure reconstruction, resumed sessions, ``relay resume`` (docs/rollout.md)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -197,13 +198,14 @@ def test_a_compaction_resets_usage_to_the_estimate_of_its_history() -> None:
     assert state.total_usage == p.TokenUsage(total_tokens=5300)
 
 
-def test_the_window_full_count_of_a_context_window_error_changes_no_usage() -> None:
+def test_the_window_full_count_of_a_context_window_error_counts_the_history_as_full() -> None:
+    # As live: after an overflow the history fills the window, so the next turn compacts first.
     error = p.ErrorEvent("too long", relay.ErrorCode.CONTEXT_WINDOW_EXCEEDED)
     state = state_of(
         item(U1), item(A1), token_count(300), item(U2), token_count(8000), event(error)
     )
-    assert state.last_response_tokens == 300
-    assert state.tokens_since_model == c.estimate_tokens([U2])
+    assert state.last_response_tokens == 8000
+    assert state.tokens_since_model == 0
 
 
 def test_model_output_kinds() -> None:
@@ -285,8 +287,9 @@ def test_reconstruction_equals_a_full_replay_with_a_live_history(ops: list[Any])
                 reference = world
                 lines.append(turn_context(world))
             case ("window_full", window):
-                # The session shows the window full, then fails: its usage does not change.
+                # The session counts the history as full, shows it, then fails.
                 shown = window or live.usage_tokens
+                live.response_completed(shown)
                 error = p.ErrorEvent("too long", relay.ErrorCode.CONTEXT_WINDOW_EXCEEDED)
                 lines += [token_count(shown, window=window), event(error)]
     state = state_of(*lines)
@@ -575,7 +578,7 @@ async def test_a_resumed_session_appends_to_the_same_file(
     assert_restores(r.session, path)
 
 
-async def test_problems_in_the_rollout_are_the_first_events_of_the_resumed_session(
+async def test_problems_in_the_rollout_follow_the_session_configured_of_the_resumed_session(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     config = rollout_config(tmp_path)
@@ -588,7 +591,20 @@ async def test_problems_in_the_rollout_are_the_first_events_of_the_resumed_sessi
     async with open_resumed(path, config=config) as r:
         await run_ops(r, ("turn", "two"))
     garbage, cut = written + 1, written + 2
-    assert [(e.id, e.msg) for e in r.recorder.events[:2]] == [
+    assert [(e.id, e.msg) for e in r.recorder.events[:3]] == [
+        (
+            "session",
+            relay.SessionConfigured(
+                t.session.id,
+                "scripted",
+                "scripted",
+                None,
+                t.session.state.defaults.cwd,
+                str(path),
+                relay.__version__,
+                resumed=True,
+            ),
+        ),
         (
             "resume",
             relay.WarningEvent(
@@ -603,10 +619,64 @@ async def test_problems_in_the_rollout_are_the_first_events_of_the_resumed_sessi
             ),
         ),
     ]
-    assert r.recorder.types()[2] == "turn_started"
+    assert r.recorder.types()[3] == "turn_started"
     assert list(r.session.history.items)[: len(t.session.history.items)] == list(
         t.session.history.items
     )
+
+
+def recorded_with(path: Path, provider: str, model: str) -> str:
+    """Write a rollout that only says which session it is and what it ran on."""
+    meta = {"id": "s-rec", "cwd": str(path.parent), "model": model, "model_provider": provider}
+    text = json.dumps({"timestamp": "2026-01-02T03:04:05.000Z", "type": "session_meta",
+                       "payload": meta}) + "\n"  # fmt: skip
+    path.write_text(text)
+    return text
+
+
+async def test_resume_session_without_a_config_goes_on_with_the_recorded_model(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    path = tmp_path / "rollout.jsonl"
+    recorded_with(path, "scripted", "gpt-recorded")
+    async with relay.resume_session(path) as session:
+        first = await anext(session.events())
+    assert isinstance(first.msg, relay.SessionConfigured)
+    assert (first.msg.model, first.msg.model_provider, first.msg.resumed) == (
+        "gpt-recorded",
+        "scripted",
+        True,
+    )
+
+
+async def test_resume_session_without_a_config_refuses_a_provider_it_cannot_build(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    path = tmp_path / "rollout.jsonl"
+    before = recorded_with(path, "mine", "gpt-recorded")
+    with pytest.raises(relay.ConfigError, match="recorded with model_provider 'mine'"):
+        async with relay.resume_session(path):
+            pass
+    assert path.read_text() == before
+
+
+async def test_resume_session_model_name_replaces_the_recorded_model(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    config = rollout_config(tmp_path)
+    async with testing.open_test_session(config=attrs.evolve(config, model="gpt-old")) as t:
+        await run_ops(t, ("turn", "one"))
+    path = rollout_path(t)
+    model = testing.ScriptedModel(None)
+    async with relay.resume_session(path, config, model=model, model_name="gpt-new") as session:
+        events = session.events()
+        first = await anext(events)
+        await session.submit(relay.UserTurn(items=[relay.Text("two")]))
+        async for event in events:
+            if isinstance(event.msg, relay.TurnComplete):
+                break
+    assert isinstance(first.msg, relay.SessionConfigured) and first.msg.model == "gpt-new"
+    assert [request["model"] for request in model.requests] == ["gpt-new"]
 
 
 async def test_resume_session_refuses_a_rollout_without_session_meta(
@@ -697,10 +767,11 @@ def test_relay_resume_warns_about_malformed_lines_and_goes_on(tmp_path: Path) ->
     ]
     assert result.stderr.splitlines() == [f"relay: warning: {path} {note}" for note in notes]
     events = [json.loads(line) for line in result.stdout.splitlines()]
-    assert [(e["id"], e["msg"]) for e in events[:4]] == [
+    assert (events[0]["id"], events[0]["msg"]["type"]) == ("session", "session_configured")
+    assert [(e["id"], e["msg"]) for e in events[1:5]] == [
         ("resume", {"type": "warning", "message": f"{path} {note}"}) for note in notes
     ]
-    assert events[4]["msg"]["type"] == "turn_started"
+    assert events[5]["msg"]["type"] == "turn_started"
     # The old-style compaction was rebuilt; the resumed turn was appended after it.
     history = reconstruct(read_rollout(path)).history
     assert history[:3] == (U1, p.user_message(c.summary_text("an old-style summary")), A1)

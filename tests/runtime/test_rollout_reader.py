@@ -1,22 +1,28 @@
-"""Reading rollouts: typed lines, a truncated last line, malformed lines, ``relay show`` (§8)."""
+"""Reading rollouts: typed lines, a truncated last line, malformed lines, ``relay show``."""
 
 from __future__ import annotations
 
+import gc
+import io
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 import trio.testing
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 import relay
 from relay import _protocol as p
 from relay import testing
 from relay._context import TurnSettings, WorldState
+from relay._resume import reconstruct
 from relay._rollout_reader import (
     CompactedLine,
     EventMsgLine,
@@ -26,6 +32,7 @@ from relay._rollout_reader import (
     SessionMetaLine,
     TurnContextLine,
     WorldStateLine,
+    _parse,
     parse_rollout,
     read_rollout,
 )
@@ -79,6 +86,8 @@ def compacted(
     *,
     window_number: int | None = None,
     receipt: p.CompactionReceipt | None = None,
+    work_state: dict[str, Any] | None = None,
+    masked_outputs: dict[str, str] | None = None,
 ) -> str:
     payload: dict[str, Any] = {"message": message}
     if history is not None:
@@ -92,6 +101,10 @@ def compacted(
         }
     if receipt is not None:
         payload["receipt"] = relay.to_json(receipt)
+    if work_state is not None:
+        payload["work_state"] = work_state
+    if masked_outputs is not None:
+        payload["masked_outputs"] = masked_outputs
     return raw("compacted", payload)
 
 
@@ -232,9 +245,9 @@ def test_malformed_lines_are_skipped_with_notes_naming_them() -> None:
         "ignored",
         "line 7: invalid event_msg: unknown type 'levitated' (expected one of: agent_message, "
         "agent_message_delta, background_event, context_compacted, error, hook_completed, "
-        "hook_started, item_completed, item_started, session_resumed, shutdown_complete, "
-        "stream_error, token_count, turn_aborted, turn_complete, turn_started, user_message, "
-        "warning); ignored",
+        "hook_started, item_completed, item_started, session_configured, session_resumed, "
+        "shutdown_complete, stream_error, token_count, turn_aborted, turn_complete, "
+        "turn_started, user_message, warning, work_state_noted); ignored",
         "line 8: invalid turn_context: required field 'model' missing; ignored",
         "line 9: no timestamp",
         "line 10: session_meta after the start of the rollout; ignored",
@@ -320,18 +333,20 @@ def test_reading_for_a_resume_decodes_only_what_resuming_needs() -> None:
         turn_context(model="newer"),
         raw("response_item", {"type": "message"}),
         token_count(20),
-        event(p.TurnStarted("t1", None, 0.0)),
+        event(p.TurnStarted("sub-9", None, 0.0)),
         compacted([user, user], window_number=2),
         item(p.assistant_message("after")),
         raw("response_item", {"type": "message"}),
         world_state(),
-        event(p.TurnStarted("t2", None, 0.0)),
+        event(p.TurnStarted("sub-3", None, 0.0)),
         token_count(30),
         event(p.ErrorEvent("e", relay.ErrorCode.STREAM)),
         event(p.TurnComplete("t2", None, 1)),
     )
     rollout = parse_rollout(data, for_resume=True)
-    assert [line.number for line in rollout.lines] == [1, 6, 7, 9, 11, 12, 16, 17]
+    # The turn_started with the highest generated id is read wherever it is: resumed ids go on
+    # after it.
+    assert [line.number for line in rollout.lines] == [1, 6, 7, 9, 10, 11, 12, 16, 17]
     # JSON problems are reported everywhere, payload problems only where lines are decoded.
     assert [note.line for note in rollout.notes] == [3, 13]
     assert [line.number for line in parse_rollout(data).lines] == [
@@ -341,6 +356,118 @@ def test_reading_for_a_resume_decodes_only_what_resuming_needs() -> None:
     # A file without any replacement history is read whole.
     whole = text_of(meta(), item(user), turn_context(), item(user))
     assert parse_rollout(whole, for_resume=True) == parse_rollout(whole)
+
+
+def _long_rollout(turns: int) -> str:
+    lines = [meta()]
+    for index in range(turns):
+        lines += [
+            event(p.TurnStarted(f"t{index}", None, 0.0)),
+            turn_context(),
+            item(p.user_message(f"question {index}")),
+            item(p.FunctionCall("lookup", '{"key": "k"}', f"c{index}")),
+            item(p.FunctionCallOutput(f"c{index}", "value")),
+            item(p.assistant_message(f"answer {index}")),
+            token_count(100 + index),
+            event(p.TurnComplete(f"t{index}", None, 1)),
+        ]
+    return text_of(*lines)
+
+
+def test_parsing_runs_no_cyclic_collection() -> None:
+    # Collections during a parse walk the heap (the older ones all of it) and free nothing: a
+    # long rollout read in a large process cost several times what it cost in a fresh one.
+    # What the parse allocated is seen by at most one collection, once it is over.
+    data = _long_rollout(2_000).encode()
+    collections: list[bool] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(for_resume)
+
+    for for_resume in (True, False):
+        gc.collect()
+        gc.callbacks.append(count)
+        try:
+            rollout = parse_rollout(data, for_resume=for_resume)
+        finally:
+            gc.callbacks.remove(count)
+        assert len(rollout.lines) > 8_000
+    assert collections in ([], [True, False], [True], [False])
+    assert gc.isenabled()
+
+
+def test_reading_for_a_resume_holds_only_the_records_it_still_needs() -> None:
+    # Memory follows what a resume keeps, not the file: once the last line is read, no
+    # record of an event line is alive (only the count decoded at the end is kept).
+    alive: list[int] = []
+
+    def lines() -> Iterator[bytes]:
+        yield from io.BytesIO(_long_rollout(500).encode())
+        gc.collect()
+        alive.append(sum(_is_event_record(obj) for obj in gc.get_objects()))
+
+    rollout = _parse(lines(), None, for_resume=True)
+    # The last record read, the last two token counts and the last turn_started.
+    assert alive[0] <= 4
+    # Every item, the last turn_started, turn_context and token_count; no other event.
+    assert sum(isinstance(line, ResponseItemLine) for line in rollout.lines) == 2_000
+    kinds = [
+        (type(line), type(line.msg).__name__ if isinstance(line, EventMsgLine) else "")
+        for line in rollout.lines
+        if not isinstance(line, ResponseItemLine)
+    ]
+    assert kinds == [
+        (SessionMetaLine, ""),
+        (EventMsgLine, "TurnStarted"),
+        (TurnContextLine, ""),
+        (EventMsgLine, "TokenCount"),
+    ]
+
+
+def _is_event_record(obj: object) -> bool:
+    return isinstance(obj, dict) and obj.get("type") == "event_msg" and "payload" in obj
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["message", "function_call", "function_call_output", "other"])},
+        optional={
+            "role": st.sampled_from(["user", "assistant", "developer", "system", "tool", 3]),
+            "content": st.lists(
+                st.fixed_dictionaries(
+                    {
+                        "type": st.sampled_from(["input_text", "output_text", "input_image"]),
+                        "text": st.one_of(st.text(max_size=5), st.integers(), st.just("\ud800")),
+                    },
+                    optional={"image_url": st.just("data:"), "extra": st.none()},
+                ),
+                max_size=3,
+            ),
+            "id": st.one_of(st.none(), st.text(max_size=3), st.integers()),
+            "name": st.one_of(st.text(max_size=3), st.none()),
+            "arguments": st.one_of(st.text(max_size=3), st.just("\udfff"), st.booleans()),
+            "call_id": st.one_of(st.text(max_size=3), st.integers()),
+            "output": st.one_of(st.text(max_size=3), st.none()),
+            "metadata": st.one_of(st.none(), st.just({"k": 1})),
+            "status": st.just("completed"),
+        },
+    )
+)
+def test_an_item_line_decodes_as_the_codec_decodes_its_payload(payload: dict[str, Any]) -> None:
+    try:
+        expected: Any = relay.from_json(payload, p.ResponseItem)
+    except relay.DecodeError:
+        expected = None
+    # Escaped, as JSON may carry a lone surrogate that no UTF-8 file can hold raw.
+    line = json.dumps({"timestamp": TS, "type": "response_item", "payload": payload})
+    rollout = parse_rollout(text_of(meta(), line))
+    if expected is None:
+        assert len(rollout.lines) == 1 and [n.line for n in rollout.notes] == [2]
+    else:
+        assert rollout.notes == ()
+        assert rollout.lines[1] == ResponseItemLine(2, TS, expected)
 
 
 @pytest.mark.parametrize("make", ["missing", "directory"])
@@ -411,7 +538,7 @@ def test_the_transcript_shows_turns_tools_checkpoints_and_tokens() -> None:
         "✓ turn t1 complete in 42 ms",
         "",
         "▶ turn c1 · 2026-01-02 03:04:05",
-        "  ━━ checkpoint #1: 900 → 120 tokens (local, manual, 15 ms)",
+        "  ━━ checkpoint #1: ~900 → ~120 tokens (local, manual, 15 ms)",
         "     history replaced by 2 items",
         "     │ The user asked to read notes.txt.",
         "     │ Done.",
@@ -453,6 +580,35 @@ def test_the_transcript_marks_a_turn_cut_short_by_a_crash() -> None:
         "",
         "▶ turn sub-1 · 2026-01-02 03:04:05",
         "✓ turn sub-1 complete in 1 ms",
+    ]
+
+
+def test_the_transcript_shows_each_session_configured_as_one_header_line() -> None:
+    def configured(resumed: bool) -> str:
+        return event(
+            p.SessionConfigured("s-1", "gpt-x", "ollama", 8000, "/w", "/r.jsonl", "0.1.0", resumed)
+        )
+
+    data = text_of(
+        meta(),
+        configured(False),
+        event(p.TurnStarted("t1", None, 0.0)),
+        event(p.TurnComplete("t1", None, 1)),
+        event(p.ShutdownComplete()),
+        configured(True),
+        event(p.TurnStarted("sub-2", None, 1.0)),
+    )
+    assert list(render_transcript(parse_rollout(data))) == [
+        "● session s-1 · gpt-x via ollama (8000 tokens) · cwd /w · /r.jsonl · relay 0.1.0",
+        "",
+        "▶ turn t1 · 2026-01-02 03:04:05",
+        "✓ turn t1 complete in 1 ms",
+        "■ session shut down",
+        "",
+        "↺ resumed session s-1 · gpt-x via ollama (8000 tokens) · cwd /w · /r.jsonl · relay 0.1.0",
+        "",
+        "▶ turn sub-2 · 2026-01-02 03:04:05",
+        "⚡ turn sub-2 has not ended (the session stopped, or still runs)",
     ]
 
 
@@ -527,3 +683,75 @@ def test_relay_show_exits_2_for_an_unreadable_file(tmp_path: Path, make: str) ->
     assert result.stdout == ""
     assert result.stderr.startswith(f"relay: cannot read rollout file {target}: ")
     assert "Traceback" not in result.stderr
+
+
+_LINES = st.sampled_from(
+    [
+        item(p.user_message("u")),
+        item(p.assistant_message("a")),
+        item(p.FunctionCall("f", "{}", "c")),
+        raw("response_item", {"type": "message"}),
+        turn_context(),
+        turn_context(model="other"),
+        world_state(),
+        token_count(10),
+        token_count(8000, 9000, 8000),
+        event(p.ErrorEvent("full", relay.ErrorCode.CONTEXT_WINDOW_EXCEEDED)),
+        event(p.ErrorEvent("e", relay.ErrorCode.STREAM)),
+        event(p.TurnStarted("t", None, 0.0)),
+        event(p.TurnStarted("sub-5", None, 0.0)),
+        event(p.TurnStarted("sub-2", None, 0.0)),
+        compacted([p.user_message("kept")], "S", window_number=1),
+        compacted([], "S"),
+        compacted(None, "old style"),
+        raw("compacted", {"replacement_history": [{"type": "message"}], "message": "bad"}),
+        raw("compacted", {"replacement_history": []}),
+        event(p.WorkStateNoted("read", "a.py (3 bytes, sha256 00)", "a.py")),
+        event(p.WorkStateNoted("read", "a.py (5 bytes, sha256 11)", "a.py")),
+        event(p.WorkStateNoted("command", "make → exit 2")),
+        event(p.WorkStateNoted("pinned", "keep the tests green")),
+        compacted(
+            [p.user_message("kept")],
+            "S",
+            work_state={"entries": [{"kind": "read", "text": "b.py", "key": "b.py"}], "pinned": []},
+        ),
+        compacted(None, "old style", work_state={"entries": [], "pinned": ["pinned before"]}),
+        compacted([p.user_message("kept")], masked_outputs={"c": "the whole output"}),
+        compacted(None, "old style", masked_outputs={"c": "another original", "d": "more"}),
+        meta(),
+        "not json",
+        "",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_LINES, max_size=30))
+@example(  # an item that does not decode leaves the next count the installation's
+    [
+        compacted([p.user_message("kept")], "S", window_number=1),
+        raw("response_item", {"type": "message"}),
+        token_count(10),
+        token_count(10),
+    ]
+)
+def test_reading_for_a_resume_keeps_what_a_full_read_gives_a_resume(lines: list[str]) -> None:
+    data = text_of(meta(), *lines)
+    full = parse_rollout(data)
+    resume = parse_rollout(data, for_resume=True)
+    assert resume.meta == full.meta
+    # In file order (a compaction's record and outputs are dicts: lines are not hashable).
+    remaining = iter(full.lines)
+    assert all(any(line == other for other in remaining) for line in resume.lines)
+    assert set(resume.notes) <= set(full.notes)
+    # JSON problems are reported either way; so are those of every compaction and
+    # session_meta line, which a resume always reads.
+    numbered = ["session_meta", *lines]
+    for note in full.notes:
+        text = numbered[note.line - 1]
+        if note.message.startswith(("not valid JSON", "expected a JSON object")) or any(
+            f'"type": "{kind}"' in text for kind in ("compacted", "session_meta")
+        ):
+            assert note in resume.notes
+    if full.meta is not None:
+        assert reconstruct(resume) == reconstruct(full)

@@ -1,4 +1,4 @@
-"""The rollout writer: file layout, modes, line shapes and the flush discipline (SPEC §8)."""
+"""The rollout writer: file layout, modes, line shapes, the flush discipline (docs/rollout.md)."""
 
 from __future__ import annotations
 
@@ -85,7 +85,20 @@ async def test_rollout_lines_modes_and_flush_before_terminal_events(
     assert lines[0]["payload"]["relay_version"] == relay.__version__
     assert all(line["timestamp"].endswith("Z") and len(line["timestamp"]) == 24 for line in lines)
     types = {line["type"] for line in lines}
-    assert types == {"session_meta", "event_msg", "response_item", "turn_context", "world_state"}
+    assert types == {
+        "session_meta",
+        "event_msg",
+        "response_item",
+        "turn_context",
+        "world_state",
+        "ids",
+    }
+    # The generated ids are written just before an event that ends a turn, flushed with it.
+    for position, line in enumerate(lines):
+        if line["type"] == "ids":
+            following = lines[position + 1]["payload"]["type"]
+            assert following in {"turn_complete", "turn_aborted", "shutdown_complete"}
+            assert set(line["payload"]) == {"submission", "item"}
     events = [line["payload"]["type"] for line in lines if line["type"] == "event_msg"]
     assert "agent_message_delta" not in events and "item_started" not in events
     items = [

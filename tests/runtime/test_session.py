@@ -1,8 +1,11 @@
-"""The session actor: replacement, interrupt, abort grace, on_busy, shutdown (SPEC §4)."""
+"""The session actor: replacement, interrupt, abort grace, on_busy, shutdown
+(docs/architecture.md)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -33,6 +36,7 @@ async def test_a_turn_reports_its_events_in_order(autojump_clock: trio.testing.M
         await t.turn("hello", id="t1")
         await t.wait_for(relay.TurnComplete)
     assert t.recorder.types() == [
+        "session_configured",
         "turn_started",
         "item_started",
         "item_completed",
@@ -46,9 +50,38 @@ async def test_a_turn_reports_its_events_in_order(autojump_clock: trio.testing.M
         "turn_complete",
         "shutdown_complete",
     ]
-    assert [e.seq for e in t.recorder.events] == list(range(1, 13))
+    assert [e.seq for e in t.recorder.events] == list(range(1, 14))
     complete = t.recorder.of_type(relay.TurnComplete)[0]
     assert complete == relay.TurnComplete("t1", "hi there", 0)
+
+
+async def test_the_first_event_says_which_session_runs_and_is_recorded(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    config = relay.Config(
+        model="gpt-5",
+        model_context_window=50_000,
+        cwd=str(tmp_path),
+        rollout=relay.RolloutConfig(dir=str(tmp_path / "sessions")),
+    )
+    async with testing.open_test_session(config=config) as t:
+        rollout = t.session.rollout
+        assert rollout is not None
+        first = await t.wait_for(relay.SessionConfigured)
+    assert (first.id, first.seq) == ("session", 1)
+    assert first.msg == relay.SessionConfigured(
+        session_id=t.session.id,
+        model="gpt-5",
+        model_provider="scripted",
+        model_context_window=50_000,
+        cwd=str(tmp_path),
+        rollout_path=str(rollout.path),
+        relay_version=relay.__version__,
+        resumed=False,
+    )
+    lines = [json.loads(line) for line in rollout.path.read_text().splitlines()]
+    assert [line["type"] for line in lines[:2]] == ["session_meta", "event_msg"]
+    assert lines[1]["payload"] == relay.to_json(first.msg)
 
 
 async def test_replacement_aborts_the_old_turn_before_the_new_one_starts(
@@ -255,6 +288,36 @@ async def test_interrupt_lets_a_queued_turn_start(autojump_clock: trio.testing.M
     ]
 
 
+async def test_shutdown_keeps_the_input_of_turns_still_queued(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    script = {"responses": [sleep_call(60)]}
+    config = relay.Config(rollout=relay.RolloutConfig(dir=str(tmp_path)))
+    async with testing.open_test_session(script, config=config) as t:
+        await t.turn("first", id="t1")
+        await t.turn("second", id="t2", on_busy="queue")
+        await t.turn("third", id="t3", on_busy="queue")
+        await t.wait_for(testing.tool_call_started)
+        await t.submit(relay.Shutdown(), id="bye")
+        await t.wait_for(relay.ShutdownComplete)
+        rollout = t.session.rollout
+        assert rollout is not None
+    assert t.recorder.types("t2") == t.recorder.types("t3") == []
+    user = [
+        i.text()
+        for i in t.session.history.items
+        if isinstance(i, relay.Message) and i.role == "user"
+    ]
+    assert user[-3:] == ["first", "second", "third"]
+    # In the file, after what the aborted turn recorded, before shutdown_complete.
+    lines = [json.loads(line) for line in rollout.path.read_text().splitlines()]
+    tail = [(line["type"], line["payload"]) for line in lines[-4:]]
+    assert tail[0][1]["type"] == "turn_aborted"
+    assert [kind for kind, _ in tail[1:3]] == ["response_item", "response_item"]
+    assert [payload["content"][0]["text"] for _, payload in tail[1:3]] == ["second", "third"]
+    assert tail[3] == ("event_msg", {"type": "shutdown_complete"})
+
+
 async def test_shutdown_during_a_turn(autojump_clock: trio.testing.MockClock) -> None:
     script = {"responses": [sleep_call(60)]}
     async with testing.open_test_session(script) as t:
@@ -323,7 +386,7 @@ async def test_override_turn_context_changes_later_turns_only(
     async with testing.open_test_session() as t:
         await t.submit(relay.OverrideTurnContext(model="gpt-5", effort="low"))
         await t.session.wait_idle()
-        assert t.recorder.events == []
+        assert t.recorder.types() == ["session_configured"]
         await t.turn("hi", id="t1")
         await t.wait_for(relay.TurnComplete)
     body = t.model.requests[0]

@@ -1,4 +1,5 @@
-"""Random op sequences against the actor, in virtual time, checking SPEC §3 after every step."""
+"""Random op sequences against the actor, in virtual time, checking the invariants of
+docs/reliability.md after every step."""
 
 from __future__ import annotations
 

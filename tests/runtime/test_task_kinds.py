@@ -42,7 +42,8 @@ async def test_the_session_runs_the_task_kinds_it_is_given(
     async with testing.open_test_session({"responses": []}, task_kinds=kinds) as t:
         await t.turn("hello", id="t1")
         await t.wait_for(relay.TurnComplete)
-    assert t.recorder.msgs[:3] == [
+    assert t.recorder.types()[0] == "session_configured"
+    assert t.recorder.msgs[1:4] == [
         relay.TurnStarted("t1", None, testing.FIXED_NOW.timestamp()),
         relay.AgentMessage("echo: hello"),
         relay.TurnComplete("t1", "hello", 0),
@@ -118,4 +119,5 @@ async def test_a_crashed_loop_leaves_the_session_closed(
     assert session.closed
     with pytest.raises(relay.ClosedSessionError):
         session.submit_nowait(relay.Interrupt())
-    assert [event async for event in session.events()] == []
+    # The session announced itself, then its stream ended with the loop.
+    assert [type(event.msg) async for event in session.events()] == [relay.SessionConfigured]

@@ -1,4 +1,4 @@
-"""Approximate token estimates and head/tail truncation (SPEC §6.9, §7.5)."""
+"""Approximate token estimates and head/tail truncation (docs/compaction.md, docs/session.md)."""
 
 from __future__ import annotations
 
@@ -205,7 +205,7 @@ def test_emoji_wider_than_the_budget_are_dropped_whole() -> None:
 
 
 def _oracle(text: str, tokens: int) -> str:
-    """SPEC §6.9 computed character by character."""
+    """The head-and-tail cut of docs/compaction.md, computed character by character."""
     data = text.encode("utf-8")
     budget = 4 * max(0, tokens)
     if tokens > 0 and len(data) <= budget:

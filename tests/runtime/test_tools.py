@@ -1,4 +1,4 @@
-"""The tool registry and the built-in tools (SPEC §5.4)."""
+"""The tool registry and the built-in tools (docs/session.md)."""
 
 from __future__ import annotations
 

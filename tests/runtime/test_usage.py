@@ -1,4 +1,4 @@
-"""Usage when a server reports none: estimated from what each response added (SPEC §7.5)."""
+"""Usage when a server reports none: estimated from what each response added (docs/session.md)."""
 
 from __future__ import annotations
 

@@ -394,10 +394,10 @@ async def test_echo_fallback_answers_chat_requests() -> None:
             "stream closed before the chat completion finished",
         ),
         (
-            [chunk({"content": "cut"}, "length")],
+            [chunk({"content": "withheld"}, "content_filter")],
             StreamError,
             ErrorCode.STREAM,
-            "incomplete response: max_output_tokens",
+            "incomplete response: content_filter",
         ),
         (
             [

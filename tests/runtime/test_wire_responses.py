@@ -663,11 +663,11 @@ STREAM_ERRORS: dict[str, tuple[Handler, Expected]] = {
                 "response": {
                     "id": "resp_1",
                     "status": "incomplete",
-                    "incomplete_details": {"reason": "max_output_tokens"},
+                    "incomplete_details": {"reason": "content_filter"},
                 },
             },
         ),
-        Expected(StreamError, ErrorCode.STREAM, True, "incomplete response: max_output_tokens"),
+        Expected(StreamError, ErrorCode.STREAM, True, "incomplete response: content_filter"),
     ),
     "stream ended without terminal event": (
         sse(CREATED),

@@ -1,4 +1,4 @@
-"""Sessions over the real openai SDK: retries, error events and cancellation (SPEC §5.5, §7)."""
+"""Sessions over the real openai SDK: retries, error events and cancellation (docs/session.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
-"""Auto-compaction inside the regular turn: pre-turn, mid-turn, model downshift (SPEC §5.6)."""
+"""Auto-compaction inside the regular turn: pre-turn, mid-turn, model downshift
+(docs/compaction.md)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -89,8 +92,9 @@ async def test_auto_compact_runs_after_token_limit_hit(
 async def test_auto_compact_clamps_config_limit_to_context_window(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    script = {"responses": [{"text": "a1", "total_tokens": 91}, {"text": "S"}, {"text": "a2"}]}
-    cfg = config(model_context_window=100, model_auto_compact_token_limit=200)
+    # A window that the compacted history (instructions and tools included) fits.
+    script = {"responses": [{"text": "a1", "total_tokens": 901}, {"text": "S"}, {"text": "a2"}]}
+    cfg = config(model_context_window=1000, model_auto_compact_token_limit=2000)
     async with testing.open_test_session(script, config=cfg) as t:
         await turns(t, "one", "two")
     assert [is_compaction_request(r) for r in t.model.requests] == [False, True, False]
@@ -203,21 +207,77 @@ async def test_pre_turn_compaction_excludes_incoming_message(
     assert follow[-2].startswith("<environment_context>") and follow[-1] == "incoming message"
 
 
-async def test_failing_auto_compaction_ends_the_turn(
-    autojump_clock: trio.testing.MockClock,
+def recorded_user_texts(rollout: Path) -> list[str]:
+    """The texts of the real user messages of a rollout file."""
+    texts = []
+    for line in rollout.read_text().splitlines():
+        record = json.loads(line)
+        payload = record["payload"]
+        if (
+            record["type"] == "response_item"
+            and payload.get("role") == "user"
+            and not payload["content"][0]["text"].startswith("<environment_context>")
+        ):
+            texts.append(payload["content"][0]["text"])
+    return texts
+
+
+async def test_a_failed_pre_turn_compaction_ends_the_turn_with_its_input_recorded(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
 ) -> None:
     failure = {"http_error": {"status": 500, "message": "down"}}
     script = {"responses": [{"text": "a1", "total_tokens": 5000}] + [failure] * 6}
-    cfg = config(model_auto_compact_token_limit=1000)
+    cfg = relay.Config(
+        model_auto_compact_token_limit=1000,
+        rollout=relay.RolloutConfig(dir=str(tmp_path)),
+    )
     async with testing.open_test_session(script, config=cfg) as t:
         await turns(t, "one", "two")
+        rollout = t.session.rollout
+        assert rollout is not None
     assert len(t.model.requests) == 1 + 6
-    second = t.recorder.types("sub-2")
-    assert second[-2:] == ["error", "turn_complete"]
-    assert "user_message" not in second
-    assert not any(
-        isinstance(i, relay.Message) and i.text() == "two" for i in t.session.history.items
+    second = [e.msg for e in t.recorder.events if e.id == "sub-2"]
+    assert t.recorder.types("sub-2")[-5:] == [
+        "error",
+        "item_started",
+        "item_completed",
+        "user_message",
+        "turn_complete",
+    ]
+    assert second[-2] == relay.UserMessage("two")
+    history = [i.text() for i in t.session.history.items if isinstance(i, relay.Message)]
+    assert history[-1] == "two"
+    assert recorded_user_texts(rollout.path) == ["one", "two"]
+
+
+async def test_a_pre_turn_compaction_stopped_by_a_hook_keeps_the_turns_input(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    async def veto(info: relay.HookInput) -> relay.HookStop:
+        return relay.HookStop(f"no {info.trigger} compaction now")
+
+    script = {"responses": [{"text": "a1", "total_tokens": 5000}]}
+    cfg = relay.Config(
+        model_auto_compact_token_limit=1000,
+        rollout=relay.RolloutConfig(dir=str(tmp_path)),
     )
+    async with testing.open_test_session(script, config=cfg) as t:
+        await turns(t, "one")
+        t.session.register_hook(relay.CompactHook("pre_compact", veto))
+        await turns(t, "two")
+        rollout = t.session.rollout
+        assert rollout is not None
+    assert len(t.model.requests) == 1
+    assert t.recorder.types("sub-2")[-5:] == [
+        "background_event",
+        "item_started",
+        "item_completed",
+        "user_message",
+        "turn_aborted",
+    ]
+    aborted = t.recorder.of_type(relay.TurnAborted)[-1]
+    assert (aborted.turn_id, aborted.reason) == ("sub-2", relay.AbortReason.HOOK_STOPPED)
+    assert recorded_user_texts(rollout.path) == ["one", "two"]
 
 
 async def test_model_downshift_compacts_with_the_previous_model(

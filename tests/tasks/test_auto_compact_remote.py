@@ -1,4 +1,4 @@
-"""Auto-compaction scenarios with the remote backends selected (SPEC §5.6, §6.4, §6.5)."""
+"""Auto-compaction scenarios with the remote backends selected (docs/compaction.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The compaction task with the local backend, through a session (SPEC §6.1–6.3, §6.9)."""
+"""The compaction task with the local backend, through a session (docs/compaction.md)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import trio.testing
 import relay
 from relay import compaction as c
 from relay import testing
+from relay._tokens import approx_tokens, calibrated, tools_tokens
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 
@@ -69,7 +70,15 @@ async def test_manual_compact_emits_context_compaction_items(
     receipt = completed.item.receipt
     assert receipt is not None
     assert (receipt.trigger, receipt.backend) == (relay.CompactionTrigger.MANUAL, "local")
-    assert receipt.tokens_after == c.estimate_tokens(t.session.history.items)
+    # A request over the new history (instructions and tools count too), scaled by the
+    # model's count of the first turn's request.
+    assert receipt.tokens_after == calibrated(
+        relay.compaction.estimate_tokens(t.session.history.items)
+        + approx_tokens(t.session.instructions)
+        + tools_tokens(t.session.tools.specs()),
+        t.session.state.token_ratio,
+    )
+    assert receipt.counted_before
     assert receipt.tokens_before > 0
     assert "less accurate" in c1[5].message
 

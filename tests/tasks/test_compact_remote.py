@@ -1,6 +1,6 @@
-"""The remote compaction backends and backend selection, through a session (SPEC §6.1, §6.4,
-§6.5): over the embedded scripted model, through the openai SDK on an in-process transport, and
-over the loopback mock server."""
+"""The remote compaction backends and backend selection, through a session
+(docs/compaction.md): over the embedded scripted model, through the openai SDK on an in-process
+transport, and over the loopback mock server."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The token-budget backend: a fresh window from the current world state (SPEC §6.6)."""
+"""The token-budget backend: a fresh window from the current world state (docs/compaction.md)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import trio.testing
 
 import relay
 from relay import testing
+from relay._tokens import approx_tokens, tools_tokens
 from relay._wire import open_http_client
 from relay.tasks.compaction.token_budget import DEVELOPER_MESSAGE_BUDGET, client_developer_messages
 
@@ -99,7 +100,12 @@ async def test_no_request_reaches_the_model_and_the_window_advances(
     ]
     receipt = completed.item.receipt
     assert receipt.backend == "token_budget"
-    assert receipt.tokens_after == relay.compaction.estimate_tokens(fresh)
+    # A request over the new history: instructions and tools count too.
+    assert receipt.tokens_after == (
+        relay.compaction.estimate_tokens(fresh)
+        + approx_tokens(t.session.instructions)
+        + tools_tokens(t.session.tools.specs())
+    )
     # The next turn starts with the fresh initial context, recorded once, then its input.
     assert t.model.requests[1]["input"] == [
         *(wire(i) for i in fresh),

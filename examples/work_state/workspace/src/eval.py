@@ -1,0 +1,2 @@
+def evaluate(node):
+    raise NotImplementedError

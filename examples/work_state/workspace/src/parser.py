@@ -1,0 +1,5 @@
+from .lexer import tokens
+
+
+def parse(text):
+    return list(tokens(text))

@@ -1,0 +1,2 @@
+# Third-party copy, do not edit.
+VERSION = "2.7.3"

@@ -1,0 +1,161 @@
+"""The API key: checked when it is read, taken out of the process environment, and kept out of
+every message relay reports.
+
+A key read from a file or a ``.env`` line often ends with a newline, a CR or a tab: surrounding
+whitespace is stripped. Anything else a request header cannot carry (a control character, a
+space, a non-ASCII character) is a :class:`ConfigError` that names the variable, never the
+value, because the HTTP layer would otherwise fail with a message quoting the header.
+
+Once read, the key is removed from the environment, including the copy the kernel shows in
+``/proc/PID/environ``, so that no process relay starts can read it from relay; it is kept in
+this module for the sessions that open later in the same process.
+
+:func:`redact` replaces every form of the key a server or a library can echo: as it is, escaped
+for JSON, for ``repr`` of a string or of bytes, percent-encoded, and any run of at least
+:data:`FRAGMENT` characters of one of these forms (a key cut by a server or by a length limit).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import urllib.parse
+
+from ._errors import ConfigError
+
+#: What replaces the key in a message.
+REDACTED = "[redacted]"
+
+#: The shortest run of the key's characters that is redacted on its own.
+FRAGMENT = 12
+
+_keys: dict[str, str] = {}
+
+
+def check_key(variable: str, value: str) -> str:
+    """The key in ``value`` with surrounding whitespace stripped.
+
+    Raises:
+        ConfigError: the key is empty or has a character a request header cannot carry; the
+            message names ``variable`` and the kind of character, never the key.
+    """
+    key = value.strip()
+    if not key:
+        raise ConfigError(f"the API key in {variable} is empty")
+    for index, char in enumerate(key):
+        if " " < char <= "~":
+            continue
+        if char > "~":
+            kind = "a non-ASCII character"
+        elif char == " ":
+            kind = "a space"
+        else:
+            kind = "a control character"
+        raise ConfigError(
+            f"the API key in {variable} has {kind} at position {index + 1}; "
+            "an API key is printable ASCII without spaces"
+        )
+    return key
+
+
+def read_key(variable: str) -> str | None:
+    """The checked key in the environment variable ``variable``, then taken out of the
+    environment; the key read earlier in this process when the variable is no longer set;
+    None when there is neither, or the variable is blank.
+
+    Raises:
+        ConfigError: see :func:`check_key`.
+    """
+    raw = os.environ.get(variable)
+    if raw is None:
+        return _keys.get(variable)
+    if not raw.strip():
+        return None
+    key = check_key(variable, raw)
+    _keys[variable] = key
+    _forget(variable)
+    return key
+
+
+def _forget(variable: str) -> None:
+    """Remove ``variable`` from the environment and wipe its value where the kernel shows the
+    environment the process started with (``/proc/PID/environ``)."""
+    # Wiped first: unsetting the variable takes its entry out of the C environment, where
+    # it is found, but leaves the bytes the kernel shows.
+    try:
+        libc = ctypes.CDLL(None)
+        environ = ctypes.POINTER(ctypes.c_void_p).in_dll(libc, "environ")
+    except (OSError, ValueError, AttributeError):
+        os.environ.pop(variable, None)
+        return
+    prefix = variable.encode() + b"="
+    index = 0
+    while (address := environ[index]) is not None:
+        entry = ctypes.string_at(address)
+        if entry.startswith(prefix):
+            ctypes.memset(address + len(prefix), ord("x"), len(entry) - len(prefix))
+        index += 1
+    os.environ.pop(variable, None)
+
+
+def _forms(secret: str) -> list[str]:
+    forms = {
+        secret,
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        repr(secret)[1:-1],
+        repr(secret.encode("utf-8", "backslashreplace"))[2:-1],
+        urllib.parse.quote(secret, safe=""),
+        urllib.parse.quote(secret),
+        urllib.parse.quote_plus(secret),
+    }
+    return sorted((form for form in forms if form), key=len, reverse=True)
+
+
+def redact(text: str, secret: str | None) -> str:
+    """``text`` with every form of ``secret`` replaced by :data:`REDACTED`."""
+    if not secret or not text:
+        return text
+    forms = _forms(secret)
+    for form in forms:
+        if form in text:
+            text = text.replace(form, REDACTED)
+    grams = {form[i : i + FRAGMENT] for form in forms for i in range(len(form) - FRAGMENT + 1)}
+    if not grams:
+        return text
+    covered: list[tuple[int, int]] = []
+    for i in range(len(text) - FRAGMENT + 1):
+        if text[i : i + FRAGMENT] in grams:
+            if covered and covered[-1][1] >= i:
+                covered[-1] = (covered[-1][0], i + FRAGMENT)
+            else:
+                covered.append((i, i + FRAGMENT))
+    if not covered:
+        return text
+    parts: list[str] = []
+    last = 0
+    for start, end in covered:
+        parts.append(text[last:start])
+        parts.append(REDACTED)
+        last = end
+    parts.append(text[last:])
+    return "".join(parts)
+
+
+def redact_json(value: object, secret: str | None) -> object:
+    """``value`` (parsed JSON) with :func:`redact` applied to every string in it.
+
+    A key shorter than :data:`FRAGMENT` characters (a placeholder such as ``"local"`` for a
+    server that checks none) is left alone here: replacing it in every string would corrupt
+    the content of an answer, and such a key protects nothing.
+    """
+    if not secret or len(secret) < FRAGMENT:
+        return value
+    if isinstance(value, str):
+        return redact(value, secret)
+    if isinstance(value, list):
+        return [redact_json(item, secret) for item in value]
+    if isinstance(value, dict):
+        return {redact(str(k), secret): redact_json(v, secret) for k, v in value.items()}
+    return value

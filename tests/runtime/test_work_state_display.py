@@ -1,0 +1,166 @@
+"""The work-state record at each checkpoint: ``relay run --pretty`` and ``relay show``; entries a
+custom tool adds through the tool API."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import trio.testing
+
+import relay
+from relay import testing
+from relay._outcome import RunOutcome
+from relay._pretty import PrettyPrinter
+from relay._rollout_reader import read_rollout
+from relay._transcript import render_transcript
+
+RECEIPT = relay.CompactionReceipt(relay.CompactionTrigger.MANUAL, "local", 900, 300, 12)
+
+
+def test_pretty_shows_the_record_at_a_checkpoint() -> None:
+    out = io.StringIO()
+    printer = PrettyPrinter(out, live=False, outcome=RunOutcome())
+    msgs: list[relay.EventMsg] = [
+        relay.WorkStateNoted("read", "a.py (3 bytes, sha256 ba7816bf8f01cfea)", "a.py"),
+        relay.WorkStateNoted("command", "make → exit 2"),
+        relay.WorkStateNoted("pinned", "Never touch vendor/.\nIt is a copy."),
+        relay.ItemCompleted("t1", relay.ContextCompactionItem("c1", RECEIPT)),
+    ]
+    for seq, msg in enumerate(msgs, 1):
+        printer.event(relay.Event("t1", seq, msg))
+    assert out.getvalue().splitlines() == [
+        "  ━━ checkpoint: ~900 → ~300 tokens (local, manual, 12 ms)",
+        "     ▸ files read: 1 (latest: a.py (3 bytes, sha256 ba7816bf8f01cfea))",
+        "     ▸ commands run: 1 (latest: make → exit 2)",
+        "     ▸ pinned: Never touch vendor/.",
+    ]
+
+
+def deploy_tool() -> relay.Tool:
+    async def deploy(args: Mapping[str, Any], ctx: relay.ToolContext) -> str:
+        ctx.note(relay.WorkEntry("deploy", f"staging ← build {args['build']}", key="staging"))
+        return "deployed"
+
+    return relay.Tool("deploy", "Deploy a build.", {"type": "object"}, deploy)
+
+
+async def test_a_custom_tool_adds_entries_and_relay_show_prints_them_at_the_checkpoint(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    script = {
+        "responses": [
+            {"function_call": {"name": "deploy", "arguments": {"build": 40}}},
+            {"function_call": {"name": "deploy", "arguments": {"build": 41}}},
+            "Deployed.",
+        ]
+    }
+    config = relay.Config(
+        features=relay.Features(work_state=True, token_budget=True),
+        rollout=relay.RolloutConfig(dir=str(tmp_path)),
+    )
+    recorder = testing.EventRecorder()
+    async with (
+        relay.open_session(
+            config, model=testing.ScriptedModel(script), tools=[deploy_tool()]
+        ) as session,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(recorder.consume, session)
+        await session.submit(relay.UserTurn(items=[relay.Text("Ship it.")]))
+        await recorder.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete))
+        await session.submit(relay.Compact())
+        await recorder.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete), 2)
+        record = session.state.work_state
+        history = list(session.history.items)
+        await session.submit(relay.Shutdown())
+        await recorder.wait_for(relay.ShutdownComplete)
+    noted = [m for m in recorder.msgs if isinstance(m, relay.WorkStateNoted)]
+    assert noted == [
+        relay.WorkStateNoted("deploy", "staging ← build 40", "staging"),
+        relay.WorkStateNoted("deploy", "staging ← build 41", "staging"),
+    ]
+    assert [e.text for e in record.entries] == ["staging ← build 41"]
+    placed = [
+        item.text()
+        for item in history
+        if isinstance(item, relay.Message) and item.text().startswith("<work_state>")
+    ]
+    assert len(placed) == 1 and "Deploy:\n- staging ← build 41" in placed[0]
+    rollout = next(tmp_path.rglob("*.jsonl"))
+    shown = list(render_transcript(read_rollout(rollout)))
+    assert "     ▸ deploy: 1 (latest: staging ← build 41)" in shown
+
+
+async def test_without_the_feature_nothing_is_noted_and_nothing_placed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    script = {"responses": [{"function_call": {"name": "deploy", "arguments": {"build": 1}}}, "ok"]}
+    config = relay.Config(
+        features=relay.Features(token_budget=True), rollout=relay.RolloutConfig(enabled=False)
+    )
+    recorder = testing.EventRecorder()
+    async with (
+        relay.open_session(
+            config, model=testing.ScriptedModel(script), tools=[deploy_tool()]
+        ) as session,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(recorder.consume, session)
+        await session.submit(relay.UserTurn(items=[relay.Text("Ship it.")]))
+        await recorder.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete))
+        await session.submit(relay.Compact())
+        await recorder.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete), 2)
+        history = list(session.history.items)
+        await session.submit(relay.Shutdown())
+        await recorder.wait_for(relay.ShutdownComplete)
+    assert not [m for m in recorder.msgs if isinstance(m, relay.WorkStateNoted)]
+    assert not [i for i in history if isinstance(i, relay.Message) and "<work_state>" in i.text()]
+
+
+def test_relay_resume_pretty_shows_the_restored_record_at_its_checkpoint(tmp_path: Path) -> None:
+    """The resumed session's first checkpoint shows what the first session recorded."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2] / "examples" / "work_state"
+    sessions = tmp_path / "sessions"
+
+    def relay_cli(*args: str) -> str:
+        result = subprocess.run(
+            [sys.executable, "-m", "relay", *args, "--config", "token_budget.config.toml"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    relay_cli(
+        "run",
+        "session.jsonl",
+        "--model-script",
+        "session.token_budget.model.json",
+        "--rollout-dir",
+        str(sessions),
+    )
+    (rollout,) = sessions.rglob("*.jsonl")
+    out = relay_cli(
+        "resume",
+        str(rollout),
+        "resume.jsonl",
+        "--model-script",
+        "resume.token_budget.model.json",
+        "--pretty",
+    )
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if "━━ checkpoint" in line)
+    assert lines[at + 1].startswith("     ▸ files read: 8 (latest: README.md (55 bytes, sha256 ")
+    assert "     ▸ pinned: Constraint: never modify anything under vendor/; it is a pinned " in (
+        "\n".join(lines)
+    )
