@@ -192,6 +192,37 @@ async def test_a_ready_current_result_is_installed_at_the_next_automatic_point(
     assert "item_completed" in third_turn
 
 
+async def test_a_background_install_counts_towards_the_turns_automatic_compactions(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    script = {
+        "responses": [
+            {"text": "a1", "total_tokens": 700},  # background work starts
+            {"text": "SUM", "delay_ms": 2000},
+            {"text": "a2", "total_tokens": 1100},  # over the limit: the next turn installs
+            {
+                "function_call": {"name": "no_such_tool", "arguments": {}, "call_id": "c1"},
+                "total_tokens": 1200,
+            },  # over the limit again, mid-turn
+            {"text": "never sent"},
+        ]
+    }
+    config = background_config(max_auto_compactions_per_turn=1)
+    async with testing.open_test_session(script, config=config) as t:
+        await turns(t, "one")
+        await trio.sleep(3)
+        await turns(t, "two", "three")
+    [(turn, receipt)] = receipts(t)
+    assert turn == "sub-3" and receipt.background
+    # The install used the turn's one automatic compaction: the mid-turn point may not run
+    # another, and the turn ends instead of sampling again.
+    assert len(t.model.requests) == 4
+    [error] = [m for m in t.recorder.msgs if isinstance(m, relay.ErrorEvent)]
+    assert error.code == relay.ErrorCode.COMPACTION_LOOP
+    assert "already ran 1 automatic compactions" in error.message
+    assert "background result: " in error.message
+
+
 async def test_a_result_not_ready_does_not_stall_the_turn(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
