@@ -97,15 +97,22 @@ async def auto_compact(
     """Bring usage under the limit; False when the turn must end (an ``error`` is out, or a
     hook stopped it).
 
-    A background result is installed first when the install rule allows; it counts as one of
-    the turn's automatic compactions. While it is still working and the history fits, the
-    point is deferred (True, nothing installed: :attr:`TurnCompactions.deferred`).
+    At a pre-turn, mid-turn or post-turn point, a background result is installed first when
+    the install rule allows; it counts as one of the turn's automatic compactions. While it is
+    still working and the history fits, the point is deferred (True, nothing installed:
+    :attr:`TurnCompactions.deferred`).
     """
     limit = ctx.auto_compact_limit()
     config = ctx.config
     cap = config.max_auto_compactions_per_turn
     ledger.deferred = False
-    if ctx.background is not None and ledger.count < cap:
+    # A downshift compacts for the previous model, which a background result was not made for;
+    # the result goes stale and is dropped where it is next looked at.
+    if (
+        ctx.background is not None
+        and request.trigger is not relay.CompactionTrigger.MODEL_DOWNSHIFT
+        and ledger.count < cap
+    ):
         before = ctx.usage_tokens
         outcome = await background_point(ctx, request, backends)
         if outcome is CompactionOutcome.DEFERRED:
