@@ -173,21 +173,15 @@ async def run_compaction(
         else 0
     )
     if window is not None and needed >= window:
-        # Still over the window: not a success. A smaller history is still installed, as
-        # far as the compaction got; a larger one is not.
-        shrank = receipt.tokens_after < receipt.tokens_before
-        if shrank:
-            ctx.install_compaction(
-                history, message=result.message, receipt=receipt, clear_reference=clear_reference
-            )
-            ctx.emit(
-                relay.ItemCompleted(ctx.turn_id, relay.ContextCompactionItem(item_id, receipt))
-            )
-        ctx.emit(
-            relay.ErrorEvent(
-                still_over_window(needed, window, installed=shrank),
-                relay.ErrorCode.CONTEXT_WINDOW_EXCEEDED,
-            )
+        report_over_window(
+            ctx,
+            item_id,
+            history,
+            message=result.message,
+            receipt=receipt,
+            clear_reference=clear_reference,
+            needed=needed,
+            window=window,
         )
         return CompactionOutcome.FAILED
     ctx.install_compaction(
@@ -198,6 +192,34 @@ async def run_compaction(
         masked_outputs=result.masked_outputs,
     )
     return await report_installed(ctx, item_id, receipt, warn=result.warn, model=model)
+
+
+def report_over_window(
+    ctx: TaskContext,
+    item_id: str,
+    history: Sequence[relay.ResponseItem],
+    *,
+    message: str,
+    receipt: relay.CompactionReceipt,
+    clear_reference: bool,
+    needed: int,
+    window: int,
+) -> None:
+    """A compaction that leaves the context at ``needed`` tokens, at or over ``window``: not a
+    success. A smaller history is still installed, as far as the compaction got; a larger one
+    is not."""
+    shrank = receipt.tokens_after < receipt.tokens_before
+    if shrank:
+        ctx.install_compaction(
+            history, message=message, receipt=receipt, clear_reference=clear_reference
+        )
+        ctx.emit(relay.ItemCompleted(ctx.turn_id, relay.ContextCompactionItem(item_id, receipt)))
+    ctx.emit(
+        relay.ErrorEvent(
+            still_over_window(needed, window, installed=shrank),
+            relay.ErrorCode.CONTEXT_WINDOW_EXCEEDED,
+        )
+    )
 
 
 async def report_installed(
@@ -232,6 +254,7 @@ __all__ = [
     "hook_trigger",
     "place_initial_context",
     "report_installed",
+    "report_over_window",
     "run_compaction",
     "select_backend",
 ]

@@ -26,7 +26,13 @@ import relay
 from relay.compaction import background_due, installed_history, still_current
 from relay.lowlevel import BackgroundJob, JobState, TaskContext, run_compact_hooks
 
-from . import CompactionOutcome, choose_backend, hook_trigger, report_installed
+from . import (
+    CompactionOutcome,
+    choose_backend,
+    hook_trigger,
+    report_installed,
+    report_over_window,
+)
 from .base import BackendResult, CompactionBackend, CompactionRequest, Injection
 
 
@@ -175,6 +181,19 @@ async def install_background(
         background=True,
         snapshot_age_ms=job.age_ms(anyio.current_time()),
     )
+    window = ctx.context_window_of(model)
+    if window is not None and receipt.tokens_after >= window:
+        report_over_window(
+            ctx,
+            item_id,
+            history,
+            message=done.result.message,
+            receipt=receipt,
+            clear_reference=False,
+            needed=receipt.tokens_after,
+            window=window,
+        )
+        return CompactionOutcome.FAILED
     ctx.install_compaction(
         history, message=done.result.message, receipt=receipt, clear_reference=False
     )

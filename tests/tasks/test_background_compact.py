@@ -266,6 +266,33 @@ async def test_a_turn_over_the_window_waits_for_the_background_result(
     assert len(t.model.requests) == 3
 
 
+async def test_a_background_result_still_over_the_window_is_an_error_not_a_success(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    script = {
+        "responses": [
+            {"text": "a1", "total_tokens": 1100},
+            {"text": "SUM", "delay_ms": 10_000},
+            {"text": "never sent"},
+        ]
+    }
+    # Instructions of about 1,500 tokens: no compaction brings the context under the window.
+    config = background_config(
+        model_context_window=1000,
+        model_auto_compact_token_limit=None,
+        base_instructions="Keep every answer short. " * 250,
+    )
+    async with testing.open_test_session(script, config=config) as t:
+        await turns(t, "one", "two")
+    [error] = [m for m in t.recorder.msgs if isinstance(m, relay.ErrorEvent)]
+    assert error.code == relay.ErrorCode.CONTEXT_WINDOW_EXCEEDED
+    assert "still does not fit the model's context window (1000 tokens)" in error.message
+    # Not smaller than before: nothing installed, no success reported.
+    assert receipts(t) == []
+    assert not [m for m in t.recorder.msgs if isinstance(m, relay.ContextCompacted)]
+    assert len(t.model.requests) == 2
+
+
 async def test_a_stale_result_is_dropped_and_the_compaction_runs_now(tmp_path: Path) -> None:
     script = {
         "responses": [
