@@ -166,7 +166,10 @@ _register_tagged_union(p.ContentPart, omit_defaults=True)
 converter.register_unstructure_hook(
     p.CompactionReceipt,
     cattrs.gen.make_dict_unstructure_fn(
-        p.CompactionReceipt, converter, _cattrs_omit_if_default=True
+        p.CompactionReceipt,
+        converter,
+        background=cattrs.gen.override(omit_if_default=True),
+        snapshot_age_ms=cattrs.gen.override(omit_if_default=True),
     ),
 )
 _register_tagged_union(p.InputItem)
