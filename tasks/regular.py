@@ -15,8 +15,14 @@ from relay.lowlevel import (
     cut_answer_warning,
 )
 
-from .compaction import BACKENDS, CompactionBackend, CompactionRequest, Injection, run_compaction
-from .compaction.auto import TurnCompactions, after_final_answer, auto_compact, mask_when_due
+from .compaction import BACKENDS, CompactionBackend, CompactionRequest, Injection
+from .compaction.auto import (
+    TurnCompactions,
+    after_final_answer,
+    auto_compact,
+    mask_when_due,
+    requested_compact,
+)
 from .compaction.background import install_waiting
 
 
@@ -84,7 +90,7 @@ class RegularTurn(SessionTask):
                 request = CompactionRequest(
                     relay.CompactionTrigger.MODEL_REQUESTED, Injection.BEFORE_LAST_USER_MESSAGE
                 )
-                if not (await run_compaction(ctx, request, self.backends)).proceed:
+                if not await requested_compact(ctx, request, self.backends, ledger):
                     return last
                 continue
             if not calls and not ctx.has_pending():

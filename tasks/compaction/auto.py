@@ -175,6 +175,30 @@ async def after_final_answer(
     return True
 
 
+async def requested_compact(
+    ctx: TaskContext,
+    request: CompactionRequest,
+    backends: Sequence[CompactionBackend],
+    ledger: TurnCompactions,
+) -> bool:
+    """A fresh window the model asked for (``new_context_window``); False when the turn must
+    end. It counts towards ``max_auto_compactions_per_turn``: a model that asks again and
+    again is a compaction loop too."""
+    cap = ctx.config.max_auto_compactions_per_turn
+    if ledger.count >= cap:
+        limit = ctx.auto_compact_limit()
+        ctx.emit(
+            relay.ErrorEvent(loop_message(ledger, limit or 0, cap), relay.ErrorCode.COMPACTION_LOOP)
+        )
+        return False
+    before = ctx.usage_tokens
+    outcome = await run_compaction(ctx, request, backends)
+    if outcome in {CompactionOutcome.INSTALLED, CompactionOutcome.INSTALLED_THEN_STOPPED}:
+        ledger.count += 1
+        ledger.tried.append(f"fresh window asked for: {before} → {ctx.usage_tokens} tokens")
+    return outcome.proceed
+
+
 async def mask_when_due(ctx: TaskContext) -> bool:
     """Mask old tool outputs when usage reached ``mask_trigger_tokens`` (below the limit);
     False when the turn must end (a hook stopped it).
@@ -237,4 +261,5 @@ __all__ = [
     "loop_message",
     "mask_when_due",
     "next_step",
+    "requested_compact",
 ]

@@ -511,6 +511,26 @@ async def test_the_model_manages_its_own_window_with_the_token_budget(
     ]
 
 
+async def test_a_model_asking_for_fresh_windows_again_and_again_meets_the_loop_guard(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    ask = {"function_call": {"name": "new_context_window", "arguments": {}}}
+    script = {"responses": [ask, ask, ask, {"text": "never sent"}]}
+    config = relay.Config(
+        model_context_window=200_000,
+        max_auto_compactions_per_turn=2,
+        features=relay.Features(token_budget=True),
+        rollout=NO_ROLLOUT,
+    )
+    async with testing.open_test_session(script, config=config) as t:
+        await turns(t, "one")
+    assert [r.trigger for _turn, r in receipts(t)] == [relay.CompactionTrigger.MODEL_REQUESTED] * 2
+    [error] = [m for m in t.recorder.msgs if isinstance(m, relay.ErrorEvent)]
+    assert error.code == relay.ErrorCode.COMPACTION_LOOP
+    assert "already ran 2 automatic compactions" in error.message
+    assert len(t.model.requests) == 3
+
+
 async def test_without_the_token_budget_there_are_no_context_tools(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
