@@ -1,7 +1,8 @@
 """``python -m bench``: run the suite and print the table.
 
 Options: ``--quick`` (tiny sizes, a couple of repetitions, no Codex: for the smoke test),
-``--repeat N``, ``--only GROUP[,GROUP...]`` (turns, peer, compaction, masking, rollout, long, scale,
+``--repeat N``, ``--only GROUP[,GROUP...]`` (turns, peer, compaction, background, masking,
+rollout, long, scale,
 process, cluster; ``--quick`` leaves cluster out unless it is named, since it starts a Ray
 instance),
 ``--markdown FILE`` (also write the table as Markdown), ``--plots DIR`` (PNG plots; default
@@ -25,6 +26,7 @@ GROUPS = (
     "turns",
     "peer",
     "compaction",
+    "background",
     "masking",
     "rollout",
     "long",
@@ -50,6 +52,10 @@ def _runner(name: str) -> Callable[[Options], list[Figure]]:
         from . import compaction
 
         return compaction.run
+    if name == "background":
+        from . import background
+
+        return background.run
     if name == "masking":
         from . import masking
 

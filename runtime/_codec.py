@@ -162,6 +162,16 @@ converter.register_structure_hook(enum.StrEnum, _structure_enum)
 for _cls in (p.SummaryText, p.ReasoningText):
     _register_tag_unstructure(_cls, omit_defaults=True)
 _register_tagged_union(p.ContentPart, omit_defaults=True)
+# A foreground compaction's receipt has no background fields in its JSON form.
+converter.register_unstructure_hook(
+    p.CompactionReceipt,
+    cattrs.gen.make_dict_unstructure_fn(
+        p.CompactionReceipt,
+        converter,
+        background=cattrs.gen.override(omit_if_default=True),
+        snapshot_age_ms=cattrs.gen.override(omit_if_default=True),
+    ),
+)
 _register_tagged_union(p.InputItem)
 _register_tagged_union(p.TurnItem)
 _register_tagged_union(p.Op)

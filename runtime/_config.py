@@ -85,6 +85,10 @@ class Features:
     """Use the token-budget compaction backend."""
     remote_compaction_v2: bool = False
     """Allow the remote V2 compaction backend."""
+    async_compaction: bool = False
+    """Compact in the background right after a turn whose usage reached
+    ``model_async_compact_threshold_percent`` of the window; the result is installed before
+    the next turn."""
     work_state: bool = False
     """Keep the work-state record (files read, commands run, tool errors) and place it in the
     history after every compaction."""
@@ -136,6 +140,16 @@ class Config:
     """Context window in tokens; overrides the model default."""
     model_auto_compact_token_limit: int | None = None
     """Auto-compaction threshold."""
+    model_post_turn_compact_threshold_percent: int = 0
+    """Compact after a turn's final answer when usage reached this percentage of the context
+    window (0 = never)."""
+    background_compact_threshold_percent: int = 0
+    """Start a background compaction when usage reaches this percentage of the
+    auto-compaction limit (0 = never); its result is installed at the next automatic
+    compaction point while the history still begins with its snapshot."""
+    model_async_compact_threshold_percent: int = 0
+    """With ``features.async_compaction``: the percentage of the context window whose crossing
+    starts a background compaction right after a turn (0 = never)."""
     model_max_output_tokens: int | None = None
     """The longest answer to ask for, in tokens, sent with every request and kept free in the
     context window; unset: no limit is sent (a provider's ``max_output_tokens`` wins)."""
@@ -343,6 +357,14 @@ def _check_limits(config: Config) -> None:
             value = getattr(provider, key)
             if value <= 0:
                 raise ConfigError(f"model_providers.{name}.{key} must be positive, got {value}")
+    for key in (
+        "model_post_turn_compact_threshold_percent",
+        "background_compact_threshold_percent",
+        "model_async_compact_threshold_percent",
+    ):
+        percent = getattr(config, key)
+        if not 0 <= percent <= 100:
+            raise ConfigError(f"{key} must be between 0 and 100, got {percent}")
     if config.model_max_output_tokens is not None and config.model_max_output_tokens <= 0:
         raise ConfigError(
             f"model_max_output_tokens must be positive, got {config.model_max_output_tokens}"

@@ -32,6 +32,11 @@ EXAMPLES: Mapping[str, str] = {
     "model_script": 'model_script = "examples/hello.model.json"',
     "model_context_window": "model_context_window = 128000",
     "model_auto_compact_token_limit": "model_auto_compact_token_limit = 100000",
+    "model_post_turn_compact_threshold_percent": "model_post_turn_compact_threshold_percent = 80",
+    "background_compact_threshold_percent": "background_compact_threshold_percent = 60",
+    "model_async_compact_threshold_percent": (
+        "model_async_compact_threshold_percent = 10\n\n[features]\nasync_compaction = true"
+    ),
     "max_auto_compactions_per_turn": "max_auto_compactions_per_turn = 2",
     "work_state_token_budget": "work_state_token_budget = 4000",
     "mask_keep_recent_tokens": "mask_keep_recent_tokens = 8000",
@@ -48,6 +53,9 @@ EXAMPLES: Mapping[str, str] = {
     "tools": "tools = { shell = true, sleep = false }",
     "features.token_budget": "[features]\ntoken_budget = true",
     "features.remote_compaction_v2": "[features]\nremote_compaction_v2 = true",
+    "features.async_compaction": (
+        "model_async_compact_threshold_percent = 10\n\n[features]\nasync_compaction = true"
+    ),
     "features.work_state": "[features]\nwork_state = true",
     "features.tool_output_masking": "[features]\ntool_output_masking = true",
     "rollout.enabled": "[rollout]\nenabled = false",

@@ -168,15 +168,30 @@ def initial_context(
     *,
     developer_instructions: str | None,
     project_doc: tuple[str, str] | None,
+    context_window: int | None = None,
 ) -> list[p.Message]:
-    """The full initial context of a window, in order (docs/session.md)."""
+    """The full initial context of a window, in order (docs/session.md).
+
+    ``context_window`` (the token-budget feature) adds a ``<context_window>`` block that
+    states the window's size and the tools that manage it.
+    """
     out: list[p.Message] = []
     if developer_instructions:
         out.append(p.Message("developer", (p.InputText(developer_instructions),)))
     if project_doc is not None:
         out.append(project_instructions(*project_doc))
     out.append(environment_context(world))
+    if context_window is not None:
+        out.append(context_window_block(context_window))
     return out
+
+
+def context_window_block(tokens: int) -> p.Message:
+    """The ``<context_window>`` user message of the token-budget feature."""
+    return p.user_message(
+        f"<context_window>\n{template('context_window.md').strip().format(tokens=tokens)}\n"
+        "</context_window>"
+    )
 
 
 def context_changes(previous: WorldState, current: WorldState) -> list[p.Message]:

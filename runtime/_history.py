@@ -27,6 +27,7 @@ CONTEXTUAL_MARKERS = (
     "<environment_context>",
     "<project_instructions",
     "<turn_aborted>",
+    "<context_window>",
     "<work_state>",
 )
 

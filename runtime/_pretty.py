@@ -38,6 +38,13 @@ def _short(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def background_note(receipt: p.CompactionReceipt) -> str:
+    """What a checkpoint line adds for a result computed in the background."""
+    if not receipt.background:
+        return ""
+    return f", background, snapshot {receipt.snapshot_age_ms or 0} ms old"
+
+
 def tool_output_summary(output: str | None) -> str:
     """The first line of a tool's output, and how many lines the transcript leaves out."""
     lines = (output or "").strip().splitlines()
@@ -137,7 +144,8 @@ class PrettyPrinter:
                 if receipt is not None:
                     self._line(
                         f"  ━━ checkpoint: {p.receipt_figures(receipt)} tokens "
-                        f"({receipt.backend}, {receipt.trigger.value}, {receipt.duration_ms} ms)"
+                        f"({receipt.backend}, {receipt.trigger.value}, "
+                        f"{receipt.duration_ms} ms{background_note(receipt)})"
                     )
                 else:
                     self._line("  ━━ checkpoint")

@@ -437,6 +437,8 @@ class CompactionTrigger(enum.StrEnum):
     PRE_TURN = "pre_turn"
     MID_TURN = "mid_turn"
     MODEL_DOWNSHIFT = "model_downshift"
+    POST_TURN = "post_turn"
+    MODEL_REQUESTED = "model_requested"
 
 
 @attrs.frozen
@@ -455,6 +457,10 @@ class CompactionReceipt:
     server's last count of a request."""
     duration_ms: int
     """How long it took."""
+    background: bool = False
+    """Whether the new history was computed in the background, from a snapshot."""
+    snapshot_age_ms: int | None = None
+    """For a background result: how old its snapshot was when it was installed."""
     cut: bool = False
     """The summary was cut off at the answer limit: the new history holds what arrived."""
     counted_before: bool = False

@@ -96,6 +96,12 @@ class RolloutRecorder:
         if isinstance(msg, FLUSHED_EVENTS):
             self.writer.flush()
 
+    def note(self, msg: p.EventMsg) -> None:
+        """An ``event_msg`` line for an event of a kind not persisted by default (the drop of
+        a background compaction's result)."""
+        if self.writer is not None:
+            self.writer.write("event_msg", to_json(msg))
+
     def item(self, item: p.ResponseItem) -> None:
         """A ``response_item`` line."""
         if self.writer is not None:

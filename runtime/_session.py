@@ -27,7 +27,7 @@ import os
 import random
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime
 from functools import partial
@@ -38,6 +38,7 @@ import anyio
 import attrs
 
 from . import _protocol as p
+from ._background import BackgroundJob, JobState, Snapshot
 from ._codec import decode_op
 from ._compact import compaction_prompt
 from ._config import Config, ProviderConfig, context_window_for, relay_home, resolve_api_key
@@ -65,10 +66,10 @@ from ._task import (
     TaskStatus,
     builtin_task_kinds,
 )
-from ._task_context import TaskContext
+from ._task_context import BackgroundContext, TaskContext
 from ._templates import template
 from ._tokens import ApproxEstimator, TokenEstimator
-from ._tools import Tool, ToolRegistry, builtin_registry, recall_tool
+from ._tools import CONTEXT_TOOLS, Tool, ToolRegistry, builtin_registry, recall_tool
 from ._util import NoPublicConstructor
 from ._version import __version__
 
@@ -174,6 +175,8 @@ class Session(metaclass=NoPublicConstructor):
         self._event_send, self._event_recv = anyio.create_memory_object_stream[p.Event](math.inf)
         self._events_taken = False
         self._estimator: TokenEstimator | None = estimator
+        self._background: BackgroundJob | None = None
+        self._background_count = 0
 
     # ------------------------------------------------------------------ public surface
 
@@ -528,6 +531,58 @@ class Session(metaclass=NoPublicConstructor):
         if handle.status is TaskStatus.RUNNING:
             self._complete(handle, result)
 
+    # ------------------------------------------------------------------ background work
+
+    def _start_background(
+        self, settings: TurnSettings, work: Callable[[TaskContext], Awaitable[Any]]
+    ) -> BackgroundJob | None:
+        if self._background is not None or self._closed:
+            return None
+        self._background_count += 1
+        state = self.state
+        snapshot = Snapshot(tuple(state.history.items), state.window_id, anyio.current_time())
+        job = BackgroundJob(self._background_count, snapshot, settings)
+        self._background = job
+        self._tg.start_soon(
+            self._run_background, job, work, name=f"relay background compaction {job.number}"
+        )
+        return job
+
+    async def _run_background(
+        self, job: BackgroundJob, work: Callable[[TaskContext], Awaitable[Any]]
+    ) -> None:
+        ctx = BackgroundContext(self, job)
+        try:
+            with job.scope:
+                try:
+                    job.result = await work(ctx)
+                    job.state = JobState.READY
+                except Exception as exc:
+                    # A failed background compaction costs nothing: the foreground compaction
+                    # runs as it would have without it.
+                    message = getattr(exc, "message", None)
+                    job.failure = message if isinstance(message, str) else repr(exc)
+                    job.state = JobState.FAILED
+        finally:
+            if job.state is JobState.RUNNING:
+                job.state = JobState.FAILED
+                job.failure = "cancelled"
+            job.duration_ms = round((anyio.current_time() - job.snapshot.taken_at) * 1000)
+            job.finished.set()
+
+    def _take_background(self) -> BackgroundJob | None:
+        job = self._background
+        self._background = None
+        if job is not None:
+            job.scope.cancel("relay: background result taken")
+        return job
+
+    async def _stop_background(self) -> None:
+        """Cancel the background job and wait for it (it holds no shielded section)."""
+        job = self._take_background()
+        if job is not None:
+            await job.finished.wait()
+
     def _complete(self, handle: TaskHandle, result: str | None) -> None:
         handle.status = TaskStatus.ENDED
         for items in handle.pending_input:
@@ -572,6 +627,7 @@ class Session(metaclass=NoPublicConstructor):
         queued = list(self._queue)
         self._queue.clear()
         await self._abort(p.AbortReason.SHUTDOWN)
+        await self._stop_background()
         # Turns that never started keep their input, after what the aborted turn recorded
         # (as an aborted turn keeps steered input it never picked up).
         for turn in queued:
@@ -647,6 +703,9 @@ async def open_session(
     compaction_prompt(config)  # an unreadable prompt file is a configuration error, found now
     check_working_directory(config.cwd or os.getcwd())
     registry = builtin_registry(config.tools)
+    if config.features.token_budget:
+        for tool in CONTEXT_TOOLS:
+            registry.register(tool)
     for tool in tools:
         registry.register(tool)
     sid = resume.session_id if resume is not None else session_id or str(uuid.uuid4())

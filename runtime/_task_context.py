@@ -7,12 +7,14 @@ or records is dropped, so nothing carries the turn id after its terminal event.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import attrs
 
 from . import _protocol as p
+from ._background import BackgroundJob
 from ._compact import answer_room, auto_compact_limit
 from ._config import Config, ProviderConfig
 from ._context import (
@@ -27,7 +29,7 @@ from ._history import normalize_for_prompt
 from ._input import resolve_image, user_message_of
 from ._model import CompactRequest, Prompt
 from ._sampling import SampleResult, reconnecting_message, stream_response, with_retries
-from ._task import TaskHandle
+from ._task import SessionTask, TaskHandle, TaskKind
 from ._tokens import approx_tokens, calibrated, items_tokens, tools_tokens, truncate_text
 from ._tools import RECALL_TOOL, ToolContext
 from ._work_state import WorkEntry, carry_work_state
@@ -332,6 +334,7 @@ class TaskContext:
                 project_doc=read_project_doc(
                     cwd, config.project_doc, warn=lambda text: self.emit(p.WarningEvent(text))
                 ),
+                context_window=self.model_context_window if config.features.token_budget else None,
             )
         )
 
@@ -414,6 +417,50 @@ class TaskContext:
             include_entries=config.features.work_state,
         )
 
+    # -- background compaction
+
+    @property
+    def window_id(self) -> str:
+        """The id of the current compaction window."""
+        return self.session.state.window_id
+
+    @property
+    def background(self) -> BackgroundJob | None:
+        """The session's background compaction, if one was started and not yet taken."""
+        return self.session._background
+
+    def start_background(
+        self, work: Callable[[TaskContext], Awaitable[Any]]
+    ) -> BackgroundJob | None:
+        """Start ``work`` as the session's background compaction, over a snapshot of the
+        history taken now; None when one is already there (at most one at a time).
+
+        ``work`` runs in the session's task group with a context whose history is the
+        snapshot and which neither reports nor records anything; what it returns (or the
+        message of what it raised) is kept on the job until :meth:`take_background`.
+        """
+        if self.detached:
+            return None
+        return self.session._start_background(self.settings, work)
+
+    def take_background(self) -> BackgroundJob | None:
+        """Take the session's background job away from it (cancelling it if it still runs),
+        so that a new one may start."""
+        if self.detached:
+            return None
+        return self.session._take_background()
+
+    def drop_background(self, job: BackgroundJob, reason: str) -> None:
+        """Report and record that ``job``'s result will not be installed, and why."""
+        if self.detached:
+            return
+        message = p.BackgroundEvent(
+            f"Dropped the background compaction of a snapshot taken "
+            f"{job.age_ms(anyio.current_time())} ms ago: {reason}."
+        )
+        self.session._recorder.note(message)
+        self.emit(message)
+
     # -- tools
 
     async def run_tool_call(self, call: p.ToolCall) -> str:
@@ -427,6 +474,8 @@ class TaskContext:
             self.settings.cwd,
             self.emit,
             hidden_env=frozenset([secret]) if secret else frozenset(),
+            tokens_used=self.usage_tokens,
+            context_window=self.model_context_window,
             note=self.note,
         )
         if isinstance(call, p.FunctionCall):
@@ -443,6 +492,72 @@ class TaskContext:
 
         self.emit(p.ItemCompleted(self.turn_id, attrs.evolve(item, output=output)))
         return output
+
+
+class _BackgroundWork(SessionTask):
+    """What the handle of a background context says it runs; it is never run as a task."""
+
+    @property
+    def kind(self) -> TaskKind:
+        return TaskKind.COMPACT
+
+    async def run(self, ctx: TaskContext) -> str | None:
+        raise RuntimeError("background work runs through Session._run_background")
+
+
+class BackgroundContext(TaskContext):
+    """The context of background work: the history is the job's snapshot, and nothing it does
+    is reported, recorded or installed (its result waits on the job)."""
+
+    def __init__(self, session: Session, job: BackgroundJob) -> None:
+        handle = TaskHandle(
+            f"background-{job.number}", _BackgroundWork(), job.settings, job.snapshot.taken_at
+        )
+        super().__init__(session, handle)
+        self.job = job
+        """The job this context works for."""
+
+    @property
+    def history(self) -> Sequence[p.ResponseItem]:
+        """The snapshot."""
+        return self.job.snapshot.items
+
+    def emit(self, msg: p.EventMsg) -> None:
+        """Nothing is reported until the result is installed."""
+        del msg
+
+    def record(self, item: p.ResponseItem, *, from_model: bool = False) -> None:
+        """Background work never writes to the history."""
+        del item, from_model
+
+    def build_prompt(
+        self,
+        input: Iterable[p.ResponseItem] | None = None,
+        *,
+        tools: bool = True,
+        purpose: str = "turn",
+        model: str | None = None,
+    ) -> Prompt:
+        """A request over ``input`` (default: the snapshot)."""
+        return super().build_prompt(
+            self.history if input is None else input, tools=tools, purpose=purpose, model=model
+        )
+
+    def estimated_tokens(self) -> int:
+        """The approximate size of the snapshot."""
+        return items_tokens(self.history)
+
+    def install_compaction(
+        self,
+        items: Sequence[p.ResponseItem],
+        *,
+        message: str,
+        receipt: p.CompactionReceipt,
+        clear_reference: bool,
+        masked_outputs: Mapping[str, str] | None = None,
+    ) -> None:
+        """Refused: a background result is installed by the turn that finds it current."""
+        raise RuntimeError("background work cannot install a compaction")
 
 
 def overflow_advice(error: ContextWindowExceeded, compacts: bool) -> str:
@@ -465,4 +580,4 @@ def overflow_advice(error: ContextWindowExceeded, compacts: bool) -> str:
     )
 
 
-__all__ = ["TOOL_OUTPUT_TOKENS", "TaskContext"]
+__all__ = ["TOOL_OUTPUT_TOKENS", "BackgroundContext", "TaskContext"]

@@ -47,6 +47,10 @@ class ToolContext:
     """Report an event in the turn (dropped once the turn has ended)."""
     hidden_env: frozenset[str] = frozenset()
     """Environment variables the commands a tool starts must not see (the API key's)."""
+    tokens_used: int = 0
+    """The usage compared with the auto-compaction limit when the tool was called."""
+    context_window: int | None = None
+    """The context window of the turn's model, when known."""
     note: Callable[[WorkEntry], None] = lambda entry: None
     """Add an entry to the session's work-state record (kept only when the record is on):
     what the tool observed, stated as a fact the model may rely on after a compaction."""
@@ -410,6 +414,44 @@ BUILTIN_TOOLS: Mapping[str, tuple[Tool, bool]] = {
         False,
     ),
 }
+
+
+#: The tool through which the model asks for a fresh context window (token-budget feature).
+NEW_CONTEXT_WINDOW = "new_context_window"
+
+
+async def _context_window_status(args: Mapping[str, Any], ctx: ToolContext) -> str:
+    del args
+    if ctx.context_window is None:
+        return f"{ctx.tokens_used} tokens used; the size of the window is not known."
+    left = max(ctx.context_window - ctx.tokens_used, 0)
+    return (
+        f"{left} of {ctx.context_window} tokens left "
+        f"({ctx.tokens_used} used, {ctx.tokens_used * 100 // ctx.context_window}%)."
+    )
+
+
+async def _new_context_window(args: Mapping[str, Any], ctx: ToolContext) -> str:
+    del args, ctx
+    return "A fresh context window starts after this step."
+
+
+#: The model's own context tools, offered with the token-budget feature.
+CONTEXT_TOOLS: tuple[Tool, ...] = (
+    Tool(
+        "context_window_status",
+        "Report how many tokens of the context window are used and how many are left.",
+        {"type": "object", "properties": {}},
+        _context_window_status,
+    ),
+    Tool(
+        NEW_CONTEXT_WINDOW,
+        "Set the conversation aside and continue in a fresh context window that starts from "
+        "the current state of the workspace.",
+        {"type": "object", "properties": {}},
+        _new_context_window,
+    ),
+)
 
 
 RECALL_TOOL = "recall"

@@ -11,7 +11,7 @@ from . import _protocol as p
 from ._compact import is_summary, summary_prefix
 from ._context import TurnSettings
 from ._history import is_contextual
-from ._pretty import session_header, visible
+from ._pretty import background_note, session_header, visible
 from ._rollout_reader import (
     CompactedLine,
     EventMsgLine,
@@ -141,7 +141,8 @@ def _compacted_lines(line: CompactedLine) -> list[str]:
     if receipt is not None:
         head = (
             f"  ━━ checkpoint{number}: {p.receipt_figures(receipt)} tokens "
-            f"({receipt.backend}, {receipt.trigger.value}, {receipt.duration_ms} ms)"
+            f"({receipt.backend}, {receipt.trigger.value}, {receipt.duration_ms} ms"
+            f"{background_note(receipt)})"
         )
     else:
         head = f"  ━━ checkpoint{number}"

@@ -9,6 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from . import _protocol as p
+from ._background import background_due as background_due
+from ._background import installed_history as installed_history
+from ._background import still_current as still_current
 from ._compact import ANSWER_ROOM as ANSWER_ROOM
 from ._compact import LOCAL_USER_MESSAGE_BUDGET as LOCAL_USER_MESSAGE_BUDGET
 from ._compact import NO_SUMMARY as NO_SUMMARY
@@ -57,6 +60,7 @@ __all__ = [
     "WorkState",
     "answer_room",
     "auto_compact_limit",
+    "background_due",
     "build_compacted_history",
     "carry_work_state",
     "compaction_prompt",
@@ -65,6 +69,7 @@ __all__ = [
     "filter_remote_output",
     "fit_to_window",
     "ghost_snapshots",
+    "installed_history",
     "is_real_user_message",
     "is_summary",
     "keep_recent_messages",
@@ -75,6 +80,7 @@ __all__ = [
     "kept_message_budget",
     "real_user_messages",
     "render_work_state",
+    "still_current",
     "summary_prefix",
     "summary_text",
 ]

@@ -7,6 +7,9 @@ resumed session starts from, and the codec of history items. The pure functions 
 backends are built from are in :mod:`relay.compaction`.
 """
 
+from ._background import BackgroundJob as BackgroundJob
+from ._background import JobState as JobState
+from ._background import Snapshot as Snapshot
 from ._codec import decode_response_item as decode_response_item
 from ._codec import encode_response_item as encode_response_item
 from ._context import TurnSettings as TurnSettings
@@ -31,3 +34,4 @@ from ._task import SessionTask as SessionTask
 from ._task import TaskKind as TaskKind
 from ._task import TaskKinds as TaskKinds
 from ._task_context import TaskContext as TaskContext
+from ._tools import NEW_CONTEXT_WINDOW as NEW_CONTEXT_WINDOW

@@ -7,10 +7,23 @@ from collections.abc import Sequence
 import attrs
 
 import relay
-from relay.lowlevel import SessionTask, TaskContext, TaskKind, cut_answer_warning
+from relay.lowlevel import (
+    NEW_CONTEXT_WINDOW,
+    SessionTask,
+    TaskContext,
+    TaskKind,
+    cut_answer_warning,
+)
 
 from .compaction import BACKENDS, CompactionBackend, CompactionRequest, Injection
-from .compaction.auto import TurnCompactions, auto_compact, mask_when_due
+from .compaction.auto import (
+    TurnCompactions,
+    after_final_answer,
+    auto_compact,
+    mask_when_due,
+    requested_compact,
+)
+from .compaction.background import install_waiting
 
 
 @attrs.frozen
@@ -71,7 +84,17 @@ class RegularTurn(SessionTask):
             calls = result.tool_calls
             for call in calls:
                 await ctx.run_tool_call(call)
+            if ctx.config.features.token_budget and any(
+                call.name == NEW_CONTEXT_WINDOW for call in calls
+            ):
+                request = CompactionRequest(
+                    relay.CompactionTrigger.MODEL_REQUESTED, Injection.BEFORE_LAST_USER_MESSAGE
+                )
+                if not await requested_compact(ctx, request, self.backends, ledger):
+                    return last
+                continue
             if not calls and not ctx.has_pending():
+                await after_final_answer(ctx, self.backends, ledger)
                 return last
             limit = ctx.auto_compact_limit()
             if limit is not None and ctx.usage_tokens >= limit:
@@ -82,7 +105,7 @@ class RegularTurn(SessionTask):
                     return last
                 # Input steered during a tool follow-up waits one more step, so that the
                 # next request answers the tool outputs first.
-                drain = not calls
+                drain = not calls or ledger.deferred
             elif not await mask_when_due(ctx):
                 return last
 
@@ -108,7 +131,7 @@ async def _compact_before_turn(
             )
             return await auto_compact(ctx, request, backends, ledger)
     limit = ctx.auto_compact_limit()
-    if limit is not None and ctx.usage_tokens >= limit:
+    if (limit is not None and ctx.usage_tokens >= limit) or install_waiting(ctx):
         request = CompactionRequest(relay.CompactionTrigger.PRE_TURN, Injection.DO_NOT_INJECT)
         return await auto_compact(ctx, request, backends, ledger)
     return True

@@ -36,6 +36,7 @@ def test_quick_bench_prints_the_table(tmp_path: Path) -> None:
         "== turn overhead",
         "== replacement latency",
         "== compaction bookkeeping",
+        "== background compaction",
         "== token accounting",
         "== masking vs summary compaction",
         "== rollout",

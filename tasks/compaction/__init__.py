@@ -72,11 +72,14 @@ class CompactionOutcome(enum.Enum):
     """A pre-compact hook stopped it; nothing changed and no compaction item was reported."""
     INSTALLED_THEN_STOPPED = "installed_then_stopped"
     """The new history is installed, then a post-compact hook stopped the turn."""
+    DEFERRED = "deferred"
+    """Nothing ran: a background compaction is still working and the history still fits the
+    window, so the turn goes on and its result is installed at a later point."""
 
     @property
     def proceed(self) -> bool:
         """Whether the calling turn may go on."""
-        return self is CompactionOutcome.INSTALLED
+        return self in (CompactionOutcome.INSTALLED, CompactionOutcome.DEFERRED)
 
 
 def still_over_window(tokens: int, window: int, *, installed: bool) -> str:
@@ -170,21 +173,15 @@ async def run_compaction(
         else 0
     )
     if window is not None and needed >= window:
-        # Still over the window: not a success. A smaller history is still installed, as
-        # far as the compaction got; a larger one is not.
-        shrank = receipt.tokens_after < receipt.tokens_before
-        if shrank:
-            ctx.install_compaction(
-                history, message=result.message, receipt=receipt, clear_reference=clear_reference
-            )
-            ctx.emit(
-                relay.ItemCompleted(ctx.turn_id, relay.ContextCompactionItem(item_id, receipt))
-            )
-        ctx.emit(
-            relay.ErrorEvent(
-                still_over_window(needed, window, installed=shrank),
-                relay.ErrorCode.CONTEXT_WINDOW_EXCEEDED,
-            )
+        report_over_window(
+            ctx,
+            item_id,
+            history,
+            message=result.message,
+            receipt=receipt,
+            clear_reference=clear_reference,
+            needed=needed,
+            window=window,
         )
         return CompactionOutcome.FAILED
     ctx.install_compaction(
@@ -194,12 +191,48 @@ async def run_compaction(
         clear_reference=clear_reference,
         masked_outputs=result.masked_outputs,
     )
+    return await report_installed(ctx, item_id, receipt, warn=result.warn, model=model)
+
+
+def report_over_window(
+    ctx: TaskContext,
+    item_id: str,
+    history: Sequence[relay.ResponseItem],
+    *,
+    message: str,
+    receipt: relay.CompactionReceipt,
+    clear_reference: bool,
+    needed: int,
+    window: int,
+) -> None:
+    """A compaction that leaves the context at ``needed`` tokens, at or over ``window``: not a
+    success. A smaller history is still installed, as far as the compaction got; a larger one
+    is not."""
+    shrank = receipt.tokens_after < receipt.tokens_before
+    if shrank:
+        ctx.install_compaction(
+            history, message=message, receipt=receipt, clear_reference=clear_reference
+        )
+        ctx.emit(relay.ItemCompleted(ctx.turn_id, relay.ContextCompactionItem(item_id, receipt)))
+    ctx.emit(
+        relay.ErrorEvent(
+            still_over_window(needed, window, installed=shrank),
+            relay.ErrorCode.CONTEXT_WINDOW_EXCEEDED,
+        )
+    )
+
+
+async def report_installed(
+    ctx: TaskContext, item_id: str, receipt: relay.CompactionReceipt, *, warn: bool, model: str
+) -> CompactionOutcome:
+    """After an install: complete the compaction item, report it, run post-compact hooks."""
     ctx.emit(relay.ItemCompleted(ctx.turn_id, relay.ContextCompactionItem(item_id, receipt)))
     ctx.emit(relay.ContextCompacted())
-    if result.cut:
+    if receipt.cut:
         ctx.emit(relay.WarningEvent(CUT_SUMMARY_WARNING))
-    if result.warn:
+    if warn:
         ctx.emit(relay.WarningEvent(ACCURACY_WARNING))
+    trigger = hook_trigger(receipt.trigger)
     if await run_compact_hooks(ctx, "post_compact", trigger=trigger, model=model) is not None:
         ctx.end_aborted(relay.AbortReason.HOOK_STOPPED)
         return CompactionOutcome.INSTALLED_THEN_STOPPED
@@ -220,6 +253,8 @@ __all__ = [
     "choose_backend",
     "hook_trigger",
     "place_initial_context",
+    "report_installed",
+    "report_over_window",
     "run_compaction",
     "select_backend",
 ]

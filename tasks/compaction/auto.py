@@ -21,6 +21,7 @@ from relay.compaction import mask_old_outputs, masking_suffices
 from relay.lowlevel import TaskContext
 
 from . import CompactionOutcome, run_compaction
+from .background import background_point, post_turn_due, start_background_compaction
 from .base import CompactionBackend, CompactionRequest, Injection
 from .masking import MaskingBackend
 from .token_budget import FreshWindowBackend
@@ -67,6 +68,8 @@ class TurnCompactions:
     """Steps that made no progress, in order."""
     tried: list[str] = attrs.field(factory=list)
     """What each attempt did, for the ``compaction_loop`` message."""
+    deferred: bool = False
+    """The last point was deferred to a background compaction still working."""
 
 
 def loop_message(ledger: TurnCompactions, limit: int, cap: int) -> str:
@@ -92,10 +95,38 @@ async def auto_compact(
     ledger: TurnCompactions,
 ) -> bool:
     """Bring usage under the limit; False when the turn must end (an ``error`` is out, or a
-    hook stopped it)."""
+    hook stopped it).
+
+    At a pre-turn, mid-turn or post-turn point, a background result is installed first when
+    the install rule allows; it counts as one of the turn's automatic compactions. While it is
+    still working and the history fits, the point is deferred (True, nothing installed:
+    :attr:`TurnCompactions.deferred`).
+    """
     limit = ctx.auto_compact_limit()
     config = ctx.config
     cap = config.max_auto_compactions_per_turn
+    ledger.deferred = False
+    # A downshift compacts for the previous model, which a background result was not made for;
+    # the result goes stale and is dropped where it is next looked at.
+    if (
+        ctx.background is not None
+        and request.trigger is not relay.CompactionTrigger.MODEL_DOWNSHIFT
+        and ledger.count < cap
+    ):
+        before = ctx.usage_tokens
+        outcome = await background_point(ctx, request, backends)
+        if outcome is CompactionOutcome.DEFERRED:
+            ledger.deferred = True
+            return True
+        if outcome is not None:
+            if outcome in {CompactionOutcome.INSTALLED, CompactionOutcome.INSTALLED_THEN_STOPPED}:
+                ledger.count += 1
+                ledger.tried.append(f"background result: {before} → {ctx.usage_tokens} tokens")
+            if not outcome.proceed:
+                return False
+            if limit is None or ctx.usage_tokens < limit:
+                return True
+            ledger.stalled.append(Step.SUMMARY)
     masking = config.features.tool_output_masking
     while True:
         step = next_step(compactions=ledger.count, cap=cap, stalled=ledger.stalled, masking=masking)
@@ -129,6 +160,43 @@ async def auto_compact(
         if ctx.usage_tokens < limit:
             return True
         ledger.stalled.append(step)
+
+
+async def after_final_answer(
+    ctx: TaskContext, backends: Sequence[CompactionBackend], ledger: TurnCompactions
+) -> bool:
+    """A regular turn answered: post-turn compaction when due, then background compaction
+    when due. False when the post-turn compaction failed or a hook stopped the turn."""
+    if post_turn_due(ctx):
+        request = CompactionRequest(relay.CompactionTrigger.POST_TURN, Injection.DO_NOT_INJECT)
+        if not await auto_compact(ctx, request, backends, ledger):
+            return False
+    start_background_compaction(ctx, backends)
+    return True
+
+
+async def requested_compact(
+    ctx: TaskContext,
+    request: CompactionRequest,
+    backends: Sequence[CompactionBackend],
+    ledger: TurnCompactions,
+) -> bool:
+    """A fresh window the model asked for (``new_context_window``); False when the turn must
+    end. It counts towards ``max_auto_compactions_per_turn``: a model that asks again and
+    again is a compaction loop too."""
+    cap = ctx.config.max_auto_compactions_per_turn
+    if ledger.count >= cap:
+        limit = ctx.auto_compact_limit()
+        ctx.emit(
+            relay.ErrorEvent(loop_message(ledger, limit or 0, cap), relay.ErrorCode.COMPACTION_LOOP)
+        )
+        return False
+    before = ctx.usage_tokens
+    outcome = await run_compaction(ctx, request, backends)
+    if outcome in {CompactionOutcome.INSTALLED, CompactionOutcome.INSTALLED_THEN_STOPPED}:
+        ledger.count += 1
+        ledger.tried.append(f"fresh window asked for: {before} → {ctx.usage_tokens} tokens")
+    return outcome.proceed
 
 
 async def mask_when_due(ctx: TaskContext) -> bool:
@@ -187,9 +255,11 @@ async def _attempt(
 __all__ = [
     "Step",
     "TurnCompactions",
+    "after_final_answer",
     "auto_compact",
     "compact_now",
     "loop_message",
     "mask_when_due",
     "next_step",
+    "requested_compact",
 ]

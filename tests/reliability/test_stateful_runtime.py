@@ -16,6 +16,14 @@ waits and ``shutdown``. After every step:
   history still begins with what it was when the compaction started;
 - at rest (no task running), the rollout reconstructs the live session.
 
+Background compaction is on in every example (at a random share of the limit), and post-turn
+compaction in some: the same random scripts make its backend slow, failing or stalled, and
+the probe's hooks stop some of its installs. Every install of a background result is checked
+against the install rule as the session saw it: the live history began with the snapshot, in
+the snapshot's window (a stale result is never installed), and what it installed ends with
+exactly the items recorded since the snapshot (nothing lost, nothing twice). When the session
+is closed, no background job is left running.
+
 At the end: the same, and every compaction the rollout records has the shape its backend
 promises (summary or compaction item last, or a fresh window), is one of the installed
 compactions, and was made by the backend docs/compaction.md selects; nothing but events, input
@@ -47,7 +55,9 @@ from hypothesis import HealthCheck, given, settings
 
 import relay
 from relay import testing
+from relay._rollout_reader import CompactedLine
 from relay._tokens import ApproxEstimator
+from relay.tasks.compaction import background as background_module
 from tests.hypothesis_profiles import examples
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import (
@@ -211,6 +221,10 @@ class Setup:
     """The pre-compact hook stops the compaction it sees in this place (1-based)."""
     stop_after: int | None
     """The post-compact hook stops the turn of the compaction it sees in this place."""
+    background: int
+    """``background_compact_threshold_percent``."""
+    post_turn: int
+    """``model_post_turn_compact_threshold_percent``."""
 
 
 setups = st.builds(
@@ -225,12 +239,14 @@ setups = st.builds(
     ),
     stop_before=st.sampled_from([None, None, None, 1, 2]),
     stop_after=st.sampled_from([None, None, None, 1, 2]),
+    background=st.sampled_from([30, 60, 90]),
+    post_turn=st.sampled_from([0, 0, 10]),
 )
 
 #: Action kinds, weighted: turns and waits for them are what let the session get somewhere.
 KINDS = (
     *("turn", "turn", "turn", "settle", "settle", "advance"),
-    *("compact", "interrupt", "override", "shutdown"),
+    *("compact", "compact", "interrupt", "override", "shutdown"),
 )
 
 
@@ -287,6 +303,8 @@ def make_config(setup: Setup, workspace: Path, rollouts: Path) -> relay.Config:
             remote_compaction_v2=setup.selection[1], token_budget=setup.selection[2]
         ),
         model_auto_compact_token_limit=setup.limit,
+        background_compact_threshold_percent=setup.background,
+        model_post_turn_compact_threshold_percent=setup.post_turn,
         base_instructions="You are tested.",
         cwd=str(workspace / "a"),
         rollout=relay.RolloutConfig(enabled=True, dir=str(rollouts)),
@@ -305,6 +323,22 @@ class Attempt:
     window_id: str
     window_number: int
     stopped: bool
+
+
+@attrs.frozen
+class BackgroundInstall:
+    """A background result as it was installed."""
+
+    current: bool
+    """The install rule held against the live session."""
+    since: tuple[relay.ResponseItem, ...]
+    """What the live history held after the snapshot."""
+    context_size: int
+    """Items before ``since``: the compacted snapshot and the fresh initial context."""
+    compacted_size: int
+    """Items of the compacted snapshot."""
+    result: tuple[relay.ResponseItem, ...]
+    """The history installed."""
 
 
 @attrs.define
@@ -336,6 +370,39 @@ class Probe:
     async def after_compaction(self, info: relay.HookInput) -> relay.HookStop | None:
         self.installed += 1
         return relay.HookStop("the probe stops it") if self.installed == self.stop_after else None
+
+    jobs: list[relay.lowlevel.BackgroundJob] = attrs.field(factory=list)
+    installs: list[BackgroundInstall] = attrs.field(factory=list)
+
+    def see_jobs(self) -> None:
+        """Keep every background job the session ever held."""
+        assert self.session is not None
+        job = self.session._background
+        if job is not None and job not in self.jobs:
+            self.jobs.append(job)
+
+    def installed_history(
+        self,
+        compacted: list[relay.ResponseItem],
+        initial: list[relay.ResponseItem],
+        snapshot: relay.lowlevel.Snapshot,
+        live: list[relay.ResponseItem],
+    ) -> list[relay.ResponseItem]:
+        """Observe every background install as it is computed (then compute it as usual)."""
+        session = self.session
+        assert session is not None
+        result = relay.compaction.installed_history(compacted, initial, snapshot, live)
+        self.installs.append(
+            BackgroundInstall(
+                current=snapshot.window_id == session.state.window_id
+                and tuple(live[: len(snapshot.items)]) == snapshot.items,
+                since=tuple(live[len(snapshot.items) :]),
+                context_size=len(compacted) + len(initial),
+                compacted_size=len(compacted),
+                result=tuple(result),
+            )
+        )
+        return result
 
     @property
     def started(self) -> list[Attempt]:
@@ -477,6 +544,7 @@ def check_end(
         and isinstance(e.msg.item, relay.ContextCompactionItem)
     ]
     lines = compacted_lines(rollout)
+    check_background(probe, lines, backend.value)
     hypothesis.event(f"backend {backend.value}")
     for _, outcome in compaction_outcomes(events):
         hypothesis.event(f"compaction {outcome}")
@@ -487,6 +555,8 @@ def check_end(
                 assert msg.message.startswith("The turn ends: automatic compaction"), msg
         elif isinstance(msg, relay.TurnAborted):
             hypothesis.event(f"turn_aborted {msg.reason}")
+        elif isinstance(msg, relay.BackgroundEvent) and "background" in msg.message:
+            hypothesis.event(f"background {msg.message.split()[0].lower()}")
         elif isinstance(msg, relay.ItemCompleted) and isinstance(
             msg.item, relay.ContextCompactionItem
         ):
@@ -504,7 +574,29 @@ def check_end(
         if escalated:
             hypothesis.event("escalated to a fresh window")
         assert line.replacement_history is not None
-        check_compacted_part(line.replacement_history, receipt.backend)
+        assert line.receipt == receipt
+        if not receipt.background:
+            check_compacted_part(line.replacement_history, receipt.backend)
+
+
+def check_background(probe: Probe, lines: list[CompactedLine], backend: str) -> None:
+    """Every background install obeyed the rule and kept what came after its snapshot."""
+    installed = [line for line in lines if line.receipt is not None and line.receipt.background]
+    # Each computed install was installed (a hook stop comes before the computation).
+    assert len(installed) == len(probe.installs)
+    for line, install in zip(installed, probe.installs, strict=True):
+        hypothesis.event("background result installed")
+        assert install.current, "a stale background result was installed"
+        assert line.replacement_history == install.result
+        assert install.result[install.context_size :] == install.since, "lost or duplicated"
+        compacted = install.result[: install.compacted_size]
+        if backend == "token_budget":
+            compacted = install.result[: install.context_size]
+        if compacted:
+            check_compacted_part(compacted, backend)
+    assert probe.session is not None and probe.session._background is None
+    for job in probe.jobs:
+        assert job.finished.is_set(), "background work outlived its session"
 
 
 # ----------------------------------------------------------------------------- the test
@@ -520,6 +612,87 @@ def check_end(
 def test_random_ops_faults_and_backends_keep_every_promise(
     workspace: Path, setup: Setup, data: st.DataObject
 ) -> None:
+    run_example(workspace, setup, data, actions)
+
+
+# Background compaction in the foreground of the examples: usage that crosses the background
+# threshold and then the limit, backends that are slow (seconds), failing or stopped by a
+# hook, manual compactions and downshifts that make a snapshot stale, and time passing
+# between turns so that results become ready.
+
+bg_usages = st.sampled_from(
+    [None, LIMIT * 4 // 10, LIMIT * 7 // 10, LIMIT + 500, LIMIT + 500, 140_000]
+)
+
+bg_shaped = st.builds(
+    _with,
+    st.sampled_from(
+        [
+            {"text": "Done."},
+            {"text": "A longer answer, " * 8},
+            {"compaction": "ENC-SCRIPTED"},
+            _call("sleep", {"seconds": 0}),
+            _call("context_window_status", {}),
+            _call("new_context_window", {}),
+        ]
+    ).map(dict),
+    bg_usages,
+    st.sampled_from([0, 0, 500, 2000, 8000]),
+    st.just(0),
+)
+bg_replies = st.one_of(
+    bg_shaped,
+    bg_shaped,
+    bg_shaped,
+    bg_shaped,
+    st.sampled_from([{"http_error": {"status": 500, "message": "boom"}}]).map(dict),
+)
+
+bg_setups = st.builds(
+    Setup,
+    selection=st.sampled_from(SELECTIONS),
+    limit=st.just(LIMIT),
+    script=st.fixed_dictionaries(
+        {
+            "responses": st.lists(bg_replies, min_size=4, max_size=16),
+            "compact": st.lists(compact_replies, max_size=3),
+        }
+    ),
+    stop_before=st.sampled_from([None, None, 1, 2, 3]),
+    stop_after=st.sampled_from([None, None, None, 1, 2]),
+    background=st.sampled_from([30, 60, 60, 90]),
+    post_turn=st.sampled_from([0, 0, 0, 10]),
+)
+
+BG_KINDS = (*("turn", "turn", "turn", "turn", "advance", "advance"), "compact", "compact")
+bg_actions = (
+    st.sampled_from(BG_KINDS)
+    .flatmap(action)
+    .map(lambda a: ("advance", 0.5 + a[1] % 6) if a[0] == "advance" else a)
+    .map(lambda a: ("turn", a[2] is not relay.OnBusy.REPLACE, *a[2:]) if a[0] == "turn" else a)
+)
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(setup=bg_setups, data=st.data())
+def test_background_compaction_keeps_every_promise(
+    workspace: Path, setup: Setup, data: st.DataObject
+) -> None:
+    run_example(workspace, setup, data, bg_actions)
+
+
+def run_example(
+    workspace: Path,
+    setup: Setup,
+    data: st.DataObject,
+    actions: st.SearchStrategy[tuple[Any, ...]],
+) -> None:
+    """One example: a session, a random sequence of ``actions``, every check."""
     rollouts = workspace / "rollouts"
     config = make_config(setup, workspace, rollouts)
     cwds = [str(workspace / "a"), str(workspace / "b")]
@@ -584,14 +757,18 @@ def test_random_ops_faults_and_backends_keep_every_promise(
                     case _:
                         raise AssertionError(action)
                 await trio.testing.wait_all_tasks_blocked()
+                probe.see_jobs()
                 check_step(probe, recorder)
             if not session.closed:
                 await session.submit(relay.Shutdown())
                 await recorder.wait_for(relay.ShutdownComplete)
 
+    original = background_module.installed_history
+    background_module.installed_history = probe.installed_history  # type: ignore[assignment]
     try:
         trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
         check_end(probe, recorder, config, paths[0])
     finally:
+        background_module.installed_history = original
         for path in paths:
             path.unlink(missing_ok=True)

@@ -299,7 +299,8 @@ def test_compacted_lines_old_style_and_with_bad_parts() -> None:
         f"line 4: compacted: replacement_history is not a list; {rebuilt}",
         "line 4: invalid compacted: 'window_number' should be int, got str; ignored",
         "line 5: compacted: invalid receipt: expected one of: manual, pre_turn, mid_turn, "
-        "model_downshift; got 1 @ $.trigger; required field missing @ $.backend; required field "
+        "model_downshift, post_turn, model_requested; got 1 @ $.trigger; required field "
+        "missing @ $.backend; required field "
         "missing @ $.tokens_before; required field missing @ $.tokens_after; required field "
         "missing @ $.duration_ms; receipt ignored",
     ]
@@ -684,6 +685,49 @@ def test_relay_show_exits_2_for_an_unreadable_file(tmp_path: Path, make: str) ->
     assert "Traceback" not in result.stderr
 
 
+BACKGROUND_STARTED = (
+    "Compacting the conversation in the background (local) from a snapshot of 3 items."
+)
+BACKGROUND_DROPPED = (
+    "Dropped the background compaction of a snapshot taken 40 ms ago: "
+    "the history changed since its snapshot."
+)
+BACKGROUND_RECEIPT = p.CompactionReceipt(
+    trigger=relay.CompactionTrigger.PRE_TURN,
+    backend="local",
+    tokens_before=900,
+    tokens_after=120,
+    duration_ms=30,
+    background=True,
+    snapshot_age_ms=40,
+)
+
+
+def test_a_resume_reads_a_background_install_with_its_receipt() -> None:
+    data = text_of(
+        meta(),
+        item(p.user_message("u")),
+        event(p.BackgroundEvent(BACKGROUND_STARTED)),
+        item(p.assistant_message("a")),
+        compacted([p.user_message("S"), p.user_message("u")], "S", receipt=BACKGROUND_RECEIPT),
+        event(p.BackgroundEvent(BACKGROUND_DROPPED)),
+        item(p.user_message("after")),
+    )
+    full = parse_rollout(data)
+    resume = parse_rollout(data, for_resume=True)
+    receipts = [
+        line.receipt for line in resume.lines if isinstance(line, CompactedLine) and line.receipt
+    ]
+    assert receipts == [BACKGROUND_RECEIPT]
+    assert receipts[0].background and receipts[0].snapshot_age_ms == 40
+    assert reconstruct(resume) == reconstruct(full)
+    assert [m.content for m in reconstruct(resume).history if isinstance(m, p.Message)] == [
+        p.user_message("S").content,
+        p.user_message("u").content,
+        p.user_message("after").content,
+    ]
+
+
 _LINES = st.sampled_from(
     [
         item(p.user_message("u")),
@@ -717,6 +761,20 @@ _LINES = st.sampled_from(
         compacted(None, "old style", work_state={"entries": [], "pinned": ["pinned before"]}),
         compacted([p.user_message("kept")], masked_outputs={"c": "the whole output"}),
         compacted(None, "old style", masked_outputs={"c": "another original", "d": "more"}),
+        event(p.BackgroundEvent(BACKGROUND_STARTED)),
+        event(p.BackgroundEvent(BACKGROUND_DROPPED)),
+        compacted(
+            [p.user_message("kept"), p.user_message("since the snapshot")],
+            "S",
+            window_number=2,
+            receipt=BACKGROUND_RECEIPT,
+        ),
+        compacted(
+            [p.user_message("since the snapshot")],
+            "S",
+            receipt=BACKGROUND_RECEIPT,
+            work_state={"entries": [{"kind": "command", "text": "make → exit 0"}], "pinned": []},
+        ),
         meta(),
         "not json",
         "",

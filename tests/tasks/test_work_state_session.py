@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import Any
 
 import anyio
+import attrs
 import pytest
 
 import relay
@@ -122,3 +123,57 @@ def test_the_committed_example_is_what_the_generator_writes(tmp_path: Path) -> N
     written = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
     for path in written:
         assert (committed / path).read_bytes() == (tmp_path / path).read_bytes(), path
+
+
+def _without_compact(script: Path, out: Path) -> Path:
+    """The op script with its ``compact`` op taken out (and the waits after it renumbered)."""
+    lines = []
+    skip_wait = False
+    for raw in script.read_text(encoding="utf-8").splitlines():
+        step = json.loads(raw)
+        if step.get("op", {}).get("type") == "compact":
+            skip_wait = True
+            continue
+        if "wait_for" in step:
+            if skip_wait:
+                skip_wait = False
+                continue
+            step["wait_for"]["count"] = sum(1 for line in lines if "op" in json.loads(line))
+        lines.append(json.dumps(step))
+    out.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return out
+
+
+@pytest.mark.parametrize("backend", gen.BACKENDS)
+async def test_every_planted_fact_is_in_the_first_request_after_a_background_install(
+    backend: str, tmp_path: Path
+) -> None:
+    # Async compaction in place of the ``compact`` op: the work turn (about 1,300 tokens) is the
+    # first to reach 1 % of the window, so its snapshot is compacted in the background and the
+    # next turn installs it before it samples; the model's script is the same.
+    out = tmp_path / "example"
+    gen.write(out)
+    facts = json.loads((out / "facts.json").read_text(encoding="utf-8"))
+    config = attrs.evolve(
+        _config(out, backend, tmp_path / "sessions"),
+        model_context_window=100_000,
+        model_async_compact_threshold_percent=1,
+    )
+    config = attrs.evolve(config, features=attrs.evolve(config.features, async_compaction=True))
+    model = testing.ScriptedModel(out / f"session.{backend}.model.json")
+    script = _without_compact(out / "session.jsonl", tmp_path / "background.jsonl")
+    msgs = await _run(config, model, script)
+    assert not [m for m in msgs if isinstance(m, relay.ErrorEvent)]
+    receipts = [
+        m.item.receipt
+        for m in msgs
+        if isinstance(m, relay.ItemCompleted) and isinstance(m.item, relay.ContextCompactionItem)
+    ]
+    assert [(r.backend, r.background) for r in receipts if r is not None] == [(backend, True)]
+    after = model.requests[-1]
+    assert after["input"][-1]["content"][0]["text"] == "Go on with the fix."
+    assert not [i for i in after["input"] if i["type"] == "function_call_output"]
+    assert _missing(after, facts) == []
+    text = json.dumps(list(after["input"]), ensure_ascii=False)
+    assert text.count("<work_state>") == 1
+    assert all(text.count(json.dumps(pin, ensure_ascii=False)[1:-1]) == 1 for pin in gen.PINNED)
