@@ -223,7 +223,7 @@ def trio_tasks() -> int:
 async def settle(baseline: tuple[int, int]) -> tuple[int, int]:
     """The counts once the process is quiet: a server notices a client's close in its own
     time, so wait until every task has been blocked for a moment (at most a few times)."""
-    with trio.move_on_after(5):
+    with trio.move_on_after(20):
         while (open_fds(), trio_tasks()) != baseline:
             await trio.testing.wait_all_tasks_blocked(0.05)
     return open_fds(), trio_tasks()
@@ -259,8 +259,12 @@ async def test_200_sessions_over_one_server_with_faults(
         p.slots + p.stream_faults + p.compact_faults for p in plans.values()
     )
     assert 0.08 <= faults / peak_requests <= 0.12, (faults, peak_requests)
-    assert after_sessions == serving, f"leak with the server up: {serving} -> {after_sessions}"
-    assert after == before, f"leak: {before} -> {after}"
+    # A leak is growth: a descriptor the process held before may be gone by now (a file some
+    # library opened once and closed), but none may be added and no task may be left.
+    assert after_sessions[0] <= serving[0] and after_sessions[1] == serving[1], (
+        f"leak with the server up: {serving} -> {after_sessions}"
+    )
+    assert after[0] <= before[0] and after[1] == before[1], f"leak: {before} -> {after}"
     for rollout in (tmp_path / "sessions").rglob("*.jsonl"):
         assert API_KEY not in rollout.read_text(encoding="utf-8")
     assert API_KEY not in repr(server.requests)
