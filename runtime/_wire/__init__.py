@@ -15,8 +15,8 @@ sends every request (base URL, headers, query, authentication) and raises its st
 it runs with ``max_retries=0``, because retries belong to the sampling loop, which sees the same
 errors whatever the model is. For streams the SDK hands back the raw HTTP response and
 :class:`SseDecoder` frames the events: the SDK's own event iterator leaves async generators
-unclosed when a stream ends early, which trio reports. The SDK is imported here and nowhere
-else, so the scripted path never loads it.
+unclosed when a stream ends early, which trio reports. The SDK is imported by this package
+alone (its client and errors, through :mod:`._sdk`), so the scripted path never loads it.
 
 Failures are translated into relay's error tree in one function, :func:`translate`; whatever
 the server or the transport said, the API key never appears in an error message.
@@ -34,12 +34,12 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 import httpx2
-from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
 from .._config import ProviderConfig
 from .._errors import ConfigError
 from .._model import ModelClient
 from ._errors import refuse_foreign_redirect
+from ._sdk import AsyncOpenAI, DefaultAsyncHttpxClient
 from ._sse import ServerSentEvent, SseDecoder
 from .chat import ChatClient, ChatStreamParser, chat_messages, chat_request_body
 from .responses import ResponsesClient

@@ -11,16 +11,22 @@ from collections.abc import Mapping
 
 import anyio
 import httpx2
-import openai
 
 from .._errors import ContextWindowExceeded, ErrorCode, ModelError, StreamError, classify_http_error
 from .._json import JsonRejected
 from .._responses import error_from_payload, retry_after_from_message
 from .._secret import redact
+from ._sdk import (
+    APIConnectionError,
+    APIError,
+    APIStatusError,
+    APITimeoutError,
+    OpenAIError,
+)
 
 #: What the SDK and the transport raise; everything else is a bug and propagates as it is.
 FAILURES: tuple[type[BaseException], ...] = (
-    openai.OpenAIError,
+    OpenAIError,
     httpx2.HTTPError,
     json.JSONDecodeError,
     JsonRejected,
@@ -31,7 +37,7 @@ FAILURES: tuple[type[BaseException], ...] = (
 )
 
 
-class ForeignRedirect(openai.OpenAIError):
+class ForeignRedirect(OpenAIError):
     """The server redirected a request to another origin, which relay does not follow: the
     request carries the conversation and the provider's headers."""
 
@@ -77,7 +83,7 @@ def translate(exc: BaseException, *, secret: str | None) -> ModelError:
                 "new address if you trust it)",
                 ErrorCode.BAD_REQUEST,
             )
-        case openai.APIStatusError():
+        case APIStatusError():
             code, message, kind = _error_fields(exc.body)
             status = exc.status_code
             text = _cut(redact(message or _body_text(exc.body) or f"HTTP {status}", secret))
@@ -87,15 +93,15 @@ def translate(exc: BaseException, *, secret: str | None) -> ModelError:
             return classify_http_error(
                 status, code=code, message=text, type_=kind, retry_after=retry_after
             )
-        case openai.APITimeoutError():
+        case APITimeoutError():
             return StreamError(
                 redact(f"the model server did not answer in time: {_cause(exc)}", secret)
             )
-        case openai.APIConnectionError():
+        case APIConnectionError():
             return StreamError(
                 redact(f"connection to the model server failed: {_cause(exc)}", secret)
             )
-        case openai.APIError():
+        case APIError():
             # Any other SDK error that carries a server's error object.
             body = exc.body if isinstance(exc.body, Mapping) else {"message": exc.message}
             return redact_error(error_from_payload(body, default=exc.message), secret)

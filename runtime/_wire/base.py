@@ -10,8 +10,6 @@ from typing import Any
 
 import anyio
 import httpx2
-import openai
-from openai import AsyncOpenAI
 
 from .. import _json
 from .._config import ProviderConfig
@@ -20,6 +18,7 @@ from .._model import ModelEvent
 from .._responses import PURPOSE_HEADER, with_server_counts
 from .._secret import redact
 from ._errors import FAILURES, redact_error, translate, with_message
+from ._sdk import APIStatusError, AsyncOpenAI
 from ._sse import ServerSentEvent, SseDecoder, TooLarge
 
 #: How long to wait for the end of a stream after its terminal event.
@@ -209,7 +208,7 @@ class WireClient:
             )
         except FAILURES as exc:
             error = translate(exc, secret=self._secret)
-            if isinstance(exc, openai.APIStatusError):
+            if isinstance(exc, APIStatusError):
                 error = with_server_counts(error, exc.body)
             raise self.capped(error) from exc
         # The SDK hands back the raw response: its own event iterator leaves async
