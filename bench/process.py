@@ -23,6 +23,7 @@ itself), so memory is always that of a fresh process.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -578,38 +579,49 @@ MANY = "relay run, many scripted turns"
 
 
 def _many_turn_figures(opts: Options, tmp: Path) -> list[Figure]:
-    """CPU per turn of a scripted ``relay run`` as the session grows, and its peak RSS."""
-    sizes = (5, 10) if opts.quick else (200, 400, 800, 1600)
+    """CPU per turn of a scripted ``relay run`` as the session grows, and its peak RSS.
+
+    Each repetition runs every size once, in turn; the CPU per turn between two sizes is the
+    difference of their CPU times over the difference of their turns, one sample per
+    repetition, so start-up cancels out and a busy moment of the machine hits all sizes alike.
+    """
+    sizes = (5, 10) if opts.quick else (250, 1000, 4000, 10000)
+    repeat = 1 if opts.quick else 3
     env = {**_python_env(), "RELAY_HOME": str(tmp / "relay-home")}
-    cpu: dict[int, float] = {}
-    peak: dict[int, float] = {}
-    for turns in sizes:
-        script = _op_script(tmp / f"turns-{turns}.jsonl", turns)
-        argv = [*_relay_argv(), "run", str(script), "--rollout-dir", str(tmp / "rollouts")]
-        try:
-            run = _checked(measure(argv, env=env, cwd=tmp, timeout=1800), argv)
-        except RuntimeError as exc:
-            opts.note(f"relay run of {turns} turns failed: {exc}")
-            break
-        cpu[turns], peak[turns] = run.cpu, run.peak_mib
+    scripts = {turns: _op_script(tmp / f"turns-{turns}.jsonl", turns) for turns in sizes}
+    cpu: dict[int, list[float]] = {turns: [] for turns in sizes}
+    peak: dict[int, list[float]] = {turns: [] for turns in sizes}
+    for _ in range(repeat):
+        for turns in sizes:
+            argv = [*_relay_argv(), "run", str(scripts[turns]), "--rollout-dir", str(tmp / "r")]
+            try:
+                run = _checked(measure(argv, env=env, cwd=tmp, timeout=1800), argv)
+            except RuntimeError as exc:
+                opts.note(f"relay run of {turns} turns failed: {exc}")
+                return []
+            cpu[turns].append(run.cpu)
+            peak[turns].append(run.peak_mib)
     figures: list[Figure] = []
-    previous: int | None = None
-    for turns in cpu:
-        if previous is not None:
-            per_turn = (cpu[turns] - cpu[previous]) / (turns - previous) * 1000
-            figures.append(
-                Figure(
-                    MANY,
-                    f"CPU per turn, turns {previous + 1:,}–{turns:,} (whole process)",
-                    "ms",
-                    [per_turn],
-                    target=Target("≤ 1 ms, flat", 1.0),
-                )
+    for previous, turns in itertools.pairwise(sizes):
+        per_turn = [
+            (after - before) / (turns - previous) * 1000
+            for before, after in zip(cpu[previous], cpu[turns], strict=True)
+        ]
+        figures.append(
+            Figure(
+                MANY,
+                f"CPU per turn, turns {previous + 1:,}–{turns:,} (whole process)",
+                "ms",
+                per_turn,
+                target=Target("≤ 1 ms, flat", 1.0),
             )
-        previous = turns
-    for turns in cpu:
-        figures.append(Figure(MANY, f"{turns:,} turns: peak RSS", "MiB", [peak[turns]]))
-    opts.extra["relay_run_cpu"] = {"turns": list(cpu), "cpu_s": list(cpu.values())}
+        )
+    for turns in sizes:
+        figures.append(Figure(MANY, f"{turns:,} turns: peak RSS", "MiB", peak[turns]))
+    opts.extra["relay_run_cpu"] = {
+        "turns": list(sizes),
+        "cpu_s": [statistics.median(cpu[turns]) for turns in sizes],
+    }
     return figures
 
 
