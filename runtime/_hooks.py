@@ -38,6 +38,7 @@ import anyio
 import anyio.abc
 import attrs
 
+from . import _json
 from . import _protocol as p
 from ._config import HookCommand
 from ._process import kill_group, open_command
@@ -309,14 +310,15 @@ def _decision(stdout: bytes) -> HookResult:
     """The outcome of a command that exited 0, from what it printed.
 
     Only a JSON object whose ``decision`` is ``"stop"`` stops; anything else (nothing, plain
-    text, another decision) lets the compaction go on.
+    text, another decision, JSON that cannot be read: ``NaN``, nesting too deep for the
+    parser) lets the compaction go on.
     """
     text = stdout.decode("utf-8", errors="replace").strip()
     if not text:
         return HookResult("continue")
     try:
-        answer: object = json.loads(text)
-    except json.JSONDecodeError:
+        answer: object = _json.loads(text)
+    except ValueError:  # not JSON, or JSON Python cannot hold: not a decision either way
         return HookResult("continue")
     if isinstance(answer, dict) and answer.get("decision") == "stop":
         reason = answer.get("reason")

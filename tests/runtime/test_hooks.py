@@ -92,6 +92,21 @@ async def test_a_command_stops_with_a_json_decision() -> None:
     assert (result.outcome, result.reason) == ("stop", "not now")
 
 
+@pytest.mark.parametrize(
+    "printed",
+    [
+        "'[' * 60000",
+        '\'{"decision": "stop", "reason": NaN}\'',
+        "'{\"decision\": \"stop\", \"n\": ' + '9' * 5000 + '}'",
+    ],
+    ids=["nested too deeply", "NaN", "a 5,000-digit integer"],
+)
+async def test_what_python_cannot_read_as_json_lets_the_compaction_go_on(printed: str) -> None:
+    # Not a decision relay can read, so not a stop; and never an exception out of the hook.
+    result = await run_hook_command(python(f"import sys; sys.stdout.write({printed})"), INFO)
+    assert (result.outcome, result.problem) == ("continue", "")
+
+
 async def test_a_command_reads_the_input_as_json(tmp_path: Path) -> None:
     sink = tmp_path / "input.json"
     hook = python("import sys; open(sys.argv[1], 'w').write(sys.stdin.read())", str(sink))
