@@ -157,7 +157,8 @@ class Config:
     """Automatic compactions one turn may run; one more needed ends it with
     ``error{compaction_loop}``."""
     work_state_token_budget: int = 2_000
-    """Tokens the work-state record may take in the history after a compaction."""
+    """Tokens the work-state record may take in the history after a compaction; never more
+    than a tenth of the model's context window, when it is known."""
     mask_keep_recent_tokens: int = 20_000
     """Tool outputs within this many of the newest tokens of the history are never masked."""
     mask_margin_percent: int = 10

@@ -32,7 +32,7 @@ from ._sampling import SampleResult, reconnecting_message, stream_response, with
 from ._task import SessionTask, TaskHandle, TaskKind
 from ._tokens import approx_tokens, calibrated, items_tokens, tools_tokens, truncate_text
 from ._tools import RECALL_TOOL, ToolContext
-from ._work_state import WorkEntry, carry_work_state
+from ._work_state import WorkEntry, carry_work_state, work_state_budget
 
 if TYPE_CHECKING:
     from ._session import Session
@@ -237,8 +237,9 @@ class TaskContext:
 
         What is left of the window of ``model`` (default: this turn's) once the rest of the new
         context — ``alongside`` (the summary or compaction item), the initial context, the
-        instructions and tools — and room for an answer are taken, and no more than keeps the
-        context under the auto-compaction limit. None when the window is unknown.
+        instructions and tools, the work-state record when it is on — and room for an answer
+        are taken, and no more than keeps the context under the auto-compaction limit. None
+        when the window is unknown.
         """
         model = model or self.settings.model
         window = self.context_window_of(model)
@@ -248,6 +249,10 @@ class TaskContext:
         limit = self.auto_compact_limit(model)
         if limit is not None:
             ceiling = min(ceiling, limit)
+        if self.config.features.work_state:
+            # The record is placed after the kept messages are chosen: keep its room.
+            ratio = self.session.state.token_ratio
+            ceiling -= calibrated(self.work_state_budget(model), ratio)
         return ceiling - self.estimate_context([*alongside, *self.initial_context_items()])
 
     def estimate_context(self, items: Sequence[p.ResponseItem]) -> int:
@@ -409,12 +414,20 @@ class TaskContext:
     def carry_work_state(self, history: Sequence[p.ResponseItem]) -> list[p.ResponseItem]:
         """``history`` with the pinned user messages and (when ``features.work_state`` is on)
         the rendered work-state record placed in it; unchanged when there is neither."""
-        config = self.config
         return carry_work_state(
             history,
             self.session.state.work_state,
-            config.work_state_token_budget,
-            include_entries=config.features.work_state,
+            self.work_state_budget(),
+            include_entries=self.config.features.work_state,
+        )
+
+    def work_state_budget(self, model: str | None = None) -> int:
+        """The token budget of the rendered work-state record (estimate units):
+        ``work_state_token_budget``, at most a tenth of the window of ``model`` (default:
+        this turn's)."""
+        window = self.context_window_of(model or self.settings.model)
+        return work_state_budget(
+            self.config.work_state_token_budget, window, self.session.state.token_ratio
         )
 
     # -- background compaction

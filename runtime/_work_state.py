@@ -141,6 +141,23 @@ class WorkState:
         return cls(entries, pinned)
 
 
+#: The record takes at most this share of the model's context window (a divisor).
+WINDOW_SHARE = 10
+
+
+def work_state_budget(configured: int, window: int | None, ratio: float = 1.0) -> int:
+    """The token budget of the rendered record, in estimate units.
+
+    ``configured`` (``work_state_token_budget``), and never more than a tenth of the context
+    ``window`` when it is known, as a server counts tokens (``ratio`` server tokens to an
+    estimated one, never fewer than one): on a small window the record must leave room for
+    the rest of the new context and an answer.
+    """
+    if window is None:
+        return configured
+    return max(0, min(configured, int(window / WINDOW_SHARE / max(1.0, ratio))))
+
+
 def render_work_state(
     entries: Sequence[WorkEntry],
     budget: int,

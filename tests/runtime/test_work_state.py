@@ -23,6 +23,7 @@ from relay._work_state import (
     masking_suffices,
     render_work_state,
     tool_failed,
+    work_state_budget,
 )
 from tests.hypothesis_profiles import examples
 
@@ -99,6 +100,16 @@ def test_over_budget_the_oldest_entries_are_folded_into_counts() -> None:
     assert "src/m0.py" not in text
     listed = sum(1 for line in text.splitlines() if line.startswith("- src/m"))
     assert f"Earlier, not listed: {200 - listed} files read." in text
+
+
+def test_the_record_takes_at_most_a_tenth_of_a_known_window() -> None:
+    assert work_state_budget(2_000, None) == 2_000
+    assert work_state_budget(2_000, 128_000) == 2_000
+    assert work_state_budget(2_000, 4_096) == 409
+    # A server that counts 1.6 tokens per estimated one: fewer estimated tokens fit.
+    assert work_state_budget(2_000, 4_096, 1.6) == 256
+    assert work_state_budget(2_000, 4_096, 0.5) == 409
+    assert work_state_budget(2_000, 5) == 0
 
 
 @settings(max_examples=examples(100))

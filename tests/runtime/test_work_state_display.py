@@ -1,5 +1,5 @@
 """The work-state record at each checkpoint: ``relay run --pretty`` and ``relay show``; entries a
-custom tool adds through the tool API."""
+custom tool adds through the tool API; the record on a small window."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from relay import testing
 from relay._outcome import RunOutcome
 from relay._pretty import PrettyPrinter
 from relay._rollout_reader import read_rollout
+from relay._tokens import approx_tokens
 from relay._transcript import render_transcript
 
 RECEIPT = relay.CompactionReceipt(relay.CompactionTrigger.MANUAL, "local", 900, 300, 12)
@@ -164,3 +165,49 @@ def test_relay_resume_pretty_shows_the_restored_record_at_its_checkpoint(tmp_pat
     assert "     ▸ pinned: Constraint: never modify anything under vendor/; it is a pinned " in (
         "\n".join(lines)
     )
+
+
+async def test_on_a_small_window_the_record_takes_at_most_a_tenth_of_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Sixty deploys of ~30 tokens each: the whole record is under the configured 2,000
+    # tokens, but a 2,048-token window cannot hold it beside a conversation and an answer.
+    calls = [{"function_call": {"name": "deploy", "arguments": {"build": n}}} for n in range(60)]
+    tool = deploy_tool()
+
+    async def deploy(args: Mapping[str, Any], ctx: relay.ToolContext) -> str:
+        build = args["build"]
+        ctx.note(
+            relay.WorkEntry("deploy", f"region-{build} ← build {build} " + "x" * 80, f"r{build}")
+        )
+        return "deployed"
+
+    config = relay.Config(
+        model_context_window=2_048,
+        features=relay.Features(work_state=True),
+        rollout=relay.RolloutConfig(enabled=False),
+    )
+    recorder = testing.EventRecorder()
+    async with (
+        relay.open_session(
+            config,
+            model=testing.ScriptedModel({"responses": [*calls, "Deployed.", "Summary."]}),
+            tools=[relay.Tool(tool.name, tool.description, tool.parameters, deploy)],
+        ) as session,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(recorder.consume, session)
+        await session.submit(relay.UserTurn(items=[relay.Text("Ship everywhere.")]))
+        await recorder.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete))
+        await session.submit(relay.Compact())
+        await recorder.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete), 2)
+        history = list(session.history.items)
+        await session.submit(relay.Shutdown())
+        await recorder.wait_for(relay.ShutdownComplete)
+    (placed,) = [
+        item.text()
+        for item in history
+        if isinstance(item, relay.Message) and item.text().startswith("<work_state>")
+    ]
+    assert approx_tokens(placed) <= 2_048 // 10
+    assert "region-59 ← build 59" in placed and "Earlier, not listed:" in placed
