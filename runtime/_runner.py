@@ -39,10 +39,11 @@ class ScriptRunner:
         self.events_read = 0
         self._counters: dict[tuple[str, str], WaitCounter] = {}
         self._counters_by_type: dict[str, list[WaitCounter]] = {}
-        # Set (and replaced) when an event is read, and when a counter counts one: a running
-        # session wakes a waiting step only when its count may have been reached.
+        # Set (and replaced) when an event is read, and when a counter counts one or the
+        # session goes idle: a running session wakes a waiting step only when its count may
+        # have been reached.
         self._read = anyio.Event()
-        self._counted = anyio.Event()
+        self._wake = anyio.Event()
         self._done = anyio.Event()
         self._steps = anyio.CancelScope()
 
@@ -56,15 +57,15 @@ class ScriptRunner:
                     counted |= counter.observe(msg)
                 self.sink(event, msg)
                 if counted:
-                    self._counted.set()
-                    self._counted = anyio.Event()
+                    self._wake.set()
+                    self._wake = anyio.Event()
                 if self._read.statistics().tasks_waiting:
                     self._read.set()
                     self._read = anyio.Event()
         finally:
             self._done.set()
             self._read.set()
-            self._counted.set()
+            self._wake.set()
 
     def _counter(self, wait: WaitFor) -> WaitCounter:
         # Waits on one condition share a counter, so a script that waits after every turn looks
@@ -97,15 +98,11 @@ class ScriptRunner:
                 # Idle, with events still to read: each one may be the one awaited.
                 await self._read.wait()
             else:
-                counted = self._counted
-                async with anyio.create_task_group() as tg:
-
-                    async def first(waiter: Callable[[], Any]) -> None:
-                        await waiter()
-                        tg.cancel_scope.cancel()
-
-                    tg.start_soon(first, counted.wait)
-                    tg.start_soon(first, self.session.wait_idle)
+                # One event for both: a task group racing two waits would cost more than the
+                # rest of the turn's reading.
+                wake = self._wake
+                self.session._wake_when_idle(wake)
+                await wake.wait()
 
     def stop(self) -> None:
         """Run no further step and shut the session down (a running task ends ``shutdown``)."""

@@ -167,6 +167,7 @@ class Session(metaclass=NoPublicConstructor):
         self._unprocessed = 0
         self._idle = anyio.Event()
         self._idle.set()
+        self._idle_wakers: list[anyio.Event] = []
         # The generated ids go on from where a resumed session's left off.
         self._sub_counter, self._item_counter = ids
         self._sub_send, self._sub_recv = anyio.create_memory_object_stream[
@@ -294,8 +295,26 @@ class Session(metaclass=NoPublicConstructor):
     def _refresh_idle(self) -> None:
         if self._is_idle():
             self._idle.set()
+            if self._idle_wakers:
+                for waker in self._idle_wakers:
+                    waker.set()
+                self._idle_wakers.clear()
         elif self._idle.is_set():
             self._idle = anyio.Event()
+
+    def _wake_when_idle(self, event: anyio.Event) -> None:
+        """Set ``event`` when the session is next idle (at once, if it is now).
+
+        A waiter that also waits for something else passes the one event it waits on, rather
+        than racing two tasks; an event already set when the next one comes in is dropped.
+        """
+        if self._is_idle():
+            event.set()
+            return
+        wakers = self._idle_wakers
+        while wakers and wakers[-1].is_set():
+            wakers.pop()
+        wakers.append(event)
 
     def _emit(self, event_id: str, msg: p.EventMsg) -> None:
         """Number ``msg``, persist it if it is a persisted kind, and send it to the reader.

@@ -13,6 +13,7 @@ import relay._op_script as op_script
 import relay._runner as runner_module
 from relay import _protocol as p
 from relay import testing
+from relay._errors import ScriptError
 from relay._op_script import WaitFor, parse_op_script
 from relay._runner import ScriptRunner
 
@@ -125,3 +126,49 @@ async def test_a_released_script_is_given_back_as_it_runs() -> None:
     assert len(left_at_each_turn) == TURNS
     assert all(left <= 2 * (TURNS - turn) for turn, left in enumerate(left_at_each_turn, 1))
     assert steps == []
+
+
+async def test_a_wait_holds_one_idle_waker_however_often_it_wakes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every turn is submitted before the one wait: the session stays busy while the wait
+    # wakes at each count, and each wake-up leaves the session one waker to set, not one more.
+    rows: list[dict[str, Any]] = [
+        {
+            "id": f"t{n}",
+            "op": {
+                "type": "user_turn",
+                "items": [{"type": "text", "text": f"turn {n}"}],
+                "on_busy": "queue",
+            },
+        }
+        for n in range(TURNS)
+    ]
+    rows.append({"wait_for": {"type": "turn_started", "count": TURNS}})
+    steps = parse_op_script("\n".join(json.dumps(row) for row in rows))
+    held: list[int] = []
+    config = relay.Config(rollout=relay.RolloutConfig(enabled=False))
+    async with relay.open_session(config, model=testing.ScriptedModel(None)) as session:
+        real = session._wake_when_idle
+
+        def counting(event: Any) -> None:
+            real(event)
+            held.append(len(session._idle_wakers))
+
+        monkeypatch.setattr(session, "_wake_when_idle", counting)
+        await ScriptRunner(session, lambda _event, _msg: None).run(steps)
+    assert len(held) > 1
+    assert max(held) == 1
+
+
+async def test_a_wait_after_an_op_without_events_fails_when_the_session_is_idle() -> None:
+    # override_turn_context emits nothing: only the session going idle can end the wait.
+    rows = [
+        {"op": {"type": "override_turn_context", "model": "other"}},
+        {"wait_for": {"type": "turn_complete"}},
+    ]
+    steps = parse_op_script("\n".join(json.dumps(row) for row in rows))
+    config = relay.Config(rollout=relay.RolloutConfig(enabled=False))
+    with pytest.raises(ScriptError, match="line 2: wait_for 'turn_complete'"):
+        async with relay.open_session(config, model=testing.ScriptedModel(None)) as session:
+            await ScriptRunner(session, lambda _event, _msg: None).run(steps)
