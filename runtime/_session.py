@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, assert_never
 
 import anyio
+import anyio.lowlevel
 import attrs
 
 from . import _protocol as p
@@ -247,8 +248,22 @@ class Session(metaclass=NoPublicConstructor):
         return self._iterate_events()
 
     async def _iterate_events(self) -> AsyncIterator[p.Event]:
-        async with self._event_recv:
-            async for event in self._event_recv:
+        # An event already waiting is taken without letting other tasks run first (each step
+        # is still a cancellation point): a turn's events come in bursts, and a round of the
+        # scheduler for each would cost more than the reading.
+        receive = self._event_recv
+        async with receive:
+            while True:
+                await anyio.lowlevel.checkpoint_if_cancelled()
+                try:
+                    event = receive.receive_nowait()
+                except anyio.WouldBlock:
+                    try:
+                        event = await receive.receive()
+                    except anyio.EndOfStream:
+                        return
+                except anyio.EndOfStream:
+                    return
                 yield event
 
     async def wait_idle(self) -> None:
