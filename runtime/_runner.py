@@ -43,6 +43,7 @@ class ScriptRunner:
         # session goes idle: a running session wakes a waiting step only when its count may
         # have been reached.
         self._read = anyio.Event()
+        self._read_awaited = False
         self._wake = anyio.Event()
         self._done = anyio.Event()
         self._steps = anyio.CancelScope()
@@ -59,7 +60,8 @@ class ScriptRunner:
                 if counted:
                     self._wake.set()
                     self._wake = anyio.Event()
-                if self._read.statistics().tasks_waiting:
+                if self._read_awaited:
+                    self._read_awaited = False
                     self._read.set()
                     self._read = anyio.Event()
         finally:
@@ -96,6 +98,7 @@ class ScriptRunner:
                 )
             if idle:
                 # Idle, with events still to read: each one may be the one awaited.
+                self._read_awaited = True
                 await self._read.wait()
             else:
                 # One event for both: a task group racing two waits would cost more than the
@@ -157,7 +160,11 @@ def _released(steps: Sequence[Step]) -> Iterator[Step]:
         yield steps.pop()
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def json_line(event: p.Event, msg: dict[str, Any] | None = None) -> str:
     """The JSON-lines form of an event; ``msg``, when given, is its message already as JSON."""
-    data = to_json(event) if msg is None else {"id": event.id, "seq": event.seq, "msg": msg}
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    body = _ENCODER.encode(to_json(event.msg) if msg is None else msg)
+    # The envelope is written around the message's text, in the order to_json gives it.
+    return f'{{"id":{_ENCODER.encode(event.id)},"seq":{event.seq},"msg":{body}}}'
