@@ -24,6 +24,10 @@ IMAGE_BYTES = 340
 #: is a token to many tokenizers, a quarter of one to the estimate).
 MAX_TOKEN_RATIO = 8.0
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+#: The tools last estimated and their tokens: a session passes the same tuple every request.
+_last_tools: tuple[tuple[ToolSpec, ...] | None, int] = (None, 0)
+
 
 class TokenEstimator(Protocol):
     """Counts tokens of a text."""
@@ -49,7 +53,7 @@ def item_text(item: p.ResponseItem) -> str:
     data = to_json(item)
     if isinstance(data, dict):
         data.pop("metadata", None)
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODER.encode(data)
 
 
 def count_items(estimator: TokenEstimator, items: Iterable[p.ResponseItem]) -> int:
@@ -98,7 +102,7 @@ def _json_bytes(item: p.ResponseItem) -> int:
     data = to_json(item)
     if isinstance(data, dict):
         data.pop("metadata", None)
-    return len(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    return len(_ENCODER.encode(data).encode("utf-8"))
 
 
 def item_tokens(item: p.ResponseItem) -> int:
@@ -175,7 +179,12 @@ def calibrated(estimate: int, ratio: float) -> int:
 
 def tools_tokens(tools: Iterable[ToolSpec]) -> int:
     """Approximate tokens of tool definitions as a request carries them."""
+    global _last_tools
+    if isinstance(tools, tuple) and tools is _last_tools[0]:
+        # A session asks about the same tuple of its tools for every request.
+        return _last_tools[1]
     specs = [tool.to_wire() for tool in tools]
-    if not specs:
-        return 0
-    return approx_tokens(json.dumps(specs, ensure_ascii=False, separators=(",", ":")))
+    tokens = approx_tokens(_ENCODER.encode(specs)) if specs else 0
+    if isinstance(tools, tuple):
+        _last_tools = (tools, tokens)
+    return tokens
