@@ -41,6 +41,11 @@ def _type_json(kind: RolloutType) -> str:
     return text
 
 
+def payload_json(payload: Any) -> str:
+    """The JSON text of a line's payload, as :meth:`RolloutWriter.write` writes it."""
+    return _ENCODER.encode(payload)
+
+
 class _Stamps:
     """The time of a line, ``2026-11-29T11:14:35.123Z`` (UTC, to the millisecond).
 
