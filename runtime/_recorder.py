@@ -91,11 +91,14 @@ class RolloutRecorder:
         )
         self.writer.flush()
 
-    def event(self, msg: p.EventMsg) -> None:
-        """An ``event_msg`` line for a persisted kind; a terminal event flushes the file."""
+    def event(self, msg: p.EventMsg, text: str | None = None) -> None:
+        """An ``event_msg`` line for a persisted kind; a terminal event flushes the file.
+
+        ``text``, when given, is the message's JSON text, already made.
+        """
         if self.writer is None or not isinstance(msg, PERSISTED_EVENTS):
             return
-        self.writer.write("event_msg", to_json(msg))
+        self.writer.write_json("event_msg", payload_json(to_json(msg)) if text is None else text)
         if isinstance(msg, FLUSHED_EVENTS):
             self.writer.flush()
 

@@ -18,7 +18,9 @@ from ._session import Session
 class ScriptRunner:
     """Submits the steps of an op script and reads the session's events meanwhile.
 
-    Every event reaches ``sink`` in order. ``wait_for`` steps count events from the start of
+    Every event reaches ``sink`` in order, and its JSON line reaches ``lines`` first when that is
+    given (the session then makes each event's JSON once, for the rollout and the line).
+    ``wait_for`` steps count events from the start of
     the session; one that can no longer be met (the session is idle and every event has been
     read) fails with :class:`ScriptError` instead of hanging. The runner keeps no event: each
     condition of the script is counted as its events arrive, so a long run holds a few counters
@@ -32,9 +34,13 @@ class ScriptRunner:
         sink: Callable[[p.Event, dict[str, Any]], None],
         *,
         script_name: str = "script",
+        lines: Callable[[str], None] | None = None,
     ) -> None:
         self.session = session
         self.sink = sink
+        self.lines = lines
+        if lines is not None:
+            session._keep_events_json()
         self.script_name = script_name
         self.events_read = 0
         self._counters: dict[tuple[str, str], WaitCounter] = {}
@@ -50,12 +56,16 @@ class ScriptRunner:
 
     async def _consume(self) -> None:
         try:
-            async for event in self.session.events():
-                msg = to_json(event.msg)
+            session = self.session
+            async for event in session.events():
+                kept = session._take_event_json(event.seq)
+                msg, text = (to_json(event.msg), None) if kept is None else kept
                 self.events_read += 1
                 counted = False
                 for counter in self._counters_by_type.get(msg["type"], ()):
                     counted |= counter.observe(msg)
+                if self.lines is not None:
+                    self.lines(json_line(event, msg, text))
                 self.sink(event, msg)
                 if counted:
                     self._wake.set()
@@ -163,8 +173,10 @@ def _released(steps: Sequence[Step]) -> Iterator[Step]:
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
-def json_line(event: p.Event, msg: dict[str, Any] | None = None) -> str:
-    """The JSON-lines form of an event; ``msg``, when given, is its message already as JSON."""
-    body = _ENCODER.encode(to_json(event.msg) if msg is None else msg)
+def json_line(event: p.Event, msg: dict[str, Any] | None = None, text: str | None = None) -> str:
+    """The JSON line of an event, with its newline; ``msg``, when given, is its message
+    already as JSON, and ``text`` that JSON's text."""
+    if text is None:
+        text = _ENCODER.encode(to_json(event.msg) if msg is None else msg)
     # The envelope is written around the message's text, in the order to_json gives it.
-    return f'{{"id":{_ENCODER.encode(event.id)},"seq":{event.seq},"msg":{body}}}'
+    return f'{{"id":{_ENCODER.encode(event.id)},"seq":{event.seq},"msg":{text}}}\n'

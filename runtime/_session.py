@@ -40,7 +40,7 @@ import attrs
 
 from . import _protocol as p
 from ._background import BackgroundJob, JobState, Snapshot
-from ._codec import decode_op
+from ._codec import decode_op, to_json
 from ._compact import compaction_prompt
 from ._config import Config, ProviderConfig, context_window_for, relay_home, resolve_api_key
 from ._context import (
@@ -56,7 +56,7 @@ from ._hooks import CompactHook
 from ._input import input_text, user_message_of
 from ._model import ModelClient
 from ._recorder import TERMINAL_EVENTS, RolloutRecorder
-from ._rollout import RolloutWriter
+from ._rollout import RolloutWriter, payload_json
 from ._scripted import ScriptedModel
 from ._state import ResumedState, SessionState
 from ._task import (
@@ -176,6 +176,8 @@ class Session(metaclass=NoPublicConstructor):
         ](math.inf)
         self._event_send, self._event_recv = anyio.create_memory_object_stream[p.Event](math.inf)
         self._events_taken = False
+        # Each event's JSON and its text, by seq, until the reader takes them (when it asked).
+        self._events_json: dict[int, tuple[dict[str, Any], str]] | None = None
         self._estimator: TokenEstimator | None = estimator
         self._background: BackgroundJob | None = None
         self._background_count = 0
@@ -340,12 +342,31 @@ class Session(metaclass=NoPublicConstructor):
         self._seq += 1
         if isinstance(msg, TERMINAL_EVENTS):
             self._recorder.ids(self._sub_counter, self._item_counter)
-        self._recorder.event(msg)
+        kept = self._events_json
+        if kept is None:
+            self._recorder.event(msg)
+        else:
+            data = to_json(msg)
+            text = payload_json(data)
+            kept[self._seq] = (data, text)
+            self._recorder.event(msg, text)
         try:
             self._event_send.send_nowait(p.Event(event_id, self._seq, msg))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             # The reader went away; the session keeps working and its rollout keeps recording.
-            pass
+            if kept is not None:
+                kept.pop(self._seq, None)
+
+    def _keep_events_json(self) -> None:
+        """Make each event's JSON as it is emitted and keep it for the reader to take with
+        :meth:`_take_event_json`: the rollout writes the same text, made once."""
+        if self._events_json is None:
+            self._events_json = {}
+
+    def _take_event_json(self, seq: int) -> tuple[dict[str, Any], str] | None:
+        """The JSON of event ``seq`` and its text, kept since it was emitted (once only)."""
+        kept = self._events_json
+        return None if kept is None else kept.pop(seq, None)
 
     def _record(self, item: p.ResponseItem, *, from_model: bool = False) -> None:
         """Append an item to the history and the rollout."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -172,3 +173,43 @@ async def test_a_wait_after_an_op_without_events_fails_when_the_session_is_idle(
     with pytest.raises(ScriptError, match="line 2: wait_for 'turn_complete'"):
         async with relay.open_session(config, model=testing.ScriptedModel(None)) as session:
             await ScriptRunner(session, lambda _event, _msg: None).run(steps)
+
+
+async def test_with_lines_each_event_is_made_json_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import relay._recorder as recorder_module
+    import relay._session as session_module
+
+    made = 0
+    real = runner_module.to_json
+
+    def counting(value: Any) -> Any:
+        nonlocal made
+        if isinstance(value, p.EventMsg):
+            made += 1
+        return real(value)
+
+    for module in (runner_module, session_module, recorder_module):
+        monkeypatch.setattr(module, "to_json", counting)
+    steps = parse_op_script("\n".join(json.dumps(row) for row in _turns(TURNS)))
+    lines: list[str] = []
+    read: list[dict[str, Any]] = []
+    config = relay.Config(rollout=relay.RolloutConfig(dir=str(tmp_path)))
+    async with relay.open_session(config, model=testing.ScriptedModel(None)) as session:
+        runner = ScriptRunner(session, lambda _, msg: read.append(msg), lines=lines.append)
+        await runner.run(steps)
+        rollout = session.rollout
+        assert rollout is not None
+        path = rollout.path
+    assert [json.loads(line)["msg"] for line in lines] == read
+    assert all(line.endswith("}\n") and line.count("\n") == 1 for line in lines)
+    persisted = [
+        json.loads(line)["payload"]
+        for line in path.read_text().splitlines()
+        if json.loads(line)["type"] == "event_msg"
+    ]
+    assert persisted == [msg for msg in read if msg["type"] in {m["type"] for m in persisted}]
+    # The rollout and the lines share one JSON form of each event; only the first event, sent
+    # before the runner asked for them, is made twice.
+    assert made == len(read) + 1
