@@ -83,7 +83,7 @@ class ScriptRunner:
         # Waits on one condition share a counter, so a script that waits after every turn looks
         # at each event once in all, not once per wait. Every counter exists before the first
         # event is read (see run), so none needs the events that came before its wait.
-        key = (wait.type, json.dumps(wait.match, sort_keys=True))
+        key = (wait.type, json.dumps(wait.match, sort_keys=True) if wait.match else "")
         counter = self._counters.get(key)
         if counter is None:
             counter = self._counters[key] = WaitCounter(wait)
