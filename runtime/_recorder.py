@@ -108,10 +108,14 @@ class RolloutRecorder:
         if self.writer is not None:
             self.writer.write("event_msg", to_json(msg))
 
-    def item(self, item: p.ResponseItem) -> None:
-        """A ``response_item`` line."""
-        if self.writer is not None:
-            self.writer.write("response_item", to_json(item))
+    def item(self, item: p.ResponseItem) -> tuple[dict[str, Any], str] | None:
+        """A ``response_item`` line; returns the item's JSON and its text, when written."""
+        if self.writer is None:
+            return None
+        data = to_json(item)
+        text = payload_json(data)
+        self.writer.write_json("response_item", text)
+        return data, text
 
     def world_state(self, world: WorldState) -> None:
         """A ``world_state`` line."""

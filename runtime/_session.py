@@ -370,8 +370,11 @@ class Session(metaclass=NoPublicConstructor):
 
     def _record(self, item: p.ResponseItem, *, from_model: bool = False) -> None:
         """Append an item to the history and the rollout."""
-        self.state.history.record(item, from_model=from_model)
-        self._recorder.item(item)
+        history = self.state.history
+        history.record(item, from_model=from_model)
+        written = self._recorder.item(item)
+        if written is not None:
+            history.known_json(item, *written)
 
     def _new_item_id(self, prefix: str = "item") -> str:
         self._item_counter += 1

@@ -77,8 +77,11 @@ def _encrypted_bytes(encrypted: str) -> int:
     return max(0, len(encrypted) * 3 // 4 - 650)
 
 
-def item_bytes(item: p.ResponseItem) -> int:
-    """The approximate byte size of a history item, as docs/session.md counts it."""
+def item_bytes(item: p.ResponseItem, text: str | None = None) -> int:
+    """The approximate byte size of a history item, as docs/session.md counts it.
+
+    ``text``, when given, is the item's JSON text without its ``metadata`` (made already).
+    """
     match item:
         case p.GhostSnapshot():
             return 0
@@ -95,7 +98,7 @@ def item_bytes(item: p.ResponseItem) -> int:
             )
             return _json_bytes(stripped) + images * IMAGE_BYTES
         case _:
-            return _json_bytes(item)
+            return _json_bytes(item) if text is None else len(text.encode("utf-8"))
 
 
 def _json_bytes(item: p.ResponseItem) -> int:
@@ -105,9 +108,9 @@ def _json_bytes(item: p.ResponseItem) -> int:
     return len(_ENCODER.encode(data).encode("utf-8"))
 
 
-def item_tokens(item: p.ResponseItem) -> int:
-    """Approximate tokens of a history item."""
-    return tokens_for_bytes(item_bytes(item))
+def item_tokens(item: p.ResponseItem, text: str | None = None) -> int:
+    """Approximate tokens of a history item (``text``: see :func:`item_bytes`)."""
+    return tokens_for_bytes(item_bytes(item, text))
 
 
 def items_tokens(items: Iterable[p.ResponseItem]) -> int:
