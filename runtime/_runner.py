@@ -20,12 +20,12 @@ class ScriptRunner:
 
     Every event reaches ``sink`` in order, and its JSON line reaches ``lines`` first when that is
     given (the session then makes each event's JSON once, for the rollout and the line).
-    ``wait_for`` steps count events from the start of
-    the session; one that can no longer be met (the session is idle and every event has been
-    read) fails with :class:`ScriptError` instead of hanging. The runner keeps no event: each
-    condition of the script is counted as its events arrive, so a long run holds a few counters
-    rather than everything it has read. :meth:`stop` ends the script early:
-    no further step runs and the session shuts down, its events still read to the last.
+    ``wait_for`` steps count events from the start of the session; one that can no longer be
+    met (the session is idle and every event has been read) fails with :class:`ScriptError`
+    instead of hanging. The runner keeps no event: each condition of the script is counted as
+    its events arrive, so a long run holds a few counters rather than everything it has read.
+    :meth:`stop` ends the script early: no further step runs and the session shuts down, its
+    events still read to the last.
     """
 
     def __init__(
@@ -45,9 +45,9 @@ class ScriptRunner:
         self.events_read = 0
         self._counters: dict[tuple[str, str], WaitCounter] = {}
         self._counters_by_type: dict[str, list[WaitCounter]] = {}
-        # Set (and replaced) when an event is read, and when a counter counts one or the
-        # session goes idle: a running session wakes a waiting step only when its count may
-        # have been reached.
+        # Set (and replaced) when an event is read while a step waits for one, and when a
+        # counter counts one or the session goes idle: a running session wakes a waiting step
+        # only when its count may have been reached.
         self._read = anyio.Event()
         self._read_awaited = False
         self._wake = anyio.Event()
