@@ -319,23 +319,30 @@ async def _run(
     import anyio
 
     from . import _protocol as p
-    from ._runner import ScriptRunner, json_line
+    from ._runner import ScriptRunner
     from ._session import open_session
     from ._work_state import WorkState
 
-    def sink(event: p.Event, msg: dict[str, Any]) -> None:
+    def output_closed() -> None:
+        # Nobody reads the events any more (`relay run … | head -1`): end the session as a
+        # shutdown, as a signal would, rather than run the script unseen.
+        _discard_stdout()
+        interrupted.close_output()
+
+    def write_line(line: str) -> None:
         if not interrupted.output_closed:
             try:
-                if printer is not None:
-                    printer.event(event)
-                else:
-                    sys.stdout.write(json_line(event, msg) + "\n")
-                    sys.stdout.flush()
+                sys.stdout.write(line)
+                sys.stdout.flush()
             except BrokenPipeError:
-                # Nobody reads the events any more (`relay run … | head -1`): end the session
-                # as a shutdown, as a signal would, rather than run the script unseen.
-                _discard_stdout()
-                interrupted.close_output()
+                output_closed()
+
+    def sink(event: p.Event, msg: dict[str, Any]) -> None:
+        if printer is not None and not interrupted.output_closed:
+            try:
+                printer.event(event)
+            except BrokenPipeError:
+                output_closed()
         outcome.observe(event)
 
     interrupted = _Interrupted()
@@ -359,7 +366,12 @@ async def _run(
                     # A resumed session's record is shown at its checkpoints like a live one's.
                     record = session.state.work_state
                     printer.work = WorkState(list(record.entries), list(record.pinned))
-                runner = ScriptRunner(session, sink, script_name=label)
+                runner = ScriptRunner(
+                    session,
+                    sink,
+                    script_name=label,
+                    lines=write_line if printer is None else None,
+                )
                 interrupted.runner = runner
                 if interrupted.signum is not None:
                     runner.stop()

@@ -6,6 +6,7 @@ Pure functions from the world state and settings to the messages a model sees fi
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import stat
@@ -63,10 +64,16 @@ def world_state(cwd: str, now: Callable[[], datetime], shell: str | None) -> Wor
     zone = moment.tzname() or moment.strftime("%z") or "UTC"
     return WorldState(
         cwd=cwd,
-        shell=Path(shell).name if shell else "sh",
+        shell=_shell_name(shell) if shell else "sh",
         current_date=moment.date().isoformat(),
         timezone=zone,
     )
+
+
+@functools.lru_cache(maxsize=8)
+def _shell_name(shell: str) -> str:
+    # Every turn asks again, most often about the same $SHELL.
+    return Path(shell).name
 
 
 def environment_context(world: WorldState) -> p.Message:

@@ -257,6 +257,21 @@ class History:
         if from_model:
             self._reset_since_model(len(self._items))
 
+    def known_json(self, item: p.ResponseItem, data: dict[str, Any], text: str) -> None:
+        """The JSON of the item just recorded and its text, made for the rollout: its wire
+        form and estimate come from them instead of encoding it again.
+
+        Only an item without ``metadata`` qualifies (its wire form leaves that out).
+        """
+        items = self._items
+        if not items or items[-1] is not item or "metadata" in data:
+            return
+        index = len(items) - 1
+        if self._estimates[index] is None:
+            self._estimates[index] = item_tokens(item, text)
+        if len(self._wire) == index:
+            self._wire.append(data)
+
     def response_completed(self, total_tokens: int) -> None:
         """Note the ``total_tokens`` a completed response reported."""
         self.last_response_tokens = total_tokens

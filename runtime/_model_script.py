@@ -407,8 +407,11 @@ def _seal(text: str) -> str:
     return base64.b64encode(text.encode("utf-8")).decode("ascii")
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False)
+
+
 def _json_tokens(value: Any) -> int:
-    return approx_tokens(json.dumps(value, ensure_ascii=False))
+    return approx_tokens(_ENCODER.encode(value))
 
 
 class UsageEstimator:

@@ -13,6 +13,7 @@ refuses a wrong one whole rather than running half of it.
 
 from __future__ import annotations
 
+import functools
 import json
 import types
 import typing
@@ -71,15 +72,16 @@ def _unknown(kind: str, name: str, known: Iterable[str]) -> str:
     return f"unknown {kind} {name!r}{hint}"
 
 
-def _field_names(cls: type) -> list[str]:
-    return [field.name for field in attrs.fields(cls)]
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    # Asked again for every line of a script.
+    return tuple(field.name for field in attrs.fields(cls))
 
 
 def _extra_keys(data: Mapping[str, Any], allowed: Iterable[str], where: str) -> list[str]:
     allowed = list(allowed)
-    return [
-        f"{where}: {_unknown('field', key, allowed)}" for key in data if key not in set(allowed)
-    ]
+    known = set(allowed)
+    return [f"{where}: {_unknown('field', key, allowed)}" for key in data if key not in known]
 
 
 def _check_op(data: Any) -> tuple[p.Op | None, list[str]]:

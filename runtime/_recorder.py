@@ -17,7 +17,7 @@ import attrs
 from . import _protocol as p
 from ._codec import to_json
 from ._context import TurnSettings, WorldState, instructions_hash
-from ._rollout import RolloutWriter
+from ._rollout import RolloutWriter, payload_json
 from ._version import __version__
 from ._work_state import WorkState
 
@@ -57,6 +57,9 @@ class RolloutRecorder:
         self.writer = writer
         """The file writer, when persistence is on."""
         self._ids = ids
+        # A turn's context is most often the one before it: its payload is made once.
+        self._context: tuple[Any, ...] = ()
+        self._context_json = ""
 
     def ids(self, submission: int, item: int) -> None:
         """An ``ids`` line, when the generated ids went on since the last one.
@@ -88,11 +91,14 @@ class RolloutRecorder:
         )
         self.writer.flush()
 
-    def event(self, msg: p.EventMsg) -> None:
-        """An ``event_msg`` line for a persisted kind; a terminal event flushes the file."""
+    def event(self, msg: p.EventMsg, text: str | None = None) -> None:
+        """An ``event_msg`` line for a persisted kind; a terminal event flushes the file.
+
+        ``text``, when given, is the message's JSON text, already made.
+        """
         if self.writer is None or not isinstance(msg, PERSISTED_EVENTS):
             return
-        self.writer.write("event_msg", to_json(msg))
+        self.writer.write_json("event_msg", payload_json(to_json(msg)) if text is None else text)
         if isinstance(msg, FLUSHED_EVENTS):
             self.writer.flush()
 
@@ -102,10 +108,14 @@ class RolloutRecorder:
         if self.writer is not None:
             self.writer.write("event_msg", to_json(msg))
 
-    def item(self, item: p.ResponseItem) -> None:
-        """A ``response_item`` line."""
-        if self.writer is not None:
-            self.writer.write("response_item", to_json(item))
+    def item(self, item: p.ResponseItem) -> tuple[dict[str, Any], str] | None:
+        """A ``response_item`` line; returns the item's JSON and its text, when written."""
+        if self.writer is None:
+            return None
+        data = to_json(item)
+        text = payload_json(data)
+        self.writer.write_json("response_item", text)
+        return data, text
 
     def world_state(self, world: WorldState) -> None:
         """A ``world_state`` line."""
@@ -114,17 +124,21 @@ class RolloutRecorder:
 
     def turn_context(self, settings: TurnSettings, instructions: str, world: WorldState) -> None:
         """A ``turn_context`` line: the turn's settings and the world they apply to."""
-        if self.writer is not None:
-            self.writer.write(
-                "turn_context",
+        if self.writer is None:
+            return
+        key = (settings.model, settings.cwd, settings.effort, instructions, world)
+        if key != self._context:
+            self._context = key
+            self._context_json = payload_json(
                 {
                     "model": settings.model,
                     "cwd": settings.cwd,
                     "effort": settings.effort,
                     "instructions_hash": instructions_hash(instructions),
                     "world": to_json_world(world),
-                },
+                }
             )
+        self.writer.write_json("turn_context", self._context_json)
 
     def compacted(
         self,

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import functools
 import json
 import os
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -30,18 +30,45 @@ RolloutType = str
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+#: The JSON of each line type, made once.
+_TYPES: dict[str, str] = {}
 
 
-def rfc3339_ms(moment: datetime) -> str:
-    """``2026-11-29T11:14:35.123Z``."""
-    moment = moment.astimezone(UTC)
-    return _second_prefix(moment.replace(microsecond=0)) + f"{moment.microsecond // 1000:03d}Z"
+def _type_json(kind: RolloutType) -> str:
+    text = _TYPES.get(kind)
+    if text is None:
+        text = _TYPES[kind] = _ENCODER.encode(kind)
+    return text
 
 
-@functools.lru_cache(maxsize=4)
-def _second_prefix(second: datetime) -> str:
-    # Lines come many per second: format the part up to the second once.
-    return second.strftime("%Y-%m-%dT%H:%M:%S.")
+def payload_json(payload: Any) -> str:
+    """The JSON text of a line's payload, as :meth:`RolloutWriter.write` writes it."""
+    return _ENCODER.encode(payload)
+
+
+class _Stamps:
+    """The time of a line, ``2026-11-29T11:14:35.123Z`` (UTC, to the millisecond).
+
+    Lines come many per millisecond: the text is made once per millisecond, its part up to the
+    second once per second.
+    """
+
+    def __init__(self) -> None:
+        self._ms = -1
+        self._second = -1
+        self._prefix = ""
+        self._text = ""
+
+    def now(self) -> str:
+        ms = time.time_ns() // 1_000_000
+        if ms != self._ms:
+            self._ms = ms
+            second, milli = divmod(ms, 1000)
+            if second != self._second:
+                self._second = second
+                self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(second))
+            self._text = f"{self._prefix}{milli:03d}Z"
+        return self._text
 
 
 def rollout_path(root: Path, session_id: str, created: datetime) -> Path:
@@ -84,6 +111,7 @@ class RolloutWriter:
     def __init__(self, path: Path, file: IO[str]) -> None:
         self.path = path
         self._file = file
+        self._stamps = _Stamps()
 
     @classmethod
     def create(cls, root: Path, session_id: str, created: datetime) -> RolloutWriter:
@@ -128,10 +156,12 @@ class RolloutWriter:
 
     def write(self, kind: RolloutType, payload: Any) -> None:
         """Append one line (buffered until :meth:`flush`)."""
-        stamp = rfc3339_ms(datetime.now(UTC))
-        body = _ENCODER.encode(payload)
+        self.write_json(kind, _ENCODER.encode(payload))
+
+    def write_json(self, kind: RolloutType, payload: str) -> None:
+        """Append one line whose payload is already JSON text (buffered until :meth:`flush`)."""
         self._file.write(
-            f'{{"timestamp":"{stamp}","type":{_ENCODER.encode(kind)},"payload":{body}}}\n'
+            f'{{"timestamp":"{self._stamps.now()}","type":{_type_json(kind)},"payload":{payload}}}\n'
         )
 
     def flush(self) -> None:

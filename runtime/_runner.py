@@ -18,12 +18,14 @@ from ._session import Session
 class ScriptRunner:
     """Submits the steps of an op script and reads the session's events meanwhile.
 
-    Every event reaches ``sink`` in order. ``wait_for`` steps count events from the start of
-    the session; one that can no longer be met (the session is idle and every event has been
-    read) fails with :class:`ScriptError` instead of hanging. The runner keeps no event: each
-    condition of the script is counted as its events arrive, so a long run holds a few counters
-    rather than everything it has read. :meth:`stop` ends the script early:
-    no further step runs and the session shuts down, its events still read to the last.
+    Every event reaches ``sink`` in order, and its JSON line reaches ``lines`` first when that is
+    given (the session then makes each event's JSON once, for the rollout and the line).
+    ``wait_for`` steps count events from the start of the session; one that can no longer be
+    met (the session is idle and every event has been read) fails with :class:`ScriptError`
+    instead of hanging. The runner keeps no event: each condition of the script is counted as
+    its events arrive, so a long run holds a few counters rather than everything it has read.
+    :meth:`stop` ends the script early: no further step runs and the session shuts down, its
+    events still read to the last.
     """
 
     def __init__(
@@ -32,45 +34,56 @@ class ScriptRunner:
         sink: Callable[[p.Event, dict[str, Any]], None],
         *,
         script_name: str = "script",
+        lines: Callable[[str], None] | None = None,
     ) -> None:
         self.session = session
         self.sink = sink
+        self.lines = lines
+        if lines is not None:
+            session._keep_events_json()
         self.script_name = script_name
         self.events_read = 0
         self._counters: dict[tuple[str, str], WaitCounter] = {}
         self._counters_by_type: dict[str, list[WaitCounter]] = {}
-        # Set (and replaced) when an event is read, and when a counter counts one: a running
-        # session wakes a waiting step only when its count may have been reached.
+        # Set (and replaced) when an event is read while a step waits for one, and when a
+        # counter counts one or the session goes idle: a running session wakes a waiting step
+        # only when its count may have been reached.
         self._read = anyio.Event()
-        self._counted = anyio.Event()
+        self._read_awaited = False
+        self._wake = anyio.Event()
         self._done = anyio.Event()
         self._steps = anyio.CancelScope()
 
     async def _consume(self) -> None:
         try:
-            async for event in self.session.events():
-                msg = to_json(event.msg)
+            session = self.session
+            async for event in session.events():
+                kept = session._take_event_json(event.seq)
+                msg, text = (to_json(event.msg), None) if kept is None else kept
                 self.events_read += 1
                 counted = False
                 for counter in self._counters_by_type.get(msg["type"], ()):
                     counted |= counter.observe(msg)
+                if self.lines is not None:
+                    self.lines(json_line(event, msg, text))
                 self.sink(event, msg)
                 if counted:
-                    self._counted.set()
-                    self._counted = anyio.Event()
-                if self._read.statistics().tasks_waiting:
+                    self._wake.set()
+                    self._wake = anyio.Event()
+                if self._read_awaited:
+                    self._read_awaited = False
                     self._read.set()
                     self._read = anyio.Event()
         finally:
             self._done.set()
             self._read.set()
-            self._counted.set()
+            self._wake.set()
 
     def _counter(self, wait: WaitFor) -> WaitCounter:
         # Waits on one condition share a counter, so a script that waits after every turn looks
         # at each event once in all, not once per wait. Every counter exists before the first
         # event is read (see run), so none needs the events that came before its wait.
-        key = (wait.type, json.dumps(wait.match, sort_keys=True))
+        key = (wait.type, json.dumps(wait.match, sort_keys=True) if wait.match else "")
         counter = self._counters.get(key)
         if counter is None:
             counter = self._counters[key] = WaitCounter(wait)
@@ -95,17 +108,14 @@ class ScriptRunner:
                 )
             if idle:
                 # Idle, with events still to read: each one may be the one awaited.
+                self._read_awaited = True
                 await self._read.wait()
             else:
-                counted = self._counted
-                async with anyio.create_task_group() as tg:
-
-                    async def first(waiter: Callable[[], Any]) -> None:
-                        await waiter()
-                        tg.cancel_scope.cancel()
-
-                    tg.start_soon(first, counted.wait)
-                    tg.start_soon(first, self.session.wait_idle)
+                # One event for both: a task group racing two waits would cost more than the
+                # rest of the turn's reading.
+                wake = self._wake
+                self.session._wake_when_idle(wake)
+                await wake.wait()
 
     def stop(self) -> None:
         """Run no further step and shut the session down (a running task ends ``shutdown``)."""
@@ -160,7 +170,13 @@ def _released(steps: Sequence[Step]) -> Iterator[Step]:
         yield steps.pop()
 
 
-def json_line(event: p.Event, msg: dict[str, Any] | None = None) -> str:
-    """The JSON-lines form of an event; ``msg``, when given, is its message already as JSON."""
-    data = to_json(event) if msg is None else {"id": event.id, "seq": event.seq, "msg": msg}
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def json_line(event: p.Event, msg: dict[str, Any] | None = None, text: str | None = None) -> str:
+    """The JSON line of an event, with its newline; ``msg``, when given, is its message
+    already as JSON, and ``text`` that JSON's text."""
+    if text is None:
+        text = _ENCODER.encode(to_json(event.msg) if msg is None else msg)
+    # The envelope is written around the message's text, in the order to_json gives it.
+    return f'{{"id":{_ENCODER.encode(event.id)},"seq":{event.seq},"msg":{text}}}\n'

@@ -35,11 +35,12 @@ from pathlib import Path
 from typing import Any, assert_never
 
 import anyio
+import anyio.lowlevel
 import attrs
 
 from . import _protocol as p
 from ._background import BackgroundJob, JobState, Snapshot
-from ._codec import decode_op
+from ._codec import decode_op, to_json
 from ._compact import compaction_prompt
 from ._config import Config, ProviderConfig, context_window_for, relay_home, resolve_api_key
 from ._context import (
@@ -55,7 +56,7 @@ from ._hooks import CompactHook
 from ._input import input_text, user_message_of
 from ._model import ModelClient
 from ._recorder import TERMINAL_EVENTS, RolloutRecorder
-from ._rollout import RolloutWriter
+from ._rollout import RolloutWriter, payload_json
 from ._scripted import ScriptedModel
 from ._state import ResumedState, SessionState
 from ._task import (
@@ -167,6 +168,7 @@ class Session(metaclass=NoPublicConstructor):
         self._unprocessed = 0
         self._idle = anyio.Event()
         self._idle.set()
+        self._idle_wakers: list[anyio.Event] = []
         # The generated ids go on from where a resumed session's left off.
         self._sub_counter, self._item_counter = ids
         self._sub_send, self._sub_recv = anyio.create_memory_object_stream[
@@ -174,6 +176,8 @@ class Session(metaclass=NoPublicConstructor):
         ](math.inf)
         self._event_send, self._event_recv = anyio.create_memory_object_stream[p.Event](math.inf)
         self._events_taken = False
+        # Each event's JSON and its text, by seq, until the reader takes them (when it asked).
+        self._events_json: dict[int, tuple[dict[str, Any], str]] | None = None
         self._estimator: TokenEstimator | None = estimator
         self._background: BackgroundJob | None = None
         self._background_count = 0
@@ -246,8 +250,22 @@ class Session(metaclass=NoPublicConstructor):
         return self._iterate_events()
 
     async def _iterate_events(self) -> AsyncIterator[p.Event]:
-        async with self._event_recv:
-            async for event in self._event_recv:
+        # An event already waiting is taken without letting other tasks run first (each step
+        # is still a cancellation point): a turn's events come in bursts, and a round of the
+        # scheduler for each would cost more than the reading.
+        receive = self._event_recv
+        async with receive:
+            while True:
+                await anyio.lowlevel.checkpoint_if_cancelled()
+                try:
+                    event = receive.receive_nowait()
+                except anyio.WouldBlock:
+                    try:
+                        event = await receive.receive()
+                    except anyio.EndOfStream:
+                        return
+                except anyio.EndOfStream:
+                    return
                 yield event
 
     async def wait_idle(self) -> None:
@@ -294,8 +312,26 @@ class Session(metaclass=NoPublicConstructor):
     def _refresh_idle(self) -> None:
         if self._is_idle():
             self._idle.set()
+            if self._idle_wakers:
+                for waker in self._idle_wakers:
+                    waker.set()
+                self._idle_wakers.clear()
         elif self._idle.is_set():
             self._idle = anyio.Event()
+
+    def _wake_when_idle(self, event: anyio.Event) -> None:
+        """Set ``event`` when the session is next idle (at once, if it is now).
+
+        A waiter that also waits for something else passes the one event it waits on, rather
+        than racing two tasks; an event already set when the next one comes in is dropped.
+        """
+        if self._is_idle():
+            event.set()
+            return
+        wakers = self._idle_wakers
+        while wakers and wakers[-1].is_set():
+            wakers.pop()
+        wakers.append(event)
 
     def _emit(self, event_id: str, msg: p.EventMsg) -> None:
         """Number ``msg``, persist it if it is a persisted kind, and send it to the reader.
@@ -306,17 +342,39 @@ class Session(metaclass=NoPublicConstructor):
         self._seq += 1
         if isinstance(msg, TERMINAL_EVENTS):
             self._recorder.ids(self._sub_counter, self._item_counter)
-        self._recorder.event(msg)
+        kept = self._events_json
+        if kept is None:
+            self._recorder.event(msg)
+        else:
+            data = to_json(msg)
+            text = payload_json(data)
+            kept[self._seq] = (data, text)
+            self._recorder.event(msg, text)
         try:
             self._event_send.send_nowait(p.Event(event_id, self._seq, msg))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             # The reader went away; the session keeps working and its rollout keeps recording.
-            pass
+            if kept is not None:
+                kept.pop(self._seq, None)
+
+    def _keep_events_json(self) -> None:
+        """Make each event's JSON as it is emitted and keep it for the reader to take with
+        :meth:`_take_event_json`: the rollout writes the same text, made once."""
+        if self._events_json is None:
+            self._events_json = {}
+
+    def _take_event_json(self, seq: int) -> tuple[dict[str, Any], str] | None:
+        """The JSON of event ``seq`` and its text, kept since it was emitted (once only)."""
+        kept = self._events_json
+        return None if kept is None else kept.pop(seq, None)
 
     def _record(self, item: p.ResponseItem, *, from_model: bool = False) -> None:
         """Append an item to the history and the rollout."""
-        self.state.history.record(item, from_model=from_model)
-        self._recorder.item(item)
+        history = self.state.history
+        history.record(item, from_model=from_model)
+        written = self._recorder.item(item)
+        if written is not None:
+            history.known_json(item, *written)
 
     def _new_item_id(self, prefix: str = "item") -> str:
         self._item_counter += 1

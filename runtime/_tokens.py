@@ -24,6 +24,10 @@ IMAGE_BYTES = 340
 #: is a token to many tokenizers, a quarter of one to the estimate).
 MAX_TOKEN_RATIO = 8.0
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+#: The tools last estimated and their tokens: a session passes the same tuple every request.
+_last_tools: tuple[tuple[ToolSpec, ...] | None, int] = (None, 0)
+
 
 class TokenEstimator(Protocol):
     """Counts tokens of a text."""
@@ -49,7 +53,7 @@ def item_text(item: p.ResponseItem) -> str:
     data = to_json(item)
     if isinstance(data, dict):
         data.pop("metadata", None)
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODER.encode(data)
 
 
 def count_items(estimator: TokenEstimator, items: Iterable[p.ResponseItem]) -> int:
@@ -73,8 +77,11 @@ def _encrypted_bytes(encrypted: str) -> int:
     return max(0, len(encrypted) * 3 // 4 - 650)
 
 
-def item_bytes(item: p.ResponseItem) -> int:
-    """The approximate byte size of a history item, as docs/session.md counts it."""
+def item_bytes(item: p.ResponseItem, text: str | None = None) -> int:
+    """The approximate byte size of a history item, as docs/session.md counts it.
+
+    ``text``, when given, is the item's JSON text without its ``metadata`` (made already).
+    """
     match item:
         case p.GhostSnapshot():
             return 0
@@ -91,19 +98,19 @@ def item_bytes(item: p.ResponseItem) -> int:
             )
             return _json_bytes(stripped) + images * IMAGE_BYTES
         case _:
-            return _json_bytes(item)
+            return _json_bytes(item) if text is None else len(text.encode("utf-8"))
 
 
 def _json_bytes(item: p.ResponseItem) -> int:
     data = to_json(item)
     if isinstance(data, dict):
         data.pop("metadata", None)
-    return len(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    return len(_ENCODER.encode(data).encode("utf-8"))
 
 
-def item_tokens(item: p.ResponseItem) -> int:
-    """Approximate tokens of a history item."""
-    return tokens_for_bytes(item_bytes(item))
+def item_tokens(item: p.ResponseItem, text: str | None = None) -> int:
+    """Approximate tokens of a history item (``text``: see :func:`item_bytes`)."""
+    return tokens_for_bytes(item_bytes(item, text))
 
 
 def items_tokens(items: Iterable[p.ResponseItem]) -> int:
@@ -175,7 +182,12 @@ def calibrated(estimate: int, ratio: float) -> int:
 
 def tools_tokens(tools: Iterable[ToolSpec]) -> int:
     """Approximate tokens of tool definitions as a request carries them."""
+    global _last_tools
+    if isinstance(tools, tuple) and tools is _last_tools[0]:
+        # A session asks about the same tuple of its tools for every request.
+        return _last_tools[1]
     specs = [tool.to_wire() for tool in tools]
-    if not specs:
-        return 0
-    return approx_tokens(json.dumps(specs, ensure_ascii=False, separators=(",", ":")))
+    tokens = approx_tokens(_ENCODER.encode(specs)) if specs else 0
+    if isinstance(tools, tuple):
+        _last_tools = (tools, tokens)
+    return tokens

@@ -87,18 +87,22 @@ class ToolRegistry:
 
     def __init__(self, tools: Mapping[str, Tool] | None = None) -> None:
         self._tools: dict[str, Tool] = dict(tools or {})
+        self._specs: tuple[ToolSpec, ...] | None = None
 
     def register(self, tool: Tool) -> None:
         """Add or replace a tool."""
         self._tools[tool.name] = tool
+        self._specs = None
 
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, if registered."""
         return self._tools.get(name)
 
     def specs(self) -> tuple[ToolSpec, ...]:
-        """Every tool as the model sees it."""
-        return tuple(tool.spec() for tool in self._tools.values())
+        """Every tool as the model sees it (the same tuple until a tool is registered)."""
+        if self._specs is None:
+            self._specs = tuple(tool.spec() for tool in self._tools.values())
+        return self._specs
 
     def names(self) -> list[str]:
         """Registered tool names."""

@@ -456,3 +456,36 @@ def test_estimating_a_growing_history_reads_each_estimate_once() -> None:
     # A request per turn asks for the estimate of the whole history: the work is one read per
     # new item, not one per item per request.
     assert _CountingList.reads <= 2 * turns
+
+
+def test_json_made_for_the_rollout_gives_the_same_estimates_and_wire_forms(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import relay._history as history_module
+    from relay._codec import encode_response_item, to_json
+    from relay._rollout import payload_json
+
+    image = p.Message("user", (p.InputText("see"), p.InputImage("data:image/png;base64,AAAA")))
+    tagged = p.Message("user", (p.InputText("tagged"),), metadata={"origin": "hook"})
+    items = [USER, CALL_A, ANSWER, image, OTHER, p.Compaction("c2VhbGVk"), tagged]
+    encoded = 0
+
+    def counting(item: p.ResponseItem) -> dict[str, Any]:
+        nonlocal encoded
+        encoded += 1
+        return encode_response_item(item)
+
+    monkeypatch.setattr(history_module, "encode_response_item", counting)
+    plain, given = History(), History()
+    for item in items:
+        plain.record(item)
+        given.record(item)
+        data = to_json(item)
+        given.known_json(item, data, payload_json(data))
+    given_wire = given.wire_items()
+    # Only the item with metadata is encoded again for the wire; the others reuse their JSON.
+    assert encoded == 1
+    assert given_wire == plain.wire_items()
+    assert encoded == 1 + len(items)
+    assert given.estimated_tokens() == plain.estimated_tokens() == items_tokens(items)
+    assert given.tokens_since_model == plain.tokens_since_model

@@ -190,3 +190,35 @@ def test_a_second_process_resuming_a_rollout_in_use_exits_2(tmp_path: Path) -> N
     # The lock goes with the process that held it, however it ended.
     third = subprocess.run(second_argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert third.returncode == 0, third.stderr
+
+
+async def test_an_unchanged_turn_context_is_made_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import relay._recorder as recorder_module
+
+    hashed = 0
+    real = recorder_module.instructions_hash
+
+    def counting(instructions: str) -> str:
+        nonlocal hashed
+        hashed += 1
+        return real(instructions)
+
+    monkeypatch.setattr(recorder_module, "instructions_hash", counting)
+    config = relay.Config(rollout=relay.RolloutConfig(dir=str(tmp_path)))
+    async with testing.open_test_session(None, config=config) as t:
+        for n in range(5):
+            await t.turn(f"turn {n}", id=f"t{n}")
+            await t.wait_for(relay.TurnComplete, count=n + 1)
+        await t.submit(relay.OverrideTurnContext(model="other"))
+        await t.turn("on the other model", id="t5")
+        await t.wait_for(relay.TurnComplete, count=6)
+        rollout = t.session.rollout
+        assert rollout is not None
+        path = rollout.path
+    contexts = [line["payload"] for line in read_lines(path) if line["type"] == "turn_context"]
+    assert [c["model"] for c in contexts] == ["scripted"] * 5 + ["other"]
+    assert len({c["instructions_hash"] for c in contexts}) == 1
+    # Made for the first turn and again when the model changed, not for every turn.
+    assert hashed == 2

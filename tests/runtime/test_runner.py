@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ import relay._op_script as op_script
 import relay._runner as runner_module
 from relay import _protocol as p
 from relay import testing
+from relay._errors import ScriptError
 from relay._op_script import WaitFor, parse_op_script
 from relay._runner import ScriptRunner
 
@@ -125,3 +127,89 @@ async def test_a_released_script_is_given_back_as_it_runs() -> None:
     assert len(left_at_each_turn) == TURNS
     assert all(left <= 2 * (TURNS - turn) for turn, left in enumerate(left_at_each_turn, 1))
     assert steps == []
+
+
+async def test_a_wait_holds_one_idle_waker_however_often_it_wakes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every turn is submitted before the one wait: the session stays busy while the wait
+    # wakes at each count, and each wake-up leaves the session one waker to set, not one more.
+    rows: list[dict[str, Any]] = [
+        {
+            "id": f"t{n}",
+            "op": {
+                "type": "user_turn",
+                "items": [{"type": "text", "text": f"turn {n}"}],
+                "on_busy": "queue",
+            },
+        }
+        for n in range(TURNS)
+    ]
+    rows.append({"wait_for": {"type": "turn_started", "count": TURNS}})
+    steps = parse_op_script("\n".join(json.dumps(row) for row in rows))
+    held: list[int] = []
+    config = relay.Config(rollout=relay.RolloutConfig(enabled=False))
+    async with relay.open_session(config, model=testing.ScriptedModel(None)) as session:
+        real = session._wake_when_idle
+
+        def counting(event: Any) -> None:
+            real(event)
+            held.append(len(session._idle_wakers))
+
+        monkeypatch.setattr(session, "_wake_when_idle", counting)
+        await ScriptRunner(session, lambda _event, _msg: None).run(steps)
+    assert len(held) > 1
+    assert max(held) == 1
+
+
+async def test_a_wait_after_an_op_without_events_fails_when_the_session_is_idle() -> None:
+    # override_turn_context emits nothing: only the session going idle can end the wait.
+    rows = [
+        {"op": {"type": "override_turn_context", "model": "other"}},
+        {"wait_for": {"type": "turn_complete"}},
+    ]
+    steps = parse_op_script("\n".join(json.dumps(row) for row in rows))
+    config = relay.Config(rollout=relay.RolloutConfig(enabled=False))
+    with pytest.raises(ScriptError, match="line 2: wait_for 'turn_complete'"):
+        async with relay.open_session(config, model=testing.ScriptedModel(None)) as session:
+            await ScriptRunner(session, lambda _event, _msg: None).run(steps)
+
+
+async def test_with_lines_each_event_is_made_json_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import relay._recorder as recorder_module
+    import relay._session as session_module
+
+    made = 0
+    real = runner_module.to_json
+
+    def counting(value: Any) -> Any:
+        nonlocal made
+        if isinstance(value, p.EventMsg):
+            made += 1
+        return real(value)
+
+    for module in (runner_module, session_module, recorder_module):
+        monkeypatch.setattr(module, "to_json", counting)
+    steps = parse_op_script("\n".join(json.dumps(row) for row in _turns(TURNS)))
+    lines: list[str] = []
+    read: list[dict[str, Any]] = []
+    config = relay.Config(rollout=relay.RolloutConfig(dir=str(tmp_path)))
+    async with relay.open_session(config, model=testing.ScriptedModel(None)) as session:
+        runner = ScriptRunner(session, lambda _, msg: read.append(msg), lines=lines.append)
+        await runner.run(steps)
+        rollout = session.rollout
+        assert rollout is not None
+        path = rollout.path
+    assert [json.loads(line)["msg"] for line in lines] == read
+    assert all(line.endswith("}\n") and line.count("\n") == 1 for line in lines)
+    persisted = [
+        json.loads(line)["payload"]
+        for line in path.read_text().splitlines()
+        if json.loads(line)["type"] == "event_msg"
+    ]
+    assert persisted == [msg for msg in read if msg["type"] in {m["type"] for m in persisted}]
+    # The rollout and the lines share one JSON form of each event; only the first event, sent
+    # before the runner asked for them, is made twice.
+    assert made == len(read) + 1

@@ -351,6 +351,22 @@ async def test_leaving_the_block_shuts_the_session_down(
     assert recorder.msgs[-2].reason is relay.AbortReason.SHUTDOWN
 
 
+async def test_reading_events_that_wait_is_still_a_cancellation_point() -> None:
+    config = relay.Config(rollout=relay.RolloutConfig(enabled=False))
+    async with relay.open_session(config, model=testing.ScriptedModel(None)) as session:
+        events = session.events()
+        await session.submit(relay.UserTurn(items=[relay.Text("go")]), id="t1")
+        await session.wait_idle()
+        assert session.statistics().events_emitted > 1  # the turn's events wait to be read
+        read: list[relay.Event] = []
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            async for event in events:
+                read.append(event)
+        assert scope.cancelled_caught
+        assert read == []
+
+
 async def test_invalid_ops_through_the_api_raise_and_leave_the_session_usable(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

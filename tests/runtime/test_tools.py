@@ -508,3 +508,32 @@ async def test_shell_refuses_bad_arguments(cwd: Path, args: dict[str, Any], outp
 async def test_shell_reports_a_missing_program(cwd: Path) -> None:
     output = await shell(cwd, ["relay-no-such-program-xyz"])
     assert output.startswith("error: cannot start 'relay-no-such-program-xyz'")
+
+
+def test_the_tools_are_estimated_once_until_one_is_registered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from relay._tokens import tools_tokens
+
+    wired = 0
+    real = ToolSpec.to_wire
+
+    def counting(spec: ToolSpec) -> dict[str, Any]:
+        nonlocal wired
+        wired += 1
+        return real(spec)
+
+    monkeypatch.setattr(ToolSpec, "to_wire", counting)
+    registry = builtin_registry({})
+    tools = len(registry.specs())
+    first = tools_tokens(registry.specs())
+    # Every request asks again; the registry's tools are the same tuple, estimated once.
+    assert [tools_tokens(registry.specs()) for _ in range(10)] == [first] * 10
+    assert wired == tools
+
+    async def handler(args: Mapping[str, Any], ctx: ToolContext) -> str:
+        return "ok"
+
+    registry.register(Tool("extra", "One more tool.", {"type": "object"}, handler))
+    assert tools_tokens(registry.specs()) > first
+    assert wired == 2 * tools + 1
