@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ._op_script import Step
     from ._outcome import RunOutcome
     from ._pretty import PrettyPrinter
-    from ._rollout_reader import Rollout
+    from ._rollout_lines import Rollout
     from ._runner import ScriptRunner
 
 EXIT_OK = 0

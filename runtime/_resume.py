@@ -56,7 +56,8 @@ from ._errors import ConfigError, RolloutError
 from ._history import History
 from ._hooks import CompactHook
 from ._model import ModelClient
-from ._rollout_reader import (
+from ._resume_filter import generated_number
+from ._rollout_lines import (
     CompactedLine,
     EventMsgLine,
     IdsLine,
@@ -67,9 +68,8 @@ from ._rollout_reader import (
     SessionMetaLine,
     TurnContextLine,
     WorldStateLine,
-    generated_number,
-    read_rollout,
 )
+from ._rollout_reader import read_rollout
 from ._session import Session, open_session
 from ._state import ResumedState
 from ._tokens import TokenEstimator

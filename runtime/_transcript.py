@@ -12,7 +12,7 @@ from ._compact import is_summary, summary_prefix
 from ._context import TurnSettings
 from ._history import is_contextual
 from ._pretty import background_note, session_header, visible
-from ._rollout_reader import (
+from ._rollout_lines import (
     CompactedLine,
     EventMsgLine,
     IdsLine,
