@@ -18,6 +18,7 @@ from ._cluster import HostLostError, PooledSession
 from ._codec import to_json
 from ._errors import ScriptError
 from ._op_script import OpLine, Sleep, Step, WaitFor, matches
+from ._util import single_exception
 
 
 async def run_op_script(
@@ -71,7 +72,7 @@ async def run_op_script(
     try:
         await _run_steps(session, steps, script_name, consume, wait_for, done)
     except BaseExceptionGroup as group:
-        raise _unwrap(group) from None
+        raise single_exception(group) from None
 
 
 async def _run_steps(
@@ -119,14 +120,6 @@ async def _first(tg: anyio.abc.TaskGroup, waiter: Callable[[], Awaitable[Any]]) 
 
 async def _append(into: list[int], getter: Callable[[], Awaitable[int]]) -> None:
     into.append(await getter())
-
-
-def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The single exception of a group (recursively), or the group itself."""
-    error: BaseException = group
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
-    return error
 
 
 def _unmet(script_name: str, wait: WaitFor, found: int) -> ScriptError:

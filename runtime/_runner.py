@@ -40,7 +40,7 @@ class ScriptRunner:
         self.sink = sink
         self.lines = lines
         if lines is not None:
-            session._keep_events_json()
+            session._events.keep_json()
         self.script_name = script_name
         self.events_read = 0
         self._counters: dict[tuple[str, str], WaitCounter] = {}
@@ -58,7 +58,7 @@ class ScriptRunner:
         try:
             session = self.session
             async for event in session.events():
-                kept = session._take_event_json(event.seq)
+                kept = session._events.take_json(event.seq)
                 msg, text = (to_json(event.msg), None) if kept is None else kept
                 self.events_read += 1
                 counted = False

@@ -51,6 +51,7 @@ from ._context import (
     world_state,
 )
 from ._errors import ClosedSessionError, ConfigError, ErrorCode, InvalidOpError
+from ._event_stream import EventStream
 from ._history import History, missing_outputs
 from ._hooks import CompactHook
 from ._input import input_text, user_message_of
@@ -71,7 +72,7 @@ from ._task_context import BackgroundContext, TaskContext
 from ._templates import template
 from ._tokens import ApproxEstimator, TokenEstimator
 from ._tools import CONTEXT_TOOLS, Tool, ToolRegistry, builtin_registry, recall_tool
-from ._util import NoPublicConstructor
+from ._util import NoPublicConstructor, single_exception
 from ._version import __version__
 
 logger = logging.getLogger("relay")
@@ -174,10 +175,7 @@ class Session(metaclass=NoPublicConstructor):
         self._sub_send, self._sub_recv = anyio.create_memory_object_stream[
             p.Submission | _RawSubmission
         ](math.inf)
-        self._event_send, self._event_recv = anyio.create_memory_object_stream[p.Event](math.inf)
-        self._events_taken = False
-        # Each event's JSON and its text, by seq, until the reader takes them (when it asked).
-        self._events_json: dict[int, tuple[dict[str, Any], str]] | None = None
+        self._events = EventStream()
         self._estimator: TokenEstimator | None = estimator
         self._background: BackgroundJob | None = None
         self._background_count = 0
@@ -244,29 +242,7 @@ class Session(metaclass=NoPublicConstructor):
 
     def events(self) -> AsyncIterator[p.Event]:
         """The event stream; it ends after ``shutdown_complete``. Only one reader may take it."""
-        if self._events_taken:
-            raise RuntimeError("the event stream of a session has only one reader")
-        self._events_taken = True
-        return self._iterate_events()
-
-    async def _iterate_events(self) -> AsyncIterator[p.Event]:
-        # An event already waiting is taken without letting other tasks run first (each step
-        # is still a cancellation point): a turn's events come in bursts, and a round of the
-        # scheduler for each would cost more than the reading.
-        receive = self._event_recv
-        async with receive:
-            while True:
-                await anyio.lowlevel.checkpoint_if_cancelled()
-                try:
-                    event = receive.receive_nowait()
-                except anyio.WouldBlock:
-                    try:
-                        event = await receive.receive()
-                    except anyio.EndOfStream:
-                        return
-                except anyio.EndOfStream:
-                    return
-                yield event
+        return self._events.reader()
 
     async def wait_idle(self) -> None:
         """Wait until every submission is handled, no task runs and no turn is queued."""
@@ -342,31 +318,15 @@ class Session(metaclass=NoPublicConstructor):
         self._seq += 1
         if isinstance(msg, TERMINAL_EVENTS):
             self._recorder.ids(self._sub_counter, self._item_counter)
-        kept = self._events_json
-        if kept is None:
-            self._recorder.event(msg)
-        else:
+        event = p.Event(event_id, self._seq, msg)
+        if self._events.keeps_json:
             data = to_json(msg)
             text = payload_json(data)
-            kept[self._seq] = (data, text)
             self._recorder.event(msg, text)
-        try:
-            self._event_send.send_nowait(p.Event(event_id, self._seq, msg))
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            # The reader went away; the session keeps working and its rollout keeps recording.
-            if kept is not None:
-                kept.pop(self._seq, None)
-
-    def _keep_events_json(self) -> None:
-        """Make each event's JSON as it is emitted and keep it for the reader to take with
-        :meth:`_take_event_json`: the rollout writes the same text, made once."""
-        if self._events_json is None:
-            self._events_json = {}
-
-    def _take_event_json(self, seq: int) -> tuple[dict[str, Any], str] | None:
-        """The JSON of event ``seq`` and its text, kept since it was emitted (once only)."""
-        kept = self._events_json
-        return None if kept is None else kept.pop(seq, None)
+            self._events.send(event, (data, text))
+        else:
+            self._recorder.event(msg)
+            self._events.send(event)
 
     def _record(self, item: p.ResponseItem, *, from_model: bool = False) -> None:
         """Append an item to the history and the rollout."""
@@ -442,7 +402,7 @@ class Session(metaclass=NoPublicConstructor):
             # ClosedSessionError, the event stream ends) and open_session's exit never waits.
             self._closed = True
             self._sub_send.close()
-            self._event_send.close()
+            self._events.close()
             self._finished.set()
 
     async def _serve(self) -> None:
@@ -694,7 +654,7 @@ class Session(metaclass=NoPublicConstructor):
         self._emit(sub_id, p.ShutdownComplete())
         self._recorder.close()
         self._sub_send.close()
-        self._event_send.close()
+        self._events.close()
         self._refresh_idle()
         self._finished.set()
 
@@ -819,17 +779,7 @@ async def open_session(
                     with anyio.CancelScope(shield=True):
                         await session.wait_closed()
         except BaseExceptionGroup as group:
-            raise _unwrap(group) from None
-
-
-def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The single exception of a group (recursively), or the group itself."""
-    while isinstance(group, BaseExceptionGroup) and len(group.exceptions) == 1:
-        inner = group.exceptions[0]
-        if not isinstance(inner, BaseExceptionGroup):
-            return inner
-        group = inner
-    return group
+            raise single_exception(group) from None
 
 
 async def _open_model(

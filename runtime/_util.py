@@ -22,3 +22,14 @@ class NoPublicConstructor(type):
 
     def _create(cls: type[T], *args: Any, **kwargs: Any) -> T:
         return super().__call__(*args, **kwargs)  # type: ignore[misc, no-any-return]
+
+
+def single_exception(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The single exception of a group (recursively), or the group itself: what a task group
+    that ran one failing task raised."""
+    while isinstance(group, BaseExceptionGroup) and len(group.exceptions) == 1:
+        inner = group.exceptions[0]
+        if not isinstance(inner, BaseExceptionGroup):
+            return inner
+        group = inner
+    return group
