@@ -4,11 +4,12 @@ custom tool adds through the tool API; the record on a small window."""
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import anyio
+import attrs
 import trio.testing
 
 import relay
@@ -18,6 +19,7 @@ from relay._pretty import PrettyPrinter
 from relay._rollout_reader import read_rollout
 from relay._tokens import approx_tokens
 from relay._transcript import render_transcript
+from relay._work_state import WorkState
 
 RECEIPT = relay.CompactionReceipt(relay.CompactionTrigger.MANUAL, "local", 900, 300, 12)
 
@@ -41,33 +43,46 @@ def test_pretty_shows_the_record_at_a_checkpoint() -> None:
     ]
 
 
-def deploy_tool() -> relay.Tool:
+def staging(build: int) -> relay.WorkEntry:
+    return relay.WorkEntry("deploy", f"staging ← build {build}", key="staging")
+
+
+def deploy_tool(entry: Callable[[int], relay.WorkEntry] = staging) -> relay.Tool:
     async def deploy(args: Mapping[str, Any], ctx: relay.ToolContext) -> str:
-        ctx.note(relay.WorkEntry("deploy", f"staging ← build {args['build']}", key="staging"))
+        ctx.note(entry(args["build"]))
         return "deployed"
 
     return relay.Tool("deploy", "Deploy a build.", {"type": "object"}, deploy)
 
 
-async def test_a_custom_tool_adds_entries_and_relay_show_prints_them_at_the_checkpoint(
-    autojump_clock: trio.testing.MockClock, tmp_path: Path
-) -> None:
-    script = {
-        "responses": [
-            {"function_call": {"name": "deploy", "arguments": {"build": 40}}},
-            {"function_call": {"name": "deploy", "arguments": {"build": 41}}},
-            "Deployed.",
+def deploys(*builds: int) -> list[dict[str, Any]]:
+    return [{"function_call": {"name": "deploy", "arguments": {"build": n}}} for n in builds]
+
+
+@attrs.frozen
+class Compacted:
+    """What a session showed and held after one turn and a manual compaction."""
+
+    msgs: list[relay.EventMsg]
+    record: WorkState
+    history: list[relay.ResponseItem]
+
+    def placed(self) -> list[str]:
+        """The texts of the work-state records placed in the history."""
+        return [
+            item.text()
+            for item in self.history
+            if isinstance(item, relay.Message) and item.text().startswith("<work_state>")
         ]
-    }
-    config = relay.Config(
-        features=relay.Features(work_state=True, token_budget=True),
-        rollout=relay.RolloutConfig(dir=str(tmp_path)),
-    )
+
+
+async def turn_then_compact(
+    config: relay.Config, responses: list[Any], tool: relay.Tool | None = None
+) -> Compacted:
     recorder = testing.EventRecorder()
+    model = testing.ScriptedModel({"responses": responses})
     async with (
-        relay.open_session(
-            config, model=testing.ScriptedModel(script), tools=[deploy_tool()]
-        ) as session,
+        relay.open_session(config, model=model, tools=[tool or deploy_tool()]) as session,
         anyio.create_task_group() as tg,
     ):
         tg.start_soon(recorder.consume, session)
@@ -79,17 +94,24 @@ async def test_a_custom_tool_adds_entries_and_relay_show_prints_them_at_the_chec
         history = list(session.history.items)
         await session.submit(relay.Shutdown())
         await recorder.wait_for(relay.ShutdownComplete)
-    noted = [m for m in recorder.msgs if isinstance(m, relay.WorkStateNoted)]
+    return Compacted(recorder.msgs, record, history)
+
+
+async def test_a_custom_tool_adds_entries_and_relay_show_prints_them_at_the_checkpoint(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    config = relay.Config(
+        features=relay.Features(work_state=True, token_budget=True),
+        rollout=relay.RolloutConfig(dir=str(tmp_path)),
+    )
+    done = await turn_then_compact(config, [*deploys(40, 41), "Deployed."])
+    noted = [m for m in done.msgs if isinstance(m, relay.WorkStateNoted)]
     assert noted == [
         relay.WorkStateNoted("deploy", "staging ← build 40", "staging"),
         relay.WorkStateNoted("deploy", "staging ← build 41", "staging"),
     ]
-    assert [e.text for e in record.entries] == ["staging ← build 41"]
-    placed = [
-        item.text()
-        for item in history
-        if isinstance(item, relay.Message) and item.text().startswith("<work_state>")
-    ]
+    assert [e.text for e in done.record.entries] == ["staging ← build 41"]
+    placed = done.placed()
     assert len(placed) == 1 and "Deploy:\n- staging ← build 41" in placed[0]
     rollout = next(tmp_path.rglob("*.jsonl"))
     shown = list(render_transcript(read_rollout(rollout)))
@@ -99,27 +121,14 @@ async def test_a_custom_tool_adds_entries_and_relay_show_prints_them_at_the_chec
 async def test_without_the_feature_nothing_is_noted_and_nothing_placed(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    script = {"responses": [{"function_call": {"name": "deploy", "arguments": {"build": 1}}}, "ok"]}
     config = relay.Config(
         features=relay.Features(token_budget=True), rollout=relay.RolloutConfig(enabled=False)
     )
-    recorder = testing.EventRecorder()
-    async with (
-        relay.open_session(
-            config, model=testing.ScriptedModel(script), tools=[deploy_tool()]
-        ) as session,
-        anyio.create_task_group() as tg,
-    ):
-        tg.start_soon(recorder.consume, session)
-        await session.submit(relay.UserTurn(items=[relay.Text("Ship it.")]))
-        await recorder.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete))
-        await session.submit(relay.Compact())
-        await recorder.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete), 2)
-        history = list(session.history.items)
-        await session.submit(relay.Shutdown())
-        await recorder.wait_for(relay.ShutdownComplete)
-    assert not [m for m in recorder.msgs if isinstance(m, relay.WorkStateNoted)]
-    assert not [i for i in history if isinstance(i, relay.Message) and "<work_state>" in i.text()]
+    done = await turn_then_compact(config, [*deploys(1), "ok"])
+    assert not [m for m in done.msgs if isinstance(m, relay.WorkStateNoted)]
+    assert not [
+        i for i in done.history if isinstance(i, relay.Message) and "<work_state>" in i.text()
+    ]
 
 
 def test_relay_resume_pretty_shows_the_restored_record_at_its_checkpoint(tmp_path: Path) -> None:
@@ -172,42 +181,18 @@ async def test_on_a_small_window_the_record_takes_at_most_a_tenth_of_it(
 ) -> None:
     # Sixty deploys of ~30 tokens each: the whole record is under the configured 2,000
     # tokens, but a 2,048-token window cannot hold it beside a conversation and an answer.
-    calls = [{"function_call": {"name": "deploy", "arguments": {"build": n}}} for n in range(60)]
-    tool = deploy_tool()
-
-    async def deploy(args: Mapping[str, Any], ctx: relay.ToolContext) -> str:
-        build = args["build"]
-        ctx.note(
-            relay.WorkEntry("deploy", f"region-{build} ← build {build} " + "x" * 80, f"r{build}")
-        )
-        return "deployed"
-
     config = relay.Config(
         model_context_window=2_048,
         features=relay.Features(work_state=True),
         rollout=relay.RolloutConfig(enabled=False),
     )
-    recorder = testing.EventRecorder()
-    async with (
-        relay.open_session(
-            config,
-            model=testing.ScriptedModel({"responses": [*calls, "Deployed.", "Summary."]}),
-            tools=[relay.Tool(tool.name, tool.description, tool.parameters, deploy)],
-        ) as session,
-        anyio.create_task_group() as tg,
-    ):
-        tg.start_soon(recorder.consume, session)
-        await session.submit(relay.UserTurn(items=[relay.Text("Ship everywhere.")]))
-        await recorder.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete))
-        await session.submit(relay.Compact())
-        await recorder.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete), 2)
-        history = list(session.history.items)
-        await session.submit(relay.Shutdown())
-        await recorder.wait_for(relay.ShutdownComplete)
-    (placed,) = [
-        item.text()
-        for item in history
-        if isinstance(item, relay.Message) and item.text().startswith("<work_state>")
-    ]
+
+    def region(build: int) -> relay.WorkEntry:
+        return relay.WorkEntry("deploy", f"region-{build} ← build {build} " + "x" * 80, f"r{build}")
+
+    done = await turn_then_compact(
+        config, [*deploys(*range(60)), "Deployed.", "Summary."], deploy_tool(region)
+    )
+    (placed,) = done.placed()
     assert approx_tokens(placed) <= 2_048 // 10
     assert "region-59 ← build 59" in placed and "Earlier, not listed:" in placed
