@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 import re
 import typing
 from collections.abc import Callable, Mapping
@@ -137,6 +138,8 @@ def _strict(kind: type) -> Callable[[Any, Any], Any]:
             raise DecodeError(f"expected {kind.__name__}, got {type(obj).__name__}")
         if isinstance(obj, str) and has_lone_surrogate(obj):
             raise DecodeError("text is not valid Unicode (it holds a lone surrogate)")
+        if isinstance(obj, float) and not math.isfinite(obj):
+            raise DecodeError(f"{obj} is not a JSON number")
         return obj
 
     return structure
@@ -187,7 +190,13 @@ converter.register_structure_hook(p.Other, lambda obj, _: p.Other(raw=dict(obj))
 
 
 def _other(obj: Mapping[str, Any]) -> p.Other:
-    if has_lone_surrogate(json.dumps(obj, ensure_ascii=False)):
+    # An item relay keeps as it came is written back as it came: it must be JSON that a UTF-8
+    # file can hold, with no NaN or infinity (which Python makes of a number like 1e999).
+    try:
+        text = json.dumps(obj, ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        raise DecodeError("a number is not finite (JSON has no NaN or infinity)") from None
+    if has_lone_surrogate(text):
         raise DecodeError("text is not valid Unicode (it holds a lone surrogate)")
     return p.Other(raw=dict(obj))
 

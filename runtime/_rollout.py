@@ -29,7 +29,7 @@ RolloutType = str
 ``world_state``, ``compacted``."""
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 #: The JSON of each line type, made once.
 _TYPES: dict[str, str] = {}
 

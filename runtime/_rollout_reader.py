@@ -342,7 +342,9 @@ class _Blank(Exception):
 # The C scanner under json.loads, called directly: a rollout line is an object on one line,
 # so the checks json.loads makes around it are done here, and any line the fast way does not
 # take goes through json.loads for its exact error.
-_scan_json = json.scanner.make_scanner(json.JSONDecoder(parse_constant=_json.reject_constant))  # type: ignore[arg-type]
+_scan_json = json.scanner.make_scanner(
+    json.JSONDecoder(parse_constant=_json.reject_constant, parse_float=_json.finite_float)  # type: ignore[arg-type]
+)
 
 
 def _decode_record(chunk: bytes) -> Mapping[str, Any]:

@@ -170,7 +170,7 @@ def _released(steps: Sequence[Step]) -> Iterator[Step]:
         yield steps.pop()
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def json_line(event: p.Event, msg: dict[str, Any] | None = None, text: str | None = None) -> str:

@@ -30,7 +30,7 @@ import hypothesis.strategies as st
 import pytest
 import trio
 import trio.testing
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 
 import relay
 from relay import testing
@@ -679,6 +679,16 @@ ORDINARY = [
 
 
 @fuzz(120)
+# A float that JSON cannot hold (``inf``) in a model's output item: it used to be written to the
+# rollout as ``Infinity``, which the reader then dropped as invalid JSON.
+@example(
+    answers=[
+        [
+            {"type": "response.output_item.done", "item": {"type": "mystery", "x": float("inf")}},
+            {"type": "response.completed", "response": {"id": "r"}},
+        ]
+    ]
+)
 @given(
     answers=st.lists(
         st.lists(stream_events, max_size=5).map(

@@ -1,7 +1,9 @@
 """JSON that Python's parser rejects though it looks like JSON: nesting deeper than the
-recursion limit, integers of more than 4,300 digits, ``NaN``. Wherever relay reads JSON, each
-is the ordinary error of that place: a rollout line skipped with a warning, an op-script line
-named with exit 2, a malformed server event (a retried stream error), a tool error.
+recursion limit, integers of more than 4,300 digits, ``NaN``, a number that overflows a float
+(which Python would read as infinity, and relay could not write back). Wherever relay reads
+JSON, each is the ordinary error of that place: a rollout line skipped with a warning, an
+op-script line named with exit 2, a malformed server event (a retried stream error), a tool
+error.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ HOSTILE = {
     "deep": "[" * 100_000 + "]" * 100_000,
     "huge integer": "1" * 5_000,
     "NaN": "NaN",
+    "overflowing number": "1e999",
 }
 
 
