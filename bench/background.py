@@ -22,10 +22,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import relay
 import trio
 import trio.testing
-
-import relay
 from relay.lowlevel import Completed, ModelEvent, OutputItemDone, Prompt
 
 from ._core import Better, Figure, Options, Target, percentile

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-
 import relay
 
 from ._core import Figure, Options, ms

@@ -23,13 +23,12 @@ import tracemalloc
 from pathlib import Path
 
 import anyio
-import trio
-
 import relay
+import trio
 from relay import compaction as pure
-from relay._history import History
-from relay._task import TaskHandle
-from relay._tokens import approx_tokens, item_tokens
+from relay._base._tokens import approx_tokens, item_tokens
+from relay._core._history import History
+from relay._core._task import TaskHandle
 from relay.tasks.compaction import Injection, place_initial_context
 from relay.testing import ScriptedModel
 
@@ -299,7 +298,7 @@ def _tiktoken_figures(opts: Options) -> list[Figure]:
     approx = [s / mb * 1000 for s in time_call(lambda: approx_tokens(text), 7)]
     approx_fig = Figure(TOKENS, "approx estimator: ms per MB", "ms/MB", approx)
     try:
-        from relay._tiktoken import TiktokenEstimator, get_encoding
+        from relay._base._tiktoken import TiktokenEstimator, get_encoding
     except ImportError as exc:
         opts.note(f"tiktoken estimator unavailable ({exc}); its cost was not measured.")
         return [approx_fig]

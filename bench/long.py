@@ -22,10 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import trio
-
 import relay
-from relay._session import ResumedState, open_session
+import trio
+from relay._core._session import ResumedState, open_session
 from relay.testing import ScriptedModel, fixed_clock
 
 from ._core import Figure, Options, Target, ms, no_gc, percentile

@@ -23,12 +23,11 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-import trio
-
 import relay
+import trio
 from relay import testing
-from relay._model_script import parse_model_script
-from relay._tokens import approx_tokens
+from relay._base._tokens import approx_tokens
+from relay._models._script import parse_model_script
 from relay.lowlevel import ModelEvent, Prompt
 
 from ._core import Figure, Options, Target

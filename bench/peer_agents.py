@@ -18,7 +18,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
-
 import relay
 from relay.testing import ScriptedModel
 

@@ -2,7 +2,7 @@
 
 Writing: the lines of real turns (``turn_started``, the user message as item and event, the
 answer as item and event, ``token_count``, ``turn_complete``), appended through
-:class:`relay._rollout.RolloutWriter` and flushed before every ``turn_complete``, as the
+:class:`relay._core._writer.RolloutWriter` and flushed before every ``turn_complete``, as the
 session does; against the floor of writing the same text, already encoded, with the same
 flushes.
 
@@ -28,10 +28,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
-import trio
-
 import relay
-from relay._rollout import RolloutWriter
+import trio
+from relay._core._writer import RolloutWriter
 from relay.testing import ScriptedModel
 
 from ._core import Figure, Options, Target, no_gc

@@ -19,9 +19,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-import trio
-
 import relay
+import trio
 from relay.testing import ScriptedModel
 
 from ._core import Figure, Options, Target, ms
@@ -70,7 +69,7 @@ async def _canned(script: dict[str, Any]) -> AsyncIterator[relay.lowlevel.ModelC
 
 @asynccontextmanager
 async def _transport(script: dict[str, Any]) -> AsyncIterator[relay.lowlevel.ModelClient]:
-    from relay._mock_transport import scripted_http_client
+    from relay._models._mock_transport import scripted_http_client
     from relay._wire import open_http_client
 
     http, _ = scripted_http_client(script)
@@ -81,7 +80,7 @@ async def _transport(script: dict[str, Any]) -> AsyncIterator[relay.lowlevel.Mod
 
 @asynccontextmanager
 async def _loopback(script: dict[str, Any]) -> AsyncIterator[relay.lowlevel.ModelClient]:
-    from relay._mock_server import open_mock_server
+    from relay._testing._mock_server import open_mock_server
     from relay._wire import open_http_client
 
     async with open_mock_server(script) as server:

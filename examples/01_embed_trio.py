@@ -1,8 +1,7 @@
 """Embed a relay session in a trio program: submit a turn, print what happens."""
 
-import trio
-
 import relay
+import trio
 from relay.testing import ScriptedModel
 
 MODEL = ScriptedModel(

@@ -3,9 +3,8 @@
 from collections.abc import Mapping
 from typing import Any
 
-import trio
-
 import relay
+import trio
 from relay.testing import ScriptedModel
 
 

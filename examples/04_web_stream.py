@@ -11,10 +11,9 @@ import socket
 from typing import Any
 
 import httpx2
+import relay
 from hypercorn.asyncio import serve
 from hypercorn.config import Config as ServerConfig
-
-import relay
 
 
 class TurnEndpoint:

@@ -19,6 +19,6 @@ def _relay_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mo
 def _forget_api_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     # relay keeps a key it took out of the environment for the rest of the process; each test
     # starts from its own environment.
-    from relay import _secret
+    from relay._base import _secret
 
     monkeypatch.setattr(_secret, "_keys", {})

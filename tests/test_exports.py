@@ -10,7 +10,6 @@ import types
 from pathlib import Path
 
 import pytest
-
 import relay
 
 PUBLIC_MODULES = [

@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import trio
-
 import relay
+import trio
 from relay import testing
 
 #: Bound on any one wait for an event from a session talking to a real server.

@@ -29,9 +29,8 @@ from typing import Any
 
 import attrs
 import pytest
-import trio
-
 import relay
+import trio
 
 #: How long a llama-server may take to load its model and answer ``/health``.
 READY_TIMEOUT_S = 120.0

@@ -13,7 +13,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 import relay
 
 from ._live import WIRES, agent_text, compaction_receipts, deltas, open_live_session

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import relay
 from relay import compaction
-from relay._history import is_contextual
-from relay._resume import reconstruct
-from relay._rollout_reader import CompactedLine, Rollout, read_rollout
+from relay._core._history import is_contextual
+from relay._rollout._reader import CompactedLine, Rollout, read_rollout
+from relay._rollout._resume import reconstruct
 from relay.tasks.compaction import Backend
 
 CALLS = (relay.FunctionCall, relay.CustomToolCall)

@@ -28,21 +28,21 @@ from typing import Any
 import attrs
 import hypothesis.strategies as st
 import pytest
+import relay
 import trio
 import trio.testing
 from hypothesis import HealthCheck, example, given, settings
-
-import relay
 from relay import testing
-from relay._config import config_from_dict, load_config
-from relay._errors import ModelError, ScriptError
-from relay._model import Completed, OutputItemDone, OutputTextDelta, Prompt
-from relay._op_script import parse_op_script
-from relay._responses import ResponseStreamParser
-from relay._resume import reconstruct
-from relay._rollout_reader import parse_rollout
-from relay._runner import ScriptRunner
-from relay._tokens import ApproxEstimator
+from relay._base._config import config_from_dict, load_config
+from relay._base._errors import ModelError, ScriptError
+from relay._base._model import Completed, OutputItemDone, OutputTextDelta, Prompt
+from relay._base._tokens import ApproxEstimator
+from relay._drive._op_script import parse_op_script
+from relay._drive._runner import ScriptRunner
+from relay._models._responses import ResponseStreamParser
+from relay._rollout._reader import parse_rollout
+from relay._rollout._resume import reconstruct
+
 from tests.hypothesis_profiles import examples as scaled
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import check_rollout_matches

@@ -32,13 +32,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import relay
 import trio
 import trio.testing
-
-import relay
 from relay import testing
-from relay._codec import to_json
-from relay._tokens import ApproxEstimator
+from relay._base._codec import to_json
+from relay._base._tokens import ApproxEstimator
+
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import check_rollout_matches, check_well_formed
 from tests.reliability._raw_server import RawAnswer, open_raw_server
@@ -647,7 +647,7 @@ def test_relay_starts_processes_only_for_the_shell_tool_and_hook_commands() -> N
         if path.resolve().is_relative_to(ROOT / package)
         and starts.search(path.read_text(encoding="utf-8"))
     )
-    assert found == ["runtime/_process.py"]
+    assert found == ["runtime/relay/_core/_process.py"]
     users = sorted(
         f"{path.relative_to(ROOT)}"
         for package in ("runtime", "tasks")
@@ -656,7 +656,7 @@ def test_relay_starts_processes_only_for_the_shell_tool_and_hook_commands() -> N
         and "open_command(" in path.read_text(encoding="utf-8")
         and path.name != "_process.py"
     )
-    assert users == ["runtime/_hooks.py", "runtime/_tools.py"]
+    assert users == ["runtime/relay/_core/_hooks.py", "runtime/relay/_core/_tools.py"]
     hooks = (ROOT / "runtime" / "_hooks.py").read_text(encoding="utf-8")
     assert "argv = list(hook.command)" in hooks
     assert "stdin=subprocess.PIPE" in hooks

@@ -49,15 +49,15 @@ import attrs
 import hypothesis
 import hypothesis.strategies as st
 import pytest
+import relay
 import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings
-
-import relay
 from relay import testing
-from relay._rollout_reader import CompactedLine
-from relay._tokens import ApproxEstimator
+from relay._base._tokens import ApproxEstimator
+from relay._rollout._reader import CompactedLine
 from relay.tasks.compaction import background as background_module
+
 from tests.hypothesis_profiles import examples
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import (

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import hypothesis.strategies as st
-from hypothesis import given
-
 import relay
+from hypothesis import given
 from relay import compaction as c
 from relay.lowlevel import Snapshot
 

@@ -457,5 +457,5 @@ def test_a_scripted_run_imports_no_rollout_reader_and_no_sdk(tmp_path: Path) -> 
     )
     assert result.returncode == 0, result.stderr
     imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines()}
-    assert "relay._session" in imported
-    assert imported.isdisjoint({"relay._rollout_reader", "relay._resume", "openai"})
+    assert "relay._core._session" in imported
+    assert imported.isdisjoint({"relay._rollout._reader", "relay._rollout._resume", "openai"})

@@ -11,12 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
-import trio
-
 import relay
-from relay._cluster import Ledger, Loss, least_loaded, when_unlocked
-from relay._cluster_cli import _progress, _Tally, summary_table
-from relay._rollout import RolloutWriter
+import trio
+from relay._cluster._cli import _progress, _Tally, summary_table
+from relay._cluster._pool import Ledger, Loss, least_loaded, when_unlocked
+from relay._core._writer import RolloutWriter
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -88,7 +87,7 @@ def run_python(code: str) -> subprocess.CompletedProcess[str]:
 
 def test_importing_the_runtime_and_its_cluster_module_does_not_import_ray() -> None:
     result = run_python(
-        "import sys, runtime, relay.cluster, relay._cli; "
+        "import sys, runtime, relay.cluster, relay._cli._main; "
         "assert 'ray' not in sys.modules, 'ray imported'"
     )
     assert result.returncode == 0, result.stderr
@@ -99,7 +98,7 @@ def test_without_ray_the_command_fails_with_one_line_naming_the_extra(tmp_path: 
     script.write_text("", encoding="utf-8")
     result = run_python(
         "import sys; sys.modules['ray'] = None\n"
-        "from relay._cli import main\n"
+        "from relay._cli._main import main\n"
         f"sys.exit(main(['cluster', 'run', {str(script)!r}]))"
     )
     assert result.returncode == 2

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import hypothesis.strategies as st
 import pytest
-from hypothesis import given
-
 import relay
+from hypothesis import given
 from relay import compaction as c
-from relay._config import BUILTIN_PROVIDERS, Config, Features, ProviderConfig
-from relay._tokens import approx_tokens
+from relay._base._config import BUILTIN_PROVIDERS, Config, Features, ProviderConfig
+from relay._base._tokens import approx_tokens
 from relay.tasks.compaction import base as cb
 
 

@@ -6,8 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-
-from relay._config import (
+from relay._base._config import (
     BUILTIN_PROVIDERS,
     Config,
     Features,
@@ -19,7 +18,7 @@ from relay._config import (
     relay_home,
     resolve_api_key,
 )
-from relay._errors import ConfigError
+from relay._base._errors import ConfigError
 
 
 def write(tmp_path: Path, text: str, name: str = "config.toml") -> Path:

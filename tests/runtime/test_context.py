@@ -11,12 +11,13 @@ from pathlib import Path
 
 import attrs
 import pytest
-
 import relay
-from relay import _protocol as p
 from relay import testing
-from relay._config import Config, RolloutConfig
-from relay._context import (
+from relay._base import _protocol as p
+from relay._base._config import Config, RolloutConfig
+from relay._base._errors import ConfigError
+from relay._base._templates import template
+from relay._core._context import (
     WorldState,
     context_changes,
     environment_context,
@@ -27,9 +28,7 @@ from relay._context import (
     turn_aborted_marker,
     world_state,
 )
-from relay._errors import ConfigError
-from relay._history import is_contextual
-from relay._templates import template
+from relay._core._history import is_contextual
 
 WORLD = WorldState(cwd="/work/repo", shell="bash", current_date="2025-03-04", timezone="UTC")
 

@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
-
 import relay
+import trio
 from relay import testing
-from relay._resume import reconstruct
-from relay._rollout_reader import read_rollout
+from relay._rollout._reader import read_rollout
+from relay._rollout._resume import reconstruct
+
 from tests.pipes import LineReader
 
 ROUNDS = 6

@@ -10,15 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from relay._cli import main
-from relay._eval import (
-    Configuration,
-    load_corpus,
-    load_matrix,
-    report,
-    run_matrix,
-)
+from relay._cli._main import main
+from relay._eval._run import Configuration, load_corpus, load_matrix, report, run_matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "examples" / "eval"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from relay._eval_score import (
+from relay._eval._score import (
     RunRecord,
     answer_matches,
     count_rereads,

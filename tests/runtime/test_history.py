@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from relay import _protocol as p
-from relay._history import (
+from relay._base import _protocol as p
+from relay._base._tokens import item_tokens, items_tokens
+from relay._core._history import (
     ABORTED_OUTPUT,
     History,
     is_contextual,
@@ -18,7 +18,6 @@ from relay._history import (
     missing_outputs,
     normalize_for_prompt,
 )
-from relay._tokens import item_tokens, items_tokens
 
 CALL_A = p.FunctionCall("read_file", '{"path": "a"}', "call-a")
 CALL_B = p.FunctionCall("list_dir", "{}", "call-b")
@@ -461,9 +460,9 @@ def test_estimating_a_growing_history_reads_each_estimate_once() -> None:
 def test_json_made_for_the_rollout_gives_the_same_estimates_and_wire_forms(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import relay._history as history_module
-    from relay._codec import encode_response_item, to_json
-    from relay._rollout import payload_json
+    import relay._core._history as history_module
+    from relay._base._codec import encode_response_item, to_json
+    from relay._core._writer import payload_json
 
     image = p.Message("user", (p.InputText("see"), p.InputImage("data:image/png;base64,AAAA")))
     tagged = p.Message("user", (p.InputText("tagged"),), metadata={"origin": "hook"})

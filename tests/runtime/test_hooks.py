@@ -16,17 +16,11 @@ from typing import Any
 
 import anyio
 import pytest
+import relay
 import trio
 import trio.testing
-
-import relay
 from relay import testing
-from relay._hooks import (
-    CompactHook,
-    HookInput,
-    HookStop,
-    run_hook_command,
-)
+from relay._core._hooks import CompactHook, HookInput, HookStop, run_hook_command
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 CANARY = "sk-canary-4f1d0c9e-never-leaks"

@@ -19,12 +19,10 @@ import anyio
 import httpx2
 import pytest
 import trio
-
-from relay import _protocol as p
-from relay._config import ProviderConfig
-from relay._errors import ErrorCode, ModelError, StreamError
-from relay._mock_server import MockServer, main, open_mock_server
-from relay._model import (
+from relay._base import _protocol as p
+from relay._base._config import ProviderConfig
+from relay._base._errors import ErrorCode, ModelError, StreamError
+from relay._base._model import (
     CompactRequest,
     Completed,
     ModelClient,
@@ -34,7 +32,8 @@ from relay._model import (
     Prompt,
     ToolSpec,
 )
-from relay._responses import request_body
+from relay._models._responses import request_body
+from relay._testing._mock_server import MockServer, main, open_mock_server
 from relay._wire import open_http_client
 
 API_KEY = "sk-socket-secret-987"
@@ -284,7 +283,7 @@ async def test_relay_mock_server_keeps_no_request_in_memory(tmp_path: Path) -> N
     script.write_text(json.dumps({"responses": []}), encoding="utf-8")
     # The real ``main`` in a process of its own, which reports on its server when it stops.
     code = (
-        "import sys\nimport relay._mock_server as m\n"
+        "import sys\nimport relay._testing._mock_server as m\n"
         "made = []\n"
         "class Watched(m.MockServer):\n"
         "    def __init__(self, *args, **kwargs):\n"
@@ -328,7 +327,7 @@ async def test_main_prints_its_url_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     script.write_text(json.dumps({"responses": [{"text": "served"}]}), encoding="utf-8")
     log = tmp_path / "log.jsonl"
     code = (
-        "import sys\nfrom relay._mock_server import main\n"
+        "import sys\nfrom relay._testing._mock_server import main\n"
         f"sys.exit(main({str(script)!r}, '127.0.0.1', 0, {str(log)!r}))\n"
     )
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}

@@ -6,11 +6,10 @@ import json
 from typing import Any
 
 import pytest
-
-from relay import _protocol as p
-from relay._codec import to_json
-from relay._errors import ScriptError
-from relay._op_script import (
+from relay._base import _protocol as p
+from relay._base._codec import to_json
+from relay._base._errors import ScriptError
+from relay._drive._op_script import (
     OpLine,
     Sleep,
     WaitCounter,
@@ -305,7 +304,7 @@ def test_lookup() -> None:
 
 
 def test_a_wait_counter_looks_at_each_event_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    import relay._op_script as op_script
+    import relay._drive._op_script as op_script
 
     looked_at: list[dict[str, Any]] = []
     real = op_script.matches

@@ -14,8 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from relay._process import open_command
+from relay._core._process import open_command
 
 #: Bound on every wait for another process; reached only when the behaviour is broken.
 WAIT_SECONDS = 15

@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from relay import _protocol as p
-from relay._codec import (
+from relay._base import _protocol as p
+from relay._base._codec import (
     DecodeError,
     decode_op,
     decode_response_item,
@@ -21,7 +20,7 @@ from relay._codec import (
     to_json,
     type_tag,
 )
-from relay._errors import ErrorCode, InvalidOpError
+from relay._base._errors import ErrorCode, InvalidOpError
 
 RECEIPT = p.CompactionReceipt(
     trigger=p.CompactionTrigger.MID_TURN,

@@ -14,19 +14,18 @@ from typing import Any
 
 import attrs
 import pytest
+import relay
 import trio
 import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import relay
-from relay import _protocol as p
 from relay import compaction as c
 from relay import testing
-from relay._context import TurnSettings, WorldState
-from relay._history import History
-from relay._resume import is_model_output, rebuild_compacted_history, reconstruct
-from relay._rollout_reader import parse_rollout, read_rollout
+from relay._base import _protocol as p
+from relay._core._context import TurnSettings, WorldState
+from relay._core._history import History
+from relay._rollout._reader import parse_rollout, read_rollout
+from relay._rollout._resume import is_model_output, rebuild_compacted_history, reconstruct
 
 from .test_rollout_reader import (
     WORLD,

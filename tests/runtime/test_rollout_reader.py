@@ -13,17 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import relay
 import trio
 import trio.testing
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-
-import relay
-from relay import _protocol as p
 from relay import testing
-from relay._context import TurnSettings, WorldState
-from relay._resume import reconstruct
-from relay._rollout_reader import (
+from relay._base import _protocol as p
+from relay._cli._transcript import render_transcript
+from relay._core._context import TurnSettings, WorldState
+from relay._rollout._reader import (
     CompactedLine,
     EventMsgLine,
     ResponseItemLine,
@@ -36,7 +35,7 @@ from relay._rollout_reader import (
     parse_rollout,
     read_rollout,
 )
-from relay._transcript import render_transcript
+from relay._rollout._resume import reconstruct
 
 TS = "2026-01-02T03:04:05.000Z"
 WORLD = {"cwd": "/w", "shell": "bash", "current_date": "2026-01-02", "timezone": "UTC"}

@@ -10,13 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import relay
 import trio
 import trio.testing
-
-import relay
 from relay import testing
-from relay._errors import RolloutLockedError
-from relay._rollout import RolloutWriter
+from relay._base._errors import RolloutLockedError
+from relay._core._writer import RolloutWriter
 from relay.testing import FIXED_NOW
 
 
@@ -195,7 +194,7 @@ def test_a_second_process_resuming_a_rollout_in_use_exits_2(tmp_path: Path) -> N
 async def test_an_unchanged_turn_context_is_made_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import relay._recorder as recorder_module
+    import relay._core._recorder as recorder_module
 
     hashed = 0
     real = recorder_module.instructions_hash

@@ -8,15 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 import relay
-import relay._op_script as op_script
-import relay._runner as runner_module
-from relay import _protocol as p
+import relay._drive._op_script as op_script
+import relay._drive._runner as runner_module
 from relay import testing
-from relay._errors import ScriptError
-from relay._op_script import WaitFor, parse_op_script
-from relay._runner import ScriptRunner
+from relay._base import _protocol as p
+from relay._base._errors import ScriptError
+from relay._drive._op_script import WaitFor, parse_op_script
+from relay._drive._runner import ScriptRunner
 
 TURNS = 40
 
@@ -178,8 +177,8 @@ async def test_a_wait_after_an_op_without_events_fails_when_the_session_is_idle(
 async def test_with_lines_each_event_is_made_json_once(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import relay._recorder as recorder_module
-    import relay._session as session_module
+    import relay._core._recorder as recorder_module
+    import relay._core._session as session_module
 
     made = 0
     real = runner_module.to_json

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from relay import _protocol as p
 from relay import testing
-from relay._history import Prefix
-from relay._model_script import UsageEstimator
-from relay._scripted import REQUEST_LOG
+from relay._base import _protocol as p
+from relay._core._history import Prefix
+from relay._models._script import UsageEstimator
+from relay._models._scripted import REQUEST_LOG
 
 
 async def _turns(t: testing.TestSession, count: int) -> None:

@@ -8,10 +8,9 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
-
 from relay import ConfigError, ProviderConfig
-from relay._config import resolve_api_key
-from relay._secret import check_key, redact, redact_json
+from relay._base._config import resolve_api_key
+from relay._base._secret import check_key, redact, redact_json
 
 KEY = 'sk-live"4c\\e1/f0+c9a%7b3d8e2f'
 
@@ -99,7 +98,8 @@ def test_the_key_is_wiped_from_the_environment_the_kernel_shows(tmp_path: Path) 
     import sys
 
     code = (
-        "import os; from relay._config import resolve_api_key; from relay import ProviderConfig;"
+        "import os; from relay._base._config import resolve_api_key;"
+        "from relay import ProviderConfig;"
         "print(resolve_api_key(ProviderConfig(name='lab', env_key='LAB_KEY')));"
         "open(os.environ['OUT'], 'wb').write(open('/proc/self/environ', 'rb').read())"
     )

@@ -10,12 +10,11 @@ from typing import Any
 
 import anyio
 import pytest
+import relay
 import trio
 import trio.testing
-
-import relay
 from relay import testing
-from relay._history import normalize_for_prompt
+from relay._core._history import normalize_for_prompt
 
 TEXT = {"type": "text", "text": "x"}
 

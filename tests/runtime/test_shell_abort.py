@@ -5,9 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import trio
-
 import relay
+import trio
 from relay import testing
 
 

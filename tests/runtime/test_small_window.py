@@ -10,13 +10,19 @@ from typing import Any
 
 import httpx2
 import pytest
+import relay
 import trio
 import trio.testing
-
-import relay
 from relay import testing
-from relay._tokens import MAX_TOKEN_RATIO, approx_tokens, calibrated, token_ratio, tools_tokens
+from relay._base._tokens import (
+    MAX_TOKEN_RATIO,
+    approx_tokens,
+    calibrated,
+    token_ratio,
+    tools_tokens,
+)
 from relay._wire import open_http_client
+
 from tests.reliability._raw_server import RawAnswer, open_raw_server
 from tests.runtime.captured import (
     Answer,

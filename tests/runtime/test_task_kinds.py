@@ -8,10 +8,9 @@ from datetime import datetime
 
 import attrs
 import pytest
+import relay
 import trio
 import trio.testing
-
-import relay
 from relay import tasks, testing
 
 

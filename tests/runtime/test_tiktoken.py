@@ -6,9 +6,8 @@ import gzip
 from pathlib import Path
 
 import pytest
-
-from relay._errors import RelayError
-from relay._tiktoken import (
+from relay._base._errors import RelayError
+from relay._base._tiktoken import (
     ENCODINGS,
     TiktokenEstimator,
     get_encoding,

@@ -7,9 +7,8 @@ import math
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from relay import _protocol as p
-from relay._tokens import (
+from relay._base import _protocol as p
+from relay._base._tokens import (
     IMAGE_BYTES,
     ApproxEstimator,
     approx_tokens,

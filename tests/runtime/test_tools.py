@@ -13,13 +13,12 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-
-from relay import _protocol as p
 from relay import testing
-from relay._config import Config, RolloutConfig
-from relay._errors import ConfigError
-from relay._model import ToolSpec
-from relay._tools import (
+from relay._base import _protocol as p
+from relay._base._config import Config, RolloutConfig
+from relay._base._errors import ConfigError
+from relay._base._model import ToolSpec
+from relay._core._tools import (
     BUILTIN_TOOLS,
     Tool,
     ToolContext,
@@ -513,7 +512,7 @@ async def test_shell_reports_a_missing_program(cwd: Path) -> None:
 def test_the_tools_are_estimated_once_until_one_is_registered(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from relay._tokens import tools_tokens
+    from relay._base._tokens import tools_tokens
 
     wired = 0
     real = ToolSpec.to_wire

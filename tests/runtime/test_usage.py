@@ -6,12 +6,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import relay
 import trio
 import trio.testing
-
-import relay
 from relay import testing
-from relay._tokens import ApproxEstimator, approx_tokens, items_tokens
+from relay._base._tokens import ApproxEstimator, approx_tokens, items_tokens
 
 
 class NoUsageModel:

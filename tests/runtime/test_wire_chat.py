@@ -11,18 +11,10 @@ import attrs
 import httpx2
 import pytest
 import trio
-
-from relay import _protocol as p
-from relay._config import ProviderConfig
-from relay._errors import ContextWindowExceeded, ErrorCode, ModelError, StreamError
-from relay._mock_transport import (
-    SSE_HEADERS,
-    ScriptedTransport,
-    chat_chunks_for,
-    chat_frame,
-    responses_body_from_chat,
-)
-from relay._model import (
+from relay._base import _protocol as p
+from relay._base._config import ProviderConfig
+from relay._base._errors import ContextWindowExceeded, ErrorCode, ModelError, StreamError
+from relay._base._model import (
     CompactRequest,
     Completed,
     ModelClient,
@@ -32,13 +24,15 @@ from relay._model import (
     Prompt,
     ToolSpec,
 )
-from relay._responses import stream_events_for
-from relay._wire import (
-    ChatStreamParser,
-    chat_messages,
-    chat_request_body,
-    open_http_client,
+from relay._models._mock_transport import (
+    SSE_HEADERS,
+    ScriptedTransport,
+    chat_chunks_for,
+    chat_frame,
+    responses_body_from_chat,
 )
+from relay._models._responses import stream_events_for
+from relay._wire import ChatStreamParser, chat_messages, chat_request_body, open_http_client
 
 PROVIDER = ProviderConfig(
     name="local",

@@ -20,18 +20,16 @@ import pytest
 import trio
 from hypothesis import given
 from hypothesis import strategies as st
-
-from relay import _protocol as p
-from relay._config import ProviderConfig
-from relay._errors import (
+from relay._base import _protocol as p
+from relay._base._config import ProviderConfig
+from relay._base._errors import (
     ConfigError,
     ContextWindowExceeded,
     ErrorCode,
     ModelError,
     StreamError,
 )
-from relay._mock_transport import SSE_HEADERS, ScriptedTransport, sse_frame
-from relay._model import (
+from relay._base._model import (
     CompactRequest,
     Completed,
     ModelClient,
@@ -41,14 +39,10 @@ from relay._model import (
     Prompt,
     ToolSpec,
 )
-from relay._model_script import parse_model_script
-from relay._responses import compact_request_body, request_body
-from relay._wire import (
-    ResponsesClient,
-    ServerSentEvent,
-    SseDecoder,
-    open_http_client,
-)
+from relay._models._mock_transport import SSE_HEADERS, ScriptedTransport, sse_frame
+from relay._models._responses import compact_request_body, request_body
+from relay._models._script import parse_model_script
+from relay._wire import ResponsesClient, ServerSentEvent, SseDecoder, open_http_client
 
 API_KEY = "sk-test-0123456789abcdef"
 IDLE_MS = 30_000
@@ -314,7 +308,7 @@ async def test_a_provider_without_base_url_is_a_config_error() -> None:
 
 def test_the_scripted_path_does_not_import_the_sdk() -> None:
     code = (
-        "import sys, runtime, relay._scripted, relay._responses, relay._model_script\n"
+        "import sys, relay._models._scripted, relay._models._responses, relay._models._script\n"
         "print(sorted(m for m in ('openai', 'httpx2', 'relay._wire') if m in sys.modules))"
     )
     out = subprocess.run(

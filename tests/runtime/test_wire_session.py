@@ -7,13 +7,12 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+import relay
 import trio
 import trio.testing
-
-import relay
 from relay import testing
-from relay._mock_server import open_mock_server
-from relay._mock_transport import scripted_http_client
+from relay._models._mock_transport import scripted_http_client
+from relay._testing._mock_server import open_mock_server
 from relay._wire import open_http_client
 
 PROVIDER = relay.ProviderConfig(

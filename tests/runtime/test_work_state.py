@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+import relay
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import relay
-from relay import _protocol as p
-from relay._compact import summary_prefix
-from relay._history import is_contextual
-from relay._tokens import approx_tokens
-from relay._work_state import (
+from relay._base import _protocol as p
+from relay._base._tokens import approx_tokens
+from relay._core._compact import summary_prefix
+from relay._core._history import is_contextual
+from relay._core._work_state import (
     MASK_MARKER,
     WORK_STATE_MARKER,
     WorkEntry,
@@ -25,6 +24,7 @@ from relay._work_state import (
     tool_failed,
     work_state_budget,
 )
+
 from tests.hypothesis_profiles import examples
 
 

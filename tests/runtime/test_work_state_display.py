@@ -10,16 +10,15 @@ from typing import Any
 
 import anyio
 import attrs
-import trio.testing
-
 import relay
+import trio.testing
 from relay import testing
-from relay._outcome import RunOutcome
-from relay._pretty import PrettyPrinter
-from relay._rollout_reader import read_rollout
-from relay._tokens import approx_tokens
-from relay._transcript import render_transcript
-from relay._work_state import WorkState
+from relay._base._tokens import approx_tokens
+from relay._cli._pretty import PrettyPrinter
+from relay._cli._transcript import render_transcript
+from relay._core._work_state import WorkState
+from relay._drive._outcome import RunOutcome
+from relay._rollout._reader import read_rollout
 
 RECEIPT = relay.CompactionReceipt(relay.CompactionTrigger.MANUAL, "local", 900, 300, 12)
 

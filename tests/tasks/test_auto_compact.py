@@ -7,10 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import relay
 import trio
 import trio.testing
-
-import relay
 from relay import compaction as c
 from relay import testing
 

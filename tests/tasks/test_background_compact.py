@@ -7,10 +7,9 @@ import random
 from pathlib import Path
 from typing import Any
 
+import relay
 import trio
 import trio.testing
-
-import relay
 from relay import compaction as c
 from relay import testing
 
@@ -459,7 +458,7 @@ async def test_a_new_background_compaction_replaces_a_stale_one(
 
 
 def test_a_checkpoint_line_says_when_a_result_came_from_the_background() -> None:
-    from relay._pretty import background_note
+    from relay._cli._pretty import background_note
 
     receipt = relay.CompactionReceipt(
         relay.CompactionTrigger.PRE_TURN, "local", 20_000, 6_000, 2000, True, 18_000

@@ -6,13 +6,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import relay
 import trio
 import trio.testing
-
-import relay
 from relay import compaction as c
 from relay import testing
-from relay._tokens import approx_tokens, calibrated, tools_tokens
+from relay._base._tokens import approx_tokens, calibrated, tools_tokens
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 

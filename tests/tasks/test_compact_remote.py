@@ -14,10 +14,9 @@ from typing import Any
 import anyio
 import attrs
 import pytest
+import relay
 import trio
 import trio.testing
-
-import relay
 from relay import compaction as c
 from relay import testing
 from relay._wire import open_http_client

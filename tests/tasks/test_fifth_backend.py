@@ -7,10 +7,9 @@ front of relay's backends in the sequence the task kinds are built with.
 from __future__ import annotations
 
 import attrs
+import relay
 import trio
 import trio.testing
-
-import relay
 from relay import tasks, testing
 from relay.tasks.compaction import BACKENDS, BackendResult, CompactionRequest
 

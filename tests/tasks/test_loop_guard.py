@@ -6,9 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import anyio
-import trio.testing
-
 import relay
+import trio.testing
 from relay import testing
 
 #: A summary bigger than the limit: a compaction that installs it makes no progress.

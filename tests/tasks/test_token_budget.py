@@ -12,12 +12,11 @@ from typing import Any
 import anyio
 import attrs
 import pytest
+import relay
 import trio
 import trio.testing
-
-import relay
 from relay import testing
-from relay._tokens import approx_tokens, tools_tokens
+from relay._base._tokens import approx_tokens, tools_tokens
 from relay._wire import open_http_client
 from relay.tasks.compaction.token_budget import DEVELOPER_MESSAGE_BUDGET, client_developer_messages
 
