@@ -22,9 +22,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import relay
 import trio
 import trio.testing
+
+import relay
 from relay.lowlevel import Completed, ModelEvent, OutputItemDone, Prompt
 
 from ._core import Better, Figure, Options, Target, percentile
@@ -76,7 +77,7 @@ class PacedModel:
 
 def _answer(text: str, tokens: int) -> list[ModelEvent]:
     return [
-        OutputItemDone(relay.assistant_message(text)),
+        OutputItemDone(relay.lowlevel.assistant_message(text)),
         Completed("resp", relay.TokenUsage(total_tokens=tokens)),
     ]
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+
 import relay
 
 from ._core import Figure, Options, ms

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+
 import relay
 from relay.testing import ScriptedModel
 

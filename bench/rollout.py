@@ -28,8 +28,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import anyio
-import relay
 import trio
+
+import relay
 from relay._core._writer import RolloutWriter
 from relay.testing import ScriptedModel
 
@@ -46,21 +47,23 @@ PEAK_TARGET = Target("≤ 3× the file", 3.0)
 
 
 def _turn_payloads(index: int) -> list[tuple[str, object]]:
-    user = relay.user_message(f"{QUESTIONS[index % len(QUESTIONS)]} ({index})")
-    answer = relay.assistant_message(f"Answer {index}: the build uses hatchling.")
+    user = relay.lowlevel.user_message(f"{QUESTIONS[index % len(QUESTIONS)]} ({index})")
+    answer = relay.lowlevel.assistant_message(f"Answer {index}: the build uses hatchling.")
     turn = f"sub-{index}"
     usage = relay.TokenUsage(total_tokens=1000 + index)
     return [
-        ("event_msg", relay.to_json(relay.TurnStarted(turn, 200_000, 0.0))),
-        ("response_item", relay.to_json(user)),
-        ("event_msg", relay.to_json(relay.UserMessage(user.text()))),
-        ("response_item", relay.to_json(answer)),
-        ("event_msg", relay.to_json(relay.AgentMessage(answer.text()))),
+        ("event_msg", relay.lowlevel.to_json(relay.TurnStarted(turn, 200_000, 0.0))),
+        ("response_item", relay.lowlevel.to_json(user)),
+        ("event_msg", relay.lowlevel.to_json(relay.UserMessage(user.text()))),
+        ("response_item", relay.lowlevel.to_json(answer)),
+        ("event_msg", relay.lowlevel.to_json(relay.AgentMessage(answer.text()))),
         (
             "event_msg",
-            relay.to_json(relay.TokenCount(relay.TokenUsageInfo(usage, usage, 200_000))),
+            relay.lowlevel.to_json(
+                relay.TokenCount(relay.lowlevel.TokenUsageInfo(usage, usage, 200_000))
+            ),
         ),
-        ("event_msg", relay.to_json(relay.TurnComplete(turn, answer.text(), 3))),
+        ("event_msg", relay.lowlevel.to_json(relay.TurnComplete(turn, answer.text(), 3))),
     ]
 
 

@@ -18,9 +18,10 @@ import time
 import tracemalloc
 from typing import Any
 
-import relay
 import trio
 import trio.testing
+
+import relay
 from relay.testing import ScriptedModel
 
 from ._core import Figure, Options, Target, ms, percentile

@@ -19,8 +19,9 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-import relay
 import trio
+
+import relay
 from relay.testing import ScriptedModel
 
 from ._core import Figure, Options, Target, ms

@@ -1,7 +1,8 @@
 """Embed a relay session in a trio program: submit a turn, print what happens."""
 
-import relay
 import trio
+
+import relay
 from relay.testing import ScriptedModel
 
 MODEL = ScriptedModel(

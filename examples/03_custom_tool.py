@@ -3,8 +3,9 @@
 from collections.abc import Mapping
 from typing import Any
 
-import relay
 import trio
+
+import relay
 from relay.testing import ScriptedModel
 
 

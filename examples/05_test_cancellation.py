@@ -9,9 +9,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import anyio
-import relay
 import trio
 import trio.testing
+
+import relay
 from relay import testing
 
 cleanups: list[str] = []

@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 import pytest
+
 from relay._base import _protocol as p
 from relay._base._config import Config, load_config
 from relay._cli._config_doc import EXAMPLES, documented_keys

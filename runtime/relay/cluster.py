@@ -17,3 +17,13 @@ from ._cluster._pool import PooledSession as PooledSession
 from ._cluster._pool import SessionPool as SessionPool
 from ._cluster._pool import open_session_pool as open_session_pool
 from ._cluster._script import run_op_script as run_op_script
+
+__all__ = [
+    "HostLostError",
+    "NoHostError",
+    "PooledSession",
+    "SessionPool",
+    "SessionResumed",
+    "open_session_pool",
+    "run_op_script",
+]

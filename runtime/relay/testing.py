@@ -27,11 +27,12 @@ import attrs
 from ._base import _protocol as p
 from ._base._codec import to_json, type_tag
 from ._base._config import Config, RolloutConfig
-from ._core._session import Session, open_session
-from ._core._task import TaskKinds
+from ._core._port import Compactor
+from ._core._session import Session
 from ._core._tools import Tool
 from ._models._script import ModelScript, load_model_script, parse_model_script
 from ._models._scripted import ScriptedModel
+from ._open import open_session
 
 if TYPE_CHECKING:
     # Loaded on first use (they import the openai SDK); typed as what they are.
@@ -170,9 +171,13 @@ async def open_test_session(
     tools: Iterable[Tool] = (),
     model: ScriptedModel | None = None,
     seed: int = 0,
-    task_kinds: TaskKinds | None = None,
+    tasks: Mapping[str, Any] | None = None,
+    compactor: Callable[[], Compactor] | None = None,
 ) -> AsyncIterator[TestSession]:
-    """A session on a scripted model, with a fixed clock, seeded jitter and no rollout."""
+    """A session on a scripted model, with a fixed clock, seeded jitter and no rollout.
+
+    ``tasks`` and ``compactor`` are those of :func:`relay.open_session`.
+    """
     model = model or ScriptedModel(script)
     config = config or Config(rollout=RolloutConfig(enabled=False))
     recorder = EventRecorder()
@@ -183,7 +188,8 @@ async def open_test_session(
             tools=tools,
             clock=fixed_clock,
             rng=random.Random(seed),
-            task_kinds=task_kinds,
+            tasks=tasks,
+            compactor=compactor,
         ) as session,
         anyio.create_task_group() as tg,
     ):

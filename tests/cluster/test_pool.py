@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
+
 import relay
 from relay._base._codec import type_tag
 from relay._drive._op_script import parse_op_script

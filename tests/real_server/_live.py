@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import relay
 import trio
+
+import relay
 from relay import testing
 
 #: Bound on any one wait for an event from a session talking to a real server.

@@ -29,8 +29,9 @@ from typing import Any
 
 import attrs
 import pytest
-import relay
 import trio
+
+import relay
 
 #: How long a llama-server may take to load its model and answer ``/health``.
 READY_TIMEOUT_S = 120.0

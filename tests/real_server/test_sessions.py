@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 import relay
 
 from ._live import WIRES, agent_text, compaction_receipts, deltas, open_live_session

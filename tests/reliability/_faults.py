@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import attrs
-import relay
 import trio
+
+import relay
 from relay import testing
 from relay._base._codec import to_json, type_tag
 from relay._base._tokens import ApproxEstimator
 from relay._models._mock_transport import SSE_HEADERS
-
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import check_rollout_matches, check_well_formed
 from tests.reliability._raw_server import RawAnswer, open_raw_server, sse

@@ -21,6 +21,7 @@ import attrs
 import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
+
 from relay._models._mock_transport import (
     SSE_HEADERS,
     plan_exchange,

@@ -28,10 +28,11 @@ from typing import Any
 import attrs
 import hypothesis.strategies as st
 import pytest
-import relay
 import trio
 import trio.testing
 from hypothesis import HealthCheck, example, given, settings
+
+import relay
 from relay import testing
 from relay._base._config import config_from_dict, load_config
 from relay._base._errors import ModelError, ScriptError
@@ -42,7 +43,6 @@ from relay._drive._runner import ScriptRunner
 from relay._models._responses import ResponseStreamParser
 from relay._rollout._reader import parse_rollout
 from relay._rollout._resume import reconstruct
-
 from tests.hypothesis_profiles import examples as scaled
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import check_rollout_matches

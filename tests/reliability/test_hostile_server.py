@@ -18,12 +18,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import relay
 import trio
+
+import relay
 from relay import testing
 from relay._base._tokens import ApproxEstimator
 from relay._models._mock_transport import SSE_HEADERS
-
 from tests.invariants import check_event_invariants
 from tests.reliability._raw_server import RawAnswer, open_raw_server, sse
 

@@ -16,12 +16,12 @@ import sys
 from pathlib import Path
 
 import pytest
-import relay
 import trio
+
+import relay
 from relay import testing
 from relay._base._tokens import ApproxEstimator
 from relay._rollout._reader import read_rollout
-
 from tests.invariants import check_event_invariants
 from tests.reliability._raw_server import RawAnswer, open_raw_server, sse
 

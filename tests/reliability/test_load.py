@@ -25,13 +25,13 @@ from typing import Any
 
 import attrs
 import pytest
-import relay
 import trio
 import trio.testing
+
+import relay
 from relay import testing
 from relay._base._tokens import ApproxEstimator
 from relay._models._script import CompactReply, ModelScript, ReplyPlan, parse_model_script
-
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import check_rollout_matches, check_well_formed
 

@@ -32,13 +32,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import relay
 import trio
 import trio.testing
+
+import relay
 from relay import testing
 from relay._base._codec import to_json
 from relay._base._tokens import ApproxEstimator
-
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import check_rollout_matches, check_well_formed
 from tests.reliability._raw_server import RawAnswer, open_raw_server
@@ -657,7 +657,7 @@ def test_relay_starts_processes_only_for_the_shell_tool_and_hook_commands() -> N
         and path.name != "_process.py"
     )
     assert users == ["runtime/relay/_core/_hooks.py", "runtime/relay/_core/_tools.py"]
-    hooks = (ROOT / "runtime" / "_hooks.py").read_text(encoding="utf-8")
+    hooks = (ROOT / "runtime" / "relay" / "_core" / "_hooks.py").read_text(encoding="utf-8")
     assert "argv = list(hook.command)" in hooks
     assert "stdin=subprocess.PIPE" in hooks
 

@@ -49,15 +49,15 @@ import attrs
 import hypothesis
 import hypothesis.strategies as st
 import pytest
-import relay
 import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings
+
+import relay
 from relay import testing
 from relay._base._tokens import ApproxEstimator
 from relay._rollout._reader import CompactedLine
 from relay.tasks.compaction import background as background_module
-
 from tests.hypothesis_profiles import examples
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import (
@@ -391,7 +391,7 @@ class Probe:
         """Observe every background install as it is computed (then compute it as usual)."""
         session = self.session
         assert session is not None
-        result = relay.compaction.installed_history(compacted, initial, snapshot, live)
+        result = relay.lowlevel.installed_history(compacted, initial, snapshot, live)
         self.installs.append(
             BackgroundInstall(
                 current=snapshot.window_id == session.state.window_id

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from relay import __version__ as relay_version
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -406,7 +406,7 @@ def test_version_imports_no_sdk(tmp_path: Path) -> None:
     assert result.returncode == 0 and result.stdout.startswith("relay ")
     imported = {line.split("|")[-1].strip().split(".")[0] for line in result.stderr.splitlines()}
     assert "relay" in imported
-    assert imported.isdisjoint({"openai", "httpx2", "trio", "anyio", "cattrs"})
+    assert imported.isdisjoint({"openai", "httpx2"})
 
 
 def test_two_quick_turns_steer_into_one_as_the_readme_says(tmp_path: Path) -> None:
@@ -458,4 +458,4 @@ def test_a_scripted_run_imports_no_rollout_reader_and_no_sdk(tmp_path: Path) -> 
     assert result.returncode == 0, result.stderr
     imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines()}
     assert "relay._core._session" in imported
-    assert imported.isdisjoint({"relay._rollout._reader", "relay._rollout._resume", "openai"})
+    assert imported.isdisjoint({"relay._rollout._reader", "openai"})

@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-import relay
 import trio
+
+import relay
 from relay._cluster._cli import _progress, _Tally, summary_table
 from relay._cluster._pool import Ledger, Loss, least_loaded, when_unlocked
 from relay._core._writer import RolloutWriter

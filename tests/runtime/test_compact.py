@@ -4,31 +4,34 @@ from __future__ import annotations
 
 import hypothesis.strategies as st
 import pytest
-import relay
 from hypothesis import given
-from relay import compaction as c
+
+import relay
+from relay import lowlevel as ll
 from relay._base._config import BUILTIN_PROVIDERS, Config, Features, ProviderConfig
 from relay._base._tokens import approx_tokens
-from relay.tasks.compaction import base as cb
+from relay.tasks import compaction as cb
 
 
 def user(text: str, **metadata: object) -> relay.Message:
-    return relay.user_message(text, metadata=metadata or None)
+    return relay.lowlevel.user_message(text, metadata=metadata or None)
 
 
 def test_build_token_limited_compacted_history_truncates_overlong_user_messages() -> None:
     overlong = "x" * 400  # 100 tokens
-    history = c.build_compacted_history([user(overlong)], "the summary", budget=16)
+    history = relay.lowlevel.build_compacted_history([user(overlong)], "the summary", budget=16)
     assert len(history) == 2
     first, last = history
     assert isinstance(first, relay.Message)
     assert "tokens truncated" in first.text() and overlong not in first.text()
-    assert isinstance(last, relay.Message) and last.text() == c.summary_text("the summary")
+    assert isinstance(last, relay.Message) and last.text() == relay.lowlevel.summary_text(
+        "the summary"
+    )
 
 
 def test_build_compacted_history_preserves_user_message_metadata() -> None:
     messages = [user("one", source="cli"), user("two", source="api", n=2)]
-    history = c.build_compacted_history(messages, "sum")
+    history = relay.lowlevel.build_compacted_history(messages, "sum")
     assert [m.metadata for m in history if isinstance(m, relay.Message)] == [
         {"source": "cli"},
         {"source": "api", "n": 2},
@@ -38,29 +41,34 @@ def test_build_compacted_history_preserves_user_message_metadata() -> None:
 
 def test_keep_recent_walks_newest_first_and_stops_after_truncating() -> None:
     messages = [user("a" * 40), user("b" * 40), user("c" * 40)]  # 10 tokens each
-    kept = c.keep_recent_user_messages(messages, 25)
+    kept = relay.lowlevel.keep_recent_user_messages(messages, 25)
     texts = [m.text() for m in kept]
     assert texts[1:] == ["b" * 40, "c" * 40]
     assert texts[0].startswith("aaaaaaaaaa") and "…5 tokens truncated…" in texts[0]
 
 
 def test_summary_text_and_empty_summary() -> None:
-    assert c.summary_text("") == f"{c.summary_prefix()}\n{c.NO_SUMMARY}"
-    assert c.is_summary(user(c.summary_text("x")))
-    assert not c.is_summary(user(c.summary_prefix()))  # the prefix alone, no newline
+    assert (
+        relay.lowlevel.summary_text("")
+        == f"{relay.lowlevel.summary_prefix()}\n{relay.lowlevel.NO_SUMMARY}"
+    )
+    assert relay.lowlevel.is_summary(user(relay.lowlevel.summary_text("x")))
+    assert not relay.lowlevel.is_summary(
+        user(relay.lowlevel.summary_prefix())
+    )  # the prefix alone, no newline
 
 
 def test_real_user_messages_exclude_context_markers_and_summaries() -> None:
     items: list[relay.ResponseItem] = [
         user("<environment_context>\n</environment_context>"),
         user("real one"),
-        user(c.summary_text("old summary")),
-        relay.assistant_message("answer"),
+        user(relay.lowlevel.summary_text("old summary")),
+        relay.lowlevel.assistant_message("answer"),
         user("<turn_aborted>\nstop\n</turn_aborted>"),
         user("real two"),
-        relay.Message("developer", [relay.InputText("dev")]),
+        relay.Message("developer", [relay.lowlevel.InputText("dev")]),
     ]
-    assert [m.text() for m in c.real_user_messages(items)] == ["real one", "real two"]
+    assert [m.text() for m in relay.lowlevel.real_user_messages(items)] == ["real one", "real two"]
 
 
 messages_st = st.lists(st.builds(lambda text: user(text), st.text(max_size=200)), max_size=12)
@@ -70,7 +78,7 @@ messages_st = st.lists(st.builds(lambda text: user(text), st.text(max_size=200))
 def test_kept_messages_are_a_suffix_within_budget(
     messages: list[relay.Message], budget: int
 ) -> None:
-    kept = c.keep_recent_user_messages(messages, budget)
+    kept = relay.lowlevel.keep_recent_user_messages(messages, budget)
     n = len(kept)
     assert n <= len(messages)
     originals = messages[len(messages) - n :] if n else []
@@ -86,7 +94,7 @@ def test_kept_messages_are_a_suffix_within_budget(
 
 def test_v2_retention_budget_three_keeps_truncated_middle_and_new() -> None:
     messages = [user("old-old"), user("middle1234"), user("new")]
-    kept = c.keep_recent_messages(messages, 3)
+    kept = relay.tasks.compaction.keep_recent_messages(messages, 3)
     texts = [m.text() for m in kept]
     assert texts[1] == "new"
     # Truncated to the 2 tokens left (8 bytes), head and tail as docs/compaction.md truncates.
@@ -96,8 +104,8 @@ def test_v2_retention_budget_three_keeps_truncated_middle_and_new() -> None:
 
 @pytest.mark.parametrize(("budget", "kept"), [(1, 1), (2, 2)])
 def test_v2_image_only_message_costs_one(budget: int, kept: int) -> None:
-    image = relay.Message("user", [relay.InputImage("data:image/png;base64,AAAA")])
-    result = c.keep_recent_messages([image, user("abcd")], budget)
+    image = relay.Message("user", [relay.lowlevel.InputImage("data:image/png;base64,AAAA")])
+    result = relay.tasks.compaction.keep_recent_messages([image, user("abcd")], budget)
     assert len(result) == kept
     if kept == 2:
         assert result[0] == image
@@ -105,15 +113,15 @@ def test_v2_image_only_message_costs_one(budget: int, kept: int) -> None:
 
 def test_place_initial_context_rules() -> None:
     env = user("<environment_context>\n</environment_context>")
-    summary = user(c.summary_text("s"))
+    summary = user(relay.lowlevel.summary_text("s"))
     real = user("question")
-    comp = relay.Compaction("enc")
-    before = cb.Injection.BEFORE_LAST_USER_MESSAGE
+    comp = relay.lowlevel.Compaction("enc")
+    before = ll.Injection.BEFORE_LAST_USER_MESSAGE
     assert cb.place_initial_context([real, summary], [env], before) == [env, real, summary]
     assert cb.place_initial_context([summary], [env], before) == [env, summary]
     assert cb.place_initial_context([comp], [env], before) == [env, comp]
     assert cb.place_initial_context([], [env], before) == [env]
-    assert cb.place_initial_context([real, summary], [env], cb.Injection.DO_NOT_INJECT) == [
+    assert cb.place_initial_context([real, summary], [env], ll.Injection.DO_NOT_INJECT) == [
         real,
         summary,
     ]
@@ -122,9 +130,9 @@ def test_place_initial_context_rules() -> None:
 def test_drop_oldest_takes_the_call_partner_along() -> None:
     call = relay.FunctionCall("f", "{}", "c1")
     out = relay.FunctionCallOutput("c1", "r")
-    rest, n = c.drop_oldest([call, user("u"), out, user("v")])
+    rest, n = relay.tasks.compaction.drop_oldest([call, user("u"), out, user("v")])
     assert n == 2 and rest == [user("u"), user("v")]
-    rest, n = c.drop_oldest([user("u"), call, out])
+    rest, n = relay.tasks.compaction.drop_oldest([user("u"), call, out])
     assert n == 1 and rest == [call, out]
 
 
@@ -157,24 +165,29 @@ def test_builtin_providers_select_their_backends() -> None:
 def test_compaction_prompt_choice(tmp_path: object) -> None:
     from pathlib import Path
 
-    default = c.compaction_prompt(Config())
+    default = relay.lowlevel.compaction_prompt(Config())
     assert default.startswith("Pause the task.")
-    assert c.compaction_prompt(Config(compact_prompt="  Mine.  ")) == "Mine."
-    assert c.compaction_prompt(Config(compact_prompt="   ")) == default
+    assert relay.lowlevel.compaction_prompt(Config(compact_prompt="  Mine.  ")) == "Mine."
+    assert relay.lowlevel.compaction_prompt(Config(compact_prompt="   ")) == default
     file = Path(str(tmp_path)) / "prompt.md"
     file.write_text("From a file.\n")
-    assert c.compaction_prompt(Config(experimental_compact_prompt_file=str(file))) == (
+    assert relay.lowlevel.compaction_prompt(Config(experimental_compact_prompt_file=str(file))) == (
         "From a file."
     )
     assert (
-        c.compaction_prompt(
+        relay.lowlevel.compaction_prompt(
             Config(compact_prompt="Mine.", experimental_compact_prompt_file=str(file))
         )
         == "Mine."
     )
-    assert c.compaction_prompt(Config(), "Focus on tests.") == default + "\n\nFocus on tests."
+    assert (
+        relay.lowlevel.compaction_prompt(Config(), "Focus on tests.")
+        == default + "\n\nFocus on tests."
+    )
     with pytest.raises(relay.ConfigError, match="experimental_compact_prompt_file"):
-        c.compaction_prompt(Config(experimental_compact_prompt_file=str(file) + ".missing"))
+        relay.lowlevel.compaction_prompt(
+            Config(experimental_compact_prompt_file=str(file) + ".missing")
+        )
 
 
 def test_fit_to_window_rewrites_trailing_tool_outputs_only() -> None:
@@ -188,29 +201,29 @@ def test_fit_to_window_rewrites_trailing_tool_outputs_only() -> None:
         relay.FunctionCall("f", "{}", "c2"),
         relay.FunctionCallOutput("c2", big),
     ]
-    fitted = c.fit_to_window(items, "instr", 600)
+    fitted = relay.tasks.compaction.fit_to_window(items, "instr", 600)
     outputs = [i.output for i in fitted if isinstance(i, relay.FunctionCallOutput)]
     # The walk stops at the call c2 (not an output), so only the last output is rewritten.
-    assert outputs == [big, big, c.TRUNCATED_OUTPUT_NOTE]
-    assert c.fit_to_window(items, "instr", None) == items
-    assert c.fit_to_window(items, "instr", 10**6) == items
+    assert outputs == [big, big, relay.tasks.compaction.TRUNCATED_OUTPUT_NOTE]
+    assert relay.tasks.compaction.fit_to_window(items, "instr", None) == items
+    assert relay.tasks.compaction.fit_to_window(items, "instr", 10**6) == items
 
 
 def test_filter_remote_output() -> None:
     items: list[relay.ResponseItem] = [
-        relay.Message("developer", [relay.InputText("d")]),
-        relay.Message("system", [relay.InputText("s")]),
+        relay.Message("developer", [relay.lowlevel.InputText("d")]),
+        relay.Message("system", [relay.lowlevel.InputText("s")]),
         user("<environment_context>\n</environment_context>"),
         user("real"),
-        relay.assistant_message("answer"),
-        relay.Reasoning("r1"),
+        relay.lowlevel.assistant_message("answer"),
+        relay.lowlevel.Reasoning("r1"),
         relay.FunctionCall("f", "{}", "c"),
         relay.FunctionCallOutput("c", "o"),
-        relay.Compaction("enc"),
-        relay.Other({"type": "mystery"}),
+        relay.lowlevel.Compaction("enc"),
+        relay.lowlevel.Other({"type": "mystery"}),
     ]
-    assert c.filter_remote_output(items) == [
+    assert relay.tasks.compaction.filter_remote_output(items) == [
         user("real"),
-        relay.assistant_message("answer"),
-        relay.Compaction("enc"),
+        relay.lowlevel.assistant_message("answer"),
+        relay.lowlevel.Compaction("enc"),
     ]

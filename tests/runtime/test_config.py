@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from relay._base._config import (
     BUILTIN_PROVIDERS,
     Config,

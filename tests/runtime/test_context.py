@@ -11,6 +11,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+
 import relay
 from relay import testing
 from relay._base import _protocol as p

@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import relay
 import trio
+
+import relay
 from relay import testing
 from relay._rollout._reader import read_rollout
 from relay._rollout._resume import reconstruct
-
 from tests.pipes import LineReader
 
 ROUNDS = 6
@@ -231,10 +231,10 @@ async def resume_and_check(path: Path, workdir: Path, expected: list[Any]) -> li
         trio.open_nursery() as nursery,
     ):
         nursery.start_soon(recorder.consume, session)
-        assert [relay.to_json(item) for item in session.history.items] == expected
+        assert [relay.lowlevel.to_json(item) for item in session.history.items] == expected
         await session.submit(relay.UserTurn(items=[relay.Text("resumed")]))
         await recorder.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete))
-        final = [relay.to_json(item) for item in session.history.items]
+        final = [relay.lowlevel.to_json(item) for item in session.history.items]
         await session.submit(relay.Shutdown())
     assert final[: len(expected)] == expected
     return final
@@ -245,7 +245,7 @@ def check_rollout(path: Path, workdir: Path, seen: list[Event]) -> bool:
     rollout = read_rollout(path)
     assert all(note.truncated for note in rollout.notes), rollout.notes
     records, history = simple_replay(path)
-    assert [relay.to_json(item) for item in reconstruct(rollout).history] == history
+    assert [relay.lowlevel.to_json(item) for item in reconstruct(rollout).history] == history
     for turn_id, items in acknowledged(seen).items():
         # The file may hold more (an interrupt's marker and synthetic outputs are not items).
         assert in_order_within(items, recorded_before_end(records, turn_id)), turn_id
@@ -255,7 +255,7 @@ def check_rollout(path: Path, workdir: Path, seen: list[Event]) -> bool:
     assert all(
         note.truncated or note.message.startswith("incomplete line") for note in after.notes
     ), after.notes
-    assert [relay.to_json(item) for item in reconstruct(after).history] == final
+    assert [relay.lowlevel.to_json(item) for item in reconstruct(after).history] == final
     return bool(rollout.notes)
 
 

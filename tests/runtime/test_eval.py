@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from relay._cli._main import main
 from relay._eval._run import Configuration, load_corpus, load_matrix, report, run_matrix
 

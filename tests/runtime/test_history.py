@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from relay._base import _protocol as p
 from relay._base._tokens import item_tokens, items_tokens
 from relay._core._history import (

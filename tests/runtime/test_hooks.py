@@ -16,9 +16,10 @@ from typing import Any
 
 import anyio
 import pytest
-import relay
 import trio
 import trio.testing
+
+import relay
 from relay import testing
 from relay._core._hooks import CompactHook, HookInput, HookStop, run_hook_command
 
@@ -63,7 +64,7 @@ def hooks_config(**fields: Any) -> relay.Config:
 
 
 def types(msgs: list[relay.EventMsg]) -> list[str]:
-    return [relay.to_json(m)["type"] for m in msgs]
+    return [relay.lowlevel.to_json(m)["type"] for m in msgs]
 
 
 def turn_msgs(t: testing.TestSession, turn_id: str) -> list[relay.EventMsg]:
@@ -258,7 +259,7 @@ async def test_a_post_compact_stop_keeps_the_compaction_installed() -> None:
         await t.wait_for(ended, 2)
         history = list(t.session.history.items)
         assert t.session.state.window_number == 1
-    assert relay.compaction.is_summary(history[-1])
+    assert relay.lowlevel.is_summary(history[-1])
     msgs = turn_msgs(t, "c1")
     assert types(msgs) == [
         "turn_started",

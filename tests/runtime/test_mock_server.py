@@ -19,6 +19,7 @@ import anyio
 import httpx2
 import pytest
 import trio
+
 from relay._base import _protocol as p
 from relay._base._config import ProviderConfig
 from relay._base._errors import ErrorCode, ModelError, StreamError

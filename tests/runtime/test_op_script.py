@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+
 from relay._base import _protocol as p
 from relay._base._codec import to_json
 from relay._base._errors import ScriptError

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from relay._core._process import open_command
 
 #: Bound on every wait for another process; reached only when the behaviour is broken.

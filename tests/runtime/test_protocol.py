@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from relay._base import _protocol as p
 from relay._base._codec import (
     DecodeError,

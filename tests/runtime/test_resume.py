@@ -14,12 +14,12 @@ from typing import Any
 
 import attrs
 import pytest
-import relay
 import trio
 import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from relay import compaction as c
+
+import relay
 from relay import testing
 from relay._base import _protocol as p
 from relay._core._context import TurnSettings, WorldState
@@ -62,18 +62,18 @@ def state_of(*lines: str) -> relay.lowlevel.ResumedState:
 
 
 def test_items_are_replayed_after_the_newest_replacement_history() -> None:
-    summary = p.user_message(c.summary_text("S1"))
+    summary = p.user_message(relay.lowlevel.summary_text("S1"))
     state = state_of(
         item(U1),
         item(A1),
-        compacted([U1, summary], c.summary_text("S1"), window_number=1),
+        compacted([U1, summary], relay.lowlevel.summary_text("S1"), window_number=1),
         item(U2),
-        compacted([U1, U2, p.user_message(c.summary_text("S2"))], window_number=2),
+        compacted([U1, U2, p.user_message(relay.lowlevel.summary_text("S2"))], window_number=2),
         item(U3),
         item(A2),
     )
     assert state.session_id == "s-1"
-    assert state.history == (U1, U2, p.user_message(c.summary_text("S2")), U3, A2)
+    assert state.history == (U1, U2, p.user_message(relay.lowlevel.summary_text("S2")), U3, A2)
 
 
 def test_an_old_style_compacted_line_is_rebuilt_as_the_local_backend_builds_it() -> None:
@@ -81,20 +81,24 @@ def test_an_old_style_compacted_line_is_rebuilt_as_the_local_backend_builds_it()
     context = p.user_message("<environment_context>\n</environment_context>")
     long_message = p.user_message("x" * 100_000)
     history = [context, U1, ghost, A1, long_message, U2]
-    state = state_of(*(item(i) for i in history), compacted(None, c.summary_text("S")), item(U3))
-    expected = c.build_compacted_history(
-        c.real_user_messages(history), "S", ghosts=c.ghost_snapshots(history)
+    state = state_of(
+        *(item(i) for i in history), compacted(None, relay.lowlevel.summary_text("S")), item(U3)
+    )
+    expected = relay.lowlevel.build_compacted_history(
+        relay.lowlevel.real_user_messages(history),
+        "S",
+        ghosts=relay.lowlevel.ghost_snapshots(history),
     )
     assert state.history == (*expected, U3)
     # The 20,000-token budget applied, newest first: U2 whole, the long message truncated to
     # what was left, and U1 (older) dropped.
     assert state.history[1:3] == (U2, ghost)
-    assert 19_900 < c.estimate_tokens(state.history[:2]) < 20_100
+    assert 19_900 < relay.lowlevel.items_tokens(state.history[:2]) < 20_100
     assert U1 not in state.history
 
 
 def test_an_old_style_line_after_a_base_uses_the_messages_collected_since() -> None:
-    base = [U1, p.user_message(c.summary_text("S1"))]
+    base = [U1, p.user_message(relay.lowlevel.summary_text("S1"))]
     state = state_of(
         item(U3),
         compacted(base, window_number=1),
@@ -106,9 +110,12 @@ def test_an_old_style_line_after_a_base_uses_the_messages_collected_since() -> N
     assert state.history == (
         U1,
         U2,
-        p.user_message(c.summary_text("plain summary without the prefix")),
+        p.user_message(relay.lowlevel.summary_text("plain summary without the prefix")),
     )
-    assert rebuild_compacted_history([U1], "") == [U1, p.user_message(c.summary_text(""))]
+    assert rebuild_compacted_history([U1], "") == [
+        U1,
+        p.user_message(relay.lowlevel.summary_text("")),
+    ]
 
 
 def test_without_any_compaction_every_item_is_replayed() -> None:
@@ -178,22 +185,22 @@ def test_usage_is_the_last_response_plus_what_was_recorded_since() -> None:
         item(output),
     )
     assert state.last_response_tokens == 500
-    assert state.tokens_since_model == c.estimate_tokens([output])
+    assert state.tokens_since_model == relay.lowlevel.items_tokens([output])
     assert state.total_usage == p.TokenUsage(total_tokens=700)
 
 
 def test_a_compaction_resets_usage_to_the_estimate_of_its_history() -> None:
-    new_history = [U1, p.user_message(c.summary_text("S"))]
+    new_history = [U1, p.user_message(relay.lowlevel.summary_text("S"))]
     state = state_of(
         item(U2),
         token_count(5000, 5000),
         compacted(new_history),
         world_state(),
-        token_count(c.estimate_tokens(new_history), 5300),  # the installation's count
+        token_count(relay.lowlevel.items_tokens(new_history), 5300),  # the installation's count
         item(U3),
     )
     assert state.last_response_tokens == 0
-    assert state.tokens_since_model == c.estimate_tokens([*new_history, U3])
+    assert state.tokens_since_model == relay.lowlevel.items_tokens([*new_history, U3])
     assert state.total_usage == p.TokenUsage(total_tokens=5300)
 
 
@@ -274,13 +281,15 @@ def test_reconstruction_equals_a_full_replay_with_a_live_history(ops: list[Any])
                 live.record(p.GhostSnapshot(text))
                 lines.append(item(p.GhostSnapshot(text)))
             case ("compact" | "compact_old" as kind, text):
-                new = c.build_compacted_history(
-                    c.real_user_messages(live.items), text, ghosts=c.ghost_snapshots(live.items)
+                new = relay.lowlevel.build_compacted_history(
+                    relay.lowlevel.real_user_messages(live.items),
+                    text,
+                    ghosts=relay.lowlevel.ghost_snapshots(live.items),
                 )
                 live.replace(new)
                 reference = None
                 replacement = new if kind == "compact" else None
-                lines += [compacted(replacement, c.summary_text(text)), world_state()]
+                lines += [compacted(replacement, relay.lowlevel.summary_text(text)), world_state()]
                 lines.append(token_count(live.usage_tokens))
             case ("context", world):
                 reference = world
@@ -422,12 +431,14 @@ async def test_resume_after_two_compactions_sends_the_latest_summary_only(
     async with open_resumed(rollout_path(t), config=config) as r:
         await run_ops(r, ("turn", "third"))
     (request,) = r.model.requests
-    summaries = [text for text in user_texts(request) if text.startswith(c.summary_prefix())]
-    assert summaries == [c.summary_text("SUMMARY TWO")]
+    summaries = [
+        text for text in user_texts(request) if text.startswith(relay.lowlevel.summary_prefix())
+    ]
+    assert summaries == [relay.lowlevel.summary_text("SUMMARY TWO")]
     assert [text for text in user_texts(request) if "<environment_context>" not in text] == [
         "first",
         "second",
-        c.summary_text("SUMMARY TWO"),
+        relay.lowlevel.summary_text("SUMMARY TWO"),
         "third",
     ]
     assert r.session.state.window_number == 2
@@ -459,7 +470,7 @@ async def test_a_session_that_ended_over_its_limit_compacts_before_its_first_req
     assert [prompt.purpose for prompt in r.model.prompts] == ["compact", "turn"]
     assert "second" not in user_texts(r.model.requests[0])
     follow_up = [u for u in user_texts(r.model.requests[1]) if "<environment_context>" not in u]
-    assert follow_up == ["first", c.summary_text("SUMMARY"), "second"]
+    assert follow_up == ["first", relay.lowlevel.summary_text("SUMMARY"), "second"]
     completed = [
         m.item.receipt
         for m in r.recorder.msgs
@@ -773,7 +784,11 @@ def test_relay_resume_warns_about_malformed_lines_and_goes_on(tmp_path: Path) ->
     assert events[5]["msg"]["type"] == "turn_started"
     # The old-style compaction was rebuilt; the resumed turn was appended after it.
     history = reconstruct(read_rollout(path)).history
-    assert history[:3] == (U1, p.user_message(c.summary_text("an old-style summary")), A1)
+    assert history[:3] == (
+        U1,
+        p.user_message(relay.lowlevel.summary_text("an old-style summary")),
+        A1,
+    )
     assert [i.text() for i in history[3:] if isinstance(i, p.Message)][-2:] == ["hi", "echo: hi"]
 
 

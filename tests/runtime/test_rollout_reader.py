@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import relay
 import trio
 import trio.testing
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+
+import relay
 from relay import testing
 from relay._base import _protocol as p
 from relay._cli._transcript import render_transcript
@@ -61,11 +62,11 @@ def meta(session_id: str = "s-1") -> str:
 
 
 def item(value: p.ResponseItem) -> str:
-    return raw("response_item", relay.to_json(value))
+    return raw("response_item", relay.lowlevel.to_json(value))
 
 
 def event(msg: p.EventMsg) -> str:
-    return raw("event_msg", relay.to_json(msg))
+    return raw("event_msg", relay.lowlevel.to_json(msg))
 
 
 def turn_context(
@@ -90,7 +91,7 @@ def compacted(
 ) -> str:
     payload: dict[str, Any] = {"message": message}
     if history is not None:
-        payload["replacement_history"] = [relay.to_json(i) for i in history]
+        payload["replacement_history"] = [relay.lowlevel.to_json(i) for i in history]
     if window_number is not None:
         payload |= {
             "window_number": window_number,
@@ -99,7 +100,7 @@ def compacted(
             "window_id": f"w{window_number}",
         }
     if receipt is not None:
-        payload["receipt"] = relay.to_json(receipt)
+        payload["receipt"] = relay.lowlevel.to_json(receipt)
     if work_state is not None:
         payload["work_state"] = work_state
     if masked_outputs is not None:
@@ -226,7 +227,7 @@ def test_malformed_lines_are_skipped_with_notes_naming_them() -> None:
             raw("response_item", {"type": "message", "content": []}),
             raw("event_msg", {"type": "levitated"}),
             raw("turn_context", {"cwd": "/w"}),
-            json.dumps({"type": "response_item", "payload": relay.to_json(user)}),
+            json.dumps({"type": "response_item", "payload": relay.lowlevel.to_json(user)}),
             meta("s-2"),
             "",
             raw("compacted", {"replacement_history": []}),
@@ -456,8 +457,8 @@ def _is_event_record(obj: object) -> bool:
 )
 def test_an_item_line_decodes_as_the_codec_decodes_its_payload(payload: dict[str, Any]) -> None:
     try:
-        expected: Any = relay.from_json(payload, p.ResponseItem)
-    except relay.DecodeError:
+        expected: Any = relay.lowlevel.from_json(payload, p.ResponseItem)
+    except relay.lowlevel.DecodeError:
         expected = None
     # Escaped, as JSON may carry a lone surrogate that no UTF-8 file can hold raw.
     line = json.dumps({"timestamp": TS, "type": "response_item", "payload": payload})
@@ -494,8 +495,8 @@ SAMPLE = [
     event(p.TurnComplete("t1", "The notes say hello.", 42)),
     event(p.TurnStarted("c1", 8000, 1.0)),
     compacted(
-        [p.user_message("read the notes"), p.user_message(relay.compaction.summary_text("S"))],
-        relay.compaction.summary_text("The user asked to read notes.txt.\nDone."),
+        [p.user_message("read the notes"), p.user_message(relay.lowlevel.summary_text("S"))],
+        relay.lowlevel.summary_text("The user asked to read notes.txt.\nDone."),
         window_number=1,
         receipt=RECEIPT,
     ),

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import relay
 import trio
 import trio.testing
+
+import relay
 from relay import testing
 from relay._base._errors import RolloutLockedError
 from relay._core._writer import RolloutWriter

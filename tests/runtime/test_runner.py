@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 import relay
 import relay._drive._op_script as op_script
 import relay._drive._runner as runner_module
@@ -149,13 +150,13 @@ async def test_a_wait_holds_one_idle_waker_however_often_it_wakes(
     held: list[int] = []
     config = relay.Config(rollout=relay.RolloutConfig(enabled=False))
     async with relay.open_session(config, model=testing.ScriptedModel(None)) as session:
-        real = session._wake_when_idle
+        real = session.wake_when_idle
 
         def counting(event: Any) -> None:
             real(event)
             held.append(len(session._idle_wakers))
 
-        monkeypatch.setattr(session, "_wake_when_idle", counting)
+        monkeypatch.setattr(session, "wake_when_idle", counting)
         await ScriptRunner(session, lambda _event, _msg: None).run(steps)
     assert len(held) > 1
     assert max(held) == 1
@@ -178,7 +179,7 @@ async def test_with_lines_each_event_is_made_json_once(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     import relay._core._recorder as recorder_module
-    import relay._core._session as session_module
+    import relay._core._services as services_module
 
     made = 0
     real = runner_module.to_json
@@ -189,7 +190,7 @@ async def test_with_lines_each_event_is_made_json_once(
             made += 1
         return real(value)
 
-    for module in (runner_module, session_module, recorder_module):
+    for module in (runner_module, services_module, recorder_module):
         monkeypatch.setattr(module, "to_json", counting)
     steps = parse_op_script("\n".join(json.dumps(row) for row in _turns(TURNS)))
     lines: list[str] = []

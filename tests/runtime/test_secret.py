@@ -8,6 +8,7 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+
 from relay import ConfigError, ProviderConfig
 from relay._base._config import resolve_api_key
 from relay._base._secret import check_key, redact, redact_json

@@ -10,9 +10,10 @@ from typing import Any
 
 import anyio
 import pytest
-import relay
 import trio
 import trio.testing
+
+import relay
 from relay import testing
 from relay._core._history import normalize_for_prompt
 
@@ -80,7 +81,7 @@ async def test_the_first_event_says_which_session_runs_and_is_recorded(
     )
     lines = [json.loads(line) for line in rollout.path.read_text().splitlines()]
     assert [line["type"] for line in lines[:2]] == ["session_meta", "event_msg"]
-    assert lines[1]["payload"] == relay.to_json(first.msg)
+    assert lines[1]["payload"] == relay.lowlevel.to_json(first.msg)
 
 
 async def test_replacement_aborts_the_old_turn_before_the_new_one_starts(

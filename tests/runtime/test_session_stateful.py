@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import hypothesis.strategies as st
-import relay
 import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings
-from relay import testing
 
+import relay
+from relay import testing
 from tests.hypothesis_profiles import examples
 from tests.invariants import check_event_invariants
 

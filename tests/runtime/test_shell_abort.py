@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import relay
 import trio
+
+import relay
 from relay import testing
 
 

@@ -10,9 +10,10 @@ from typing import Any
 
 import httpx2
 import pytest
-import relay
 import trio
 import trio.testing
+
+import relay
 from relay import testing
 from relay._base._tokens import (
     MAX_TOKEN_RATIO,
@@ -22,7 +23,6 @@ from relay._base._tokens import (
     tools_tokens,
 )
 from relay._wire import open_http_client
-
 from tests.reliability._raw_server import RawAnswer, open_raw_server
 from tests.runtime.captured import (
     Answer,
@@ -114,7 +114,7 @@ async def test_the_answer_limit_is_sent_on_both_wires(
 
 
 def test_the_answer_limit_is_kept_free_when_fitting_the_window() -> None:
-    limit = relay.compaction.auto_compact_limit
+    limit = relay.lowlevel.auto_compact_limit
     assert limit(None, 2048) == 1843
     assert limit(None, 2048, reserved_output=512) == 1536
     assert limit(None, 272_000, reserved_output=512) == 244_800
@@ -213,7 +213,9 @@ async def test_a_response_incomplete_at_the_limit_keeps_what_streamed(
     assert len(server.bodies) == 1
     assert not t.recorder.of_type(relay.StreamErrorEvent)
     assert t.recorder.of_type(relay.TurnComplete)[0].last_agent_message == "The first half"
-    assert t.session.history.items[-1] == relay.assistant_message("The first half", id="m1")
+    assert t.session.history.items[-1] == relay.lowlevel.assistant_message(
+        "The first half", id="m1"
+    )
     (warning,) = t.recorder.of_type(relay.WarningEvent)
     assert "answer limit" in warning.message
 
@@ -240,7 +242,9 @@ async def test_the_tool_calls_of_a_cut_answer_are_not_run(autojump_clock: trio.a
         e for e in t.recorder.of_type(relay.ItemStarted) if isinstance(e.item, relay.ToolCallItem)
     ]
     assert not any(isinstance(item, relay.FunctionCall) for item in t.session.history.items)
-    assert t.session.history.items[-1] == relay.assistant_message("Running it", id="chatcmpl-1")
+    assert t.session.history.items[-1] == relay.lowlevel.assistant_message(
+        "Running it", id="chatcmpl-1"
+    )
 
 
 @pytest.mark.parametrize("wire", WIRES)
@@ -413,19 +417,20 @@ async def test_after_an_overflow_estimates_use_the_servers_count(
 
 
 def test_kept_messages_are_budgeted_within_the_window() -> None:
-    c = relay.compaction
+    kept_message_budget = relay.tasks.compaction.kept_message_budget
+    answer_room = relay.lowlevel.answer_room
     # Codex's figures stand where the window has room for them.
-    assert c.kept_message_budget(20_000, None) == 20_000
-    assert c.kept_message_budget(20_000, 200_000) == 20_000
-    assert c.kept_message_budget(64_000, 200_000) == 64_000
+    assert kept_message_budget(20_000, None) == 20_000
+    assert kept_message_budget(20_000, 200_000) == 20_000
+    assert kept_message_budget(64_000, 200_000) == 64_000
     # A small window keeps what is left of it, in estimate units.
-    assert c.kept_message_budget(20_000, 1_200) == 1_200
-    assert c.kept_message_budget(20_000, 1_200, 3.0) == 400
-    assert c.kept_message_budget(20_000, -50, 3.0) == 0
+    assert kept_message_budget(20_000, 1_200) == 1_200
+    assert kept_message_budget(20_000, 1_200, 3.0) == 400
+    assert kept_message_budget(20_000, -50, 3.0) == 0
     # Room for an answer: the answer limit, else a quarter of the window up to 8,192 tokens.
-    assert c.answer_room(2048, None) == 512
-    assert c.answer_room(272_000, None) == 8_192
-    assert c.answer_room(2048, 100) == 100
+    assert answer_room(2048, None) == 512
+    assert answer_room(272_000, None) == 8_192
+    assert answer_room(2048, 100) == 100
 
 
 @pytest.mark.parametrize("wire", WIRES)

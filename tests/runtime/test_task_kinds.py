@@ -1,4 +1,4 @@
-"""Task kinds given to a session: the task interface as the session uses it."""
+"""Task factories given to a session: the task interface as the session uses it."""
 
 from __future__ import annotations
 
@@ -8,37 +8,38 @@ from datetime import datetime
 
 import attrs
 import pytest
-import relay
 import trio
 import trio.testing
+
+import relay
 from relay import tasks, testing
 
 
 @attrs.frozen
-class EchoTurn(relay.lowlevel.SessionTask):
+class EchoTurn(relay.SessionTask):
     """A regular turn that answers with its input, without a model."""
 
     items: tuple[relay.InputItem, ...]
 
     @property
-    def kind(self) -> relay.lowlevel.TaskKind:
-        return relay.lowlevel.TaskKind.REGULAR
+    def kind(self) -> str:
+        return "echo"
 
-    async def run(self, ctx: relay.lowlevel.TaskContext) -> str | None:
+    async def run(self, ctx: relay.TaskContext) -> str | None:
         text = " ".join(i.text for i in self.items if isinstance(i, relay.Text))
         ctx.emit(relay.AgentMessage(f"echo: {text}"))
         return text
 
 
-def broken_compact(instructions: str | None) -> relay.lowlevel.SessionTask:
-    raise RuntimeError(f"no compaction today ({instructions})")
+def broken_compact(op: relay.Compact) -> relay.SessionTask:
+    raise RuntimeError(f"no compaction today ({op.instructions})")
 
 
-async def test_the_session_runs_the_task_kinds_it_is_given(
+async def test_the_session_runs_the_tasks_it_is_given(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    kinds = relay.lowlevel.TaskKinds(regular=EchoTurn, compact=tasks.TASK_KINDS.compact)
-    async with testing.open_test_session({"responses": []}, task_kinds=kinds) as t:
+    echo = {"user_turn": lambda op: EchoTurn(op.items)}
+    async with testing.open_test_session({"responses": []}, tasks=echo) as t:
         await t.turn("hello", id="t1")
         await t.wait_for(relay.TurnComplete)
     assert t.recorder.types()[0] == "session_configured"
@@ -53,8 +54,8 @@ async def test_the_session_runs_the_task_kinds_it_is_given(
 async def test_a_task_that_cannot_be_built_is_an_error_event(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    kinds = relay.lowlevel.TaskKinds(regular=tasks.TASK_KINDS.regular, compact=broken_compact)
-    async with testing.open_test_session({"responses": [{"text": "ok"}]}, task_kinds=kinds) as t:
+    broken = {"compact": broken_compact}
+    async with testing.open_test_session({"responses": [{"text": "ok"}]}, tasks=broken) as t:
         await t.submit(relay.Compact(instructions="briefly"), id="c1")
         await t.turn("still here?", id="t1")
         await t.wait_for(relay.TurnComplete)
@@ -85,12 +86,14 @@ async def test_modules_named_tasks_and_runtime_elsewhere_are_not_relays(
     assert t.recorder.of_type(relay.TurnComplete) == [relay.TurnComplete("t1", "ok", 0)]
 
 
-async def test_explicit_task_kinds_do_not_need_the_task_package(
+async def test_explicit_tasks_do_not_need_the_task_package(
     monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
 ) -> None:
-    kinds = tasks.TASK_KINDS
+    own = {"user_turn": tasks.regular, "user_input": tasks.regular, "compact": tasks.compact}
+    compactor = relay.tasks.compaction.Compactor
     monkeypatch.setitem(sys.modules, "relay.tasks", None)  # importing it now fails
-    async with testing.open_test_session({"responses": [{"text": "ok"}]}, task_kinds=kinds) as t:
+    script = {"responses": [{"text": "ok"}]}
+    async with testing.open_test_session(script, tasks=own, compactor=compactor) as t:
         await t.turn("hi", id="t1")
         await t.wait_for(relay.TurnComplete)
     assert t.recorder.of_type(relay.TurnComplete) == [relay.TurnComplete("t1", "ok", 0)]

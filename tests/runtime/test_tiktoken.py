@@ -6,6 +6,7 @@ import gzip
 from pathlib import Path
 
 import pytest
+
 from relay._base._errors import RelayError
 from relay._base._tiktoken import (
     ENCODINGS,

@@ -7,6 +7,7 @@ import math
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from relay._base import _protocol as p
 from relay._base._tokens import (
     IMAGE_BYTES,

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+
 from relay import testing
 from relay._base import _protocol as p
 from relay._base._config import Config, RolloutConfig

@@ -6,9 +6,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import relay
 import trio
 import trio.testing
+
+import relay
 from relay import testing
 from relay._base._tokens import ApproxEstimator, approx_tokens, items_tokens
 
@@ -27,7 +28,7 @@ class NoUsageModel:
 
         async def events() -> AsyncIterator[relay.lowlevel.ModelEvent]:
             yield relay.lowlevel.OutputItemDone(
-                relay.assistant_message(f"answer {len(self.prompts)}")
+                relay.lowlevel.assistant_message(f"answer {len(self.prompts)}")
             )
             yield relay.lowlevel.Completed("r", None)
 

@@ -11,6 +11,7 @@ import attrs
 import httpx2
 import pytest
 import trio
+
 from relay._base import _protocol as p
 from relay._base._config import ProviderConfig
 from relay._base._errors import ContextWindowExceeded, ErrorCode, ModelError, StreamError

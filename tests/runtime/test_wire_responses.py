@@ -20,6 +20,7 @@ import pytest
 import trio
 from hypothesis import given
 from hypothesis import strategies as st
+
 from relay._base import _protocol as p
 from relay._base._config import ProviderConfig
 from relay._base._errors import (

@@ -7,9 +7,10 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-import relay
 import trio
 import trio.testing
+
+import relay
 from relay import testing
 from relay._models._mock_transport import scripted_http_client
 from relay._testing._mock_server import open_mock_server

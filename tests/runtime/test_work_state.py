@@ -2,29 +2,31 @@
 
 from __future__ import annotations
 
-import relay
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+import relay
 from relay._base import _protocol as p
 from relay._base._tokens import approx_tokens
-from relay._core._compact import summary_prefix
 from relay._core._history import is_contextual
+from relay._core._summary import summary_prefix
 from relay._core._work_state import (
-    MASK_MARKER,
-    WORK_STATE_MARKER,
     WorkEntry,
     WorkState,
-    carry_work_state,
     command_run,
     content_hash,
     file_read,
-    mask_old_outputs,
-    masking_suffices,
-    render_work_state,
     tool_failed,
     work_state_budget,
 )
-
+from relay.tasks.compaction import (
+    MASK_MARKER,
+    WORK_STATE_MARKER,
+    carry_work_state,
+    mask_old_outputs,
+    masking_suffices,
+    render_work_state,
+)
 from tests.hypothesis_profiles import examples
 
 
@@ -256,4 +258,4 @@ def test_masking_suffices_only_with_the_margin() -> None:
 
 
 def test_work_entry_is_public() -> None:
-    assert relay.WorkEntry is WorkEntry
+    assert relay.lowlevel.WorkEntry is WorkEntry

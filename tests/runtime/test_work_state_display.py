@@ -10,8 +10,9 @@ from typing import Any
 
 import anyio
 import attrs
-import relay
 import trio.testing
+
+import relay
 from relay import testing
 from relay._base._tokens import approx_tokens
 from relay._cli._pretty import PrettyPrinter
@@ -42,11 +43,11 @@ def test_pretty_shows_the_record_at_a_checkpoint() -> None:
     ]
 
 
-def staging(build: int) -> relay.WorkEntry:
-    return relay.WorkEntry("deploy", f"staging ← build {build}", key="staging")
+def staging(build: int) -> relay.lowlevel.WorkEntry:
+    return relay.lowlevel.WorkEntry("deploy", f"staging ← build {build}", key="staging")
 
 
-def deploy_tool(entry: Callable[[int], relay.WorkEntry] = staging) -> relay.Tool:
+def deploy_tool(entry: Callable[[int], relay.lowlevel.WorkEntry] = staging) -> relay.Tool:
     async def deploy(args: Mapping[str, Any], ctx: relay.ToolContext) -> str:
         ctx.note(entry(args["build"]))
         return "deployed"
@@ -186,8 +187,10 @@ async def test_on_a_small_window_the_record_takes_at_most_a_tenth_of_it(
         rollout=relay.RolloutConfig(enabled=False),
     )
 
-    def region(build: int) -> relay.WorkEntry:
-        return relay.WorkEntry("deploy", f"region-{build} ← build {build} " + "x" * 80, f"r{build}")
+    def region(build: int) -> relay.lowlevel.WorkEntry:
+        return relay.lowlevel.WorkEntry(
+            "deploy", f"region-{build} ← build {build} " + "x" * 80, f"r{build}"
+        )
 
     done = await turn_then_compact(
         config, [*deploys(*range(60)), "Deployed.", "Summary."], deploy_tool(region)

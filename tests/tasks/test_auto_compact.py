@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import relay
 import trio
 import trio.testing
-from relay import compaction as c
+
+import relay
 from relay import testing
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
@@ -30,7 +30,7 @@ def user_texts(body: dict[str, Any]) -> list[str]:
 
 def is_compaction_request(body: dict[str, Any]) -> bool:
     texts = user_texts(body)
-    return bool(texts) and texts[-1] == c.compaction_prompt(relay.Config())
+    return bool(texts) and texts[-1] == relay.lowlevel.compaction_prompt(relay.Config())
 
 
 async def turns(t: testing.TestSession, *texts: str, **kwargs: Any) -> None:
@@ -52,13 +52,13 @@ def receipts(t: testing.TestSession) -> list[relay.CompactionReceipt]:
 
 
 def test_limit_rule() -> None:
-    assert c.auto_compact_limit(200_000, None) == 200_000
-    assert c.auto_compact_limit(None, 100) == 90
-    assert c.auto_compact_limit(200, 100) == 90
-    assert c.auto_compact_limit(50, 100) == 50
-    assert c.auto_compact_limit(None, None) is None
-    assert c.auto_compact_limit(0, None) is None
-    assert c.auto_compact_limit(-5, 100) == 90
+    assert relay.lowlevel.auto_compact_limit(200_000, None) == 200_000
+    assert relay.lowlevel.auto_compact_limit(None, 100) == 90
+    assert relay.lowlevel.auto_compact_limit(200, 100) == 90
+    assert relay.lowlevel.auto_compact_limit(50, 100) == 50
+    assert relay.lowlevel.auto_compact_limit(None, None) is None
+    assert relay.lowlevel.auto_compact_limit(0, None) is None
+    assert relay.lowlevel.auto_compact_limit(-5, 100) == 90
 
 
 async def test_auto_compact_runs_after_token_limit_hit(
@@ -78,7 +78,7 @@ async def test_auto_compact_runs_after_token_limit_hit(
     requests = t.model.requests
     assert [is_compaction_request(r) for r in requests] == [False, False, True, False]
     follow_up = [u for u in user_texts(requests[3]) if not u.startswith("<environment_context>")]
-    assert follow_up == ["one", "two", c.summary_text("SUMMARY"), "three"]
+    assert follow_up == ["one", "two", relay.lowlevel.summary_text("SUMMARY"), "three"]
     # The compaction request does not contain the incoming message (pre-turn).
     assert "three" not in user_texts(requests[2])
     # Auto-compaction runs under the third turn's id, after its turn_started.
@@ -132,7 +132,7 @@ async def test_mid_turn_compaction_after_tool_call(autojump_clock: trio.testing.
         ("developer", "Dev."),
         ("user", "<environment_context>"),
         ("user", "do it"),
-        ("user", c.summary_prefix().split("\n")[0]),
+        ("user", relay.lowlevel.summary_prefix().split("\n")[0]),
     ]
     assert [r.trigger for r in receipts(t)] == [relay.CompactionTrigger.MID_TURN]
     assert t.recorder.of_type(relay.TurnComplete)[0].last_agent_message == "done"
@@ -172,7 +172,11 @@ async def test_multiple_auto_compactions_in_one_turn(
         False,
     ]
     for index in (2, 4, 6):
-        summaries = [u for u in user_texts(requests[index]) if c.is_summary(relay.user_message(u))]
+        summaries = [
+            u
+            for u in user_texts(requests[index])
+            if relay.lowlevel.is_summary(relay.lowlevel.user_message(u))
+        ]
         assert len(summaries) == 1
     assert len(receipts(t)) == 3
     assert t.recorder.types("sub-1").count("turn_started") == 1

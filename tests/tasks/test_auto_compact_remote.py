@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import relay
 import trio
 import trio.testing
+
+import relay
 from relay import testing
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)

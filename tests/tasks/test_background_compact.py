@@ -7,10 +7,10 @@ import random
 from pathlib import Path
 from typing import Any
 
-import relay
 import trio
 import trio.testing
-from relay import compaction as c
+
+import relay
 from relay import testing
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
@@ -26,7 +26,7 @@ def user_texts(body: dict[str, Any]) -> list[str]:
 
 def is_compaction_request(body: dict[str, Any]) -> bool:
     texts = user_texts(body)
-    return bool(texts) and texts[-1] == c.compaction_prompt(relay.Config())
+    return bool(texts) and texts[-1] == relay.lowlevel.compaction_prompt(relay.Config())
 
 
 def conversation(body: dict[str, Any]) -> list[str]:
@@ -88,11 +88,11 @@ async def test_post_turn_compaction_follows_the_answer_at_once(tmp_path: Path) -
     # The history, the answer, the prompt last; no tools.
     assert conversation(compaction)[:2] == ["user: one", "assistant: a1"]
     assert len(conversation(compaction)) == 3
-    assert compaction["input"][-1]["content"][0]["text"] == c.compaction_prompt(config)
+    assert compaction["input"][-1]["content"][0]["text"] == relay.lowlevel.compaction_prompt(config)
     assert compaction.get("tools") in (None, [])
     assert conversation(second) == [
         "user: one",
-        f"user: {c.summary_prefix().splitlines()[0]}",
+        f"user: {relay.lowlevel.summary_prefix().splitlines()[0]}",
         "user: two",
     ]
     [(turn, receipt)] = receipts(t)
@@ -174,7 +174,7 @@ async def test_a_ready_current_result_is_installed_at_the_next_automatic_point(
     assert conversation(summary)[:-1] == ["user: one", "assistant: a1"]
     assert conversation(third) == [
         "user: one",
-        f"user: {c.summary_prefix().splitlines()[0]}",
+        f"user: {relay.lowlevel.summary_prefix().splitlines()[0]}",
         "user: two",
         "assistant: a2",
         "user: three",
@@ -357,7 +357,7 @@ async def test_a_pre_compact_hook_stop_drops_the_result(
     assert any(m.startswith("Dropped") and "hook" in m for m in background_events(t))
     aborted = [m for m in t.recorder.msgs if isinstance(m, relay.TurnAborted)]
     assert [m.reason for m in aborted] == [relay.AbortReason.HOOK_STOPPED]
-    assert t.session._background is None
+    assert t.session.statistics().background_compaction is None
 
 
 async def test_shutdown_cancels_background_work(tmp_path: Path) -> None:
@@ -368,11 +368,10 @@ async def test_shutdown_cancels_background_work(tmp_path: Path) -> None:
     with trio.fail_after(30):
         async with testing.open_test_session(script, config=config) as t:
             await turns(t, "one")
-            job = t.session._background
-            assert job is not None and not job.finished.is_set()
+            assert t.session.statistics().background_compaction == "running"
             assert t.session.rollout is not None
             path = t.session.rollout.path
-    assert job.finished.is_set() and job.state is relay.lowlevel.JobState.FAILED
+    assert t.session.statistics().background_compaction is None
     records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     assert not any(r["type"] == "compacted" for r in records)
 
@@ -448,11 +447,14 @@ async def test_a_new_background_compaction_replaces_a_stale_one(
     assert turn == "sub-4" and receipt.background
     # Installed from the second snapshot: the manual summary, not the stale one.
     texts = user_texts(t.model.requests[-1])
-    assert c.summary_text("NEW") in texts and c.summary_text("OLD") not in texts
+    assert (
+        relay.lowlevel.summary_text("NEW") in texts
+        and relay.lowlevel.summary_text("OLD") not in texts
+    )
     assert [u for u in texts if not u.startswith("<")] == [
         "one",
         "two",
-        c.summary_text("NEW"),
+        relay.lowlevel.summary_text("NEW"),
         "three",
     ]
 

@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import anyio
-import relay
 import trio.testing
+
+import relay
 from relay import testing
 
 #: A summary bigger than the limit: a compaction that installs it makes no progress.

@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import relay
 import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from relay import testing
-from relay.compaction import MASK_MARKER
 
+import relay
+from relay import testing
+from relay.tasks.compaction import MASK_MARKER
 from tests.hypothesis_profiles import examples
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import attrs
 import pytest
+
 import relay
 from relay import testing
 from relay._base._config import config_from_dict

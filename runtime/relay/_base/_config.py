@@ -22,6 +22,7 @@ import cattrs.cols
 
 from ._errors import ConfigError
 from ._suggest import did_you_mean
+from ._util import field_types
 
 
 @attrs.frozen
@@ -281,7 +282,7 @@ def unknown_keys(data: Mapping[str, Any], cls: type = Config, prefix: str = "") 
         if key not in fields:
             found.append(f"{path!r}{did_you_mean(key, fields, prefix=prefix)}")
             continue
-        nested = _nested_class(typing.get_type_hints(cls)[key])
+        nested = _nested_class(field_types(cls)[key])
         if nested is not None and isinstance(value, Mapping):
             found += unknown_keys(value, nested, f"{path}.")
         elif key == "model_providers" and isinstance(value, Mapping):

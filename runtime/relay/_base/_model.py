@@ -67,6 +67,10 @@ class Prompt:
     """``input`` already in wire form (shared, read-only), when the caller has it cached."""
 
 
+#: The reason of an answer cut at the answer limit, on every wire and the scripted model.
+CUT_AT_LIMIT = "max_output_tokens"
+
+
 @attrs.frozen
 class OutputTextDelta:
     """A piece of an assistant message."""

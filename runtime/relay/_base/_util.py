@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+import attrs
+
 T = TypeVar("T")
 
 
@@ -33,3 +35,13 @@ def single_exception(group: BaseExceptionGroup[BaseException]) -> BaseException:
             return inner
         group = inner
     return group
+
+
+def field_types(cls: type) -> dict[str, Any]:
+    """The resolved type of each field of the attrs class ``cls``.
+
+    Public classes report ``__module__ == "relay"``, where the names their annotations use
+    are not defined; their types are resolved once, where they are defined (see
+    ``relay/__init__.py``), and read from their fields from then on.
+    """
+    return {field.name: field.type for field in attrs.fields(attrs.resolve_types(cls))}

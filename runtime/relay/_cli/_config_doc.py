@@ -23,6 +23,7 @@ from .._base._config import (
     ProviderConfig,
     RolloutConfig,
 )
+from .._base._util import field_types
 from ._protocol_doc import _attribute_docs, _markdown
 
 #: One TOML example per key, by dotted path (``[]`` for an entry of an array of tables).
@@ -156,7 +157,7 @@ def _default(field: attrs.Attribute[Any]) -> str:
 def _table(prefix: str, cls: type, title: str) -> Iterator[str]:
     yield f"## {title}\n"
     docs = _attribute_docs(cls)
-    hints = typing.get_type_hints(cls)
+    hints = field_types(cls)
     for field in attrs.fields(cls):
         path = f"{prefix}{field.name}"
         if not prefix and field.name in _SUBTABLES:

@@ -319,9 +319,9 @@ async def _run(
     import anyio
 
     from .._base import _protocol as p
-    from .._core._session import open_session
     from .._core._work_state import WorkState
     from .._drive._runner import ScriptRunner
+    from .._open import open_session
 
     def output_closed() -> None:
         # Nobody reads the events any more (`relay run … | head -1`): end the session as a

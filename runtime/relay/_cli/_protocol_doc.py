@@ -11,6 +11,7 @@ import enum
 import inspect
 import itertools
 import re
+import sys
 import typing
 from collections.abc import Iterator
 from typing import Any
@@ -19,13 +20,33 @@ import attrs
 
 from .._base import _protocol as p
 from .._base._codec import type_tag
+from .._base._util import field_types
+
+
+def _defining_source(cls: type) -> str:
+    """The source of the module that defines ``cls`` (a public class reports ``relay`` as its
+    module, which only re-exports it)."""
+    for name, module in list(sys.modules.items()):
+        if (
+            name.startswith("relay._")
+            and getattr(module, cls.__name__, None) is cls
+            and module.__dict__.get("__file__")
+            and cls.__name__ in _defined_names(module)
+        ):
+            return inspect.getsource(module)
+    return inspect.getsource(cls)
+
+
+def _defined_names(module: Any) -> set[str]:
+    tree = ast.parse(inspect.getsource(module))
+    return {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
 
 
 def _attribute_docs(cls: type) -> dict[str, str]:
     """Attribute docstrings (a string right after a field) of an attrs class."""
-    source = inspect.getsource(cls)
-    tree = ast.parse(source)
-    body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []
+    tree = ast.parse(_defining_source(cls))
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls.__name__]
+    body = classes[0].body if classes else []
     docs: dict[str, str] = {}
     for field, after in itertools.pairwise(body):
         if (
@@ -43,7 +64,14 @@ def _type_name(hint: Any) -> str:
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return " | ".join(f'"{member.value}"' for member in hint)
     text = str(hint) if not isinstance(hint, type) else hint.__name__
-    for prefix in ("relay._base._protocol.", "relay._base._errors.", "typing.", "collections.abc."):
+    for prefix in (
+        "relay._base._protocol.",
+        "relay._base._errors.",
+        "relay.lowlevel.",
+        "relay.",
+        "typing.",
+        "collections.abc.",
+    ):
         text = text.replace(prefix, "")
     text = re.sub(r"tuple\[(.*), \.\.\.\]", r"list[\1]", text)
     text = re.sub(r"\bNone(Type)?\b", "null", text)
@@ -71,7 +99,7 @@ def _class_block(cls: type) -> Iterator[str]:
     tag = type_tag(cls)
     yield f"### `{tag}`\n"
     yield f"{_first_line(cls)}\n"
-    hints = typing.get_type_hints(cls)
+    hints = field_types(cls)
     docs = _attribute_docs(cls)
     fields = attrs.fields(cls)
     skeleton = ", ".join([f'"type": "{tag}"'] + [f'"{f.name}": …' for f in fields])

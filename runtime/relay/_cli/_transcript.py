@@ -8,9 +8,9 @@ from typing import assert_never
 import attrs
 
 from .._base import _protocol as p
-from .._core._compact import is_summary, summary_prefix
 from .._core._context import TurnSettings
 from .._core._history import is_contextual
+from .._core._summary import is_summary, summary_prefix
 from .._core._work_state import WorkState, work_state_lines
 from .._rollout._lines import (
     CompactedLine,

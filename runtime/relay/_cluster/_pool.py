@@ -222,7 +222,7 @@ class SessionHost:
 
     async def open(self, key: str, config: Config) -> str | None:
         """Open a session with id ``key``; returns its rollout path."""
-        from .._core._session import open_session
+        from .._open import open_session
 
         session = await self._start(key, lambda: open_session(config, session_id=key))
         rollout = session.rollout
@@ -240,27 +240,31 @@ class SessionHost:
         """Resume session ``key`` from its rollout and report what its old host's loss cost."""
         from .._rollout._resume import resume_session
 
-        session = await when_unlocked(
-            lambda: self._start(key, lambda: resume_session(rollout_path, config)),
-            wait_s=LOCK_WAIT_S,
-        )
-        if loss.aborted_turn is not None:
-            elapsed = time.time() - (loss.started_at or time.time())
-            session._emit(
-                loss.aborted_turn,
-                p.TurnAborted(
+        def reported() -> list[tuple[str, p.EventMsg]]:
+            """What the resumed session reports first: the turn the loss cut, and the move."""
+            now = time.time()
+            events: list[tuple[str, p.EventMsg]] = []
+            if loss.aborted_turn is not None:
+                elapsed = now - (loss.started_at or now)
+                aborted = p.TurnAborted(
                     loss.aborted_turn, p.AbortReason.HOST_LOST, max(0, int(elapsed * 1000))
-                ),
-            )
-        session._emit(
-            RESUMED_EVENT_ID,
-            p.SessionResumed(
+                )
+                events.append((loss.aborted_turn, aborted))
+            resumed = p.SessionResumed(
                 lost_host=lost_host,
                 host=self.name,
                 aborted_turn=loss.aborted_turn,
                 unhandled=loss.unhandled,
-                downtime_ms=max(0, int((time.time() - noticed_at) * 1000)),
+                downtime_ms=max(0, int((now - noticed_at) * 1000)),
+            )
+            events.append((RESUMED_EVENT_ID, resumed))
+            return events
+
+        await when_unlocked(
+            lambda: self._start(
+                key, lambda: resume_session(rollout_path, config, first_events=reported())
             ),
+            wait_s=LOCK_WAIT_S,
         )
 
     async def submit(self, key: str, payload: Any, sub_id: str, origin: str | None) -> str:

@@ -31,8 +31,8 @@ import json
 import logging
 import shlex
 import subprocess
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Literal, TypeAlias
 
 import anyio
 import anyio.abc
@@ -40,12 +40,8 @@ import attrs
 
 from .._base import _json
 from .._base import _protocol as p
-from .._base._config import HookCommand
+from .._base._config import HookCommand, Hooks
 from ._process import kill_group, open_command
-
-if TYPE_CHECKING:
-    from ._session import Session
-    from ._task_context import TaskContext
 
 logger = logging.getLogger("relay.hooks")
 
@@ -145,12 +141,12 @@ class HookResult:
 # ----------------------------------------------------------------------------- registration
 
 
-def compact_hooks(session: Session, point: HookPoint) -> list[Hook]:
-    """The hooks of ``point`` for ``session``, in the order they run."""
-    configured = session.config.hooks
+def compact_hooks(
+    configured: Hooks, callables: Sequence[CompactHook], point: HookPoint
+) -> list[Hook]:
+    """The hooks of ``point``: the configured commands, then the callables, in order."""
     commands = configured.pre_compact if point == "pre_compact" else configured.post_compact
-    callables = [hook for hook in session.compact_hooks if hook.point == point]
-    return [*commands, *callables]
+    return [*commands, *(hook for hook in callables if hook.point == point)]
 
 
 def hook_label(hook: Hook) -> str:
@@ -164,41 +160,29 @@ def hook_label(hook: Hook) -> str:
 
 
 async def run_compact_hooks(
-    ctx: TaskContext, point: HookPoint, *, trigger: HookTrigger, model: str
+    hooks: Sequence[Hook], info: HookInput, emit: Callable[[p.EventMsg], None]
 ) -> HookStop | None:
-    """Run the hooks of ``point`` for a compaction in ``ctx``'s turn, reporting each run.
+    """Run ``hooks`` (all of one point) with ``info``, reporting each run through ``emit``.
 
     Returns the stop of the first hook that asks to stop (its reason is also reported as a
     ``background_event``, and later hooks do not run), else None. A timeout or a crash is
     reported as a ``warning`` and the next hook runs.
     """
-    session = ctx.session
-    hooks = compact_hooks(session, point)
-    if not hooks:
-        return None
-    info = HookInput(
-        session_id=session.id,
-        turn_id=ctx.turn_id,
-        cwd=ctx.settings.cwd,
-        rollout_path=str(session.rollout.path) if session.rollout is not None else None,
-        model=model,
-        trigger=trigger,
-        event=point,
-    )
+    point = info.event
     for hook in hooks:
         label = hook_label(hook)
-        ctx.emit(p.HookStarted(label, point))
+        emit(p.HookStarted(label, point))
         started = anyio.current_time()
         result = await run_hook(hook, info)
         duration_ms = round((anyio.current_time() - started) * 1000)
-        ctx.emit(p.HookCompleted(label, point, result.outcome, duration_ms))
+        emit(p.HookCompleted(label, point, result.outcome, duration_ms))
         match result.outcome:
             case "stop":
                 why = result.reason or "no reason given"
-                ctx.emit(p.BackgroundEvent(f"{point} hook {label!r} stopped the turn: {why}"))
+                emit(p.BackgroundEvent(f"{point} hook {label!r} stopped the turn: {why}"))
                 return HookStop(result.reason, label)
             case "timeout" | "failed":
-                ctx.emit(
+                emit(
                     p.WarningEvent(f"{point} hook {label!r} {result.problem}; going on without it")
                 )
             case "continue":

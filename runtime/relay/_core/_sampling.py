@@ -1,20 +1,22 @@
-"""Retry policy of model requests (docs/session.md): plain functions and the one retry loop.
+"""Sampling: the retry policy of model requests and the streaming of one response
+(docs/session.md).
 
 Every model request that may be retried (a turn's sampling, a summarization, a remote
-compaction) goes through :func:`with_retries`."""
+compaction) goes through :func:`with_retries`; every response streams through
+:func:`stream_response`, which reports it through the task's writer."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, TypeVar, assert_never
+from typing import TypeVar, assert_never
 
 import anyio
 import attrs
 
 from .._base import _protocol as p
 from .._base._errors import ContextWindowExceeded, ModelError
-from .._base._model import Completed, OutputItemDone, OutputTextDelta, Prompt
+from .._base._model import CUT_AT_LIMIT, Completed, OutputItemDone, OutputTextDelta, Prompt
 from .._base._tokens import (
     TokenEstimator,
     approx_tokens,
@@ -23,11 +25,9 @@ from .._base._tokens import (
     token_ratio,
     tools_tokens,
 )
-from .._models._responses import CUT_AT_LIMIT
 from ._history import History
-
-if TYPE_CHECKING:
-    from ._task_context import TaskContext
+from ._services import Services
+from ._turn import Writer
 
 T = TypeVar("T")
 
@@ -145,9 +145,9 @@ def _ignore(msg: p.EventMsg) -> None:
 
 
 async def stream_response(
-    ctx: TaskContext, prompt: Prompt, *, record: bool, report: bool
+    services: Services, writer: Writer, prompt: Prompt, *, record: bool, report: bool
 ) -> SampleResult:
-    """Stream one response of ``ctx``'s turn, reporting deltas and items as they come.
+    """Stream one response, reporting deltas and items through ``writer`` as they come.
 
     With ``report`` off (a summarization request), no item, delta or token events are
     emitted, but the usage still counts towards the session total.
@@ -157,14 +157,15 @@ async def stream_response(
     window filled up during the answer, what arrived is recorded and
     :class:`~relay.ContextWindowExceeded` is raised.
     """
-    emit = ctx.emit if report else _ignore
-    turn_id = ctx.turn_id
+    emit = writer.emit if report else _ignore
+    turn_id = writer.turn_id
+    state = services.state
     output: list[p.ResponseItem] = []
     open_messages: dict[str, list[str]] = {}
     usage: p.TokenUsage | None = None
     incomplete: str | None = None
     try:
-        async with ctx.session.model.stream(prompt) as events:
+        async with services.model.stream(prompt) as events:
             async for event in events:
                 match event:
                     case OutputTextDelta(item_id=item_id, delta=delta):
@@ -176,7 +177,7 @@ async def stream_response(
                     case OutputItemDone(item=item):
                         output.append(item)
                         if report:
-                            _report_output_item(ctx, item, open_messages)
+                            _report_output_item(services, writer, item, open_messages)
                         elif isinstance(item, p.Message):
                             open_messages.pop(item.id or "", None)
                     case Completed(usage=reported, incomplete=reason):
@@ -189,13 +190,13 @@ async def stream_response(
         for item_id, parts in open_messages.items():
             emit(p.ItemCompleted(turn_id, p.AgentMessageItem(item_id, "".join(parts))))
         if isinstance(error, ContextWindowExceeded) and error.prompt_tokens is not None:
-            _calibrate(ctx, prompt, error.prompt_tokens)
+            _calibrate(services, writer, prompt, error.prompt_tokens)
         raise
     if usage is not None and prompt.purpose == "turn":
         # Not from a summarization request: its input was trimmed to what the server could
         # take, which says little of how the server counts the history itself.
-        _calibrate(ctx, prompt, usage.input_tokens)
-    window = ctx.context_window_of(prompt.model)
+        _calibrate(services, writer, prompt, usage.input_tokens)
+    window = services.context_window(prompt.model)
     incomplete = cut_reason(incomplete, usage, prompt.max_output_tokens)
     ran_out = window_ran_out(incomplete, usage, window)
     if incomplete is not None or ran_out:
@@ -205,23 +206,23 @@ async def stream_response(
             message = p.assistant_message("".join(parts), id=item_id)
             output.append(message)
             if report:
-                _report_output_item(ctx, message, open_messages)
+                _report_output_item(services, writer, message, open_messages)
         output = [
             item for item in output if not isinstance(item, p.FunctionCall | p.CustomToolCall)
         ]
         incomplete = incomplete or CUT_AT_LIMIT
     if usage is None:
-        estimator = await ctx.session.usage_estimator()
-        usage = estimate_usage(estimator, ctx.session.state.history, prompt.instructions, output)
+        estimator = await services.usage_estimator()
+        usage = estimate_usage(estimator, state.history, prompt.instructions, output)
     if record:
         for item in output:
-            ctx.record(item, from_model=True)
-        if not ctx.detached:
-            ctx.session.state.history.response_completed(usage.total_tokens)
-    if report:
-        ctx.report_usage(usage)
-    elif not ctx.detached:
-        ctx.session.state.add_usage(usage)
+            writer.record(item, from_model=True)
+        if not writer.detached:
+            state.history.response_completed(usage.total_tokens)
+    if not writer.detached:
+        state.add_usage(usage)
+        if report:
+            writer.emit(state.token_count(usage, window))
     if ran_out:
         raise ContextWindowExceeded(
             f"the context window ({window} tokens) filled up during the answer: "
@@ -242,11 +243,11 @@ def prompt_estimate(prompt: Prompt, history: History) -> int:
     return approx_tokens(prompt.instructions) + tools_tokens(prompt.tools) + items
 
 
-def _calibrate(ctx: TaskContext, prompt: Prompt, counted: int) -> None:
+def _calibrate(services: Services, writer: Writer, prompt: Prompt, counted: int) -> None:
     """Scale later estimates by the server's ``counted`` tokens of ``prompt``."""
-    if ctx.detached:
+    if writer.detached:
         return
-    state = ctx.session.state
+    state = services.state
     ratio = token_ratio(counted, prompt_estimate(prompt, state.history))
     if ratio is not None:
         state.token_ratio = ratio
@@ -277,20 +278,24 @@ def window_ran_out(incomplete: str | None, usage: p.TokenUsage | None, window: i
 
 
 def _report_output_item(
-    ctx: TaskContext, item: p.ResponseItem, open_messages: dict[str, list[str]]
+    services: Services,
+    writer: Writer,
+    item: p.ResponseItem,
+    open_messages: dict[str, list[str]],
 ) -> None:
+    turn_id = writer.turn_id
     match item:
         case p.Message(role="assistant"):
-            item_id = item.id or ctx.new_item_id("msg")
+            item_id = item.id or services.new_item_id("msg")
             if item_id not in open_messages:
-                ctx.emit(p.ItemStarted(ctx.turn_id, p.AgentMessageItem(item_id, "")))
+                writer.emit(p.ItemStarted(turn_id, p.AgentMessageItem(item_id, "")))
             open_messages.pop(item_id, None)
             text = item.text()
-            ctx.emit(p.ItemCompleted(ctx.turn_id, p.AgentMessageItem(item_id, text)))
-            ctx.emit(p.AgentMessage(text))
+            writer.emit(p.ItemCompleted(turn_id, p.AgentMessageItem(item_id, text)))
+            writer.emit(p.AgentMessage(text))
         case p.Reasoning(summary=summary):
             reasoning = p.ReasoningItem(item.id, tuple(part.text for part in summary))
-            ctx.emit(p.ItemStarted(ctx.turn_id, reasoning))
-            ctx.emit(p.ItemCompleted(ctx.turn_id, reasoning))
+            writer.emit(p.ItemStarted(turn_id, reasoning))
+            writer.emit(p.ItemCompleted(turn_id, reasoning))
         case _:
             pass

@@ -66,6 +66,9 @@ class ResumedState:
     """The number of the last generated submission id; the resumed session goes on after it."""
     items: int = 0
     """The number of the last generated item id; the resumed session goes on after it."""
+    first_events: tuple[tuple[str, p.EventMsg], ...] = ()
+    """Events the resumed session reports right after ``session_configured``, as
+    ``(event id, message)``: what the resume found in the rollout, what its host knows."""
 
 
 @attrs.define(eq=False)

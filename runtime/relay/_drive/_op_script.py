@@ -27,6 +27,7 @@ from .._base import _protocol as p
 from .._base._codec import decode_op, type_tag
 from .._base._errors import InvalidOpError, ScriptError
 from .._base._suggest import did_you_mean
+from .._base._util import field_types
 
 _LINE_KEYS = ("op", "wait_for", "sleep_ms")
 _WAIT_KEYS = ("type", "count", "match")
@@ -127,7 +128,7 @@ def _path_problem(kind: Any, path: str) -> str | None:
                 prefix = "".join(f"{d}." for d in done)
                 known = [f"{prefix}{n}" for n in ("type", *fields)]
                 return _unknown("match key", path, known)
-            hints = [typing.get_type_hints(m)[part] for m in members if part in _field_names(m)]
+            hints = [field_types(m)[part] for m in members if part in _field_names(m)]
             kind = str if part == "type" else hints[0] if len(hints) == 1 else Any
         done.append(part)
     return None

@@ -40,7 +40,7 @@ class ScriptRunner:
         self.sink = sink
         self.lines = lines
         if lines is not None:
-            session._events.keep_json()
+            session.keep_event_json()
         self.script_name = script_name
         self.events_read = 0
         self._counters: dict[tuple[str, str], WaitCounter] = {}
@@ -58,7 +58,7 @@ class ScriptRunner:
         try:
             session = self.session
             async for event in session.events():
-                kept = session._events.take_json(event.seq)
+                kept = session.event_json(event.seq)
                 msg, text = (to_json(event.msg), None) if kept is None else kept
                 self.events_read += 1
                 counted = False
@@ -114,7 +114,7 @@ class ScriptRunner:
                 # One event for both: a task group racing two waits would cost more than the
                 # rest of the turn's reading.
                 wake = self._wake
-                self.session._wake_when_idle(wake)
+                self.session.wake_when_idle(wake)
                 await wake.wait()
 
     def stop(self) -> None:

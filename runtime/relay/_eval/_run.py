@@ -36,11 +36,12 @@ from .._base._config import Config, config_from_dict, parse_override, resolve_ap
 from .._base._errors import ConfigError, RelayError, ScriptError
 from .._base._model import CompactRequest, ModelClient, ModelEvent, Prompt
 from .._core._hooks import CompactHook, HookInput
-from .._core._session import Session, open_session
+from .._core._session import Session
 from .._drive._op_script import OpLine, Step, WaitFor, parse_op_script
 from .._drive._runner import ScriptRunner
 from .._models._responses import request_body
 from .._models._scripted import ScriptedModel
+from .._open import open_session
 from ._score import (
     Fact,
     RunRecord,

@@ -20,6 +20,7 @@ from .._base._codec import (
 )
 from .._base._errors import ContextWindowExceeded, ModelError, StreamError, classify_http_error
 from .._base._model import (
+    CUT_AT_LIMIT,
     CompactRequest,
     Completed,
     ModelEvent,
@@ -27,9 +28,6 @@ from .._base._model import (
     OutputTextDelta,
     Prompt,
 )
-
-#: The reason of an answer cut at the answer limit, on both wires.
-CUT_AT_LIMIT = "max_output_tokens"
 
 #: Header that tells a server which kind of request this is (``turn`` or ``compact``).
 PURPOSE_HEADER = "x-relay-request"

@@ -5,14 +5,34 @@ held, whatever the length of the file."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import attrs
 
 from ._lines import CompactedLine, RolloutLine, RolloutNote
 
-if TYPE_CHECKING:
-    from ._reader import _Parser
+
+class LineParser(Protocol):
+    """What the filter needs of the parser that reads the rollout (its decoding side)."""
+
+    notes: list[RolloutNote]
+    """What was wrong with the file so far."""
+    skipped: bool
+    """Whether a well-formed line was left undecoded."""
+
+    def decode(self, number: int, record: Mapping[str, Any]) -> RolloutLine | None:
+        """The line of a record, or None (with a note) when its payload does not decode."""
+        ...
+
+    def decode_aside(
+        self, number: int, record: Mapping[str, Any]
+    ) -> tuple[RolloutLine | None, list[RolloutNote]]:
+        """:meth:`decode`, its notes returned instead of made."""
+        ...
+
+    def add(self, number: int, line: RolloutLine | None, *, started: bool | None = None) -> None:
+        """Append a decoded line; ``started``: whether a well-formed line came before it."""
+        ...
 
 
 def _event_type(record: Mapping[str, Any]) -> str | None:
@@ -63,7 +83,7 @@ class ResumeFilter:
     Time and memory are linear in the file: each line is kept or dropped once.
     """
 
-    parser: _Parser
+    parser: LineParser
     kept: list[_Kept] = attrs.field(factory=list)
     position: int = 0
     # The last turn_context before the base (kept for the defaults) and from the base on.

@@ -48,19 +48,20 @@ from .._base._config import Config, resolve_api_key
 from .._base._errors import ConfigError, RolloutError
 from .._base._model import ModelClient
 from .._base._tokens import TokenEstimator
-from .._core._compact import (
+from .._core._context import TurnSettings, WorldState
+from .._core._history import History
+from .._core._hooks import CompactHook
+from .._core._session import Session
+from .._core._state import ResumedState
+from .._core._summary import (
     build_compacted_history,
     ghost_snapshots,
     real_user_messages,
     summary_prefix,
 )
-from .._core._context import TurnSettings, WorldState
-from .._core._history import History
-from .._core._hooks import CompactHook
-from .._core._session import Session, open_session
-from .._core._state import ResumedState
 from .._core._tools import Tool
 from .._core._work_state import WorkEntry, WorkState
+from .._open import open_session
 from ._filter import generated_number
 from ._lines import (
     CompactedLine,
@@ -74,7 +75,6 @@ from ._lines import (
     TurnContextLine,
     WorldStateLine,
 )
-from ._reader import read_rollout
 
 #: The event id of the warnings a resumed session reports about its rollout.
 RESUME_EVENT_ID = "resume"
@@ -318,6 +318,7 @@ async def resume_session(
     estimator: TokenEstimator | None = None,
     hooks: Iterable[CompactHook] = (),
     model_name: str | None = None,
+    first_events: Iterable[tuple[str, p.EventMsg]] = (),
 ) -> AsyncIterator[Session]:
     """Resume the session recorded in a rollout file and append to that file.
 
@@ -336,10 +337,10 @@ async def resume_session(
     request it sends starts with exactly the history the live session had. Problems found in
     the file (a truncated last line, malformed lines) are reported as ``warning`` events with
     the id ``"resume"``, right after ``session_configured`` (the first event of every
-    session, here with ``resumed`` set). Generated submission and item ids go on from the
-    rollout's. The other arguments are those of
-    :func:`~relay.open_session` (the session id comes from the file), which this is
-    otherwise like.
+    session, here with ``resumed`` set), then ``first_events`` (``(event id, message)``: what
+    a host that resumes a session elsewhere knows of its move). Generated submission and item
+    ids go on from the rollout's. The other arguments are those of :func:`~relay.open_session`
+    (the session id comes from the file), which this is otherwise like.
 
     Raises:
         RolloutError: the file cannot be read, or it has no ``session_meta`` line.
@@ -349,6 +350,10 @@ async def resume_session(
     if isinstance(source, Rollout):
         rollout = source
     else:
+        # The parser is loaded by the first resume: a session that never resumes does not
+        # pay for it at start-up.
+        from ._reader import read_rollout
+
         rollout = await anyio.to_thread.run_sync(partial(read_rollout, source, for_resume=True))
     state = reconstruct(rollout)
     if config is None:
@@ -361,6 +366,11 @@ async def resume_session(
             defaults=attrs.evolve(defaults, model=model_name) if defaults is not None else None,
         )
         config = attrs.evolve(config, model=model_name)
+    # Right after session_configured, before any op is handled.
+    warnings = tuple(
+        (RESUME_EVENT_ID, p.WarningEvent(describe_note(rollout, note))) for note in rollout.notes
+    )
+    state = attrs.evolve(state, first_events=(*warnings, *first_events))
     async with open_session(
         config,
         model=model,
@@ -371,9 +381,6 @@ async def resume_session(
         hooks=hooks,
         resume=state,
     ) as session:
-        # Right after session_configured, before any op is handled.
-        for note in rollout.notes:
-            session._emit(RESUME_EVENT_ID, p.WarningEvent(describe_note(rollout, note)))
         yield session
 
 

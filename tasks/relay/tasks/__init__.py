@@ -1,32 +1,14 @@
-"""relay's task kinds: the regular turn and the compaction task.
+"""relay's own tasks: the regular turn and the compaction task, and the compaction they share.
 
-:data:`TASK_KINDS` is what a session runs unless it is given other kinds
-(``relay.open_session(task_kinds=...)``); :func:`task_kinds` builds the same kinds over
-another sequence of compaction backends.
+They are built on the public API alone (:mod:`relay` and :mod:`relay.lowlevel`), as an
+embedder's tasks are, and registered the same way: ``user_turn`` and ``user_input`` →
+:func:`regular`, ``compact`` → :func:`compact`. Each can be replaced
+(``open_session(tasks={"compact": ...})``).
 """
 
-from __future__ import annotations
+from .compact import CompactTask as CompactTask
+from .compact import compact as compact
+from .regular import RegularTurn as RegularTurn
+from .regular import regular as regular
 
-from collections.abc import Sequence
-from functools import partial
-
-from relay.lowlevel import TaskKinds
-
-from .compact import CompactTask
-from .compaction import BACKENDS, CompactionBackend
-from .regular import RegularTurn
-
-
-def task_kinds(backends: Sequence[CompactionBackend] = BACKENDS) -> TaskKinds:
-    """relay's task kinds, compacting with the first of ``backends`` that applies."""
-    backends = tuple(backends)
-    return TaskKinds(
-        regular=partial(RegularTurn, backends=backends),
-        compact=partial(CompactTask, backends=backends),
-    )
-
-
-#: relay's built-in task kinds.
-TASK_KINDS = task_kinds()
-
-__all__ = ["TASK_KINDS", "CompactTask", "RegularTurn", "task_kinds"]
+__all__ = ["CompactTask", "RegularTurn", "compact", "regular"]

@@ -2,37 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import attrs
-import relay
-from relay.lowlevel import SessionTask, TaskContext, TaskKind
 
-from .compaction import BACKENDS, CompactionBackend, CompactionRequest, Injection
-from .compaction.auto import compact_now
+import relay
+from relay.lowlevel import CompactionRequest
 
 
 @attrs.frozen
-class CompactTask(SessionTask):
-    """Compact the history now, with the backend the configuration selects."""
+class CompactTask(relay.SessionTask):
+    """Compact the history now: the session's compactor, asked for a manual compaction."""
 
     instructions: str | None = None
     """Extra text appended to the summarization prompt."""
-    backends: Sequence[CompactionBackend] = BACKENDS
-    """The compaction backends to choose from, in order."""
 
     @property
-    def kind(self) -> TaskKind:
-        return TaskKind.COMPACT
+    def kind(self) -> str:
+        return "compact"
 
-    async def run(self, ctx: TaskContext) -> str | None:
-        await compact_now(
-            ctx,
-            CompactionRequest(
-                trigger=relay.CompactionTrigger.MANUAL,
-                injection=Injection.DO_NOT_INJECT,
-                instructions=self.instructions,
-            ),
-            self.backends,
-        )
+    async def run(self, ctx: relay.TaskContext) -> str | None:
+        trigger = relay.CompactionTrigger.MANUAL
+        await ctx.compact(CompactionRequest(trigger, instructions=self.instructions))
         return None
+
+
+def compact(op: relay.Compact) -> CompactTask:
+    """The task of a ``compact`` op."""
+    return CompactTask(op.instructions)

@@ -3,46 +3,50 @@
 from __future__ import annotations
 
 import relay
-from relay.compaction import (
+from relay.lowlevel import (
     LOCAL_USER_MESSAGE_BUDGET,
+    BackendContext,
+    BackendResult,
+    CompactionRequest,
     build_compacted_history,
     compaction_prompt,
-    drop_oldest,
     ghost_snapshots,
-    kept_message_budget,
     real_user_messages,
     summary_text,
+    user_message,
 )
-from relay.lowlevel import TaskContext
 
-from .base import Backend, BackendResult, CompactionRequest, select_backend
+from ._history import drop_oldest, kept_message_budget
 
 ERROR_PREFIX = "Error running local compact task: "
+
+ACCURACY_WARNING = (
+    "This conversation has been compacted. Long sessions and repeated compactions make the "
+    "model less accurate; start a new session when you can."
+)
 
 
 class LocalBackend:
     """Summarise the history with the session's model and keep recent user messages."""
 
-    name = Backend.LOCAL
+    name = "local"
     error_prefix = ERROR_PREFIX
 
-    def applies(self, config: relay.Config, provider: relay.ProviderConfig) -> bool:
-        return select_backend(config, provider) is self.name
-
-    async def compact(self, ctx: TaskContext, request: CompactionRequest) -> BackendResult:
-        history = list(ctx.history)
-        prompt_message = relay.user_message(compaction_prompt(ctx.config, request.instructions))
+    async def compact(self, ctx: BackendContext, request: CompactionRequest) -> BackendResult:
+        view = ctx.view
+        history = list(view.history)
+        prompt_message = user_message(compaction_prompt(view.config, request.instructions))
         # The prompt goes to a clone only; the live history is untouched until install.
         clone = [*history, prompt_message]
         dropped = 0
         while True:
-            prompt = ctx.build_prompt(clone, tools=False, purpose="compact", model=request.model)
+            prompt = ctx.prompt(clone, tools=False, purpose="compact", model=request.model)
             try:
-                result = await ctx.sample(prompt, record=False, report=False)
+                result = await ctx.sample(prompt)
                 break
             except relay.ContextWindowExceeded as error:
                 if len(prompt.input) <= 1:
-                    ctx.report_window_full(error)
+                    ctx.window_full(error)
                     raise
                 kept, removed = drop_oldest(clone[:-1])
                 clone = [*kept, prompt_message]
@@ -55,19 +59,16 @@ class LocalBackend:
                 )
             )
         summary = result.last_agent_message or ""
-        ghosts = ghost_snapshots(history)
-        room = ctx.room_after_compaction(
-            [relay.user_message(summary_text(summary))], model=request.model
-        )
+        room = ctx.room_after([user_message(summary_text(summary))], model=request.model)
         new_history = build_compacted_history(
             real_user_messages(history),
             summary,
-            budget=kept_message_budget(LOCAL_USER_MESSAGE_BUDGET, room, ctx.token_ratio),
-            ghosts=ghosts,
+            budget=kept_message_budget(LOCAL_USER_MESSAGE_BUDGET, room, view.budget.ratio),
+            ghosts=ghost_snapshots(history),
         )
         return BackendResult(
             new_history,
             message=summary_text(summary),
-            warn=True,
+            notices=(ACCURACY_WARNING,),
             cut=result.incomplete is not None,
         )

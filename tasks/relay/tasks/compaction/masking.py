@@ -9,10 +9,16 @@ the ``recall`` tool returns them.
 from __future__ import annotations
 
 import relay
-from relay.compaction import mask_old_outputs
-from relay.lowlevel import TaskContext
+from relay.lowlevel import (
+    BackendContext,
+    BackendResult,
+    CompactionFailed,
+    CompactionRequest,
+    CustomToolCallOutput,
+    Placement,
+)
 
-from .base import BackendResult, CompactionFailed, CompactionRequest
+from ._history import mask_old_outputs
 
 #: The backend named in the receipt of a masking.
 MASKED = "masked"
@@ -24,13 +30,10 @@ class MaskingBackend:
     name = MASKED
     error_prefix = "Error masking tool outputs: "
 
-    def applies(self, config: relay.Config, provider: relay.ProviderConfig) -> bool:
-        del provider
-        return config.features.tool_output_masking
-
-    async def compact(self, ctx: TaskContext, request: CompactionRequest) -> BackendResult:
+    async def compact(self, ctx: BackendContext, request: CompactionRequest) -> BackendResult:
         del request
-        items, references = mask_old_outputs(ctx.history, ctx.config.mask_keep_recent_tokens)
+        history = ctx.view.history
+        items, references = mask_old_outputs(history, ctx.view.config.mask_keep_recent_tokens)
         if not references:
             raise CompactionFailed(
                 f"{self.error_prefix}no tool output is old enough to mask",
@@ -39,8 +42,8 @@ class MaskingBackend:
         masked = set(references)
         originals = {
             item.call_id: item.output
-            for item in ctx.history
-            if isinstance(item, relay.FunctionCallOutput | relay.CustomToolCallOutput)
+            for item in history
+            if isinstance(item, relay.FunctionCallOutput | CustomToolCallOutput)
             and item.call_id in masked
         }
-        return BackendResult(items, in_place=True, masked_outputs=originals)
+        return BackendResult(items, placement=Placement.IN_PLACE, masked_outputs=originals)

@@ -11,11 +11,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import attrs
-import relay
-from relay.compaction import filter_remote_output, fit_to_window
-from relay.lowlevel import TaskContext
 
-from .base import Backend, BackendResult, CompactionFailed, CompactionRequest, select_backend
+import relay
+from relay.lowlevel import (
+    BackendContext,
+    BackendResult,
+    CompactionFailed,
+    CompactionRequest,
+    CompactRequest,
+    Prompt,
+    decode_response_item,
+)
+
+from ._history import filter_remote_output, fit_to_window
 
 ERROR_PREFIX = "Error running remote compact task: "
 
@@ -23,15 +31,12 @@ ERROR_PREFIX = "Error running remote compact task: "
 class RemoteV1Backend:
     """Ask the provider's ``/responses/compact`` endpoint for the new history."""
 
-    name = Backend.REMOTE_V1
+    name = "remote_v1"
     error_prefix = ERROR_PREFIX
 
-    def applies(self, config: relay.Config, provider: relay.ProviderConfig) -> bool:
-        return select_backend(config, provider) is self.name
-
-    async def compact(self, ctx: TaskContext, request: CompactionRequest) -> BackendResult:
+    async def compact(self, ctx: BackendContext, request: CompactionRequest) -> BackendResult:
         prompt = fitted_prompt(ctx, request.model)
-        answer = await ctx.remote_compact(relay.lowlevel.CompactRequest.of(prompt))
+        answer = await ctx.remote_compact(CompactRequest.of(prompt))
         try:
             output = compact_output(answer)
         except InvalidAnswer as problem:
@@ -41,12 +46,12 @@ class RemoteV1Backend:
         return BackendResult(filter_remote_output(output))
 
 
-def fitted_prompt(ctx: TaskContext, model: str | None) -> relay.lowlevel.Prompt:
+def fitted_prompt(ctx: BackendContext, model: str | None) -> Prompt:
     """A request over the normalised history whose trailing tool outputs were cut down until
     the estimate (base instructions included) fits the model's context window, less the
     answer limit when one is set."""
-    prompt = ctx.build_prompt(model=model)
-    window = ctx.context_window_of(prompt.model)
+    prompt = ctx.prompt(model=model)
+    window = ctx.budget(prompt.model).window
     if window is not None and prompt.max_output_tokens:
         window = max(0, window - prompt.max_output_tokens)
     fitted = fit_to_window(prompt.input, prompt.instructions, window)
@@ -74,8 +79,8 @@ def compact_output(answer: object) -> list[relay.ResponseItem]:
     items: list[relay.ResponseItem] = []
     for index, entry in enumerate(output):
         try:
-            items.append(relay.lowlevel.decode_response_item(entry))
-        except relay.DecodeError as exc:
+            items.append(decode_response_item(entry))
+        except relay.lowlevel.DecodeError as exc:
             raise InvalidAnswer(f"output[{index}] is not a valid item: {exc}") from exc
     return items
 

@@ -11,16 +11,19 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+
 import relay
-from relay.compaction import (
-    REMOTE_V2_USER_MESSAGE_BUDGET,
-    keep_recent_messages,
-    kept_message_budget,
+from relay.lowlevel import (
+    BackendContext,
+    BackendResult,
+    Compaction,
+    CompactionFailed,
+    CompactionRequest,
+    StreamError,
     real_user_messages,
 )
-from relay.lowlevel import TaskContext
 
-from .base import Backend, BackendResult, CompactionFailed, CompactionRequest, select_backend
+from ._history import REMOTE_V2_USER_MESSAGE_BUDGET, keep_recent_messages, kept_message_budget
 from .remote_v1 import ERROR_PREFIX, fitted_prompt
 
 #: The raw wire item that asks the model to compact the input before it.
@@ -35,27 +38,24 @@ _NOT_COMPLETED = "stream closed before response.completed"
 class RemoteV2Backend:
     """Have the model write a ``compaction`` item in answer to ``compaction_trigger``."""
 
-    name = Backend.REMOTE_V2
+    name = "remote_v2"
     error_prefix = ERROR_PREFIX
 
-    def applies(self, config: relay.Config, provider: relay.ProviderConfig) -> bool:
-        return select_backend(config, provider) is self.name
-
-    async def compact(self, ctx: TaskContext, request: CompactionRequest) -> BackendResult:
+    async def compact(self, ctx: BackendContext, request: CompactionRequest) -> BackendResult:
         prompt = attrs.evolve(
             fitted_prompt(ctx, request.model),
             trailing_input=(COMPACTION_TRIGGER,),
             purpose="compact",
         )
-        retries = min(ctx.provider.stream_max_retries, MAX_RETRIES)
+        retries = min(ctx.view.provider.stream_max_retries, MAX_RETRIES)
         try:
-            result = await ctx.sample(prompt, record=False, report=False, max_retries=retries)
-        except relay.StreamError as error:
+            result = await ctx.sample(prompt, max_retries=retries)
+        except StreamError as error:
             # Whatever broke the stream, it ended without ``response.completed``.
             detail = error.message
             message = detail if _NOT_COMPLETED in detail else f"{_NOT_COMPLETED}: {detail}"
             raise CompactionFailed(f"{ERROR_PREFIX}{message}", error.code) from error
-        compactions = [item for item in result.output if isinstance(item, relay.Compaction)]
+        compactions = [item for item in result.output if isinstance(item, Compaction)]
         if len(compactions) != 1:
             raise CompactionFailed(
                 f"{ERROR_PREFIX}expected exactly one compaction item, got {len(compactions)} "
@@ -63,7 +63,7 @@ class RemoteV2Backend:
                 f"{len(result.output)} output item{'' if len(result.output) == 1 else 's'}",
                 relay.ErrorCode.SERVER_ERROR,
             )
-        room = ctx.room_after_compaction(compactions[:1], model=request.model)
-        budget = kept_message_budget(REMOTE_V2_USER_MESSAGE_BUDGET, room, ctx.token_ratio)
+        room = ctx.room_after(compactions[:1], model=request.model)
+        budget = kept_message_budget(REMOTE_V2_USER_MESSAGE_BUDGET, room, ctx.view.budget.ratio)
         kept = keep_recent_messages(real_user_messages(prompt.input), budget)
         return BackendResult([*kept, compactions[0]])

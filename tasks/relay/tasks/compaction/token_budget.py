@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import relay
-from relay.compaction import keep_recent_messages, kept_message_budget
-from relay.lowlevel import TaskContext
+from relay.lowlevel import BackendContext, BackendResult, CompactionRequest, Placement
 
-from .base import Backend, BackendResult, CompactionRequest, select_backend
+from ._history import keep_recent_messages, kept_message_budget
 
 #: Budget of the developer messages carried into the new window (approximate tokens).
 DEVELOPER_MESSAGE_BUDGET = 64_000
@@ -24,18 +23,15 @@ DEVELOPER_MESSAGE_BUDGET = 64_000
 class TokenBudgetBackend:
     """Start a new window from the current world state instead of summarising the old one."""
 
-    name = Backend.TOKEN_BUDGET
+    name = "token_budget"
     error_prefix = "Error running token-budget compaction: "
 
-    def applies(self, config: relay.Config, provider: relay.ProviderConfig) -> bool:
-        return select_backend(config, provider) is self.name
-
-    async def compact(self, ctx: TaskContext, request: CompactionRequest) -> BackendResult:
-        initial = ctx.initial_context_items()
-        room = ctx.room_after_compaction([], model=request.model)
-        budget = kept_message_budget(DEVELOPER_MESSAGE_BUDGET, room, ctx.token_ratio)
-        added = keep_recent_messages(client_developer_messages(ctx.history, initial), budget)
-        return BackendResult([*initial, *added], fresh_window=True)
+    async def compact(self, ctx: BackendContext, request: CompactionRequest) -> BackendResult:
+        initial = ctx.initial_context()
+        room = ctx.room_after([], model=request.model)
+        budget = kept_message_budget(DEVELOPER_MESSAGE_BUDGET, room, ctx.view.budget.ratio)
+        added = keep_recent_messages(client_developer_messages(ctx.view.history, initial), budget)
+        return BackendResult([*initial, *added], placement=Placement.FRESH_WINDOW)
 
 
 def client_developer_messages(
@@ -52,12 +48,3 @@ def client_developer_messages(
         for item in history
         if isinstance(item, relay.Message) and item.role == "developer" and item.text() not in own
     ]
-
-
-class FreshWindowBackend(TokenBudgetBackend):
-    """The token-budget compaction whatever the configuration selects: the last step of the
-    loop guard's escalation."""
-
-    def applies(self, config: relay.Config, provider: relay.ProviderConfig) -> bool:
-        del config, provider
-        return True
