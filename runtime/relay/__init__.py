@@ -14,6 +14,7 @@ import pkgutil as _pkgutil
 
 import attrs as _attrs
 
+from . import lowlevel as lowlevel
 from ._base._config import Config as Config
 from ._base._config import Features as Features
 from ._base._config import HookCommand as HookCommand

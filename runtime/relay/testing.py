@@ -3,7 +3,9 @@
 - :class:`ScriptedModel`: an in-process model driven by a model script (docs/model-script.md).
 - :class:`EventRecorder`: reads a session's events and lets a test wait for them.
 - :func:`open_test_session`: a session on a scripted model with a fixed clock, a seeded jitter
-  and no rollout, plus its recorder.
+  and no rollout, plus its recorder; :func:`recording` records any session's events.
+- :func:`user_texts`, :func:`is_compaction_request`: what a model request (as the scripted
+  model and the mock server log it) carries.
 - ``ScriptedTransport`` / ``scripted_http_client`` / ``open_mock_server``: the same model
   scripts served to the openai SDK in-process or over a loopback socket (these import the
   HTTP stack; they load on first use).
@@ -28,6 +30,7 @@ from ._base import _protocol as p
 from ._base._codec import to_json, type_tag
 from ._base._config import Config, RolloutConfig
 from ._core._port import Compactor
+from ._core._summary import compaction_prompt
 from ._core._session import Session
 from ._core._tools import Tool
 from ._models._script import ModelScript, load_model_script, parse_model_script
@@ -156,6 +159,14 @@ class TestSession:
         """See :meth:`EventRecorder.wait_for`."""
         return await self.recorder.wait_for(predicate, count)
 
+    async def turns(self, *texts: str, **kwargs: Any) -> None:
+        """Run user turns one after the other, each to its end (``turn_complete`` or
+        ``turn_aborted``)."""
+        done = sum(isinstance(m, p.TurnComplete | p.TurnAborted) for m in self.recorder.msgs)
+        for number, text in enumerate(texts, start=done + 1):
+            await self.turn(text, **kwargs)
+            await self.wait_for(turn_ended, number)
+
     async def shutdown(self) -> None:
         """Shut the session down and wait for ``shutdown_complete``."""
         if not self.session.closed:
@@ -202,6 +213,47 @@ async def open_test_session(
                 await test_session.shutdown()
 
 
+@asynccontextmanager
+async def recording(session: Session) -> AsyncIterator[EventRecorder]:
+    """Record ``session``'s events while the block runs; leaving it shuts the session down
+    (unless it has) and waits for its last event.
+
+    Example::
+
+        async with relay.open_session(config) as session, testing.recording(session) as rec:
+            await session.submit(relay.UserTurn(items=[relay.Text("hi")]))
+            await rec.wait_for(relay.TurnComplete)
+    """
+    recorder = EventRecorder()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(recorder.consume, session)
+        try:
+            yield recorder
+        finally:
+            with anyio.CancelScope(shield=True):
+                if not session.closed:
+                    session.submit_nowait(p.Shutdown())
+                await session.wait_closed()
+
+
+def user_texts(request: Mapping[str, Any]) -> list[str]:
+    """The text parts of the user messages of a request body (``input``), in order."""
+    return [
+        part["text"]
+        for entry in request["input"]
+        if entry.get("type") == "message" and entry.get("role") == "user"
+        for part in entry["content"]
+        if "text" in part
+    ]
+
+
+def is_compaction_request(request: Mapping[str, Any], config: Config | None = None) -> bool:
+    """Whether a request body asks for a summary: its last user text is the summarization
+    prompt of ``config`` (default: relay's)."""
+    texts = user_texts(request)
+    return bool(texts) and texts[-1] == compaction_prompt(config or Config())
+
+
 def __getattr__(name: str) -> Any:
     # The SDK-backed helpers import the openai SDK; load them only when asked for.
     if name in {"ScriptedTransport", "scripted_http_client"}:
@@ -224,12 +276,15 @@ __all__ = [
     "ScriptedTransport",
     "TestSession",
     "fixed_clock",
+    "is_compaction_request",
     "load_model_script",
     "open_mock_server",
     "open_test_session",
     "parse_model_script",
+    "recording",
     "scripted_http_client",
     "serve_mock",
     "tool_call_started",
     "turn_ended",
+    "user_texts",
 ]

@@ -553,9 +553,8 @@ async def run_fault(fault: Fault, workdir: Path, *, api_key: str) -> Observation
                     rng=random.Random(0),
                     estimator=ApproxEstimator(),
                 ) as session,
-                trio.open_nursery() as nursery,
+                testing.recording(session) as recorder,
             ):
-                nursery.start_soon(recorder.consume, session)
                 done = 0
                 before: list[relay.ResponseItem] = []
                 if fault.op == "compact":

@@ -490,9 +490,8 @@ def test_fuzzed_configs_open_a_working_session_or_fail_clearly(
                 relay.open_session(
                     config, clock=testing.fixed_clock, estimator=ApproxEstimator()
                 ) as session,
-                trio.open_nursery() as nursery,
+                testing.recording(session) as recorder,
             ):
-                nursery.start_soon(recorder.consume, session)
                 await session.submit(relay.UserTurn(items=[relay.Text("hello")]))
                 await session.submit(relay.Compact(), id="compact")
                 await session.submit(relay.UserTurn(items=[relay.Text("again")]))

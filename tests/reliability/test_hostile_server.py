@@ -70,9 +70,8 @@ async def run_turns(
                     rng=random.Random(0),
                     estimator=ApproxEstimator(),
                 ) as session,
-                trio.open_nursery() as nursery,
+                testing.recording(session) as recorder,
             ):
-                nursery.start_soon(recorder.consume, session)
                 for count, op in enumerate(ops, start=1):
                     await session.submit(op)
                     await recorder.wait_for(

@@ -61,7 +61,6 @@ def turn(text: str) -> relay.UserTurn:
 async def recorded(
     config: relay.Config, **kwargs: Any
 ) -> AsyncIterator[tuple[relay.Session, testing.EventRecorder]]:
-    recorder = testing.EventRecorder()
     async with (
         relay.open_session(
             config,
@@ -70,9 +69,8 @@ async def recorded(
             estimator=ApproxEstimator(),
             **kwargs,
         ) as session,
-        trio.open_nursery() as nursery,
+        testing.recording(session) as recorder,
     ):
-        nursery.start_soon(recorder.consume, session)
         yield session, recorder
         if not session.closed:
             await session.submit(relay.Shutdown())

@@ -26,14 +26,6 @@ def texts(body: dict[str, Any]) -> list[str]:
     ]
 
 
-def user_texts(body: dict[str, Any]) -> list[str]:
-    return [
-        item["content"][0]["text"]
-        for item in body["input"]
-        if item["type"] == "message" and item["role"] == "user"
-    ]
-
-
 async def run_ops(t: testing.TestSession, *ops: tuple[str, Any]) -> None:
     """Run turns and compactions one after the other."""
     done = sum(isinstance(m, relay.TurnComplete | relay.TurnAborted) for m in t.recorder.msgs)
@@ -245,12 +237,12 @@ async def test_compact_twice_keeps_latest_user_messages(
             ("turn", "third"),
         )
     last = t.model.requests[-1]
-    users = [u for u in user_texts(last) if not u.startswith("<environment_context>")]
+    users = [u for u in testing.user_texts(last) if not u.startswith("<environment_context>")]
     assert users == ["first", "second", relay.lowlevel.summary_text("SUMMARY TWO"), "third"]
-    assert sum(u.startswith(relay.lowlevel.summary_prefix()) for u in user_texts(last)) == 1
+    assert sum(u.startswith(relay.lowlevel.summary_prefix()) for u in testing.user_texts(last)) == 1
     # The second summarization request saw the first summary, but never as a user request.
     second_compact = t.model.requests[3]
-    assert relay.lowlevel.summary_text("SUMMARY ONE") in user_texts(second_compact)
+    assert relay.lowlevel.summary_text("SUMMARY ONE") in testing.user_texts(second_compact)
 
 
 async def test_compaction_replaces_a_running_turn(autojump_clock: trio.testing.MockClock) -> None:

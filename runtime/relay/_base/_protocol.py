@@ -12,257 +12,36 @@ are ``TypeAlias`` unions meant to be dispatched with ``match`` and ``assert_neve
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeAlias
 
 import attrs
 
 from ._errors import ErrorCode
-
-
-def _tuple(value: Sequence[Any]) -> tuple[Any, ...]:
-    if isinstance(value, str | bytes | Mapping):
-        raise TypeError(f"expected a list, got {type(value).__name__}")
-    return tuple(value)
-
-
-def _items_of(*types: type) -> Any:
-    return attrs.validators.deep_iterable(attrs.validators.instance_of(types))
-
-
-_str = attrs.validators.instance_of(str)
-_opt_str = attrs.validators.optional(_str)
-
-
-# --------------------------------------------------------------------------- response items
-
-
-@attrs.frozen
-class InputText:
-    """Text written by a user or the harness."""
-
-    text: str = attrs.field(validator=_str)
-    """The text."""
-
-
-@attrs.frozen
-class OutputText:
-    """Text written by the model."""
-
-    text: str = attrs.field(validator=_str)
-    """The text."""
-
-
-@attrs.frozen
-class InputImage:
-    """An image given to the model."""
-
-    image_url: str = attrs.field(validator=_str)
-    """A URL or a ``data:`` URL."""
-
-
-ContentPart: TypeAlias = InputText | OutputText | InputImage
-
-Role: TypeAlias = Literal["user", "assistant", "developer", "system"]
-ROLES: tuple[Role, ...] = ("user", "assistant", "developer", "system")
-
-
-@attrs.frozen
-class Message:
-    """A message of the conversation."""
-
-    role: Role = attrs.field(validator=attrs.validators.in_(ROLES))
-    """Who wrote it."""
-    content: tuple[ContentPart, ...] = attrs.field(
-        converter=_tuple, validator=_items_of(InputText, OutputText, InputImage)
-    )
-    """The parts of the message, in order."""
-    id: str | None = None
-    """The id the model gave the item, if any."""
-    metadata: Mapping[str, Any] | None = None
-    """Harness-only data, never sent to a model; compaction carries it over for user messages."""
-
-    def text(self) -> str:
-        """The text parts joined, without images."""
-        return "".join(
-            part.text for part in self.content if isinstance(part, InputText | OutputText)
-        )
-
-
-@attrs.frozen
-class SummaryText:
-    """One part of a reasoning summary."""
-
-    text: str
-    """The text."""
-
-
-@attrs.frozen
-class ReasoningText:
-    """Raw reasoning text, when a server returns it."""
-
-    text: str
-    """The text."""
-
-
-@attrs.frozen
-class Reasoning:
-    """The model's reasoning: a summary and, opaquely, its encrypted content."""
-
-    id: str
-    """Item id."""
-    summary: tuple[SummaryText, ...] = attrs.field(converter=_tuple, factory=tuple)
-    """Summary parts."""
-    content: tuple[ReasoningText, ...] | None = attrs.field(
-        default=None, converter=attrs.converters.optional(_tuple)
-    )
-    """Raw reasoning parts, if returned."""
-    encrypted_content: str | None = None
-    """Opaque reasoning state to send back."""
-
-
-@attrs.frozen
-class FunctionCall:
-    """A tool call requested by the model."""
-
-    name: str = attrs.field(validator=_str)
-    """Tool name."""
-    arguments: str = attrs.field(validator=_str)
-    """JSON-encoded arguments, as the model wrote them."""
-    call_id: str = attrs.field(validator=_str)
-    """Id that pairs the call with its output."""
-    id: str | None = None
-    """Item id."""
-
-
-@attrs.frozen
-class FunctionCallOutput:
-    """The result of a tool call."""
-
-    call_id: str = attrs.field(validator=_str)
-    """Id of the call this answers."""
-    output: str = attrs.field(validator=_str)
-    """What the tool returned."""
-
-
-@attrs.frozen
-class CustomToolCall:
-    """A free-form tool call requested by the model."""
-
-    call_id: str
-    """Id that pairs the call with its output."""
-    name: str
-    """Tool name."""
-    input: str
-    """Raw input."""
-    id: str | None = None
-    """Item id."""
-
-
-@attrs.frozen
-class CustomToolCallOutput:
-    """The result of a free-form tool call."""
-
-    call_id: str
-    """Id of the call this answers."""
-    output: str
-    """What the tool returned."""
-
-
-@attrs.frozen
-class Compaction:
-    """A server-side compaction of the history (opaque to relay)."""
-
-    encrypted_content: str
-    """Opaque state that stands for the compacted history."""
-    id: str | None = None
-    """Item id."""
-
-
-@attrs.frozen
-class GhostSnapshot:
-    """A harness-only record of the workspace state; never sent to a model."""
-
-    ref: str
-    """What the snapshot refers to (for example a commit id)."""
-
-
-@attrs.frozen
-class Other:
-    """An item of a type relay does not know, kept opaque and never sent back."""
-
-    raw: Mapping[str, Any]
-    """The item as it arrived."""
-
-
-ResponseItem: TypeAlias = (
-    Message
-    | Reasoning
-    | FunctionCall
-    | FunctionCallOutput
-    | CustomToolCall
-    | CustomToolCallOutput
-    | Compaction
-    | GhostSnapshot
-    | Other
-)
-
-ToolCall: TypeAlias = FunctionCall | CustomToolCall
-ToolOutput: TypeAlias = FunctionCallOutput | CustomToolCallOutput
-
-
-def user_message(text: str, *, metadata: Mapping[str, Any] | None = None) -> Message:
-    """A user message with one text part."""
-    return Message("user", (InputText(text),), metadata=metadata)
-
-
-def assistant_message(text: str, *, id: str | None = None) -> Message:
-    """An assistant message with one text part."""
-    return Message("assistant", (OutputText(text),), id=id)
-
-
-# --------------------------------------------------------------------------- token usage
-
-
-@attrs.frozen
-class TokenUsage:
-    """Token counts of one or more responses."""
-
-    input_tokens: int = 0
-    """Prompt tokens."""
-    cached_input_tokens: int = 0
-    """Prompt tokens served from the cache."""
-    output_tokens: int = 0
-    """Generated tokens."""
-    reasoning_output_tokens: int = 0
-    """Generated tokens spent on reasoning."""
-    total_tokens: int = 0
-    """Prompt plus generated tokens."""
-
-    def __add__(self, other: TokenUsage) -> TokenUsage:
-        return TokenUsage(
-            self.input_tokens + other.input_tokens,
-            self.cached_input_tokens + other.cached_input_tokens,
-            self.output_tokens + other.output_tokens,
-            self.reasoning_output_tokens + other.reasoning_output_tokens,
-            self.total_tokens + other.total_tokens,
-        )
-
-
-@attrs.frozen
-class TokenUsageInfo:
-    """What a ``token_count`` event reports."""
-
-    total_token_usage: TokenUsage
-    """Usage summed over the session's responses."""
-    last_token_usage: TokenUsage
-    """Usage of the last response; ``total_tokens`` is the current context size."""
-    model_context_window: int | None
-    """The model's context window, if known."""
-    estimated: bool = False
-    """``last_token_usage.total_tokens`` is relay's estimate of the context (after a
-    compaction, scaled by the server's last count), not a server's count."""
-
+from ._items import ROLES as ROLES
+from ._items import Compaction as Compaction
+from ._items import ContentPart as ContentPart
+from ._items import CustomToolCall as CustomToolCall
+from ._items import CustomToolCallOutput as CustomToolCallOutput
+from ._items import FunctionCall as FunctionCall
+from ._items import FunctionCallOutput as FunctionCallOutput
+from ._items import GhostSnapshot as GhostSnapshot
+from ._items import InputImage as InputImage
+from ._items import InputText as InputText
+from ._items import Message as Message
+from ._items import Other as Other
+from ._items import OutputText as OutputText
+from ._items import Reasoning as Reasoning
+from ._items import ReasoningText as ReasoningText
+from ._items import ResponseItem as ResponseItem
+from ._items import Role as Role
+from ._items import SummaryText as SummaryText
+from ._items import TokenUsage as TokenUsage
+from ._items import TokenUsageInfo as TokenUsageInfo
+from ._items import ToolCall as ToolCall
+from ._items import ToolOutput as ToolOutput
+from ._items import as_tuple, is_str, items_of, optional_str
+from ._items import assistant_message as assistant_message
+from ._items import user_message as user_message
 
 # --------------------------------------------------------------------------- ops
 
@@ -282,7 +61,7 @@ class OnBusy(enum.StrEnum):
 class Text:
     """Text input."""
 
-    text: str = attrs.field(validator=_str)
+    text: str = attrs.field(validator=is_str)
     """The text."""
 
 
@@ -290,7 +69,7 @@ class Text:
 class Image:
     """Image input by URL."""
 
-    image_url: str = attrs.field(validator=_str)
+    image_url: str = attrs.field(validator=is_str)
     """A URL or a ``data:`` URL."""
 
 
@@ -298,7 +77,7 @@ class Image:
 class LocalImage:
     """Image input from a file."""
 
-    path: str = attrs.field(validator=_str)
+    path: str = attrs.field(validator=is_str)
     """Path of the image file."""
 
 
@@ -315,14 +94,14 @@ class UserTurn:
     """Start a regular turn with this input, or steer/replace/queue while busy."""
 
     items: tuple[InputItem, ...] = attrs.field(
-        converter=_tuple, validator=[_items_of(Text, Image, LocalImage), _non_empty]
+        converter=as_tuple, validator=[items_of(Text, Image, LocalImage), _non_empty]
     )
     """The user's input."""
-    model: str | None = attrs.field(default=None, validator=_opt_str)
+    model: str | None = attrs.field(default=None, validator=optional_str)
     """Model for this turn and later ones."""
-    cwd: str | None = attrs.field(default=None, validator=_opt_str)
+    cwd: str | None = attrs.field(default=None, validator=optional_str)
     """Working directory for this turn and later ones."""
-    effort: str | None = attrs.field(default=None, validator=_opt_str)
+    effort: str | None = attrs.field(default=None, validator=optional_str)
     """Reasoning effort for this turn and later ones."""
     on_busy: OnBusy = attrs.field(default=OnBusy.STEER, converter=OnBusy)
     """What to do when a task is running."""
@@ -335,7 +114,7 @@ class UserInput:
     """Alias of :class:`UserTurn` without overrides."""
 
     items: tuple[InputItem, ...] = attrs.field(
-        converter=_tuple, validator=[_items_of(Text, Image, LocalImage), _non_empty]
+        converter=as_tuple, validator=[items_of(Text, Image, LocalImage), _non_empty]
     )
     """The user's input."""
 
@@ -344,7 +123,7 @@ class UserInput:
 class Compact:
     """Start a compaction task (replaces a running task)."""
 
-    instructions: str | None = attrs.field(default=None, validator=_opt_str)
+    instructions: str | None = attrs.field(default=None, validator=optional_str)
     """Extra text appended to the summarization prompt."""
 
 
@@ -357,11 +136,11 @@ class Interrupt:
 class OverrideTurnContext:
     """Change the defaults of later turns; never starts a turn."""
 
-    model: str | None = attrs.field(default=None, validator=_opt_str)
+    model: str | None = attrs.field(default=None, validator=optional_str)
     """New default model."""
-    cwd: str | None = attrs.field(default=None, validator=_opt_str)
+    cwd: str | None = attrs.field(default=None, validator=optional_str)
     """New default working directory."""
-    effort: str | None = attrs.field(default=None, validator=_opt_str)
+    effort: str | None = attrs.field(default=None, validator=optional_str)
     """New default reasoning effort."""
 
 
@@ -392,7 +171,7 @@ class UserMessageItem:
 
     id: str
     """Item id."""
-    content: tuple[InputItem, ...] = attrs.field(converter=_tuple)
+    content: tuple[InputItem, ...] = attrs.field(converter=as_tuple)
     """The input."""
 
 
@@ -412,7 +191,7 @@ class ReasoningItem:
 
     id: str
     """Item id."""
-    summary: tuple[str, ...] = attrs.field(converter=_tuple)
+    summary: tuple[str, ...] = attrs.field(converter=as_tuple)
     """Summary parts."""
 
 
@@ -700,7 +479,7 @@ class SessionResumed:
     """The host the session now runs on."""
     aborted_turn: str | None
     """The turn that was running, if any."""
-    unhandled: tuple[str, ...] = attrs.field(converter=_tuple, factory=tuple)
+    unhandled: tuple[str, ...] = attrs.field(converter=as_tuple, factory=tuple)
     """Ids of accepted submissions that no event showed handled, in submission order."""
     downtime_ms: int = 0
     """From the loss being noticed to the session accepting ops again."""

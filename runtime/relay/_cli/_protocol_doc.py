@@ -66,6 +66,7 @@ def _type_name(hint: Any) -> str:
     text = str(hint) if not isinstance(hint, type) else hint.__name__
     for prefix in (
         "relay._base._protocol.",
+        "relay._base._items.",
         "relay._base._errors.",
         "relay.lowlevel.",
         "relay.",

@@ -225,12 +225,10 @@ def in_order_within(wanted: list[Any], found: list[Any]) -> bool:
 
 async def resume_and_check(path: Path, workdir: Path, expected: list[Any]) -> list[Any]:
     config = relay.Config(cwd=str(workdir), rollout=relay.RolloutConfig(dir=str(workdir)))
-    recorder = testing.EventRecorder()
     async with (
         relay.resume_session(path, config, model=testing.ScriptedModel()) as session,
-        trio.open_nursery() as nursery,
+        testing.recording(session) as recorder,
     ):
-        nursery.start_soon(recorder.consume, session)
         assert [relay.lowlevel.to_json(item) for item in session.history.items] == expected
         await session.submit(relay.UserTurn(items=[relay.Text("resumed")]))
         await recorder.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete))

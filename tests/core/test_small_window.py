@@ -23,14 +23,14 @@ from relay._base._tokens import (
     tools_tokens,
 )
 from relay._wire import open_http_client
-from tests.reliability._raw_server import RawAnswer, open_raw_server
-from tests.runtime.captured import (
+from tests.core.captured import (
     Answer,
     CapturedServer,
     chat_answer,
     overflow_answer,
     responses_answer,
 )
+from tests.reliability._raw_server import RawAnswer, open_raw_server
 
 WIRES = ("chat", "responses")
 WINDOW = 2048

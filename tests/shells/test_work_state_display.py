@@ -8,7 +8,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import anyio
 import attrs
 import trio.testing
 
@@ -79,13 +78,11 @@ class Compacted:
 async def turn_then_compact(
     config: relay.Config, responses: list[Any], tool: relay.Tool | None = None
 ) -> Compacted:
-    recorder = testing.EventRecorder()
     model = testing.ScriptedModel({"responses": responses})
     async with (
         relay.open_session(config, model=model, tools=[tool or deploy_tool()]) as session,
-        anyio.create_task_group() as tg,
+        testing.recording(session) as recorder,
     ):
-        tg.start_soon(recorder.consume, session)
         await session.submit(relay.UserTurn(items=[relay.Text("Ship it.")]))
         await recorder.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete))
         await session.submit(relay.Compact())

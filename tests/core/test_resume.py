@@ -322,14 +322,12 @@ async def open_resumed(
 ) -> AsyncIterator[testing.TestSession]:
     """Like ``open_test_session``, resuming the session recorded at ``path``."""
     model = testing.ScriptedModel(script)
-    recorder = testing.EventRecorder()
     async with (
         relay.resume_session(
             path, config, model=model, clock=testing.fixed_clock, rng=random.Random(0)
         ) as session,
-        trio.open_nursery() as nursery,
+        testing.recording(session) as recorder,
     ):
-        nursery.start_soon(recorder.consume, session)
         resumed = testing.TestSession(session, model, recorder)
         try:
             yield resumed
@@ -382,16 +380,6 @@ def assert_restores(session: relay.Session, path: Path) -> relay.lowlevel.Resume
     return state
 
 
-def user_texts(body: dict[str, Any]) -> list[str]:
-    return [
-        part["text"]
-        for entry in body["input"]
-        if entry["type"] == "message" and entry["role"] == "user"
-        for part in entry["content"]
-        if "text" in part
-    ]
-
-
 async def test_compact_resume_preserves_model_history_view(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -432,10 +420,14 @@ async def test_resume_after_two_compactions_sends_the_latest_summary_only(
         await run_ops(r, ("turn", "third"))
     (request,) = r.model.requests
     summaries = [
-        text for text in user_texts(request) if text.startswith(relay.lowlevel.summary_prefix())
+        text
+        for text in testing.user_texts(request)
+        if text.startswith(relay.lowlevel.summary_prefix())
     ]
     assert summaries == [relay.lowlevel.summary_text("SUMMARY TWO")]
-    assert [text for text in user_texts(request) if "<environment_context>" not in text] == [
+    assert [
+        text for text in testing.user_texts(request) if "<environment_context>" not in text
+    ] == [
         "first",
         "second",
         relay.lowlevel.summary_text("SUMMARY TWO"),
@@ -468,8 +460,10 @@ async def test_a_session_that_ended_over_its_limit_compacts_before_its_first_req
     async with open_resumed(rollout_path(t), resumed_script, config=config) as r:
         await run_ops(r, ("turn", "second"))
     assert [prompt.purpose for prompt in r.model.prompts] == ["compact", "turn"]
-    assert "second" not in user_texts(r.model.requests[0])
-    follow_up = [u for u in user_texts(r.model.requests[1]) if "<environment_context>" not in u]
+    assert "second" not in testing.user_texts(r.model.requests[0])
+    follow_up = [
+        u for u in testing.user_texts(r.model.requests[1]) if "<environment_context>" not in u
+    ]
     assert follow_up == ["first", relay.lowlevel.summary_text("SUMMARY"), "second"]
     completed = [
         m.item.receipt

@@ -1,11 +1,11 @@
-"""The work-state record and masking: pure functions, no event loop."""
+"""Where a compaction places the work-state record, how it renders, and masking: pure
+functions, no event loop."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import relay
 from relay._base import _protocol as p
 from relay._base._tokens import approx_tokens
 from relay._core._history import is_contextual
@@ -17,7 +17,6 @@ from relay._core._work_state import (
     content_hash,
     file_read,
     tool_failed,
-    work_state_budget,
 )
 from relay.tasks.compaction import (
     MASK_MARKER,
@@ -29,38 +28,11 @@ from relay.tasks.compaction import (
 )
 from tests.hypothesis_profiles import examples
 
-
-def test_an_entry_states_path_size_hash_argv_and_exit_code() -> None:
-    read = file_read("src/parser.py", 2341, b"def parse(): ...\n")
-    assert read == WorkEntry(
-        "read",
-        f"src/parser.py (2341 bytes, sha256 {content_hash(b'def parse(): ...' + bytes([10]))})",
-        key="src/parser.py",
-    )
-    assert command_run(["pytest", "-q", "tests"], 1).text == "pytest -q tests → exit 1"
-    assert command_run(["sleep", "99"], None).text == "sleep 99 → timed out"
-    assert (
-        tool_failed("read_file", "no such file: x.py\nmore").text == "read_file: no such file: x.py"
-    )
+SUMMARY = p.user_message(summary_prefix() + "\nWe fixed the parser.")
 
 
-def test_a_second_read_of_a_file_replaces_the_first_and_is_newest() -> None:
-    record = WorkState()
-    record.add(file_read("a.py", 1, b"a"))
-    record.add(command_run(["make"], 0))
-    record.add(file_read("a.py", 2, b"ab"))
-    assert [e.text for e in record.entries] == [
-        "make → exit 0",
-        f"a.py (2 bytes, sha256 {content_hash(b'ab')})",
-    ]
-
-
-def test_commands_without_a_key_are_kept_once_per_text() -> None:
-    record = WorkState()
-    record.add(command_run(["make"], 0))
-    record.add(command_run(["make"], 2))
-    record.add(command_run(["make"], 0))
-    assert [e.text for e in record.entries] == ["make → exit 2", "make → exit 0"]
+def _tool_exchange(call_id: str, name: str, output: str) -> list[p.ResponseItem]:
+    return [p.FunctionCall(name, "{}", call_id), p.FunctionCallOutput(call_id, output)]
 
 
 def test_the_record_renders_grouped_by_kind_in_one_contextual_message() -> None:
@@ -104,16 +76,6 @@ def test_over_budget_the_oldest_entries_are_folded_into_counts() -> None:
     assert f"Earlier, not listed: {200 - listed} files read." in text
 
 
-def test_the_record_takes_at_most_a_tenth_of_a_known_window() -> None:
-    assert work_state_budget(2_000, None) == 2_000
-    assert work_state_budget(2_000, 128_000) == 2_000
-    assert work_state_budget(2_000, 4_096) == 409
-    # A server that counts 1.6 tokens per estimated one: fewer estimated tokens fit.
-    assert work_state_budget(2_000, 4_096, 1.6) == 256
-    assert work_state_budget(2_000, 4_096, 0.5) == 409
-    assert work_state_budget(2_000, 5) == 0
-
-
 @settings(max_examples=examples(100))
 @given(
     st.lists(
@@ -139,29 +101,6 @@ def test_a_rendering_fits_its_budget_or_has_folded_everything(
     # What is listed is always the newest entries.
     if listed:
         assert entries[-1].text.splitlines()[0] in text
-
-
-@settings(max_examples=examples(100))
-@given(
-    st.lists(st.builds(WorkEntry, st.text(min_size=1), st.text(), st.none() | st.text())),
-    st.lists(st.text()),
-)
-def test_the_record_round_trips_through_json(entries: list[WorkEntry], pinned: list[str]) -> None:
-    record = WorkState(entries, pinned)
-    assert WorkState.from_json(record.to_json()) == record
-
-
-def test_malformed_json_parts_are_skipped() -> None:
-    data = {
-        "entries": [{"kind": "read"}, 3, {"kind": "read", "text": "a", "key": 4}],
-        "pinned": [1, "x"],
-    }
-    assert WorkState.from_json(data) == WorkState([WorkEntry("read", "a")], ["x"])
-
-
-# ----------------------------------------------------------------------------- placement
-
-SUMMARY = p.user_message(summary_prefix() + "\nWe fixed the parser.")
 
 
 def test_pinned_messages_and_the_record_go_before_the_summary() -> None:
@@ -194,13 +133,6 @@ def test_a_fresh_window_gets_the_record_at_its_end() -> None:
 def test_an_empty_record_changes_nothing() -> None:
     history: list[p.ResponseItem] = [p.user_message("hi"), SUMMARY]
     assert carry_work_state(history, WorkState(), 2_000, include_entries=True) == history
-
-
-# ----------------------------------------------------------------------------- masking
-
-
-def _tool_exchange(call_id: str, name: str, output: str) -> list[p.ResponseItem]:
-    return [p.FunctionCall(name, "{}", call_id), p.FunctionCallOutput(call_id, output)]
 
 
 def test_old_outputs_are_masked_and_recent_ones_kept() -> None:
@@ -255,7 +187,3 @@ def test_masking_suffices_only_with_the_margin() -> None:
     assert masking_suffices(900, 1_000, 10)
     assert not masking_suffices(901, 1_000, 10)
     assert masking_suffices(999, 1_000, 0)
-
-
-def test_work_entry_is_public() -> None:
-    assert relay.lowlevel.WorkEntry is WorkEntry
