@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
@@ -22,3 +23,35 @@ def _forget_api_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     from relay._base import _secret
 
     monkeypatch.setattr(_secret, "_keys", {})
+
+
+# ----------------------------------------------------------------------------- the fast tier
+
+#: The longest a test of the fast tier (not marked ``slow``) may run, in seconds of wall time.
+#: A test that waits on the clock belongs under ``autojump_clock``, or in the slow tier.
+FAST_TEST_LIMIT_S = float(os.environ.get("RELAY_FAST_TEST_LIMIT_S", "2"))
+
+_too_slow: list[str] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # With pytest-xdist this runs in the controller, for every worker's reports.
+    exempt = "slow" in report.keywords or "real_server" in report.keywords
+    over = report.duration > FAST_TEST_LIMIT_S
+    if report.when == "call" and report.passed and over and not exempt:
+        _too_slow.append(f"{report.nodeid} ({report.duration:.1f} s)")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _too_slow and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _too_slow:
+        terminalreporter.section("fast-tier tests over the limit", sep="=", red=True)
+        terminalreporter.write_line(
+            f"These tests are not marked slow but ran longer than {FAST_TEST_LIMIT_S:g} s:"
+        )
+        for line in _too_slow:
+            terminalreporter.write_line(f"  {line}")

@@ -278,7 +278,9 @@ async def test_a_background_result_still_over_the_window_is_an_error_not_a_succe
     assert len(t.model.requests) == 2
 
 
-async def test_a_stale_result_is_dropped_and_the_compaction_runs_now(tmp_path: Path) -> None:
+async def test_a_stale_result_is_dropped_and_the_compaction_runs_now(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
     script = {
         "responses": [
             {"text": "a1", "total_tokens": 700},
@@ -298,7 +300,9 @@ async def test_a_stale_result_is_dropped_and_the_compaction_runs_now(tmp_path: P
         # A manual compaction replaces the history while the background work runs.
         await t.submit(relay.Compact())
         await t.wait_for(testing.turn_ended, 2)
+        # The background work (5 s of virtual time) finishes, its result now stale.
         await trio.sleep(10)
+        assert t.session.statistics().background_compaction == "ready"
         await t.turns("two")
         assert t.session.rollout is not None
         path = t.session.rollout.path
