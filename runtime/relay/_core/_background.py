@@ -23,7 +23,7 @@ import attrs
 from .._base import _protocol as p
 from .._base._errors import ContextWindowExceeded
 from .._base._model import CompactRequest, Prompt
-from . import _requests
+from . import _sampling
 from ._budget import TokenBudget
 from ._context import TurnSettings
 from ._sampling import SampleResult
@@ -155,12 +155,12 @@ class BackgroundContext:
     ) -> Prompt:
         """A request over ``input`` (default: the snapshot)."""
         items = self.job.snapshot.items if input is None else input
-        return _requests.build_prompt(
+        return _sampling.build_prompt(
             self._services, self.job.settings, items, tools=tools, model=model, purpose=purpose
         )
 
     async def sample(self, prompt: Prompt, *, max_retries: int | None = None) -> SampleResult:
-        return await _requests.sample(
+        return await _sampling.sample(
             self._services,
             self._writer,
             prompt,
@@ -170,10 +170,10 @@ class BackgroundContext:
         )
 
     async def remote_compact(self, request: CompactRequest) -> Any:
-        return await _requests.remote_compact(self._services, request)
+        return await _sampling.remote_compact(self._services, request)
 
     def initial_context(self) -> list[p.ResponseItem]:
-        return _requests.initial_context_items(self._services, self.job.settings, self.emit)
+        return _sampling.initial_context_items(self._services, self.job.settings, self.emit)
 
     def budget(self, model: str | None = None) -> TokenBudget:
         return self._services.budget(model or self.job.settings.model)
@@ -181,7 +181,7 @@ class BackgroundContext:
     def room_after(
         self, alongside: Sequence[p.ResponseItem], model: str | None = None
     ) -> int | None:
-        return _requests.room_after(
+        return _sampling.room_after(
             self._services, self.budget(model), alongside, self.initial_context()
         )
 

@@ -24,7 +24,7 @@ import attrs
 from .._base import _protocol as p
 from .._base._model import Prompt
 from .._base._tokens import truncate_text
-from . import _requests
+from . import _sampling
 from ._background import Backgrounds
 from ._compaction import CompactionOutcome, CompactionRequest, Injection, install
 from ._context import context_changes
@@ -205,7 +205,7 @@ class TaskContext:
     ) -> Prompt:
         """A request for this turn's model over ``input`` (default: the normalised history),
         with the base instructions and (``tools``) the session's tools."""
-        return _requests.build_prompt(
+        return _sampling.build_prompt(
             self._services, self._handle.settings, input, tools=tools, model=model, purpose=purpose
         )
 
@@ -227,7 +227,7 @@ class TaskContext:
         reports it.
         """
         if prompt is not None:
-            return await _requests.sample(
+            return await _sampling.sample(
                 self._services,
                 self._writer,
                 prompt,
@@ -251,7 +251,7 @@ class TaskContext:
                 await self.record_input(items)
         self._stepped = True
         self._compacted_since_step = False
-        result = await _requests.sample(
+        result = await _sampling.sample(
             self._services, self._writer, self.prompt(), record=True, report=True
         )
         self._last_step_called_tools = bool(result.tool_calls)
@@ -346,7 +346,7 @@ class TaskContext:
         state = services.state
         world = services.world(settings.cwd)
         if state.reference_world is None:
-            initial = _requests.initial_context_items(services, settings, self.emit, world)
+            initial = _sampling.initial_context_items(services, settings, self.emit, world)
             self.record(*initial)
             if not self._writer.detached:
                 services.recorder.world_state(world)

@@ -16,7 +16,7 @@ import anyio
 from .._base import _protocol as p
 from .._base._errors import ContextWindowExceeded
 from .._base._model import CompactRequest, Prompt
-from . import _requests
+from . import _sampling
 from ._background import BackgroundJob, Backgrounds, BackgroundWork
 from ._budget import TokenBudget
 from ._context import TurnSettings
@@ -64,14 +64,14 @@ class CompactionSupport:
         purpose: str = "turn",
     ) -> Prompt:
         """A request for the turn's model over ``input`` (default: the normalised history)."""
-        return _requests.build_prompt(
+        return _sampling.build_prompt(
             self._services, self._settings, input, tools=tools, model=model, purpose=purpose
         )
 
     async def sample(self, prompt: Prompt, *, max_retries: int | None = None) -> SampleResult:
         """Stream one response with retries (``stream_error`` events report them); nothing of
         the answer is recorded or reported, but its usage counts."""
-        return await _requests.sample(
+        return await _sampling.sample(
             self._services,
             self._writer,
             prompt,
@@ -82,11 +82,11 @@ class CompactionSupport:
 
     async def remote_compact(self, request: CompactRequest) -> Any:
         """``POST /responses/compact`` with the provider's request retries."""
-        return await _requests.remote_compact(self._services, request)
+        return await _sampling.remote_compact(self._services, request)
 
     def initial_context(self) -> list[p.ResponseItem]:
         """The full initial context of the turn's world as it is now."""
-        return _requests.initial_context_items(self._services, self._settings, self.emit)
+        return _sampling.initial_context_items(self._services, self._settings, self.emit)
 
     def room_after(
         self, alongside: Sequence[p.ResponseItem], model: str | None = None
@@ -94,14 +94,14 @@ class CompactionSupport:
         """Tokens (as a server counts them) that the messages a compaction keeps may take
         beside ``alongside``; None when the window of ``model`` (default: the turn's) is
         unknown."""
-        return _requests.room_after(
+        return _sampling.room_after(
             self._services, self.budget(model), alongside, self.initial_context()
         )
 
     def window_full(self, error: ContextWindowExceeded | None = None) -> None:
         """Count the history as filling the turn model's window and show it in a
         ``token_count``: the next turn compacts before it sends anything."""
-        _requests.window_full(self._services, self._writer, self._settings.model, error)
+        _sampling.window_full(self._services, self._writer, self._settings.model, error)
 
     # -- what a compaction flow uses
 
@@ -112,7 +112,7 @@ class CompactionSupport:
     def estimate(self, items: Sequence[p.ResponseItem]) -> int:
         """The calibrated estimate of a request over ``items`` (with the instructions and
         tools): what a server would count."""
-        return _requests.estimate_context(self._services, items)
+        return _sampling.estimate_context(self._services, items)
 
     def context_tokens(self) -> tuple[int, bool]:
         """The size of the context as it stands, and whether it rests on a server's count.
@@ -127,7 +127,7 @@ class CompactionSupport:
 
     def work_state_budget(self, model: str | None = None) -> int:
         """The token budget of the rendered work-state record (estimate units)."""
-        return _requests.work_state_tokens(self._services, model or self._settings.model)
+        return _sampling.work_state_tokens(self._services, model or self._settings.model)
 
     def new_item_id(self, prefix: str = "item") -> str:
         """A fresh item id, unique in the session."""
