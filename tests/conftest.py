@@ -25,6 +25,20 @@ def _forget_api_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_secret, "_keys", {})
 
 
+# ----------------------------------------------------------------------------- parallel runs
+
+#: Tests that share an expensive process run on one worker of ``pytest -n``: one local Ray
+#: instance, one set of llama-servers.
+_GROUPS = {"cluster": "ray", "real_server": "llama"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        folder = item.path.parent.name
+        if folder in _GROUPS:
+            item.add_marker(pytest.mark.xdist_group(_GROUPS[folder]))
+
+
 # ----------------------------------------------------------------------------- the fast tier
 
 #: The longest a test of the fast tier (not marked ``slow``) may run, in seconds of wall time.
