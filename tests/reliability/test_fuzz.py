@@ -439,6 +439,7 @@ configs = st.one_of(
 )
 
 
+@pytest.mark.slow
 @fuzz(400)
 @given(data=configs)
 def test_fuzzed_configs_load_or_name_what_is_wrong(data: dict[str, Any]) -> None:
@@ -622,6 +623,7 @@ stream_events = st.one_of(
 )
 
 
+@pytest.mark.slow
 @fuzz(500)
 @given(events=st.lists(stream_events, max_size=6))
 def test_fuzzed_stream_events_parse_or_raise_a_model_error(events: list[dict[str, Any]]) -> None:
@@ -677,6 +679,7 @@ ORDINARY = [
 ]
 
 
+@pytest.mark.slow
 @fuzz(120)
 # A float that JSON cannot hold (``inf``) in a model's output item: it used to be written to the
 # rollout as ``Infinity``, which the reader then dropped as invalid JSON.
