@@ -3,11 +3,11 @@ test enforces, and its two paths follow the imports, file by file."""
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 
 from relay import _open
-
 from tests.test_layers import ALLOWED, MODULES, ROOT, imports
 
 DOC = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
@@ -63,7 +63,7 @@ def check(files: list[str]) -> None:
     for path in files:
         assert (ROOT / path).is_file(), f"{path} does not exist"
     modules = [module_of(path) for path in files]
-    for earlier, later in zip(modules, modules[1:], strict=False):
+    for earlier, later in itertools.pairwise(modules):
         assert follows(earlier, later) or follows(later, earlier), f"{earlier} → {later}"
 
 

@@ -10,7 +10,8 @@ tasks in :mod:`relay.tasks`, sessions on a Ray cluster in :mod:`relay.cluster`.
 
 from __future__ import annotations
 
-import pkgutil as _pkgutil
+import os as _os
+import sys as _sys
 
 import attrs as _attrs
 
@@ -90,12 +91,22 @@ from ._core._tools import Tool as Tool
 from ._core._tools import ToolContext as ToolContext
 from ._core._tools import ToolError as ToolError
 from ._open import open_session as open_session
-from ._rollout._resume import resume_session as resume_session
+from ._rollout._resume_session import resume_session as resume_session
 from ._version import __version__ as __version__
 
-# relay.tasks lives in a second source root (tasks/relay/tasks) in a checkout; an installed wheel
-# has it here already.
-__path__ = _pkgutil.extend_path(__path__, __name__)
+# relay.tasks lives in a second source root (tasks/relay/tasks) in a checkout, which an editable
+# install puts on sys.path; an installed wheel has it here already. This is what
+# pkgutil.extend_path does (without importing pkgutil, which costs as much as a module of relay).
+__path__ = [
+    *__path__,
+    *(
+        _os.path.join(entry, __name__)
+        for entry in _sys.path
+        if isinstance(entry, str)
+        and _os.path.join(entry, __name__) not in __path__
+        and _os.path.isdir(_os.path.join(entry, __name__))
+    ),
+]
 
 __all__ = [
     "AbortReason",

@@ -14,10 +14,10 @@ import trio.testing
 import relay
 from relay import testing
 from relay._base._tokens import approx_tokens
+from relay._cli._outcome import RunOutcome
 from relay._cli._pretty import PrettyPrinter
 from relay._cli._transcript import render_transcript
 from relay._core._work_state import WorkState
-from relay._drive._outcome import RunOutcome
 from relay._rollout._reader import read_rollout
 
 RECEIPT = relay.CompactionReceipt(relay.CompactionTrigger.MANUAL, "local", 900, 300, 12)

@@ -85,17 +85,24 @@ def _register_tagged_union(
         _register_tag_unstructure(cls, omit_defaults=omit_defaults)
 
 
-_tagged: set[type] = set()
+#: The tagged classes, and whether each leaves out fields at their defaults (wire items).
+_tagged: dict[type, bool] = {}
 
 
 def _register_tag_unstructure(cls: type, *, omit_defaults: bool = False) -> None:
-    """Tag ``cls`` with its ``"type"``; wire items (``omit_defaults``) leave out unset fields."""
-    if cls in _tagged or cls is p.Other:
-        return
-    _tagged.add(cls)
+    """Tag ``cls`` with its ``"type"``; wire items (``omit_defaults``) leave out unset fields.
+
+    The function is made the first time a ``cls`` is encoded (:func:`_tagged_unstructure`):
+    a process encodes a few of the protocol's classes, and making them all costs start-up.
+    """
+    if cls not in _tagged and cls is not p.Other:
+        _tagged[cls] = omit_defaults
+
+
+def _tagged_unstructure(cls: type) -> Callable[[Any], dict[str, Any]]:
     tag = type_tag(cls)
     base: Callable[[Any], dict[str, Any]] = cattrs.gen.make_dict_unstructure_fn(
-        cls, converter, _cattrs_omit_if_default=omit_defaults
+        cls, converter, _cattrs_omit_if_default=_tagged[cls]
     )
 
     def unstructure(obj: Any) -> dict[str, Any]:
@@ -103,7 +110,10 @@ def _register_tag_unstructure(cls: type, *, omit_defaults: bool = False) -> None
         out.update(base(obj))
         return out
 
-    converter.register_unstructure_hook(cls, unstructure)
+    return unstructure
+
+
+converter.register_unstructure_hook_factory(lambda cls: cls in _tagged, _tagged_unstructure)
 
 
 def _format_leaf(exc: BaseException, _: Any) -> str:
@@ -166,10 +176,10 @@ for _cls in (p.SummaryText, p.ReasoningText):
     _register_tag_unstructure(_cls, omit_defaults=True)
 _register_tagged_union(p.ContentPart, omit_defaults=True)
 # A foreground compaction's receipt has no background fields in its JSON form.
-converter.register_unstructure_hook(
-    p.CompactionReceipt,
-    cattrs.gen.make_dict_unstructure_fn(
-        p.CompactionReceipt,
+converter.register_unstructure_hook_factory(
+    lambda cls: cls is p.CompactionReceipt,
+    lambda cls: cattrs.gen.make_dict_unstructure_fn(
+        cls,
         converter,
         background=cattrs.gen.override(omit_if_default=True),
         snapshot_age_ms=cattrs.gen.override(omit_if_default=True),

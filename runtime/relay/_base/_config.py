@@ -9,8 +9,8 @@ the key it returns is never stored in a config.
 
 from __future__ import annotations
 
+import functools
 import os
-import tomllib
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -18,7 +18,6 @@ from typing import Any, Literal
 
 import attrs
 import cattrs
-import cattrs.cols
 
 from ._errors import ConfigError
 from ._suggest import did_you_mean
@@ -236,7 +235,15 @@ def resolve_api_key(provider: ProviderConfig) -> str | None:
     return key
 
 
-_converter = cattrs.Converter(forbid_extra_keys=True)
+@functools.cache
+def _converter() -> cattrs.Converter:
+    """The converter of configuration tables, made when a table is first read (a session with
+    the default configuration reads none)."""
+    converter = cattrs.Converter(forbid_extra_keys=True)
+    for kind in (str, int, bool):
+        converter.register_structure_hook(kind, _strict(kind))
+    converter.register_structure_hook_factory(_is_array, _array_hook)
+    return converter
 
 
 def _strict(kind: type) -> Any:
@@ -250,15 +257,13 @@ def _strict(kind: type) -> Any:
     return structure
 
 
-for _kind in (str, int, bool):
-    _converter.register_structure_hook(_kind, _strict(_kind))
-
-
 def _is_array(kind: Any) -> bool:
     return typing.get_origin(kind) is tuple and typing.get_args(kind)[1:] == (...,)
 
 
 def _array_hook(kind: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
+    import cattrs.cols
+
     base = cattrs.cols.homogenous_tuple_structure_factory(kind, converter)
 
     def structure(value: Any, _: Any) -> Any:
@@ -268,9 +273,6 @@ def _array_hook(kind: Any, converter: cattrs.Converter) -> Callable[[Any, Any], 
         return base(value, kind)
 
     return structure
-
-
-_converter.register_structure_hook_factory(_is_array, _array_hook)
 
 
 def unknown_keys(data: Mapping[str, Any], cls: type = Config, prefix: str = "") -> list[str]:
@@ -320,7 +322,7 @@ def config_from_dict(data: Mapping[str, Any]) -> Config:
             },
         }
     try:
-        config = _converter.structure(data, Config)
+        config = _converter().structure(data, Config)
     except Exception as exc:
         details = (
             "; ".join(cattrs.transform_error(exc))
@@ -394,6 +396,8 @@ def _check_limits(config: Config) -> None:
 
 def parse_override(text: str) -> tuple[list[str], Any]:
     """Parse ``key=value``: the value as TOML, else as a plain string."""
+    import tomllib
+
     key, sep, raw = text.partition("=")
     key = key.strip()
     if not sep or not key:
@@ -410,6 +414,8 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     data: dict[str, Any] = {}
     file = Path(path) if path is not None else relay_home() / "config.toml"
     if path is not None or file.exists():
+        import tomllib
+
         try:
             data = tomllib.loads(file.read_text(encoding="utf-8"))
         except OSError as exc:

@@ -12,7 +12,7 @@ from typing import TextIO
 
 from .._base import _protocol as p
 from .._core._work_state import WorkEntry, WorkState, work_state_lines
-from .._drive._outcome import RunOutcome
+from ._outcome import RunOutcome
 
 _SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 

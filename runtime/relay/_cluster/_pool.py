@@ -238,7 +238,7 @@ class SessionHost:
         noticed_at: float,
     ) -> None:
         """Resume session ``key`` from its rollout and report what its old host's loss cost."""
-        from .._rollout._resume import resume_session
+        from .._rollout._resume_session import resume_session
 
         def reported() -> list[tuple[str, p.EventMsg]]:
             """What the resumed session reports first: the turn the loss cut, and the move."""
