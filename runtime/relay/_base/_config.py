@@ -437,7 +437,8 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     unknown = unknown_keys(data)
     if unknown:
         raise _unknown_key_error(unknown, "-c overrides: ")
-    return config_from_dict(data)
+    # Nothing to read: the defaults, without building the converter of configuration tables.
+    return config_from_dict(data) if data else Config()
 
 
 #: Context windows of well-known models, used when ``model_context_window`` is unset.
