@@ -128,7 +128,21 @@ class RolloutConfig:
 
 @attrs.frozen
 class Config:
-    """Everything that configures a session. Build it in code or with :func:`load_config`."""
+    """Everything that configures a session. Build it in code or with :func:`load_config`.
+
+    Example::
+
+        config = relay.Config(
+            model="qwen2.5-coder",
+            model_provider="local",
+            model_context_window=8192,
+            model_providers={
+                "local": relay.ProviderConfig(
+                    name="local", base_url="http://127.0.0.1:8000/v1", wire_api="chat"
+                )
+            },
+        )
+    """
 
     model: str = "scripted"
     """Model name sent to the provider."""

@@ -44,11 +44,6 @@ class Snapshot:
     """``anyio.current_time()`` when it was taken."""
 
 
-def background_due(percent: int, usage: int, limit: int | None) -> bool:
-    """Whether usage reached ``percent`` of ``limit`` (never when either is unset)."""
-    return percent > 0 and limit is not None and usage * 100 >= limit * percent
-
-
 def still_current(snapshot: Snapshot, live: Sequence[p.ResponseItem], live_window_id: str) -> bool:
     """The install rule: the live history is in the snapshot's window and begins with it."""
     size = len(snapshot.items)
@@ -263,7 +258,6 @@ __all__ = [
     "BackgroundJob",
     "JobState",
     "Snapshot",
-    "background_due",
     "installed_history",
     "still_current",
 ]
