@@ -93,7 +93,7 @@ def canned_text(index: int, text: str, tokens: int) -> list[relay.lowlevel.Model
     return [
         OutputTextDelta(item_id, text[:half]),
         OutputTextDelta(item_id, text[half:]),
-        OutputItemDone(relay.assistant_message(text, id=item_id)),
+        OutputItemDone(relay.lowlevel.assistant_message(text, id=item_id)),
         Completed(f"resp-{index}", relay.TokenUsage(total_tokens=tokens)),
     ]
 
@@ -147,10 +147,16 @@ def open_bench_session(
     *,
     tools: Iterable[relay.Tool] = (),
     cfg: relay.Config | None = None,
+    tasks: Mapping[str, Any] | None = None,
 ) -> Any:
     """A session on ``model`` with a fixed clock and a seeded jitter."""
     return relay.open_session(
-        cfg or config(), model=model, tools=tools, clock=fixed_clock, rng=random.Random(0)
+        cfg or config(),
+        model=model,
+        tools=tools,
+        clock=fixed_clock,
+        rng=random.Random(0),
+        tasks=tasks,
     )
 
 

@@ -77,7 +77,7 @@ class PacedModel:
 
 def _answer(text: str, tokens: int) -> list[ModelEvent]:
     return [
-        OutputItemDone(relay.assistant_message(text)),
+        OutputItemDone(relay.lowlevel.assistant_message(text)),
         Completed("resp", relay.TokenUsage(total_tokens=tokens)),
     ]
 

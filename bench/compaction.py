@@ -1,12 +1,13 @@
 """Compaction bookkeeping and token accounting, on histories of growing size.
 
 Bookkeeping is everything the local compaction does besides asking the model for a summary
-(docs/benchmarks.md): snapshot the history and count it, collect the real user messages and ghost
-snapshots, keep the recent ones within the 20,000-token budget and rebuild the history around
-the summary, then install it through :meth:`relay.lowlevel.TaskContext.install_compaction`
-on a live session that writes its rollout. It is timed on histories of 1k, 10k and 100k items
-(about 100 approximate tokens each, so 10k items ≈ 1M tokens) with a straight line fitted
-through the times, and its peak of new allocations is taken with tracemalloc.
+(docs/benchmarks.md): snapshot the history and count it, collect the real user messages and
+ghost snapshots, keep the recent ones within the 20,000-token budget and rebuild the history
+around the summary, then install it through :meth:`relay.TaskContext.install_compaction` on a
+live session that writes its rollout (a task of the bench's own, run by a ``compact`` op). It is
+timed on histories of 1k, 10k and 100k items (about 100 approximate tokens each, so 10k items ≈
+1M tokens) with a straight line fitted through the times, and its peak of new allocations is
+taken with tracemalloc.
 
 Token accounting is what a turn does to keep usage current: record the user message and the
 model's answer, note the response's ``total_tokens``, read the usage. With estimates cached per
@@ -22,15 +23,15 @@ import time
 import tracemalloc
 from pathlib import Path
 
-import anyio
+import attrs
 import trio
 
 import relay
-from relay import compaction as pure
-from relay._history import History
-from relay._task import TaskHandle
-from relay._tokens import approx_tokens, item_tokens
-from relay.tasks.compaction import Injection, place_initial_context
+from relay import lowlevel as pure
+from relay._base._tokens import approx_tokens, item_tokens
+from relay._core._history import History
+from relay.tasks import compact
+from relay.tasks.compaction import place_initial_context
 from relay.testing import ScriptedModel
 
 from ._core import Figure, Options, Target, linear_fit, ms, no_gc, time_call
@@ -55,7 +56,7 @@ def make_history(count: int) -> list[relay.ResponseItem]:
     for index in range(count):
         match index % 4:
             case 0:
-                items.append(relay.user_message(f"Request {index}: {_PROSE * 2}"))
+                items.append(relay.lowlevel.user_message(f"Request {index}: {_PROSE * 2}"))
             case 1:
                 items.append(
                     relay.FunctionCall(
@@ -66,7 +67,7 @@ def make_history(count: int) -> list[relay.ResponseItem]:
                 body = "\n".join(f"    line_{n} = compute({n}, {index})" for n in range(17))
                 items.append(relay.FunctionCallOutput(f"call-{index - 1}", body))
             case _:
-                items.append(relay.assistant_message(f"Answer {index}: {_PROSE * 2}"))
+                items.append(relay.lowlevel.assistant_message(f"Answer {index}: {_PROSE * 2}"))
     return items
 
 
@@ -90,32 +91,57 @@ class _Prefilled:
         history.tokens_since_model = sum(self.estimates)
 
 
-class _CompactTask:
-    kind = relay.lowlevel.TaskKind.COMPACT
+SUMMARY = "Requests so far: the build, the compaction tests and the rollout format."
+#: The instructions of the ``compact`` op that runs :class:`_Bookkeeping` instead of relay's.
+MEASURE = "bench: bookkeeping"
 
-    async def run(self, ctx: relay.lowlevel.TaskContext) -> str | None:
+
+@attrs.frozen
+class _Bookkeeping(relay.SessionTask):
+    """Times the bookkeeping of a local compaction, again and again, inside a live session."""
+
+    prefilled: _Prefilled
+    repeat: int
+    phases: dict[str, list[float]]
+    peaks: list[float]
+
+    @property
+    def kind(self) -> str:
+        return "compact"
+
+    async def run(self, ctx: relay.TaskContext) -> str | None:
+        for _ in range(self.repeat):
+            self.prefilled.reset()
+            with no_gc():
+                collect, rebuild, install = _bookkeeping(ctx, self.prefilled.session)
+            self.phases["collect"].append(collect)
+            self.phases["rebuild"].append(rebuild)
+            self.phases["install"].append(install)
+            self.phases["total"].append(collect + rebuild + install)
+        self.prefilled.reset()
+        tracemalloc.start()
+        baseline = tracemalloc.get_traced_memory()[0]
+        _bookkeeping(ctx, self.prefilled.session)
+        self.peaks.append(tracemalloc.get_traced_memory()[1] - baseline)
+        tracemalloc.stop()
         return None
 
 
-SUMMARY = "Requests so far: the build, the compaction tests and the rollout format."
-
-
-def _bookkeeping(ctx: relay.lowlevel.TaskContext) -> tuple[float, float, float]:
+def _bookkeeping(ctx: relay.TaskContext, session: relay.Session) -> tuple[float, float, float]:
     """One local compaction's bookkeeping; seconds spent collecting, rebuilding, installing."""
-    session = ctx.session
     start = time.perf_counter()
-    history = list(ctx.history)
+    history = list(ctx.view.history)
     tokens_before = session.history.estimated_tokens()
     users = pure.real_user_messages(history)
     ghosts = pure.ghost_snapshots(history)
     collected = time.perf_counter()
     new = pure.build_compacted_history(users, SUMMARY, ghosts=ghosts)
-    new = place_initial_context(new, [], Injection.DO_NOT_INJECT)
+    new = place_initial_context(new, [], pure.Injection.DO_NOT_INJECT)
     receipt = relay.CompactionReceipt(
         trigger=relay.CompactionTrigger.MANUAL,
         backend="local",
         tokens_before=tokens_before,
-        tokens_after=pure.estimate_tokens(new),
+        tokens_after=pure.items_tokens(new),
         duration_ms=0,
     )
     rebuilt = time.perf_counter()
@@ -133,28 +159,21 @@ async def _measure_size(
     cfg = config(enabled=True, dir=str(rollout_dir))
     model = ScriptedModel({"responses": [{"text": SUMMARY, "total_tokens": 900}] * 64})
     phases: dict[str, list[float]] = {"collect": [], "rebuild": [], "install": [], "total": []}
+    peaks: list[float] = []
     end_to_end: list[float] = []
-    async with open_bench_session(model, cfg=cfg) as session:
+    prefilled: _Prefilled | None = None
+
+    def compact_task(op: relay.Compact) -> relay.SessionTask:
+        if op.instructions == MEASURE and prefilled is not None:
+            return _Bookkeeping(prefilled, opts.repeat, phases, peaks)
+        return compact(op)
+
+    async with open_bench_session(model, cfg=cfg, tasks={"compact": compact_task}) as session:
         driver = TurnDriver(session)
         prefilled = _Prefilled(session, items)
-        handle = TaskHandle(
-            "bench-compact", _CompactTask(), session.state.defaults, anyio.current_time()
-        )
-        ctx = relay.lowlevel.TaskContext(session, handle)
-        for _ in range(opts.repeat):
-            prefilled.reset()
-            with no_gc():
-                collect, rebuild, install = _bookkeeping(ctx)
-            phases["collect"].append(collect)
-            phases["rebuild"].append(rebuild)
-            phases["install"].append(install)
-            phases["total"].append(collect + rebuild + install)
-        prefilled.reset()
-        tracemalloc.start()
-        baseline = tracemalloc.get_traced_memory()[0]
-        _bookkeeping(ctx)
-        peak = tracemalloc.get_traced_memory()[1] - baseline
-        tracemalloc.stop()
+        turn_id = await session.submit(relay.Compact(instructions=MEASURE))
+        await driver.wait_for(relay.TurnComplete, turn_id)
+        peak = peaks[0]
         tokens = sum(prefilled.estimates)
         # The whole compact op, summary request included, where it stays quick.
         if count <= 10_000:
@@ -223,8 +242,8 @@ def _compaction_figures(opts: Options) -> list[Figure]:
 
 
 def _accounting_turn(history: History, index: int) -> None:
-    history.record(relay.user_message(f"Request {index}: {_PROSE}"))
-    history.record(relay.assistant_message(f"Answer {index}: {_PROSE}"), from_model=True)
+    history.record(relay.lowlevel.user_message(f"Request {index}: {_PROSE}"))
+    history.record(relay.lowlevel.assistant_message(f"Answer {index}: {_PROSE}"), from_model=True)
     history.response_completed(1000 + index)
     _ = history.usage_tokens
 
@@ -257,7 +276,7 @@ def _accounting_figures(opts: Options) -> list[Figure]:
             cached.ratio_target = FLAT_TARGET
         figures.append(cached)
         view = items[:size]
-        uncached = [s * 1e6 for s in time_call(lambda view=view: pure.estimate_tokens(view), 3)]
+        uncached = [s * 1e6 for s in time_call(lambda view=view: pure.items_tokens(view), 3)]
         figures.append(
             Figure(
                 TOKENS,
@@ -299,7 +318,7 @@ def _tiktoken_figures(opts: Options) -> list[Figure]:
     approx = [s / mb * 1000 for s in time_call(lambda: approx_tokens(text), 7)]
     approx_fig = Figure(TOKENS, "approx estimator: ms per MB", "ms/MB", approx)
     try:
-        from relay._tiktoken import TiktokenEstimator, get_encoding
+        from relay._base._tiktoken import TiktokenEstimator, get_encoding
     except ImportError as exc:
         opts.note(f"tiktoken estimator unavailable ({exc}); its cost was not measured.")
         return [approx_fig]

@@ -25,7 +25,8 @@ from pathlib import Path
 import trio
 
 import relay
-from relay._session import ResumedState, open_session
+from relay import open_session
+from relay.lowlevel import ResumedState
 from relay.testing import ScriptedModel, fixed_clock
 
 from ._core import Figure, Options, Target, ms, no_gc, percentile
@@ -77,8 +78,8 @@ async def _growing(turns: int) -> tuple[list[float], list[float]]:
 def _history(items: int) -> tuple[relay.ResponseItem, ...]:
     out: list[relay.ResponseItem] = []
     for index in range(items // 2):
-        out.append(relay.user_message(f"Question {index}: which build backend?"))
-        out.append(relay.assistant_message(f"Answer {index}: hatchling."))
+        out.append(relay.lowlevel.user_message(f"Question {index}: which build backend?"))
+        out.append(relay.lowlevel.assistant_message(f"Answer {index}: hatchling."))
     return tuple(out)
 
 
@@ -87,7 +88,7 @@ async def _at_history(items: int, canned: bool, turns: int) -> tuple[list[float]
         session_id="bench", rollout_path=None, history=_history(items), last_response_tokens=1
     )
     script = turn_script(turns + 1)
-    model: relay.ModelClient = (
+    model: relay.lowlevel.ModelClient = (
         CannedModel(
             [
                 canned_text(i, r["text"], r["total_tokens"])

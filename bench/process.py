@@ -223,7 +223,7 @@ def _http_options(server: _MockServer) -> list[str]:
 # ----------------------------------------------------------------------------- Codex
 
 #: The Codex CLI release measured (npm ``@openai/codex``).
-CODEX_VERSION = "0.171.0"
+CODEX_VERSION = "0.169.0"
 #: Where ``--install-codex`` puts it (an ``npm --prefix`` folder, outside the repository).
 CODEX_PREFIX = Path.home() / ".cache" / "relay-bench" / f"codex-{CODEX_VERSION}"
 

@@ -2,7 +2,7 @@
 
 Writing: the lines of real turns (``turn_started``, the user message as item and event, the
 answer as item and event, ``token_count``, ``turn_complete``), appended through
-:class:`relay._rollout.RolloutWriter` and flushed before every ``turn_complete``, as the
+:class:`relay._core._writer.RolloutWriter` and flushed before every ``turn_complete``, as the
 session does; against the floor of writing the same text, already encoded, with the same
 flushes.
 
@@ -31,7 +31,7 @@ import anyio
 import trio
 
 import relay
-from relay._rollout import RolloutWriter
+from relay._core._writer import RolloutWriter
 from relay.testing import ScriptedModel
 
 from ._core import Figure, Options, Target, no_gc
@@ -47,21 +47,23 @@ PEAK_TARGET = Target("≤ 3× the file", 3.0)
 
 
 def _turn_payloads(index: int) -> list[tuple[str, object]]:
-    user = relay.user_message(f"{QUESTIONS[index % len(QUESTIONS)]} ({index})")
-    answer = relay.assistant_message(f"Answer {index}: the build uses hatchling.")
+    user = relay.lowlevel.user_message(f"{QUESTIONS[index % len(QUESTIONS)]} ({index})")
+    answer = relay.lowlevel.assistant_message(f"Answer {index}: the build uses hatchling.")
     turn = f"sub-{index}"
     usage = relay.TokenUsage(total_tokens=1000 + index)
     return [
-        ("event_msg", relay.to_json(relay.TurnStarted(turn, 200_000, 0.0))),
-        ("response_item", relay.to_json(user)),
-        ("event_msg", relay.to_json(relay.UserMessage(user.text()))),
-        ("response_item", relay.to_json(answer)),
-        ("event_msg", relay.to_json(relay.AgentMessage(answer.text()))),
+        ("event_msg", relay.lowlevel.to_json(relay.TurnStarted(turn, 200_000, 0.0))),
+        ("response_item", relay.lowlevel.to_json(user)),
+        ("event_msg", relay.lowlevel.to_json(relay.UserMessage(user.text()))),
+        ("response_item", relay.lowlevel.to_json(answer)),
+        ("event_msg", relay.lowlevel.to_json(relay.AgentMessage(answer.text()))),
         (
             "event_msg",
-            relay.to_json(relay.TokenCount(relay.TokenUsageInfo(usage, usage, 200_000))),
+            relay.lowlevel.to_json(
+                relay.TokenCount(relay.lowlevel.TokenUsageInfo(usage, usage, 200_000))
+            ),
         ),
-        ("event_msg", relay.to_json(relay.TurnComplete(turn, answer.text(), 3))),
+        ("event_msg", relay.lowlevel.to_json(relay.TurnComplete(turn, answer.text(), 3))),
     ]
 
 

@@ -70,7 +70,7 @@ async def _canned(script: dict[str, Any]) -> AsyncIterator[relay.lowlevel.ModelC
 
 @asynccontextmanager
 async def _transport(script: dict[str, Any]) -> AsyncIterator[relay.lowlevel.ModelClient]:
-    from relay._mock_transport import scripted_http_client
+    from relay._models._mock_transport import scripted_http_client
     from relay._wire import open_http_client
 
     http, _ = scripted_http_client(script)
@@ -81,7 +81,7 @@ async def _transport(script: dict[str, Any]) -> AsyncIterator[relay.lowlevel.Mod
 
 @asynccontextmanager
 async def _loopback(script: dict[str, Any]) -> AsyncIterator[relay.lowlevel.ModelClient]:
-    from relay._mock_server import open_mock_server
+    from relay._testing._mock_server import open_mock_server
     from relay._wire import open_http_client
 
     async with open_mock_server(script) as server:

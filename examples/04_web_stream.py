@@ -52,7 +52,7 @@ class TurnEndpoint:
         async with self.lock:
             turn_id = await self.session.submit(relay.UserTurn(items=[relay.Text(text)]))
             async for event in self.events:
-                frame = f"data: {json.dumps(relay.to_json(event))}\n\n".encode()
+                frame = f"data: {json.dumps(relay.lowlevel.to_json(event))}\n\n".encode()
                 await send({"type": "http.response.body", "body": frame, "more_body": True})
                 if event.id == turn_id and isinstance(
                     event.msg, relay.TurnComplete | relay.TurnAborted

@@ -12,23 +12,23 @@ from typing import Any
 import attrs
 import pytest
 
-from relay import _protocol as p
-from relay._config import Config, load_config
-from relay._config_doc import EXAMPLES, documented_keys
-from relay._config_doc import render as render_config
-from relay._model_script import parse_model_script
-from relay._protocol_doc import render
+from relay._base import _protocol as p
+from relay._base._config import Config, load_config
+from relay._cli._config_doc import EXAMPLES, documented_keys
+from relay._cli._config_doc import render as render_config
+from relay._cli._protocol_doc import render
+from relay._models._script import parse_model_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_protocol_document_matches_the_protocol_classes() -> None:
-    # Regenerate with: python -m relay._protocol_doc > docs/protocol.md
+    # Regenerate with: python -m relay._cli._protocol_doc > docs/protocol.md
     assert (ROOT / "docs" / "protocol.md").read_text() == render()
 
 
 def test_configuration_document_matches_the_config_classes() -> None:
-    # Regenerate with: python -m relay._config_doc > docs/config.md
+    # Regenerate with: python -m relay._cli._config_doc > docs/config.md
     assert (ROOT / "docs" / "config.md").read_text() == render_config()
 
 

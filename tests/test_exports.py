@@ -17,14 +17,26 @@ PUBLIC_MODULES = [
     "relay",
     "relay.lowlevel",
     "relay.testing",
-    "relay.compaction",
     "relay.cluster",
     "relay.tasks",
     "relay.tasks.compaction",
-    "relay.tasks.compaction.base",
 ]
 #: Public submodules a namespace may hold besides its names.
-SUBMODULES = {"cluster", "compaction", "lowlevel", "testing", "base", "tasks"}
+SUBMODULES = {"cluster", "compaction", "lowlevel", "testing", "tasks"}
+#: The committed public face: one line per name of each public module's ``__all__``.
+EXPORTS = Path(__file__).resolve().parent / "exports.txt"
+
+
+def committed() -> dict[str, list[str]]:
+    faces: dict[str, list[str]] = {}
+    module = ""
+    for line in EXPORTS.read_text(encoding="utf-8").splitlines():
+        if line.startswith("[") and line.endswith("]"):
+            module = line[1:-1]
+            faces[module] = []
+        elif line.strip():
+            faces[module].append(line.strip())
+    return faces
 
 
 def public_names(module: types.ModuleType) -> set[str]:
@@ -112,6 +124,26 @@ def test_nothing_private_leaks(name: str) -> None:
             if origin.split(".")[0] not in {"relay"}:
                 leaks.append(f"{attr} comes from {origin}")
     assert leaks == []
+
+
+@pytest.mark.parametrize("name", PUBLIC_MODULES)
+def test_the_public_face_is_the_committed_list(name: str) -> None:
+    """A change to a public module's ``__all__`` is a visible diff of ``tests/exports.txt``."""
+    module = importlib.import_module(name)
+    assert sorted(module.__all__) == committed()[name]
+
+
+def test_relay_shows_at_most_80_names_each_printed_where_it_is_imported() -> None:
+    assert len(relay.__all__) <= 80
+    classes = [getattr(relay, name) for name in relay.__all__]
+    assert [c for c in classes if inspect.isclass(c) and c.__module__ != "relay"] == []
+    assert repr(relay.Config).startswith("<class 'relay.Config'>")
+
+
+def test_relay_loads_its_names_as_it_is_imported() -> None:
+    """No module ``__getattr__`` hides what ``relay`` exports: each name is in its dict."""
+    assert not hasattr(relay, "__getattr__")
+    assert [name for name in relay.__all__ if name not in vars(relay)] == []
 
 
 def test_the_friendly_and_the_low_level_namespace_do_not_overlap() -> None:

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 TIMEOUT = 120
@@ -86,14 +88,32 @@ def test_python_dash_m_relay_is_the_relay_command(tmp_path: Path) -> None:
     assert result.stdout.startswith("relay ")
 
 
-def test_python_dash_m_runtime_in_a_checkout_points_at_relay() -> None:
+@pytest.mark.parametrize("name", ["runtime", "tasks", "bench", "tests"])
+def test_the_install_makes_relay_importable_and_nothing_else(tmp_path: Path, name: str) -> None:
+    """Outside the checkout, the source roots and the checkout's other folders are not modules."""
     result = subprocess.run(
-        [sys.executable, "-m", "runtime", "--version"],
-        cwd=ROOT,
+        [sys.executable, "-c", f"import relay.tasks; import {name}"],
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
         check=False,
     )
-    assert (result.returncode, result.stdout) == (2, "")
-    assert result.stderr == "relay: run it as python -m relay (not -m runtime)\n"
+    assert result.returncode == 1
+    assert f"No module named '{name}'" in result.stderr
+
+
+def test_relay_tasks_is_one_module_under_one_name(tmp_path: Path) -> None:
+    code = (
+        "import relay, relay.tasks.regular as r, sys; "
+        "print(sorted(n for n in sys.modules if n.split('.')[0] in ('runtime', 'tasks')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=True,
+    )
+    assert result.stdout == "[]\n"

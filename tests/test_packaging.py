@@ -42,7 +42,7 @@ def test_wheel_ships_templates_and_loads_them_when_installed(tmp_path: Path) -> 
     assert "relay/py.typed" in names
     # Import the unpacked wheel, away from the checkout, and load a template from it.
     code = (
-        "import relay._templates as t, pathlib; "
+        "import relay._base._templates as t, pathlib; "
         "print(pathlib.Path(t.__file__).parent); print(t.template('compact/prompt.md'))"
     )
     result = subprocess.run(
@@ -55,5 +55,5 @@ def test_wheel_ships_templates_and_loads_them_when_installed(tmp_path: Path) -> 
         timeout=60,
     )
     location, text = result.stdout.split("\n", 1)
-    assert Path(location) == tmp_path / "site" / "relay"
-    assert text.strip() == (ROOT / "templates/compact/prompt.md").read_text().strip()
+    assert Path(location) == tmp_path / "site" / "relay" / "_base"
+    assert text.strip() == (ROOT / "runtime/relay/templates/compact/prompt.md").read_text().strip()

@@ -11,14 +11,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import relay
-from relay import compaction
-from relay._history import is_contextual
-from relay._resume import reconstruct
-from relay._rollout_reader import CompactedLine, Rollout, read_rollout
+from relay._core._history import is_contextual
+from relay._rollout._reader import CompactedLine, Rollout, read_rollout
+from relay._rollout._resume import reconstruct
 from relay.tasks.compaction import Backend
 
-CALLS = (relay.FunctionCall, relay.CustomToolCall)
-OUTPUTS = (relay.FunctionCallOutput, relay.CustomToolCallOutput)
+CALLS = (relay.FunctionCall, relay.lowlevel.CustomToolCall)
+OUTPUTS = (relay.FunctionCallOutput, relay.lowlevel.CustomToolCallOutput)
 
 
 def check_well_formed(items: Sequence[relay.ResponseItem], *, settled: bool) -> None:
@@ -70,11 +69,15 @@ def check_compacted_part(items: Sequence[relay.ResponseItem], backend: str) -> N
         return
     last = items[-1] if items else None
     if backend == Backend.LOCAL:
-        assert last is not None and compaction.is_summary(last), f"summary not last: {last!r}"
-    elif backend == Backend.REMOTE_V2 or any(isinstance(item, relay.Compaction) for item in items):
+        assert last is not None and relay.lowlevel.is_summary(last), f"summary not last: {last!r}"
+    elif backend == Backend.REMOTE_V2 or any(
+        isinstance(item, relay.lowlevel.Compaction) for item in items
+    ):
         # V1 installs what the server answered, filtered: an answer without a compaction
         # item (even an empty one) is valid, and then nothing has to be last.
-        assert isinstance(last, relay.Compaction), f"the compaction item is not last: {last!r}"
+        assert isinstance(last, relay.lowlevel.Compaction), (
+            f"the compaction item is not last: {last!r}"
+        )
     for item in items:
         assert not isinstance(item, (*CALLS, *OUTPUTS)), f"a tool item survived: {item!r}"
 

@@ -30,9 +30,9 @@ import trio
 
 import relay
 from relay import testing
-from relay._codec import to_json, type_tag
-from relay._mock_transport import SSE_HEADERS
-from relay._tokens import ApproxEstimator
+from relay._base._codec import to_json, type_tag
+from relay._base._tokens import ApproxEstimator
+from relay._models._mock_transport import SSE_HEADERS
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import check_rollout_matches, check_well_formed
 from tests.reliability._raw_server import RawAnswer, open_raw_server, sse
@@ -553,9 +553,8 @@ async def run_fault(fault: Fault, workdir: Path, *, api_key: str) -> Observation
                     rng=random.Random(0),
                     estimator=ApproxEstimator(),
                 ) as session,
-                trio.open_nursery() as nursery,
+                testing.recording(session) as recorder,
             ):
-                nursery.start_soon(recorder.consume, session)
                 done = 0
                 before: list[relay.ResponseItem] = []
                 if fault.op == "compact":

@@ -1,12 +1,12 @@
 """A loopback model server that can answer a request with exactly the bytes a test gives.
 
-``relay mock-server`` (:mod:`relay._mock_server`) only sends well-formed answers built from a
-model script. Some faults are not well-formed: a frame whose ``data`` is not JSON, an in-stream
-``error`` event, a compaction answer that is not JSON at all. :class:`RawServer` serves those
-over a real socket with hypercorn, like the mock server: requests listed in ``raw`` (by their
-1-based number) get the given status, headers and body chunks; every other request is answered
-from the model script through the same :func:`~relay._mock_transport.plan_exchange` the mock
-server uses.
+``relay mock-server`` (:mod:`relay._testing._mock_server`) only sends well-formed answers built from
+a model script. Some faults are not well-formed: a frame whose ``data`` is not JSON, an in-stream
+``error`` event, a compaction answer that is not JSON at all. :class:`RawServer` serves those over a
+real socket with hypercorn, like the mock server: requests listed in ``raw`` (by their 1-based
+number) get the given status, headers and body chunks; every other request is answered from the
+model script through the same :func:`~relay._models._mock_transport.plan_exchange` the mock server
+uses.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 
-from relay._mock_transport import (
+from relay._models._mock_transport import (
     SSE_HEADERS,
     plan_exchange,
     request_json,
     request_log_entry,
     script_from,
 )
-from relay._responses import PURPOSE_HEADER
+from relay._models._responses import PURPOSE_HEADER
 
 
 @attrs.frozen

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import relay
-from relay._codec import to_json
+from relay._base._codec import to_json
 from tests.reliability._faults import FAULTS, Fault, expected_table, run_fault
 
 CANARY = "sk-fault-canary-3f9c1d2e"

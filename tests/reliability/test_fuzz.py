@@ -34,15 +34,15 @@ from hypothesis import HealthCheck, example, given, settings
 
 import relay
 from relay import testing
-from relay._config import config_from_dict, load_config
-from relay._errors import ModelError, ScriptError
-from relay._model import Completed, OutputItemDone, OutputTextDelta, Prompt
-from relay._op_script import parse_op_script
-from relay._responses import ResponseStreamParser
-from relay._resume import reconstruct
-from relay._rollout_reader import parse_rollout
-from relay._runner import ScriptRunner
-from relay._tokens import ApproxEstimator
+from relay._base._config import config_from_dict, load_config
+from relay._base._errors import ModelError, ScriptError
+from relay._base._model import Completed, OutputItemDone, OutputTextDelta, Prompt
+from relay._base._tokens import ApproxEstimator
+from relay._drive._op_script import parse_op_script
+from relay._drive._runner import ScriptRunner
+from relay._models._responses import ResponseStreamParser
+from relay._rollout._reader import parse_rollout
+from relay._rollout._resume import reconstruct
 from tests.hypothesis_profiles import examples as scaled
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import check_rollout_matches
@@ -439,6 +439,7 @@ configs = st.one_of(
 )
 
 
+@pytest.mark.slow
 @fuzz(400)
 @given(data=configs)
 def test_fuzzed_configs_load_or_name_what_is_wrong(data: dict[str, Any]) -> None:
@@ -490,9 +491,8 @@ def test_fuzzed_configs_open_a_working_session_or_fail_clearly(
                 relay.open_session(
                     config, clock=testing.fixed_clock, estimator=ApproxEstimator()
                 ) as session,
-                trio.open_nursery() as nursery,
+                testing.recording(session) as recorder,
             ):
-                nursery.start_soon(recorder.consume, session)
                 await session.submit(relay.UserTurn(items=[relay.Text("hello")]))
                 await session.submit(relay.Compact(), id="compact")
                 await session.submit(relay.UserTurn(items=[relay.Text("again")]))
@@ -623,6 +623,7 @@ stream_events = st.one_of(
 )
 
 
+@pytest.mark.slow
 @fuzz(500)
 @given(events=st.lists(stream_events, max_size=6))
 def test_fuzzed_stream_events_parse_or_raise_a_model_error(events: list[dict[str, Any]]) -> None:
@@ -678,6 +679,7 @@ ORDINARY = [
 ]
 
 
+@pytest.mark.slow
 @fuzz(120)
 # A float that JSON cannot hold (``inf``) in a model's output item: it used to be written to the
 # rollout as ``Infinity``, which the reader then dropped as invalid JSON.

@@ -22,8 +22,8 @@ import trio
 
 import relay
 from relay import testing
-from relay._mock_transport import SSE_HEADERS
-from relay._tokens import ApproxEstimator
+from relay._base._tokens import ApproxEstimator
+from relay._models._mock_transport import SSE_HEADERS
 from tests.invariants import check_event_invariants
 from tests.reliability._raw_server import RawAnswer, open_raw_server, sse
 
@@ -70,9 +70,8 @@ async def run_turns(
                     rng=random.Random(0),
                     estimator=ApproxEstimator(),
                 ) as session,
-                trio.open_nursery() as nursery,
+                testing.recording(session) as recorder,
             ):
-                nursery.start_soon(recorder.consume, session)
                 for count, op in enumerate(ops, start=1):
                     await session.submit(op)
                     await recorder.wait_for(

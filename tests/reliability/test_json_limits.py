@@ -20,8 +20,8 @@ import trio
 
 import relay
 from relay import testing
-from relay._rollout_reader import read_rollout
-from relay._tokens import ApproxEstimator
+from relay._base._tokens import ApproxEstimator
+from relay._rollout._reader import read_rollout
 from tests.invariants import check_event_invariants
 from tests.reliability._raw_server import RawAnswer, open_raw_server, sse
 
@@ -142,9 +142,8 @@ async def test_a_server_event_python_cannot_read_is_a_retried_stream_error(
                     rng=random.Random(0),
                     estimator=ApproxEstimator(),
                 ) as session,
-                trio.open_nursery() as nursery,
+                testing.recording(session) as recorder,
             ):
-                nursery.start_soon(recorder.consume, session)
                 await session.submit(relay.UserTurn(items=[relay.Text("hi")]))
                 await recorder.wait_for(relay.TurnComplete)
                 await session.submit(relay.Shutdown())
@@ -174,9 +173,8 @@ async def test_tool_arguments_python_cannot_read_are_a_tool_error(
     with trio.fail_after(GUARD_S):
         async with (
             relay.open_session(config, clock=testing.fixed_clock) as session,
-            trio.open_nursery() as nursery,
+            testing.recording(session) as recorder,
         ):
-            nursery.start_soon(recorder.consume, session)
             await session.submit(relay.UserTurn(items=[relay.Text("list")]))
             await recorder.wait_for(relay.TurnComplete)
             await session.submit(relay.Shutdown())

@@ -30,8 +30,8 @@ import trio.testing
 
 import relay
 from relay import testing
-from relay._model_script import CompactReply, ModelScript, ReplyPlan, parse_model_script
-from relay._tokens import ApproxEstimator
+from relay._base._tokens import ApproxEstimator
+from relay._models._script import CompactReply, ModelScript, ReplyPlan, parse_model_script
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import check_rollout_matches, check_well_formed
 
@@ -155,7 +155,6 @@ def ended(event: relay.Event) -> bool:
 
 async def drive(index: int, base_url: str, root: Path, peaks: list[tuple[int, int]]) -> None:
     """One session's ops, then every check of it; ``peaks`` gets the counts mid-run."""
-    recorder = testing.EventRecorder()
     ops: list[relay.Op] = [
         relay.UserTurn(items=[relay.Text("hello")]),
         relay.UserTurn(items=[relay.Text("list the files")]),
@@ -169,9 +168,8 @@ async def drive(index: int, base_url: str, root: Path, peaks: list[tuple[int, in
             rng=random.Random(index),
             estimator=ApproxEstimator(),
         ) as session,
-        trio.open_nursery() as nursery,
+        testing.recording(session) as recorder,
     ):
-        nursery.start_soon(recorder.consume, session)
         for done, op in enumerate(ops, start=1):
             await session.submit(op)
             await recorder.wait_for(ended, done)

@@ -37,8 +37,8 @@ import trio.testing
 
 import relay
 from relay import testing
-from relay._codec import to_json
-from relay._tokens import ApproxEstimator
+from relay._base._codec import to_json
+from relay._base._tokens import ApproxEstimator
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import check_rollout_matches, check_well_formed
 from tests.reliability._raw_server import RawAnswer, open_raw_server
@@ -61,7 +61,6 @@ def turn(text: str) -> relay.UserTurn:
 async def recorded(
     config: relay.Config, **kwargs: Any
 ) -> AsyncIterator[tuple[relay.Session, testing.EventRecorder]]:
-    recorder = testing.EventRecorder()
     async with (
         relay.open_session(
             config,
@@ -70,9 +69,8 @@ async def recorded(
             estimator=ApproxEstimator(),
             **kwargs,
         ) as session,
-        trio.open_nursery() as nursery,
+        testing.recording(session) as recorder,
     ):
-        nursery.start_soon(recorder.consume, session)
         yield session, recorder
         if not session.closed:
             await session.submit(relay.Shutdown())
@@ -647,7 +645,7 @@ def test_relay_starts_processes_only_for_the_shell_tool_and_hook_commands() -> N
         if path.resolve().is_relative_to(ROOT / package)
         and starts.search(path.read_text(encoding="utf-8"))
     )
-    assert found == ["runtime/_process.py"]
+    assert found == ["runtime/relay/_core/_process.py"]
     users = sorted(
         f"{path.relative_to(ROOT)}"
         for package in ("runtime", "tasks")
@@ -656,8 +654,8 @@ def test_relay_starts_processes_only_for_the_shell_tool_and_hook_commands() -> N
         and "open_command(" in path.read_text(encoding="utf-8")
         and path.name != "_process.py"
     )
-    assert users == ["runtime/_hooks.py", "runtime/_tools.py"]
-    hooks = (ROOT / "runtime" / "_hooks.py").read_text(encoding="utf-8")
+    assert users == ["runtime/relay/_core/_hooks.py", "runtime/relay/_core/_tools.py"]
+    hooks = (ROOT / "runtime" / "relay" / "_core" / "_hooks.py").read_text(encoding="utf-8")
     assert "argv = list(hook.command)" in hooks
     assert "stdin=subprocess.PIPE" in hooks
 

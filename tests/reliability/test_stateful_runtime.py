@@ -55,8 +55,9 @@ from hypothesis import HealthCheck, given, settings
 
 import relay
 from relay import testing
-from relay._rollout_reader import CompactedLine
-from relay._tokens import ApproxEstimator
+from relay._base._tokens import ApproxEstimator
+from relay._rollout._reader import CompactedLine
+from relay.tasks.compaction import Compactor
 from relay.tasks.compaction import background as background_module
 from tests.hypothesis_profiles import examples
 from tests.invariants import check_event_invariants
@@ -374,12 +375,25 @@ class Probe:
     jobs: list[relay.lowlevel.BackgroundJob] = attrs.field(factory=list)
     installs: list[BackgroundInstall] = attrs.field(factory=list)
 
-    def see_jobs(self) -> None:
+    def see_job(self, job: relay.lowlevel.BackgroundJob | None) -> None:
         """Keep every background job the session ever held."""
-        assert self.session is not None
-        job = self.session._background
         if job is not None and job not in self.jobs:
             self.jobs.append(job)
+
+    def compactor(self) -> Compactor:
+        """relay's compactor, watched: background jobs start only at its points."""
+        probe = self
+
+        class Watched(Compactor):
+            async def compact(
+                self, ctx: relay.TaskContext, request: relay.lowlevel.CompactionRequest
+            ) -> relay.lowlevel.CompactionOutcome:
+                try:
+                    return await super().compact(ctx, request)
+                finally:
+                    probe.see_job(ctx.compaction.background)
+
+        return Watched()
 
     def installed_history(
         self,
@@ -391,7 +405,7 @@ class Probe:
         """Observe every background install as it is computed (then compute it as usual)."""
         session = self.session
         assert session is not None
-        result = relay.compaction.installed_history(compacted, initial, snapshot, live)
+        result = relay.lowlevel.installed_history(compacted, initial, snapshot, live)
         self.installs.append(
             BackgroundInstall(
                 current=snapshot.window_id == session.state.window_id
@@ -594,7 +608,8 @@ def check_background(probe: Probe, lines: list[CompactedLine], backend: str) -> 
             compacted = install.result[: install.context_size]
         if compacted:
             check_compacted_part(compacted, backend)
-    assert probe.session is not None and probe.session._background is None
+    assert probe.session is not None
+    assert probe.session.statistics().background_compaction is None
     for job in probe.jobs:
         assert job.finished.is_set(), "background work outlived its session"
 
@@ -713,6 +728,7 @@ def run_example(
                 rng=random.Random(0),
                 estimator=ApproxEstimator(),
                 hooks=hooks,
+                compactor=probe.compactor,
             ) as session,
             trio.open_nursery() as nursery,
         ):
@@ -757,7 +773,6 @@ def run_example(
                     case _:
                         raise AssertionError(action)
                 await trio.testing.wait_all_tasks_blocked()
-                probe.see_jobs()
                 check_step(probe, recorder)
             if not session.closed:
                 await session.submit(relay.Shutdown())

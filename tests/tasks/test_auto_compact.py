@@ -11,7 +11,6 @@ import trio
 import trio.testing
 
 import relay
-from relay import compaction as c
 from relay import testing
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
@@ -19,27 +18,6 @@ NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 
 def config(**kwargs: Any) -> relay.Config:
     return relay.Config(rollout=NO_ROLLOUT, **kwargs)
-
-
-def user_texts(body: dict[str, Any]) -> list[str]:
-    return [
-        item["content"][0]["text"]
-        for item in body["input"]
-        if item["type"] == "message" and item["role"] == "user"
-    ]
-
-
-def is_compaction_request(body: dict[str, Any]) -> bool:
-    texts = user_texts(body)
-    return bool(texts) and texts[-1] == c.compaction_prompt(relay.Config())
-
-
-async def turns(t: testing.TestSession, *texts: str, **kwargs: Any) -> None:
-    """Run user turns one after the other, each to its end."""
-    done = sum(isinstance(m, relay.TurnComplete | relay.TurnAborted) for m in t.recorder.msgs)
-    for n, text in enumerate(texts, start=done + 1):
-        await t.turn(text, **kwargs)
-        await t.wait_for(testing.turn_ended, n)
 
 
 def receipts(t: testing.TestSession) -> list[relay.CompactionReceipt]:
@@ -53,13 +31,13 @@ def receipts(t: testing.TestSession) -> list[relay.CompactionReceipt]:
 
 
 def test_limit_rule() -> None:
-    assert c.auto_compact_limit(200_000, None) == 200_000
-    assert c.auto_compact_limit(None, 100) == 90
-    assert c.auto_compact_limit(200, 100) == 90
-    assert c.auto_compact_limit(50, 100) == 50
-    assert c.auto_compact_limit(None, None) is None
-    assert c.auto_compact_limit(0, None) is None
-    assert c.auto_compact_limit(-5, 100) == 90
+    assert relay.lowlevel.auto_compact_limit(200_000, None) == 200_000
+    assert relay.lowlevel.auto_compact_limit(None, 100) == 90
+    assert relay.lowlevel.auto_compact_limit(200, 100) == 90
+    assert relay.lowlevel.auto_compact_limit(50, 100) == 50
+    assert relay.lowlevel.auto_compact_limit(None, None) is None
+    assert relay.lowlevel.auto_compact_limit(0, None) is None
+    assert relay.lowlevel.auto_compact_limit(-5, 100) == 90
 
 
 async def test_auto_compact_runs_after_token_limit_hit(
@@ -75,13 +53,15 @@ async def test_auto_compact_runs_after_token_limit_hit(
     }
     cfg = config(model_auto_compact_token_limit=200_000)
     async with testing.open_test_session(script, config=cfg) as t:
-        await turns(t, "one", "two", "three")
+        await t.turns("one", "two", "three")
     requests = t.model.requests
-    assert [is_compaction_request(r) for r in requests] == [False, False, True, False]
-    follow_up = [u for u in user_texts(requests[3]) if not u.startswith("<environment_context>")]
-    assert follow_up == ["one", "two", c.summary_text("SUMMARY"), "three"]
+    assert [testing.is_compaction_request(r) for r in requests] == [False, False, True, False]
+    follow_up = [
+        u for u in testing.user_texts(requests[3]) if not u.startswith("<environment_context>")
+    ]
+    assert follow_up == ["one", "two", relay.lowlevel.summary_text("SUMMARY"), "three"]
     # The compaction request does not contain the incoming message (pre-turn).
-    assert "three" not in user_texts(requests[2])
+    assert "three" not in testing.user_texts(requests[2])
     # Auto-compaction runs under the third turn's id, after its turn_started.
     third = t.recorder.types("sub-3")
     assert third[:2] == ["turn_started", "item_started"]
@@ -96,8 +76,8 @@ async def test_auto_compact_clamps_config_limit_to_context_window(
     script = {"responses": [{"text": "a1", "total_tokens": 901}, {"text": "S"}, {"text": "a2"}]}
     cfg = config(model_context_window=1000, model_auto_compact_token_limit=2000)
     async with testing.open_test_session(script, config=cfg) as t:
-        await turns(t, "one", "two")
-    assert [is_compaction_request(r) for r in t.model.requests] == [False, True, False]
+        await t.turns("one", "two")
+    assert [testing.is_compaction_request(r) for r in t.model.requests] == [False, True, False]
 
 
 async def test_usage_just_under_the_limit_does_not_compact(
@@ -106,8 +86,8 @@ async def test_usage_just_under_the_limit_does_not_compact(
     script = {"responses": [{"text": "a1", "total_tokens": 89}, {"text": "a2"}]}
     cfg = config(model_context_window=100)
     async with testing.open_test_session(script, config=cfg) as t:
-        await turns(t, "one", "two")
-    assert [is_compaction_request(r) for r in t.model.requests] == [False, False]
+        await t.turns("one", "two")
+    assert [testing.is_compaction_request(r) for r in t.model.requests] == [False, False]
 
 
 async def test_mid_turn_compaction_after_tool_call(autojump_clock: trio.testing.MockClock) -> None:
@@ -123,17 +103,17 @@ async def test_mid_turn_compaction_after_tool_call(autojump_clock: trio.testing.
     }
     cfg = config(model_auto_compact_token_limit=1000, developer_instructions="Dev.")
     async with testing.open_test_session(script, config=cfg) as t:
-        await turns(t, "do it")
+        await t.turns("do it")
     _, compaction_request, follow_up = t.model.requests
     kinds = [i["type"] for i in compaction_request["input"]]
     assert kinds[-3:] == ["function_call", "function_call_output", "message"]
-    assert is_compaction_request(compaction_request)
+    assert testing.is_compaction_request(compaction_request)
     roles = [(i["role"], i["content"][0]["text"].split("\n")[0]) for i in follow_up["input"]]
     assert roles == [
         ("developer", "Dev."),
         ("user", "<environment_context>"),
         ("user", "do it"),
-        ("user", c.summary_prefix().split("\n")[0]),
+        ("user", relay.lowlevel.summary_prefix().split("\n")[0]),
     ]
     assert [r.trigger for r in receipts(t)] == [relay.CompactionTrigger.MID_TURN]
     assert t.recorder.of_type(relay.TurnComplete)[0].last_agent_message == "done"
@@ -161,9 +141,9 @@ async def test_multiple_auto_compactions_in_one_turn(
     }
     cfg = config(model_auto_compact_token_limit=1000)
     async with testing.open_test_session(script, config=cfg) as t:
-        await turns(t, "loop")
+        await t.turns("loop")
     requests = t.model.requests
-    assert [is_compaction_request(r) for r in requests] == [
+    assert [testing.is_compaction_request(r) for r in requests] == [
         False,
         True,
         False,
@@ -173,7 +153,11 @@ async def test_multiple_auto_compactions_in_one_turn(
         False,
     ]
     for index in (2, 4, 6):
-        summaries = [u for u in user_texts(requests[index]) if c.is_summary(relay.user_message(u))]
+        summaries = [
+            u
+            for u in testing.user_texts(requests[index])
+            if relay.lowlevel.is_summary(relay.lowlevel.user_message(u))
+        ]
         assert len(summaries) == 1
     assert len(receipts(t)) == 3
     assert t.recorder.types("sub-1").count("turn_started") == 1
@@ -187,10 +171,10 @@ async def test_turn_ending_over_the_limit_compacts_at_the_next_turn(
     }
     cfg = config(model_auto_compact_token_limit=1000)
     async with testing.open_test_session(script, config=cfg) as t:
-        await turns(t, "one")
+        await t.turns("one")
         assert len(t.model.requests) == 1
-        await turns(t, "two")
-    assert [is_compaction_request(r) for r in t.model.requests] == [False, True, False]
+        await t.turns("two")
+    assert [testing.is_compaction_request(r) for r in t.model.requests] == [False, True, False]
 
 
 async def test_pre_turn_compaction_excludes_incoming_message(
@@ -199,11 +183,11 @@ async def test_pre_turn_compaction_excludes_incoming_message(
     script = {"responses": [{"text": "a1", "total_tokens": 5000}, {"text": "S"}, {"text": "a2"}]}
     cfg = config(model_auto_compact_token_limit=1000)
     async with testing.open_test_session(script, config=cfg) as t:
-        await turns(t, "old message", "incoming message")
+        await t.turns("old message", "incoming message")
     compaction_request = t.model.requests[1]
-    assert "incoming message" not in user_texts(compaction_request)
-    assert "old message" in user_texts(compaction_request)
-    follow = user_texts(t.model.requests[2])
+    assert "incoming message" not in testing.user_texts(compaction_request)
+    assert "old message" in testing.user_texts(compaction_request)
+    follow = testing.user_texts(t.model.requests[2])
     assert follow[-2].startswith("<environment_context>") and follow[-1] == "incoming message"
 
 
@@ -232,7 +216,7 @@ async def test_a_failed_pre_turn_compaction_ends_the_turn_with_its_input_recorde
         rollout=relay.RolloutConfig(dir=str(tmp_path)),
     )
     async with testing.open_test_session(script, config=cfg) as t:
-        await turns(t, "one", "two")
+        await t.turns("one", "two")
         rollout = t.session.rollout
         assert rollout is not None
     assert len(t.model.requests) == 1 + 6
@@ -262,9 +246,9 @@ async def test_a_pre_turn_compaction_stopped_by_a_hook_keeps_the_turns_input(
         rollout=relay.RolloutConfig(dir=str(tmp_path)),
     )
     async with testing.open_test_session(script, config=cfg) as t:
-        await turns(t, "one")
+        await t.turns("one")
         t.session.register_hook(relay.CompactHook("pre_compact", veto))
-        await turns(t, "two")
+        await t.turns("two")
         rollout = t.session.rollout
         assert rollout is not None
     assert len(t.model.requests) == 1
@@ -286,11 +270,11 @@ async def test_model_downshift_compacts_with_the_previous_model(
     script = {"responses": [{"text": "a1", "total_tokens": 200_000}, {"text": "S"}, {"text": "a2"}]}
     cfg = relay.Config(model="gpt-4.1", rollout=NO_ROLLOUT)
     async with testing.open_test_session(script, config=cfg) as t:
-        await turns(t, "one")
-        await turns(t, "two", model="gpt-4o")
+        await t.turns("one")
+        await t.turns("two", model="gpt-4o")
     models = [r["model"] for r in t.model.requests]
     assert models == ["gpt-4.1", "gpt-4.1", "gpt-4o"]
-    assert is_compaction_request(t.model.requests[1])
+    assert testing.is_compaction_request(t.model.requests[1])
     assert [r.trigger for r in receipts(t)] == [relay.CompactionTrigger.MODEL_DOWNSHIFT]
 
 
@@ -300,8 +284,8 @@ async def test_switching_to_a_larger_model_does_not_compact(
     script = {"responses": [{"text": "a1", "total_tokens": 100_000}, {"text": "a2"}]}
     cfg = relay.Config(model="gpt-4o", rollout=NO_ROLLOUT)
     async with testing.open_test_session(script, config=cfg) as t:
-        await turns(t, "one")
-        await turns(t, "two", model="gpt-4.1")
+        await t.turns("one")
+        await t.turns("two", model="gpt-4.1")
     assert [r["model"] for r in t.model.requests] == ["gpt-4o", "gpt-4.1"]
     assert receipts(t) == []
 
@@ -329,6 +313,6 @@ async def test_steered_input_waits_one_step_after_a_mid_turn_compaction(
     after_compaction, next_one = t.model.requests[2], t.model.requests[3]
     # The first request after the compaction answers the tool follow-up without the steered
     # input; the request after it picks the input up.
-    assert "also this" not in user_texts(after_compaction)
-    assert user_texts(next_one)[-1] == "also this"
+    assert "also this" not in testing.user_texts(after_compaction)
+    assert testing.user_texts(next_one)[-1] == "also this"
     assert t.recorder.of_type(relay.TurnComplete)[0].last_agent_message == "answering the steer"

@@ -40,13 +40,6 @@ def kinds(body: dict[str, Any]) -> list[str]:
     return out
 
 
-async def turns(t: testing.TestSession, *texts: str) -> None:
-    done = sum(isinstance(m, relay.TurnComplete | relay.TurnAborted) for m in t.recorder.msgs)
-    for n, text in enumerate(texts, start=done + 1):
-        await t.turn(text)
-        await t.wait_for(testing.turn_ended, n)
-
-
 @pytest.mark.parametrize("backend", ["v1", "v2"])
 async def test_pre_turn_auto_compaction_with_a_remote_backend(
     autojump_clock: trio.testing.MockClock, backend: str
@@ -61,7 +54,7 @@ async def test_pre_turn_auto_compaction_with_a_remote_backend(
     }
     cfg = config(backend, model_auto_compact_token_limit=200_000)
     async with testing.open_test_session(script, config=cfg) as t:
-        await turns(t, "one", "two", "three")
+        await t.turns("one", "two", "three")
     follow_up = t.model.requests[-1]
     assert kinds(follow_up) == [
         "user:one",
@@ -94,7 +87,7 @@ async def test_mid_turn_auto_compaction_with_a_remote_backend(
     script = {"responses": [call, *compaction_reply(backend), {"text": "done"}]}
     cfg = config(backend, model_auto_compact_token_limit=1000)
     async with testing.open_test_session(script, config=cfg) as t:
-        await turns(t, "do it")
+        await t.turns("do it")
     follow_up = t.model.requests[-1]
     # The initial context goes before the last real user message; the compaction item is last.
     assert kinds(follow_up) == ["user:<environment_context>", "user:do it", "compaction"]

@@ -11,23 +11,9 @@ import trio
 import trio.testing
 
 import relay
-from relay import compaction as c
 from relay import testing
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
-
-
-def user_texts(body: dict[str, Any]) -> list[str]:
-    return [
-        item["content"][0]["text"]
-        for item in body["input"]
-        if item["type"] == "message" and item["role"] == "user"
-    ]
-
-
-def is_compaction_request(body: dict[str, Any]) -> bool:
-    texts = user_texts(body)
-    return bool(texts) and texts[-1] == c.compaction_prompt(relay.Config())
 
 
 def conversation(body: dict[str, Any]) -> list[str]:
@@ -44,10 +30,9 @@ def conversation(body: dict[str, Any]) -> list[str]:
 
 
 async def turns(t: testing.TestSession, *texts: str) -> None:
-    done = sum(isinstance(m, relay.TurnComplete | relay.TurnAborted) for m in t.recorder.msgs)
-    for n, text in enumerate(texts, start=done + 1):
-        await t.turn(text)
-        await t.wait_for(testing.turn_ended, n)
+    """Run turns to their ends, letting background work run between them."""
+    for text in texts:
+        await t.turns(text)
         await trio.testing.wait_all_tasks_blocked()
 
 
@@ -80,20 +65,20 @@ async def test_post_turn_compaction_follows_the_answer_at_once(tmp_path: Path) -
         rollout=relay.RolloutConfig(dir=str(tmp_path)),
     )
     async with testing.open_test_session(script, config=config) as t:
-        await turns(t, "one")
+        await t.turns("one")
         assert t.session.rollout is not None
         path = t.session.rollout.path
-        await turns(t, "two")
+        await t.turns("two")
     _first, compaction, second = t.model.requests
-    assert is_compaction_request(compaction)
+    assert testing.is_compaction_request(compaction)
     # The history, the answer, the prompt last; no tools.
     assert conversation(compaction)[:2] == ["user: one", "assistant: a1"]
     assert len(conversation(compaction)) == 3
-    assert compaction["input"][-1]["content"][0]["text"] == c.compaction_prompt(config)
+    assert compaction["input"][-1]["content"][0]["text"] == relay.lowlevel.compaction_prompt(config)
     assert compaction.get("tools") in (None, [])
     assert conversation(second) == [
         "user: one",
-        f"user: {c.summary_prefix().splitlines()[0]}",
+        f"user: {relay.lowlevel.summary_prefix().splitlines()[0]}",
         "user: two",
     ]
     [(turn, receipt)] = receipts(t)
@@ -137,8 +122,8 @@ async def test_post_turn_compaction_is_off_by_default(
     script = {"responses": [{"text": "a1", "total_tokens": 190_000}, {"text": "a2"}]}
     config = relay.Config(model_context_window=1_000_000, rollout=NO_ROLLOUT)
     async with testing.open_test_session(script, config=config) as t:
-        await turns(t, "one", "two")
-    assert not any(is_compaction_request(r) for r in t.model.requests)
+        await t.turns("one", "two")
+    assert not any(testing.is_compaction_request(r) for r in t.model.requests)
 
 
 # ----------------------------------------------------------------------------- background
@@ -166,16 +151,16 @@ async def test_a_ready_current_result_is_installed_at_the_next_automatic_point(
         ]
     }
     async with testing.open_test_session(script, config=background_config()) as t:
-        await turns(t, "one")
+        await t.turns("one")
         await trio.sleep(3)
-        await turns(t, "two", "three")
+        await t.turns("two", "three")
     _first, summary, _second, third = t.model.requests
-    assert is_compaction_request(summary)
+    assert testing.is_compaction_request(summary)
     # The snapshot ended with the first answer; the second turn is carried over whole.
     assert conversation(summary)[:-1] == ["user: one", "assistant: a1"]
     assert conversation(third) == [
         "user: one",
-        f"user: {c.summary_prefix().splitlines()[0]}",
+        f"user: {relay.lowlevel.summary_prefix().splitlines()[0]}",
         "user: two",
         "assistant: a2",
         "user: three",
@@ -209,9 +194,9 @@ async def test_a_background_install_counts_towards_the_turns_automatic_compactio
     }
     config = background_config(max_auto_compactions_per_turn=1)
     async with testing.open_test_session(script, config=config) as t:
-        await turns(t, "one")
+        await t.turns("one")
         await trio.sleep(3)
-        await turns(t, "two", "three")
+        await t.turns("two", "three")
     [(turn, receipt)] = receipts(t)
     assert turn == "sub-3" and receipt.background
     # The install used the turn's one automatic compaction: the mid-turn point may not run
@@ -235,14 +220,14 @@ async def test_a_result_not_ready_does_not_stall_the_turn(
         ]
     }
     async with testing.open_test_session(script, config=background_config()) as t:
-        await turns(t, "one")
+        await t.turns("one")
         started = trio.current_time()
-        await turns(t, "two")
+        await t.turns("two")
         # The second turn did not wait for the summary.
         assert trio.current_time() - started < 1
         assert receipts(t) == []
         await trio.sleep(10)
-        await turns(t, "three")
+        await t.turns("three")
     [(turn, receipt)] = receipts(t)
     assert turn == "sub-3" and receipt.background
 
@@ -260,7 +245,7 @@ async def test_a_turn_over_the_window_waits_for_the_background_result(
     config = background_config(model_context_window=1000, model_auto_compact_token_limit=None)
     # The limit is 90 % of the window: 900; usage 1100 is over the window itself.
     async with testing.open_test_session(script, config=config) as t:
-        await turns(t, "one", "two")
+        await t.turns("one", "two")
     [(turn, receipt)] = receipts(t)
     assert turn == "sub-2" and receipt.background
     assert len(t.model.requests) == 3
@@ -283,7 +268,7 @@ async def test_a_background_result_still_over_the_window_is_an_error_not_a_succe
         base_instructions="Keep every answer short. " * 250,
     )
     async with testing.open_test_session(script, config=config) as t:
-        await turns(t, "one", "two")
+        await t.turns("one", "two")
     [error] = [m for m in t.recorder.msgs if isinstance(m, relay.ErrorEvent)]
     assert error.code == relay.ErrorCode.CONTEXT_WINDOW_EXCEEDED
     assert "still does not fit the model's context window (1000 tokens)" in error.message
@@ -293,7 +278,9 @@ async def test_a_background_result_still_over_the_window_is_an_error_not_a_succe
     assert len(t.model.requests) == 2
 
 
-async def test_a_stale_result_is_dropped_and_the_compaction_runs_now(tmp_path: Path) -> None:
+async def test_a_stale_result_is_dropped_and_the_compaction_runs_now(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
     script = {
         "responses": [
             {"text": "a1", "total_tokens": 700},
@@ -309,16 +296,25 @@ async def test_a_stale_result_is_dropped_and_the_compaction_runs_now(tmp_path: P
     }
     config = background_config(rollout=relay.RolloutConfig(dir=str(tmp_path)))
     async with testing.open_test_session(script, config=config) as t:
-        await turns(t, "one")
+        await t.turns("one")
         # A manual compaction replaces the history while the background work runs.
         await t.submit(relay.Compact())
         await t.wait_for(testing.turn_ended, 2)
+        # The background work (5 s of virtual time) finishes, its result now stale.
         await trio.sleep(10)
-        await turns(t, "two")
+        assert t.session.statistics().background_compaction == "ready"
+        await t.turns("two")
         assert t.session.rollout is not None
         path = t.session.rollout.path
     requests = t.model.requests
-    assert [is_compaction_request(r) for r in requests] == [False, True, True, False, True, False]
+    assert [testing.is_compaction_request(r) for r in requests] == [
+        False,
+        True,
+        True,
+        False,
+        True,
+        False,
+    ]
     dropped = [m for m in background_events(t) if m.startswith("Dropped")]
     assert len(dropped) == 1 and "changed since its snapshot" in dropped[0]
     # The mid-turn compaction ran in the foreground, from the live history.
@@ -353,12 +349,12 @@ async def test_a_pre_compact_hook_stop_drops_the_result(
 
     async with testing.open_test_session(script, config=background_config()) as t:
         t.session.register_hook(relay.CompactHook("pre_compact", stop, name="stop"))
-        await turns(t, "one", "two")
+        await t.turns("one", "two")
     assert receipts(t) == []
     assert any(m.startswith("Dropped") and "hook" in m for m in background_events(t))
     aborted = [m for m in t.recorder.msgs if isinstance(m, relay.TurnAborted)]
     assert [m.reason for m in aborted] == [relay.AbortReason.HOOK_STOPPED]
-    assert t.session._background is None
+    assert t.session.statistics().background_compaction is None
 
 
 async def test_shutdown_cancels_background_work(tmp_path: Path) -> None:
@@ -368,12 +364,11 @@ async def test_shutdown_cancels_background_work(tmp_path: Path) -> None:
     config = background_config(rollout=relay.RolloutConfig(dir=str(tmp_path)))
     with trio.fail_after(30):
         async with testing.open_test_session(script, config=config) as t:
-            await turns(t, "one")
-            job = t.session._background
-            assert job is not None and not job.finished.is_set()
+            await t.turns("one")
+            assert t.session.statistics().background_compaction == "running"
             assert t.session.rollout is not None
             path = t.session.rollout.path
-    assert job.finished.is_set() and job.state is relay.lowlevel.JobState.FAILED
+    assert t.session.statistics().background_compaction is None
     records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     assert not any(r["type"] == "compacted" for r in records)
 
@@ -384,7 +379,7 @@ async def test_background_compaction_is_off_by_default(
     script = {"responses": [{"text": "a1", "total_tokens": 999}, {"text": "a2"}]}
     config = relay.Config(model_auto_compact_token_limit=1000, rollout=NO_ROLLOUT)
     async with testing.open_test_session(script, config=config) as t:
-        await turns(t, "one", "two")
+        await t.turns("one", "two")
     assert len(t.model.requests) == 2 and background_events(t) == []
 
 
@@ -414,7 +409,7 @@ async def test_async_compaction_with_remote_v2_sends_four_requests(
         ]
     }
     async with testing.open_test_session(script, config=config) as t:
-        await turns(t, "one", "two")
+        await t.turns("one", "two")
     _call, answer, compaction, second = t.model.requests
     assert compaction["input"][-1] == {"type": "compaction_trigger"}
     assert conversation(compaction)[:-1] == [*conversation(answer), "assistant: a1"]
@@ -437,29 +432,32 @@ async def test_a_new_background_compaction_replaces_a_stale_one(
         ]
     }
     async with testing.open_test_session(script, config=background_config()) as t:
-        await turns(t, "one")
+        await t.turns("one")
         await t.submit(relay.Compact())
         await t.wait_for(testing.turn_ended, 2)
-        await turns(t, "two")
+        await t.turns("two")
         await trio.sleep(5)
-        await turns(t, "three")
+        await t.turns("three")
     dropped = [m for m in background_events(t) if m.startswith("Dropped")]
     assert len(dropped) == 1
     [_, (turn, receipt)] = receipts(t)
     assert turn == "sub-4" and receipt.background
     # Installed from the second snapshot: the manual summary, not the stale one.
-    texts = user_texts(t.model.requests[-1])
-    assert c.summary_text("NEW") in texts and c.summary_text("OLD") not in texts
+    texts = testing.user_texts(t.model.requests[-1])
+    assert (
+        relay.lowlevel.summary_text("NEW") in texts
+        and relay.lowlevel.summary_text("OLD") not in texts
+    )
     assert [u for u in texts if not u.startswith("<")] == [
         "one",
         "two",
-        c.summary_text("NEW"),
+        relay.lowlevel.summary_text("NEW"),
         "three",
     ]
 
 
 def test_a_checkpoint_line_says_when_a_result_came_from_the_background() -> None:
-    from relay._pretty import background_note
+    from relay._cli._pretty import background_note
 
     receipt = relay.CompactionReceipt(
         relay.CompactionTrigger.PRE_TURN, "local", 20_000, 6_000, 2000, True, 18_000
@@ -492,12 +490,12 @@ async def test_the_model_manages_its_own_window_with_the_token_budget(
         rollout=NO_ROLLOUT,
     )
     async with testing.open_test_session(script, config=config) as t:
-        await turns(t, "one")
+        await t.turns("one")
     first, status, fresh = t.model.requests
     # The tools are offered and the budget is stated in the initial context.
     names = {tool["name"] for tool in first["tools"]}
     assert {"context_window_status", "new_context_window"} <= names
-    blocks = [u for u in user_texts(first) if u.startswith("<context_window>")]
+    blocks = [u for u in testing.user_texts(first) if u.startswith("<context_window>")]
     assert len(blocks) == 1 and "200000 tokens" in blocks[0]
     outputs = [i["output"] for i in status["input"] if i["type"] == "function_call_output"]
     assert outputs == ["170000 of 200000 tokens left (30000 used, 15%)."]
@@ -505,7 +503,7 @@ async def test_the_model_manages_its_own_window_with_the_token_budget(
     [(turn, receipt)] = receipts(t)
     assert turn == "sub-1" and receipt.trigger is relay.CompactionTrigger.MODEL_REQUESTED
     assert receipt.backend == "token_budget"
-    assert [u.split("\n")[0] for u in user_texts(fresh)] == [
+    assert [u.split("\n")[0] for u in testing.user_texts(fresh)] == [
         "<environment_context>",
         "<context_window>",
     ]
@@ -523,7 +521,7 @@ async def test_a_model_asking_for_fresh_windows_again_and_again_meets_the_loop_g
         rollout=NO_ROLLOUT,
     )
     async with testing.open_test_session(script, config=config) as t:
-        await turns(t, "one")
+        await t.turns("one")
     assert [r.trigger for _turn, r in receipts(t)] == [relay.CompactionTrigger.MODEL_REQUESTED] * 2
     [error] = [m for m in t.recorder.msgs if isinstance(m, relay.ErrorEvent)]
     assert error.code == relay.ErrorCode.COMPACTION_LOOP
@@ -536,8 +534,8 @@ async def test_without_the_token_budget_there_are_no_context_tools(
 ) -> None:
     config = relay.Config(model_context_window=200_000, rollout=NO_ROLLOUT)
     async with testing.open_test_session({"responses": [{"text": "a"}]}, config=config) as t:
-        await turns(t, "one")
+        await t.turns("one")
     [request] = t.model.requests
     names = {tool["name"] for tool in request.get("tools", [])}
     assert not names & {"context_window_status", "new_context_window"}
-    assert not any(u.startswith("<context_window>") for u in user_texts(request))
+    assert not any(u.startswith("<context_window>") for u in testing.user_texts(request))

@@ -10,9 +10,8 @@ import trio
 import trio.testing
 
 import relay
-from relay import compaction as c
 from relay import testing
-from relay._tokens import approx_tokens, calibrated, tools_tokens
+from relay._base._tokens import approx_tokens, calibrated, tools_tokens
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 
@@ -24,14 +23,6 @@ def texts(body: dict[str, Any]) -> list[str]:
         if item["type"] == "message"
         for part in item["content"]
         if "text" in part
-    ]
-
-
-def user_texts(body: dict[str, Any]) -> list[str]:
-    return [
-        item["content"][0]["text"]
-        for item in body["input"]
-        if item["type"] == "message" and item["role"] == "user"
     ]
 
 
@@ -54,7 +45,7 @@ async def test_manual_compact_emits_context_compaction_items(
     async with testing.open_test_session(script) as t:
         await run_ops(t, ("turn", "hello"), ("compact", None))
     c1 = [e.msg for e in t.recorder.events if e.id == "sub-2"]
-    assert [relay.to_json(m)["type"] for m in c1] == [
+    assert [relay.lowlevel.to_json(m)["type"] for m in c1] == [
         "turn_started",
         "item_started",
         "token_count",
@@ -73,7 +64,7 @@ async def test_manual_compact_emits_context_compaction_items(
     # A request over the new history (instructions and tools count too), scaled by the
     # model's count of the first turn's request.
     assert receipt.tokens_after == calibrated(
-        relay.compaction.estimate_tokens(t.session.history.items)
+        relay.lowlevel.items_tokens(t.session.history.items)
         + approx_tokens(t.session.instructions)
         + tools_tokens(t.session.tools.specs()),
         t.session.state.token_ratio,
@@ -101,7 +92,7 @@ async def test_compaction_request_and_follow_up_shape(
             "id": "resp-1-msg-0",
         }
     ]
-    assert compact["input"][-1]["content"][0]["text"] == c.compaction_prompt(config)
+    assert compact["input"][-1]["content"][0]["text"] == relay.lowlevel.compaction_prompt(config)
     assert compact["instructions"] == turn1["instructions"]
     assert compact["tools"] == [] and turn1["tools"] != []
     assert t.model.prompts[1].purpose == "compact"
@@ -110,20 +101,20 @@ async def test_compaction_request_and_follow_up_shape(
     roles = [(i["role"], i["content"][0]["text"].split("\n")[0]) for i in turn2["input"]]
     assert roles == [
         ("user", "first"),
-        ("user", c.summary_prefix().split("\n")[0]),
+        ("user", relay.lowlevel.summary_prefix().split("\n")[0]),
         ("developer", "Be terse."),
         ("user", "<environment_context>"),
         ("user", "second"),
     ]
-    assert turn2["input"][1]["content"][0]["text"] == c.summary_text("SUMMARY")
-    assert c.compaction_prompt(config) not in texts(turn2)
+    assert turn2["input"][1]["content"][0]["text"] == relay.lowlevel.summary_text("SUMMARY")
+    assert relay.lowlevel.compaction_prompt(config) not in texts(turn2)
     assert "a1" not in texts(turn2)
 
 
 async def test_manual_compact_uses_custom_prompt(
     autojump_clock: trio.testing.MockClock, tmp_path: Path
 ) -> None:
-    default = c.compaction_prompt(relay.Config())
+    default = relay.lowlevel.compaction_prompt(relay.Config())
     prompt_file = tmp_path / "prompt.md"
     prompt_file.write_text("Prompt from a file.")
     cases = [
@@ -147,7 +138,7 @@ async def test_compact_instructions_are_appended(autojump_clock: trio.testing.Mo
     async with testing.open_test_session() as t:
         await run_ops(t, ("turn", "hi"), ("compact", "Keep the file names."))
     last = t.model.requests[1]["input"][-1]["content"][0]["text"]
-    assert last == c.compaction_prompt(relay.Config()) + "\n\nKeep the file names."
+    assert last == relay.lowlevel.compaction_prompt(relay.Config()) + "\n\nKeep the file names."
 
 
 async def test_manual_compact_retries_after_context_window_error(
@@ -163,7 +154,7 @@ async def test_manual_compact_retries_after_context_window_error(
     assert len(retried["input"]) == len(failed["input"]) - 1
     assert retried["input"][0] != failed["input"][0]
     assert retried["input"] == failed["input"][1:]
-    tail = [relay.to_json(m)["type"] for m in t.recorder.msgs][-6:]
+    tail = [relay.lowlevel.to_json(m)["type"] for m in t.recorder.msgs][-6:]
     assert tail == [
         "token_count",
         "item_completed",
@@ -246,12 +237,12 @@ async def test_compact_twice_keeps_latest_user_messages(
             ("turn", "third"),
         )
     last = t.model.requests[-1]
-    users = [u for u in user_texts(last) if not u.startswith("<environment_context>")]
-    assert users == ["first", "second", c.summary_text("SUMMARY TWO"), "third"]
-    assert sum(u.startswith(c.summary_prefix()) for u in user_texts(last)) == 1
+    users = [u for u in testing.user_texts(last) if not u.startswith("<environment_context>")]
+    assert users == ["first", "second", relay.lowlevel.summary_text("SUMMARY TWO"), "third"]
+    assert sum(u.startswith(relay.lowlevel.summary_prefix()) for u in testing.user_texts(last)) == 1
     # The second summarization request saw the first summary, but never as a user request.
     second_compact = t.model.requests[3]
-    assert c.summary_text("SUMMARY ONE") in user_texts(second_compact)
+    assert relay.lowlevel.summary_text("SUMMARY ONE") in testing.user_texts(second_compact)
 
 
 async def test_compaction_replaces_a_running_turn(autojump_clock: trio.testing.MockClock) -> None:
@@ -262,7 +253,7 @@ async def test_compaction_replaces_a_running_turn(autojump_clock: trio.testing.M
         await t.submit(relay.Compact(), id="c1")
         await t.wait_for(relay.TurnComplete)
     lifecycle = [
-        (e.id, relay.to_json(e.msg)["type"])
+        (e.id, relay.lowlevel.to_json(e.msg)["type"])
         for e in t.recorder.events
         if isinstance(e.msg, relay.TurnStarted | relay.TurnAborted | relay.TurnComplete)
     ]
@@ -300,7 +291,7 @@ async def test_compaction_rollout_line(
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     index = next(i for i, line in enumerate(lines) if line["type"] == "compacted")
     compacted = lines[index]["payload"]
-    assert compacted["message"] == c.summary_text("SUMMARY")
+    assert compacted["message"] == relay.lowlevel.summary_text("SUMMARY")
     assert [
         relay.lowlevel.decode_response_item(i) for i in compacted["replacement_history"]
     ] == list(t.session.history.items)

@@ -1,7 +1,7 @@
-"""A compaction backend from outside relay's packages, given to a session through its tasks.
+"""A compaction backend from outside relay's packages, given to a session through its compactor.
 
-Adding a backend needs no change to ``runtime``: it implements the backend protocol and goes in
-front of relay's backends in the sequence the task kinds are built with.
+Adding a backend needs no change to relay: it implements the backend protocol and goes beside
+relay's backends in a compactor whose policy function chooses it.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import trio
 import trio.testing
 
 import relay
-from relay import tasks, testing
-from relay.tasks.compaction import BACKENDS, BackendResult, CompactionRequest
+from relay import testing
+from relay.tasks.compaction import BACKENDS, Compactor, select_backend
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 
@@ -21,32 +21,35 @@ NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 class KeepTail:
     """Keeps the last user message and the last answer; asks no model."""
 
-    enabled: bool = True
     fail_with: relay.ModelError | None = None
     name: str = "keep_tail"
     error_prefix: str = "keep_tail could not compact: "
 
-    def applies(self, config: relay.Config, provider: relay.ProviderConfig) -> bool:
-        return self.enabled
-
     async def compact(
-        self, ctx: relay.lowlevel.TaskContext, request: CompactionRequest
-    ) -> BackendResult:
+        self, ctx: relay.lowlevel.BackendContext, request: relay.lowlevel.CompactionRequest
+    ) -> relay.lowlevel.BackendResult:
         if self.fail_with is not None:
             raise self.fail_with
-        messages = [item for item in ctx.history if isinstance(item, relay.Message)]
-        users = [
-            m for m in messages if m.role == "user" and relay.compaction.is_real_user_message(m)
-        ]
+        messages = [item for item in ctx.view.history if isinstance(item, relay.Message)]
+        users = [m for m in messages if m.role == "user" and relay.lowlevel.is_real_user_message(m)]
         answers = [m for m in messages if m.role == "assistant"]
-        return BackendResult([users[-1], answers[-1]])
+        return relay.lowlevel.BackendResult([users[-1], answers[-1]])
 
 
-async def compact_after_two_turns(backend: KeepTail) -> testing.TestSession:
+def choosing(backend: KeepTail, *, when: bool = True) -> Compactor:
+    """relay's compactor with ``backend`` beside relay's backends, chosen ``when`` asked to."""
+
+    def select(config: relay.Config, provider: relay.ProviderConfig) -> str:
+        return backend.name if when else select_backend(config, provider)
+
+    return Compactor(backends={**BACKENDS, backend.name: backend}, select=select)
+
+
+async def compact_after_two_turns(backend: KeepTail, *, when: bool = True) -> testing.TestSession:
     script = {"responses": [{"text": "first answer"}, {"text": "second answer"}]}
     config = relay.Config(rollout=NO_ROLLOUT)
-    kinds = tasks.task_kinds(backends=(backend, *BACKENDS))
-    async with testing.open_test_session(script, config=config, task_kinds=kinds) as t:
+    compactor = lambda: choosing(backend, when=when)  # noqa: E731
+    async with testing.open_test_session(script, config=config, compactor=compactor) as t:
         for text in ("one", "two"):
             await t.turn(text)
             await t.wait_for(relay.TurnComplete, 1 if text == "one" else 2)
@@ -83,10 +86,10 @@ async def test_a_fifth_backend_compacts_the_session(
     assert len(t.model.requests) == 2  # no summarization request
 
 
-async def test_a_fifth_backend_that_does_not_apply_leaves_relays_choice(
+async def test_a_policy_that_does_not_choose_a_fifth_backend_leaves_relays_choice(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    t = await compact_after_two_turns(KeepTail(enabled=False))
+    t = await compact_after_two_turns(KeepTail(), when=False)
     (completed,) = [
         m
         for m in t.recorder.msgs
@@ -109,4 +112,4 @@ async def test_a_model_error_of_a_fifth_backend_is_reported_with_its_prefix(
             "keep_tail could not compact: the quota is spent", relay.ErrorCode.SERVER_ERROR
         )
     ]
-    assert relay.user_message("one") in t.session.history.items  # nothing was installed
+    assert relay.lowlevel.user_message("one") in t.session.history.items  # nothing was installed

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import anyio
 import trio.testing
 
 import relay
@@ -31,14 +30,12 @@ CALL = {"function_call": {"name": "emit", "arguments": {}}}
 
 
 async def run(config: relay.Config, script: dict[str, Any]) -> list[relay.EventMsg]:
-    recorder = testing.EventRecorder()
     async with (
         relay.open_session(
             config, model=testing.ScriptedModel(script), tools=[emit_tool()]
         ) as session,
-        anyio.create_task_group() as tg,
+        testing.recording(session) as recorder,
     ):
-        tg.start_soon(recorder.consume, session)
         await session.submit(relay.UserTurn(items=[relay.Text("Go.")]), id="t1")
         await recorder.wait_for(ended)
         await session.submit(relay.Shutdown())

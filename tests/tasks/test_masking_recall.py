@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import relay
 from relay import testing
-from relay.compaction import MASK_MARKER
+from relay.tasks.compaction import MASK_MARKER
 from tests.hypothesis_profiles import examples
 
 
@@ -100,7 +100,6 @@ OUTPUTS = st.lists(
 
 async def check_recall_everywhere(outputs: list[str], root: Path) -> None:
     sessions = root / "sessions"
-    recorder = testing.EventRecorder()
     model = testing.ScriptedModel(work_script(len(outputs)))
     tools = [emit_tool(outputs)]
     originals: dict[str, str] = {}
@@ -109,9 +108,8 @@ async def check_recall_everywhere(outputs: list[str], root: Path) -> None:
         relay.open_session(
             config(sessions), model=model, tools=tools, clock=testing.fixed_clock
         ) as session,
-        anyio.create_task_group() as tg,
+        testing.recording(session) as recorder,
     ):
-        tg.start_soon(recorder.consume, session)
         await session.submit(TURN)
         await recorder.wait_for(ended, 1)
         originals = recorded(session)

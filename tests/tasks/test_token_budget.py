@@ -17,7 +17,7 @@ import trio.testing
 
 import relay
 from relay import testing
-from relay._tokens import approx_tokens, tools_tokens
+from relay._base._tokens import approx_tokens, tools_tokens
 from relay._wire import open_http_client
 from relay.tasks.compaction.token_budget import DEVELOPER_MESSAGE_BUDGET, client_developer_messages
 
@@ -34,7 +34,7 @@ def wire(item: relay.ResponseItem) -> dict[str, Any]:
 
 
 def developer(text: str) -> relay.Message:
-    return relay.Message("developer", (relay.InputText(text),))
+    return relay.Message("developer", (relay.lowlevel.InputText(text),))
 
 
 def turn(text: str) -> relay.UserTurn:
@@ -54,7 +54,7 @@ async def run(t: testing.TestSession, *ops: relay.Op) -> None:
 
 
 def environment(cwd: str) -> relay.Message:
-    return relay.user_message(
+    return relay.lowlevel.user_message(
         "\n".join(
             [
                 "<environment_context>",
@@ -102,14 +102,14 @@ async def test_no_request_reaches_the_model_and_the_window_advances(
     assert receipt.backend == "token_budget"
     # A request over the new history: instructions and tools count too.
     assert receipt.tokens_after == (
-        relay.compaction.estimate_tokens(fresh)
+        relay.lowlevel.items_tokens(fresh)
         + approx_tokens(t.session.instructions)
         + tools_tokens(t.session.tools.specs())
     )
     # The next turn starts with the fresh initial context, recorded once, then its input.
     assert t.model.requests[1]["input"] == [
         *(wire(i) for i in fresh),
-        wire(relay.user_message("second")),
+        wire(relay.lowlevel.user_message("second")),
     ]
 
 
@@ -132,15 +132,30 @@ async def test_the_world_state_is_taken_now(
     assert second[1] == wire(environment(str(other)))
 
 
+@attrs.frozen
+class DeveloperRule(relay.SessionTask):
+    text: str
+
+    @property
+    def kind(self) -> str:
+        return "rule"
+
+    async def run(self, ctx: relay.TaskContext) -> str | None:
+        ctx.record(developer(self.text))
+        return None
+
+
 async def test_developer_messages_the_client_added_are_kept(
     autojump_clock: trio.testing.MockClock, tmp_path: Path
 ) -> None:
     cfg = config(cwd=str(tmp_path), developer_instructions="Be brief.")
-    async with testing.open_test_session(config=cfg) as t:
+    # The client adds its rules as developer messages, through a task of its own.
+    rules = {"user_input": lambda op: DeveloperRule(op.items[0].text)}
+    async with testing.open_test_session(config=cfg, tasks=rules) as t:
         await run(t, turn("first"))
-        t.session._record(developer("Client rule one."))
+        await run(t, relay.UserInput(items=[relay.Text("Client rule one.")]))
         await run(t, turn("second"))
-        t.session._record(developer("Client rule two."))
+        await run(t, relay.UserInput(items=[relay.Text("Client rule two.")]))
         await run(t, relay.Compact())
         assert list(t.session.history.items) == [
             developer("Be brief."),
@@ -151,17 +166,17 @@ async def test_developer_messages_the_client_added_are_kept(
 
 
 def test_client_developer_messages_within_the_budget() -> None:
-    initial = [developer("Be brief."), relay.user_message("<environment_context>")]
+    initial = [developer("Be brief."), relay.lowlevel.user_message("<environment_context>")]
     history = [
         developer("Be brief."),
-        relay.user_message("hi"),
+        relay.lowlevel.user_message("hi"),
         developer("old " * 10),
-        relay.assistant_message("a"),
+        relay.lowlevel.assistant_message("a"),
         developer("new"),
     ]
     added = client_developer_messages(history, initial)
     assert added == [developer("old " * 10), developer("new")]
-    kept = relay.compaction.keep_recent_messages(added, 5)
+    kept = relay.tasks.compaction.keep_recent_messages(added, 5)
     assert kept[-1] == developer("new")
     assert "tokens truncated" in kept[0].text()
     assert DEVELOPER_MESSAGE_BUDGET == 64_000
@@ -200,7 +215,7 @@ async def test_rollout_records_what_resume_needs(
             await session.submit(relay.Shutdown())
     assert model.requests[0]["input"] == [
         *(wire(item) for item in live),
-        wire(relay.user_message("after resume")),
+        wire(relay.lowlevel.user_message("after resume")),
     ]
 
 
@@ -254,7 +269,7 @@ async def test_through_the_sdk_nothing_is_sent_until_the_next_turn(
     assert [e["path"] for e in transport.requests] == ["/v1/responses", "/v1/responses"]
     assert transport.requests[1]["body"]["input"] == [
         wire(environment(str(tmp_path))),
-        wire(relay.user_message("second")),
+        wire(relay.lowlevel.user_message("second")),
     ]
 
 
@@ -276,7 +291,7 @@ async def test_over_the_loopback_server(tmp_path: Path) -> None:
     assert [e["path"] for e in server.requests] == ["/v1/responses", "/v1/responses"]
     assert server.requests[1]["body"]["input"] == [
         wire(environment(str(tmp_path))),
-        wire(relay.user_message("second")),
+        wire(relay.lowlevel.user_message("second")),
     ]
     assert not [m for m in recorder.msgs if isinstance(m, relay.WarningEvent | relay.ErrorEvent)]
 

@@ -18,8 +18,8 @@ import pytest
 
 import relay
 from relay import testing
-from relay._config import config_from_dict
-from relay._op_script import OpLine, parse_op_script
+from relay._base._config import config_from_dict
+from relay._drive._op_script import OpLine, parse_op_script
 
 GENERATOR = Path(__file__).resolve().parents[2] / "examples" / "work_state" / "generate.py"
 

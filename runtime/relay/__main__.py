@@ -1,0 +1,5 @@
+"""``python -m relay``: the ``relay`` command line."""
+
+from ._cli._main import console_main
+
+console_main()

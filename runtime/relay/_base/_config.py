@@ -1,0 +1,475 @@
+"""Configuration: TOML files, ``-c key=value`` overrides and provider tables (docs/config.md).
+
+:func:`load_config` merges the sources into one plain dict, checks every key against the attrs
+classes below (the error names the file and every unknown key, with the closest known one),
+then structures it. docs/config.md is generated from these classes by
+``runtime/_config_doc.py``. Nothing reads the environment except :func:`resolve_api_key`, and
+the key it returns is never stored in a config.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+import cattrs
+
+from ._errors import ConfigError
+from ._suggest import did_you_mean
+from ._util import field_types
+
+
+@attrs.frozen
+class ProviderConfig:
+    """A model provider table."""
+
+    name: str
+    """Display name."""
+    base_url: str | None = None
+    """Base URL of the API (``.../v1``)."""
+    env_key: str | None = None
+    """Environment variable that holds the API key."""
+    wire_api: Literal["responses", "chat"] = "responses"
+    """Which HTTP API to speak."""
+    remote_compaction: Literal["unsupported", "v1", "v2"] = "unsupported"
+    """Which remote compaction the provider offers."""
+    stream_max_retries: int = 5
+    """Retries of a failed sampling request."""
+    request_max_retries: int = 4
+    """Retries of a failed non-streaming request."""
+    stream_idle_timeout_ms: int = 300_000
+    """A stream silent for this long between two events is a retryable error."""
+    stream_first_event_timeout_ms: int = 600_000
+    """How long a server may take from the request to the first event of its answer (a local
+    server sends nothing while it reads the prompt); longer is a retryable error."""
+    max_output_tokens: int | None = None
+    """The longest answer to ask this provider for, in tokens (overrides
+    ``model_max_output_tokens``); unset: no limit is sent."""
+    http_headers: Mapping[str, str] = attrs.field(factory=dict)
+    """Extra request headers."""
+    query_params: Mapping[str, str] = attrs.field(factory=dict)
+    """Extra query parameters."""
+    max_retry_after_ms: int = 60_000
+    """The longest wait a server's retry-after can ask for; a longer one is cut to this."""
+    stream_max_line_bytes: int = 16 * 1024 * 1024
+    """The longest line of a server-sent event stream; a longer one is a stream error."""
+    stream_max_event_bytes: int = 32 * 1024 * 1024
+    """The largest server-sent event (its data lines together); a larger one is a stream error."""
+    max_response_bytes: int = 256 * 1024 * 1024
+    """The largest response body, once decompressed; a larger one is a stream error."""
+
+
+BUILTIN_PROVIDERS: Mapping[str, ProviderConfig] = {
+    "scripted": ProviderConfig(name="scripted", wire_api="responses"),
+    "openai": ProviderConfig(
+        name="OpenAI",
+        base_url="https://api.openai.com/v1",
+        env_key="OPENAI_API_KEY",
+        wire_api="responses",
+        remote_compaction="v1",
+    ),
+    "ollama": ProviderConfig(name="Ollama", base_url="http://127.0.0.1:11434/v1", wire_api="chat"),
+}
+
+
+@attrs.frozen
+class Features:
+    """Feature switches."""
+
+    token_budget: bool = False
+    """Use the token-budget compaction backend."""
+    remote_compaction_v2: bool = False
+    """Allow the remote V2 compaction backend."""
+    async_compaction: bool = False
+    """Compact in the background right after a turn whose usage reached
+    ``model_async_compact_threshold_percent`` of the window; the result is installed before
+    the next turn."""
+    work_state: bool = False
+    """Keep the work-state record (files read, commands run, tool errors) and place it in the
+    history after every compaction."""
+    tool_output_masking: bool = False
+    """Mask old tool outputs before compacting (the ``recall`` tool returns them)."""
+
+
+@attrs.frozen
+class HookCommand:
+    """A compaction hook run as a command."""
+
+    command: tuple[str, ...] = attrs.field(converter=tuple)
+    """The program and its arguments (argv); never run through a shell."""
+    timeout_ms: int = 10_000
+    """Milliseconds after which the hook is stopped (and the compaction goes on)."""
+
+
+@attrs.frozen
+class Hooks:
+    """Compaction hooks."""
+
+    pre_compact: tuple[HookCommand, ...] = attrs.field(converter=tuple, factory=tuple)
+    """Run before a compaction; may stop it."""
+    post_compact: tuple[HookCommand, ...] = attrs.field(converter=tuple, factory=tuple)
+    """Run after a compaction is installed."""
+
+
+@attrs.frozen
+class RolloutConfig:
+    """Persistence."""
+
+    enabled: bool = True
+    """Write a rollout file."""
+    dir: str | None = None
+    """Where; default ``$RELAY_HOME/sessions``."""
+
+
+@attrs.frozen
+class Config:
+    """Everything that configures a session. Build it in code or with :func:`load_config`.
+
+    Example::
+
+        config = relay.Config(
+            model="qwen2.5-coder",
+            model_provider="local",
+            model_context_window=8192,
+            model_providers={
+                "local": relay.ProviderConfig(
+                    name="local", base_url="http://127.0.0.1:8000/v1", wire_api="chat"
+                )
+            },
+        )
+    """
+
+    model: str = "scripted"
+    """Model name sent to the provider."""
+    model_provider: str = "scripted"
+    """Name of a provider table."""
+    model_script: str | None = None
+    """Model script for the ``scripted`` provider."""
+    model_context_window: int | None = None
+    """Context window in tokens; overrides the model default."""
+    model_auto_compact_token_limit: int | None = None
+    """Auto-compaction threshold."""
+    model_post_turn_compact_threshold_percent: int = 0
+    """Compact after a turn's final answer when usage reached this percentage of the context
+    window (0 = never)."""
+    background_compact_threshold_percent: int = 0
+    """Start a background compaction when usage reaches this percentage of the
+    auto-compaction limit (0 = never); its result is installed at the next automatic
+    compaction point while the history still begins with its snapshot."""
+    model_async_compact_threshold_percent: int = 0
+    """With ``features.async_compaction``: the percentage of the context window whose crossing
+    starts a background compaction right after a turn (0 = never)."""
+    model_max_output_tokens: int | None = None
+    """The longest answer to ask for, in tokens, sent with every request and kept free in the
+    context window; unset: no limit is sent (a provider's ``max_output_tokens`` wins)."""
+    max_auto_compactions_per_turn: int = 3
+    """Automatic compactions one turn may run; one more needed ends it with
+    ``error{compaction_loop}``."""
+    work_state_token_budget: int = 2_000
+    """Tokens the work-state record may take in the history after a compaction; never more
+    than a tenth of the model's context window, when it is known."""
+    mask_keep_recent_tokens: int = 20_000
+    """Tool outputs within this many of the newest tokens of the history are never masked."""
+    mask_margin_percent: int = 10
+    """Masking replaces a summary compaction when it leaves usage this far under the limit."""
+    mask_trigger_tokens: int | None = None
+    """Also mask old tool outputs after a tool step that leaves usage at this many tokens or
+    more, below the auto-compaction limit (unset: mask only when usage reaches the limit)."""
+    compact_prompt: str | None = None
+    """Replaces the default summarization prompt."""
+    experimental_compact_prompt_file: str | None = None
+    """File whose text is used when ``compact_prompt`` is unset."""
+    base_instructions: str | None = None
+    """The request's ``instructions``."""
+    base_instructions_file: str | None = None
+    """File holding the request's ``instructions``."""
+    developer_instructions: str | None = None
+    """A developer message in the initial context."""
+    project_doc: str = "AGENTS.md"
+    """File name of project instructions looked up in ``cwd``."""
+    cwd: str | None = None
+    """Working directory; default the process's."""
+    features: Features = Features()
+    """Feature switches."""
+    model_providers: Mapping[str, ProviderConfig] = attrs.field(factory=dict)
+    """Provider tables, added to (or replacing) the built-ins."""
+    hooks: Hooks = Hooks()
+    """Compaction hooks."""
+    tools: Mapping[str, bool] = attrs.field(factory=dict)
+    """Built-in tools switched on or off."""
+    rollout: RolloutConfig = RolloutConfig()
+    """Persistence."""
+
+    def provider(self) -> ProviderConfig:
+        """The selected provider table."""
+        providers = {**BUILTIN_PROVIDERS, **self.model_providers}
+        try:
+            return providers[self.model_provider]
+        except KeyError:
+            raise ConfigError(
+                f"unknown model_provider {self.model_provider!r} "
+                f"(known: {', '.join(sorted(providers))})"
+            ) from None
+
+    def max_output_tokens(self, provider: ProviderConfig) -> int | None:
+        """The answer limit requests to ``provider`` carry: its own, else the global one."""
+        return provider.max_output_tokens or self.model_max_output_tokens
+
+    def effective_compact_prompt(self) -> str | None:
+        """``compact_prompt`` trimmed, or None when unset or blank."""
+        if self.compact_prompt is None:
+            return None
+        text = self.compact_prompt.strip()
+        return text or None
+
+
+def relay_home() -> Path:
+    """``$RELAY_HOME``, default ``~/.relay``."""
+    return Path(os.environ.get("RELAY_HOME") or Path.home() / ".relay")
+
+
+def resolve_api_key(provider: ProviderConfig) -> str | None:
+    """The provider's API key from its ``env_key`` variable (see :mod:`relay._base._secret`:
+    checked, then taken out of the environment); an unset, empty or invalid one is an error."""
+    if provider.env_key is None:
+        return None
+    from ._secret import read_key
+
+    key = read_key(provider.env_key)
+    if key is None:
+        raise ConfigError(
+            f"provider {provider.name!r} needs an API key in the environment variable "
+            f"{provider.env_key}, which is unset or empty"
+        )
+    return key
+
+
+@functools.cache
+def _converter() -> cattrs.Converter:
+    """The converter of configuration tables, made when a table is first read (a session with
+    the default configuration reads none)."""
+    converter = cattrs.Converter(forbid_extra_keys=True)
+    for kind in (str, int, bool):
+        converter.register_structure_hook(kind, _strict(kind))
+    converter.register_structure_hook_factory(_is_array, _array_hook)
+    return converter
+
+
+def _strict(kind: type) -> Any:
+    def structure(value: Any, _: Any) -> Any:
+        if isinstance(value, bool) and kind is not bool:
+            raise TypeError(f"expected {kind.__name__}, got a boolean")
+        if not isinstance(value, kind):
+            raise TypeError(f"expected {kind.__name__}, got {type(value).__name__}")
+        return value
+
+    return structure
+
+
+def _is_array(kind: Any) -> bool:
+    return typing.get_origin(kind) is tuple and typing.get_args(kind)[1:] == (...,)
+
+
+def _array_hook(kind: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
+    import cattrs.cols
+
+    base = cattrs.cols.homogenous_tuple_structure_factory(kind, converter)
+
+    def structure(value: Any, _: Any) -> Any:
+        # Only a TOML array: cattrs would otherwise iterate a string or a table.
+        if not isinstance(value, list):
+            raise TypeError(f"expected an array, got {type(value).__name__}")
+        return base(value, kind)
+
+    return structure
+
+
+def unknown_keys(data: Mapping[str, Any], cls: type = Config, prefix: str = "") -> list[str]:
+    """Every key of ``data`` that ``cls`` does not know, as ``'path' (did you mean ...)``."""
+    fields = {field.name: field for field in attrs.fields(cls)}
+    found: list[str] = []
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if key not in fields:
+            found.append(f"{path!r}{did_you_mean(key, fields, prefix=prefix)}")
+            continue
+        nested = _nested_class(field_types(cls)[key])
+        if nested is not None and isinstance(value, Mapping):
+            found += unknown_keys(value, nested, f"{path}.")
+        elif key == "model_providers" and isinstance(value, Mapping):
+            for name, table in value.items():
+                if isinstance(table, Mapping):
+                    found += unknown_keys(table, ProviderConfig, f"{path}.{name}.")
+        elif key in {"pre_compact", "post_compact"} and isinstance(value, Sequence):
+            for index, table in enumerate(value):
+                if isinstance(table, Mapping):
+                    found += unknown_keys(table, HookCommand, f"{path}[{index}].")
+    return found
+
+
+def _unknown_key_error(keys: Sequence[str], where: str = "") -> ConfigError:
+    noun = "key" if len(keys) == 1 else "keys"
+    return ConfigError(f"{where}unknown config {noun} {', '.join(keys)}")
+
+
+def _nested_class(kind: Any) -> type | None:
+    return kind if isinstance(kind, type) and attrs.has(kind) else None
+
+
+def config_from_dict(data: Mapping[str, Any]) -> Config:
+    """Build a :class:`Config` from plain data; unknown keys and wrong types are errors."""
+    unknown = unknown_keys(data)
+    if unknown:
+        raise _unknown_key_error(unknown)
+    providers = data.get("model_providers")
+    if isinstance(providers, Mapping):
+        data = {
+            **data,
+            "model_providers": {
+                name: {"name": name, **table} if isinstance(table, Mapping) else table
+                for name, table in providers.items()
+            },
+        }
+    try:
+        config = _converter().structure(data, Config)
+    except Exception as exc:
+        details = (
+            "; ".join(cattrs.transform_error(exc))
+            if isinstance(exc, cattrs.BaseValidationError)
+            else str(exc)
+        )
+        raise ConfigError(f"invalid config: {details}") from exc
+    _check_limits(config)
+    # Non-positive limits are ignored (docs/compaction.md): they read as unset.
+    if config.model_context_window is not None and config.model_context_window <= 0:
+        config = attrs.evolve(config, model_context_window=None)
+    limit = config.model_auto_compact_token_limit
+    if limit is not None and limit <= 0:
+        config = attrs.evolve(config, model_auto_compact_token_limit=None)
+    return config
+
+
+def _check_limits(config: Config) -> None:
+    """Retry counts and waits must be >= 0, timeouts and sizes positive; the error names the
+    key."""
+    for name, provider in config.model_providers.items():
+        for key in ("stream_max_retries", "request_max_retries", "max_retry_after_ms"):
+            value = getattr(provider, key)
+            if value < 0:
+                raise ConfigError(f"model_providers.{name}.{key} must be >= 0, got {value}")
+        for key in ("stream_max_line_bytes", "stream_max_event_bytes", "max_response_bytes"):
+            value = getattr(provider, key)
+            if value <= 0:
+                raise ConfigError(f"model_providers.{name}.{key} must be positive, got {value}")
+        if provider.max_output_tokens is not None and provider.max_output_tokens <= 0:
+            raise ConfigError(
+                f"model_providers.{name}.max_output_tokens must be positive, "
+                f"got {provider.max_output_tokens}"
+            )
+        for key in ("stream_idle_timeout_ms", "stream_first_event_timeout_ms"):
+            value = getattr(provider, key)
+            if value <= 0:
+                raise ConfigError(f"model_providers.{name}.{key} must be positive, got {value}")
+    for key in (
+        "model_post_turn_compact_threshold_percent",
+        "background_compact_threshold_percent",
+        "model_async_compact_threshold_percent",
+    ):
+        percent = getattr(config, key)
+        if not 0 <= percent <= 100:
+            raise ConfigError(f"{key} must be between 0 and 100, got {percent}")
+    if config.model_max_output_tokens is not None and config.model_max_output_tokens <= 0:
+        raise ConfigError(
+            f"model_max_output_tokens must be positive, got {config.model_max_output_tokens}"
+        )
+    for key in ("max_auto_compactions_per_turn", "work_state_token_budget"):
+        if getattr(config, key) <= 0:
+            raise ConfigError(f"{key} must be positive, got {getattr(config, key)}")
+    if config.mask_trigger_tokens is not None and config.mask_trigger_tokens <= 0:
+        raise ConfigError(f"mask_trigger_tokens must be positive, got {config.mask_trigger_tokens}")
+    if config.mask_keep_recent_tokens < 0:
+        raise ConfigError(
+            f"mask_keep_recent_tokens must be >= 0, got {config.mask_keep_recent_tokens}"
+        )
+    if not 0 <= config.mask_margin_percent < 100:
+        raise ConfigError(
+            f"mask_margin_percent must be from 0 to 99, got {config.mask_margin_percent}"
+        )
+    for point in ("pre_compact", "post_compact"):
+        for index, hook in enumerate(getattr(config.hooks, point)):
+            if hook.timeout_ms <= 0:
+                raise ConfigError(
+                    f"hooks.{point}[{index}].timeout_ms must be positive, got {hook.timeout_ms}"
+                )
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Parse ``key=value``: the value as TOML, else as a plain string."""
+    import tomllib
+
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"invalid override {text!r}: expected key=value")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return key.split("."), value
+
+
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> Config:
+    """Load ``path`` (else ``$RELAY_HOME/config.toml`` if it exists) and apply overrides."""
+    data: dict[str, Any] = {}
+    file = Path(path) if path is not None else relay_home() / "config.toml"
+    if path is not None or file.exists():
+        import tomllib
+
+        try:
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {file}: {exc.strerror}") from exc
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"invalid TOML in config file {file}: {exc}") from exc
+        unknown = unknown_keys(data)
+        if unknown:
+            raise _unknown_key_error(unknown, f"{file}: ")
+    for override in overrides:
+        keys, value = parse_override(override)
+        node = data
+        for key in keys[:-1]:
+            child = node.setdefault(key, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"invalid override {override!r}: {key!r} is not a table")
+            node = child
+        node[keys[-1]] = value
+    unknown = unknown_keys(data)
+    if unknown:
+        raise _unknown_key_error(unknown, "-c overrides: ")
+    # Nothing to read: the defaults, without building the converter of configuration tables.
+    return config_from_dict(data) if data else Config()
+
+
+#: Context windows of well-known models, used when ``model_context_window`` is unset.
+_KNOWN_WINDOWS: tuple[tuple[str, int], ...] = (
+    ("gpt-5", 272_000),
+    ("gpt-4.1", 1_047_576),
+    ("gpt-4o", 128_000),
+    ("o3", 200_000),
+    ("o4-mini", 200_000),
+)
+
+
+def context_window_for(model: str, configured: int | None) -> int | None:
+    """The context window of ``model``: the configured value, else a known default."""
+    if configured is not None:
+        return configured
+    for prefix, window in _KNOWN_WINDOWS:
+        if model.startswith(prefix):
+            return window
+    return None

@@ -1,0 +1,540 @@
+"""The protocol: ops in, events out, and the response items that make up the history.
+
+Every message is a frozen attrs class. Its JSON form is an object whose ``"type"`` is the
+snake_case name of the class, with a trailing ``Event`` or ``Item`` dropped (``ErrorEvent`` is
+``error``, ``UserMessageItem`` is ``user_message``). The codec in :mod:`relay._base._codec` is
+generated from these classes; nothing here knows about JSON.
+
+Ops are imperatives (``UserTurn``), events are past-tense facts (``TurnStarted``). Closed sets
+are ``TypeAlias`` unions meant to be dispatched with ``match`` and ``assert_never``.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Literal, TypeAlias
+
+import attrs
+
+from ._errors import ErrorCode
+from ._items import ROLES as ROLES
+from ._items import Compaction as Compaction
+from ._items import ContentPart as ContentPart
+from ._items import CustomToolCall as CustomToolCall
+from ._items import CustomToolCallOutput as CustomToolCallOutput
+from ._items import FunctionCall as FunctionCall
+from ._items import FunctionCallOutput as FunctionCallOutput
+from ._items import GhostSnapshot as GhostSnapshot
+from ._items import InputImage as InputImage
+from ._items import InputText as InputText
+from ._items import Message as Message
+from ._items import Other as Other
+from ._items import OutputText as OutputText
+from ._items import Reasoning as Reasoning
+from ._items import ReasoningText as ReasoningText
+from ._items import ResponseItem as ResponseItem
+from ._items import Role as Role
+from ._items import SummaryText as SummaryText
+from ._items import TokenUsage as TokenUsage
+from ._items import TokenUsageInfo as TokenUsageInfo
+from ._items import ToolCall as ToolCall
+from ._items import ToolOutput as ToolOutput
+from ._items import as_tuple, is_str, items_of, optional_str
+from ._items import assistant_message as assistant_message
+from ._items import user_message as user_message
+
+# --------------------------------------------------------------------------- ops
+
+
+class OnBusy(enum.StrEnum):
+    """What a ``user_turn`` does while a task runs."""
+
+    STEER = "steer"
+    """Add the input to the running turn (rejected while a compaction runs)."""
+    REPLACE = "replace"
+    """Abort the running task and start a new turn."""
+    QUEUE = "queue"
+    """Start a new turn when the running task ends."""
+
+
+@attrs.frozen
+class Text:
+    """Text input."""
+
+    text: str = attrs.field(validator=is_str)
+    """The text."""
+
+
+@attrs.frozen
+class Image:
+    """Image input by URL."""
+
+    image_url: str = attrs.field(validator=is_str)
+    """A URL or a ``data:`` URL."""
+
+
+@attrs.frozen
+class LocalImage:
+    """Image input from a file."""
+
+    path: str = attrs.field(validator=is_str)
+    """Path of the image file."""
+
+
+InputItem: TypeAlias = Text | Image | LocalImage
+
+
+def _non_empty(_: object, attribute: attrs.Attribute[Any], value: tuple[Any, ...]) -> None:
+    if not value:
+        raise ValueError(f"{attribute.name} must not be empty")
+
+
+@attrs.frozen
+class UserTurn:
+    """Start a regular turn with this input, or steer/replace/queue while busy."""
+
+    items: tuple[InputItem, ...] = attrs.field(
+        converter=as_tuple, validator=[items_of(Text, Image, LocalImage), _non_empty]
+    )
+    """The user's input."""
+    model: str | None = attrs.field(default=None, validator=optional_str)
+    """Model for this turn and later ones."""
+    cwd: str | None = attrs.field(default=None, validator=optional_str)
+    """Working directory for this turn and later ones."""
+    effort: str | None = attrs.field(default=None, validator=optional_str)
+    """Reasoning effort for this turn and later ones."""
+    on_busy: OnBusy = attrs.field(default=OnBusy.STEER, converter=OnBusy)
+    """What to do when a task is running."""
+    pin: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    """Keep the text of this input verbatim in the history across every compaction."""
+
+
+@attrs.frozen
+class UserInput:
+    """Alias of :class:`UserTurn` without overrides."""
+
+    items: tuple[InputItem, ...] = attrs.field(
+        converter=as_tuple, validator=[items_of(Text, Image, LocalImage), _non_empty]
+    )
+    """The user's input."""
+
+
+@attrs.frozen
+class Compact:
+    """Start a compaction task (replaces a running task)."""
+
+    instructions: str | None = attrs.field(default=None, validator=optional_str)
+    """Extra text appended to the summarization prompt."""
+
+
+@attrs.frozen
+class Interrupt:
+    """Abort the running task with reason ``interrupted``."""
+
+
+@attrs.frozen
+class OverrideTurnContext:
+    """Change the defaults of later turns; never starts a turn."""
+
+    model: str | None = attrs.field(default=None, validator=optional_str)
+    """New default model."""
+    cwd: str | None = attrs.field(default=None, validator=optional_str)
+    """New default working directory."""
+    effort: str | None = attrs.field(default=None, validator=optional_str)
+    """New default reasoning effort."""
+
+
+@attrs.frozen
+class Shutdown:
+    """Abort the running task, flush the rollout, report ``shutdown_complete`` and stop."""
+
+
+Op: TypeAlias = UserTurn | UserInput | Compact | Interrupt | OverrideTurnContext | Shutdown
+
+
+@attrs.frozen
+class Submission:
+    """An op with its id."""
+
+    id: str
+    """The submission id; a turn started by it uses it as turn id."""
+    op: Op
+    """The request."""
+
+
+# --------------------------------------------------------------------------- turn items
+
+
+@attrs.frozen
+class UserMessageItem:
+    """The user's input, as recorded in a turn."""
+
+    id: str
+    """Item id."""
+    content: tuple[InputItem, ...] = attrs.field(converter=as_tuple)
+    """The input."""
+
+
+@attrs.frozen
+class AgentMessageItem:
+    """A message written by the model."""
+
+    id: str
+    """Item id."""
+    text: str
+    """The text (empty on ``item_started``)."""
+
+
+@attrs.frozen
+class ReasoningItem:
+    """The model's reasoning summary."""
+
+    id: str
+    """Item id."""
+    summary: tuple[str, ...] = attrs.field(converter=as_tuple)
+    """Summary parts."""
+
+
+@attrs.frozen
+class ToolCallItem:
+    """A tool call and, when completed, its output."""
+
+    id: str
+    """Item id (the call id)."""
+    name: str
+    """Tool name."""
+    arguments: str
+    """Arguments as the model wrote them."""
+    output: str | None = None
+    """The tool's output, on ``item_completed``."""
+
+
+class CompactionTrigger(enum.StrEnum):
+    """Why a compaction ran."""
+
+    MANUAL = "manual"
+    PRE_TURN = "pre_turn"
+    MID_TURN = "mid_turn"
+    MODEL_DOWNSHIFT = "model_downshift"
+    POST_TURN = "post_turn"
+    MODEL_REQUESTED = "model_requested"
+
+
+@attrs.frozen
+class CompactionReceipt:
+    """What a completed compaction did."""
+
+    trigger: CompactionTrigger
+    """Why it ran."""
+    backend: str
+    """Which backend ran it."""
+    tokens_before: int
+    """Tokens of the context before: the server's count of the last request plus the
+    estimate of what came after it when ``counted_before``, else an estimate."""
+    tokens_after: int
+    """Estimated tokens of the context after (instructions and tools included), scaled by the
+    server's last count of a request."""
+    duration_ms: int
+    """How long it took."""
+    background: bool = False
+    """Whether the new history was computed in the background, from a snapshot."""
+    snapshot_age_ms: int | None = None
+    """For a background result: how old its snapshot was when it was installed."""
+    cut: bool = False
+    """The summary was cut off at the answer limit: the new history holds what arrived."""
+    counted_before: bool = False
+    """``tokens_before`` rests on the server's count of the last request."""
+
+
+def receipt_figures(receipt: CompactionReceipt) -> str:
+    """``before → after`` of a receipt, each estimate marked ``~``."""
+    before = f"{'' if receipt.counted_before else '~'}{receipt.tokens_before}"
+    return f"{before} → ~{receipt.tokens_after}"
+
+
+@attrs.frozen
+class ContextCompactionItem:
+    """A compaction, reported by ``item_started`` and ``item_completed``."""
+
+    id: str
+    """Item id."""
+    receipt: CompactionReceipt | None = None
+    """What it did (on ``item_completed`` only)."""
+
+
+TurnItem: TypeAlias = (
+    UserMessageItem | AgentMessageItem | ReasoningItem | ToolCallItem | ContextCompactionItem
+)
+
+# --------------------------------------------------------------------------- events
+
+
+class AbortReason(enum.StrEnum):
+    """Why a task was aborted."""
+
+    INTERRUPTED = "interrupted"
+    REPLACED = "replaced"
+    SHUTDOWN = "shutdown"
+    HOOK_STOPPED = "hook_stopped"
+    HOST_LOST = "host_lost"
+    """The process hosting the session died mid-turn (see ``session_resumed``)."""
+
+
+@attrs.frozen
+class SessionConfigured:
+    """The session is open; this is its first event (also of a resumed session).
+
+    Everything a user needs to find the session again: its id, what it talks to, where it
+    runs and the rollout file to resume it from.
+    """
+
+    session_id: str
+    """The session id."""
+    model: str
+    """The model of the next turn."""
+    model_provider: str
+    """The provider the model client talks to (its name in the configuration)."""
+    model_context_window: int | None
+    """The context window of that model, if known."""
+    cwd: str
+    """The working directory of the next turn."""
+    rollout_path: str | None
+    """The rollout file the session appends to, or None when persistence is off."""
+    relay_version: str
+    """The version of relay running the session."""
+    resumed: bool = False
+    """Whether the session continues a rollout (``relay resume``, :func:`relay.resume_session`)."""
+
+
+@attrs.frozen
+class TurnStarted:
+    """A task started."""
+
+    turn_id: str
+    """The turn id (the id of the submission that started it)."""
+    model_context_window: int | None
+    """The context window of the turn's model, if known."""
+    started_at: float
+    """Unix seconds."""
+
+
+@attrs.frozen
+class TurnComplete:
+    """A task ended normally (also after an ``error``)."""
+
+    turn_id: str
+    """The turn id."""
+    last_agent_message: str | None
+    """The last message the model wrote in this turn."""
+    duration_ms: int
+    """How long the turn ran."""
+
+
+@attrs.frozen
+class TurnAborted:
+    """A task was aborted."""
+
+    turn_id: str
+    """The turn id."""
+    reason: AbortReason
+    """Why."""
+    duration_ms: int
+    """How long the turn ran."""
+
+
+@attrs.frozen
+class ItemStarted:
+    """An item of a turn started."""
+
+    turn_id: str
+    """The turn id."""
+    item: TurnItem
+    """The item so far."""
+
+
+@attrs.frozen
+class ItemCompleted:
+    """An item of a turn completed."""
+
+    turn_id: str
+    """The turn id."""
+    item: TurnItem
+    """The complete item."""
+
+
+@attrs.frozen
+class AgentMessageDelta:
+    """A piece of an agent message as it streams."""
+
+    turn_id: str
+    """The turn id."""
+    item_id: str
+    """The message's item id."""
+    delta: str
+    """The new text."""
+
+
+@attrs.frozen
+class AgentMessage:
+    """Legacy mirror of a completed agent message."""
+
+    message: str
+    """The text."""
+
+
+@attrs.frozen
+class UserMessage:
+    """Legacy mirror of recorded user input."""
+
+    message: str
+    """The text."""
+
+
+@attrs.frozen
+class TokenCount:
+    """Token usage after a response or a compaction."""
+
+    info: TokenUsageInfo | None
+    """The usage, or None when unknown."""
+
+
+@attrs.frozen
+class ContextCompacted:
+    """Legacy mirror of a completed compaction item."""
+
+
+@attrs.frozen
+class WarningEvent:
+    """Something the user should know; the session goes on."""
+
+    message: str
+    """What happened."""
+
+
+@attrs.frozen
+class ErrorEvent:
+    """Something failed; the session goes on."""
+
+    message: str
+    """What failed."""
+    code: ErrorCode
+    """Which kind of failure (docs/session.md)."""
+
+
+@attrs.frozen
+class StreamErrorEvent:
+    """A model request failed and is being retried."""
+
+    message: str
+    """``Reconnecting... N/MAX``."""
+    detail: str
+    """What failed."""
+
+
+@attrs.frozen
+class BackgroundEvent:
+    """Information about background work."""
+
+    message: str
+    """What happened."""
+
+
+@attrs.frozen
+class HookStarted:
+    """A compaction hook started."""
+
+    hook: str
+    """The hook's name (its command or callable)."""
+    event: Literal["pre_compact", "post_compact"]
+    """Which hook point."""
+
+
+@attrs.frozen
+class HookCompleted:
+    """A compaction hook finished."""
+
+    hook: str
+    """The hook's name."""
+    event: Literal["pre_compact", "post_compact"]
+    """Which hook point."""
+    outcome: Literal["continue", "stop", "timeout", "failed"]
+    """What it decided or how it ended."""
+    duration_ms: int
+    """How long it ran."""
+
+
+@attrs.frozen
+class SessionResumed:
+    """The session's host was lost; the session goes on from its rollout on another host.
+
+    Everything the caller saw before the loss is in the rollout and kept. What was lost is
+    named here and never redone: the turn in flight (reported ``turn_aborted`` with reason
+    ``host_lost`` just before) and the submissions the lost host accepted but no event showed
+    handled. Submit them again to have them.
+    """
+
+    lost_host: str
+    """The host that died."""
+    host: str
+    """The host the session now runs on."""
+    aborted_turn: str | None
+    """The turn that was running, if any."""
+    unhandled: tuple[str, ...] = attrs.field(converter=as_tuple, factory=tuple)
+    """Ids of accepted submissions that no event showed handled, in submission order."""
+    downtime_ms: int = 0
+    """From the loss being noticed to the session accepting ops again."""
+
+
+@attrs.frozen
+class WorkStateNoted:
+    """The session added an entry to its work-state record (``features.work_state``), or the
+    user pinned a message (kind ``pinned``). Persisted, so that a resumed session has the
+    record as it was."""
+
+    kind: str
+    """``read``, ``list``, ``command``, ``error``, ``pinned``, or a custom tool's own kind."""
+    text: str
+    """The fact, one line (for ``pinned``: the whole text of the message)."""
+    key: str | None = None
+    """Entries with the same kind and key replace each other; None: the text is the key."""
+
+
+@attrs.frozen
+class ShutdownComplete:
+    """The session has shut down; this is its last event."""
+
+
+EventMsg: TypeAlias = (
+    SessionConfigured
+    | TurnStarted
+    | TurnComplete
+    | TurnAborted
+    | ItemStarted
+    | ItemCompleted
+    | AgentMessageDelta
+    | AgentMessage
+    | UserMessage
+    | TokenCount
+    | ContextCompacted
+    | WarningEvent
+    | ErrorEvent
+    | StreamErrorEvent
+    | BackgroundEvent
+    | HookStarted
+    | HookCompleted
+    | SessionResumed
+    | WorkStateNoted
+    | ShutdownComplete
+)
+
+
+@attrs.frozen
+class Event:
+    """An event with its envelope."""
+
+    id: str
+    """The turn id for events of a turn, else the id of the submission being handled."""
+    seq: int
+    """Position in the session's event stream, from 1."""
+    msg: EventMsg
+    """The fact."""

@@ -1,0 +1,1 @@
+"""The ``relay`` command line (README.md and docs/cli.md)."""

@@ -1,0 +1,221 @@
+"""Renders ``docs/config.md`` from :class:`~relay.Config` and the classes it holds.
+
+``python -m relay._cli._config_doc > docs/config.md`` writes it. A test checks that the file equals
+what this renders and that every example below loads into the value it shows, so the document
+cannot drift from the code. Each key's meaning is the attribute docstring in ``_config.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import typing
+from collections.abc import Iterator, Mapping
+from typing import Any, Literal
+
+import attrs
+
+from .._base._config import (
+    BUILTIN_PROVIDERS,
+    Config,
+    Features,
+    HookCommand,
+    Hooks,
+    ProviderConfig,
+    RolloutConfig,
+)
+from .._base._util import field_types
+from ._protocol_doc import _attribute_docs, _markdown
+
+#: One TOML example per key, by dotted path (``[]`` for an entry of an array of tables).
+EXAMPLES: Mapping[str, str] = {
+    "model": 'model = "gpt-5"',
+    "model_provider": 'model_provider = "ollama"',
+    "model_script": 'model_script = "examples/hello.model.json"',
+    "model_context_window": "model_context_window = 128000",
+    "model_auto_compact_token_limit": "model_auto_compact_token_limit = 100000",
+    "model_post_turn_compact_threshold_percent": "model_post_turn_compact_threshold_percent = 80",
+    "background_compact_threshold_percent": "background_compact_threshold_percent = 60",
+    "model_async_compact_threshold_percent": (
+        "model_async_compact_threshold_percent = 10\n\n[features]\nasync_compaction = true"
+    ),
+    "max_auto_compactions_per_turn": "max_auto_compactions_per_turn = 2",
+    "work_state_token_budget": "work_state_token_budget = 4000",
+    "mask_keep_recent_tokens": "mask_keep_recent_tokens = 8000",
+    "mask_margin_percent": "mask_margin_percent = 20",
+    "mask_trigger_tokens": "mask_trigger_tokens = 40000",
+    "model_max_output_tokens": "model_max_output_tokens = 4096",
+    "compact_prompt": 'compact_prompt = "Summarize the work so far for a colleague."',
+    "experimental_compact_prompt_file": 'experimental_compact_prompt_file = "prompts/compact.md"',
+    "base_instructions": 'base_instructions = "You are a careful coding assistant."',
+    "base_instructions_file": 'base_instructions_file = "prompts/base.md"',
+    "developer_instructions": 'developer_instructions = "Answer in English."',
+    "project_doc": 'project_doc = "CONTRIBUTING.md"',
+    "cwd": 'cwd = "/home/me/project"',
+    "tools": "tools = { shell = true, sleep = false }",
+    "features.token_budget": "[features]\ntoken_budget = true",
+    "features.remote_compaction_v2": "[features]\nremote_compaction_v2 = true",
+    "features.async_compaction": (
+        "model_async_compact_threshold_percent = 10\n\n[features]\nasync_compaction = true"
+    ),
+    "features.work_state": "[features]\nwork_state = true",
+    "features.tool_output_masking": "[features]\ntool_output_masking = true",
+    "rollout.enabled": "[rollout]\nenabled = false",
+    "rollout.dir": '[rollout]\ndir = "/var/lib/relay/sessions"',
+    "hooks.pre_compact": '[[hooks.pre_compact]]\ncommand = ["python3", "hooks/check.py"]',
+    "hooks.post_compact": '[[hooks.post_compact]]\ncommand = ["logger", "relay compacted"]',
+    "hooks.*[].command": '[[hooks.pre_compact]]\ncommand = ["python3", "hooks/check.py"]',
+    "hooks.*[].timeout_ms": '[[hooks.pre_compact]]\ncommand = ["true"]\ntimeout_ms = 2000',
+    "model_providers.*.name": '[model_providers.local]\nname = "My vLLM"',
+    "model_providers.*.base_url": (
+        '[model_providers.local]\nbase_url = "http://127.0.0.1:8000/v1"'
+    ),
+    "model_providers.*.env_key": '[model_providers.local]\nenv_key = "LOCAL_API_KEY"',
+    "model_providers.*.wire_api": '[model_providers.local]\nwire_api = "chat"',
+    "model_providers.*.remote_compaction": ('[model_providers.local]\nremote_compaction = "v1"'),
+    "model_providers.*.stream_max_retries": "[model_providers.local]\nstream_max_retries = 2",
+    "model_providers.*.request_max_retries": "[model_providers.local]\nrequest_max_retries = 1",
+    "model_providers.*.stream_idle_timeout_ms": (
+        "[model_providers.local]\nstream_idle_timeout_ms = 60000"
+    ),
+    "model_providers.*.stream_first_event_timeout_ms": (
+        "[model_providers.local]\nstream_first_event_timeout_ms = 900000"
+    ),
+    "model_providers.*.max_output_tokens": "[model_providers.local]\nmax_output_tokens = 1024",
+    "model_providers.*.http_headers": (
+        '[model_providers.local]\nhttp_headers = { "X-Team" = "search" }'
+    ),
+    "model_providers.*.query_params": (
+        '[model_providers.local]\nquery_params = { "api-version" = "2025-04-01" }'
+    ),
+    "model_providers.*.max_retry_after_ms": "[model_providers.local]\nmax_retry_after_ms = 5000",
+    "model_providers.*.stream_max_line_bytes": (
+        "[model_providers.local]\nstream_max_line_bytes = 1048576"
+    ),
+    "model_providers.*.stream_max_event_bytes": (
+        "[model_providers.local]\nstream_max_event_bytes = 2097152"
+    ),
+    "model_providers.*.max_response_bytes": (
+        "[model_providers.local]\nmax_response_bytes = 67108864"
+    ),
+}
+
+_TABLES: tuple[tuple[str, type, str], ...] = (
+    ("", Config, "Top-level keys"),
+    ("features.", Features, "`[features]`"),
+    ("rollout.", RolloutConfig, "`[rollout]`"),
+    ("hooks.", Hooks, "`[hooks]`"),
+    ("hooks.*[].", HookCommand, "`[[hooks.pre_compact]]` and `[[hooks.post_compact]]` entries"),
+    ("model_providers.*.", ProviderConfig, "`[model_providers.NAME]`"),
+)
+
+#: Keys documented by a table of their own rather than as one value.
+_SUBTABLES = frozenset({"features", "rollout", "hooks", "model_providers"})
+
+
+def toml_type(hint: Any) -> str:
+    """A key's type in TOML words."""
+    origin = typing.get_origin(hint)
+    args = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+    if origin is Literal:
+        return " or ".join(json.dumps(arg) for arg in typing.get_args(hint))
+    if origin is not None and len(args) < len(typing.get_args(hint)):
+        return f"{toml_type(args[0])}, optional"
+    if origin is tuple:
+        inner = args[0]
+        return "array of tables" if attrs.has(inner) else f"array of {toml_type(inner)}s"
+    if origin is Mapping:
+        return f"table of {toml_type(args[1])}s"
+    names = {str: "string", int: "integer", bool: "boolean"}
+    return names.get(hint, getattr(hint, "__name__", str(hint)))
+
+
+def toml_value(value: Any) -> str:
+    """A default in TOML form; ``unset`` for None."""
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | str):
+        return json.dumps(value)
+    if isinstance(value, tuple | list):
+        return "[]" if not value else json.dumps(list(value))
+    if isinstance(value, Mapping):
+        return "{}" if not value else json.dumps(dict(value))
+    raise TypeError(f"no TOML form for {value!r}")
+
+
+def _default(field: attrs.Attribute[Any]) -> str:
+    default = field.default
+    if default is attrs.NOTHING:
+        return ""
+    factory = getattr(default, "factory", None)
+    if factory is not None:
+        default = factory()
+    return f"`{toml_value(default)}`"
+
+
+def _table(prefix: str, cls: type, title: str) -> Iterator[str]:
+    yield f"## {title}\n"
+    docs = _attribute_docs(cls)
+    hints = field_types(cls)
+    for field in attrs.fields(cls):
+        path = f"{prefix}{field.name}"
+        if not prefix and field.name in _SUBTABLES:
+            continue
+        yield f"### `{path}`\n"
+        default = _default(field)
+        when = f"default {default}" if default else "required"
+        yield f"{toml_type(hints[field.name])}; {when}.\n"
+        yield f"{_markdown(docs.get(field.name, ''))}\n"
+        yield f"```toml\n{EXAMPLES[path]}\n```\n"
+
+
+def documented_keys() -> list[str]:
+    """Every key path the document describes (the keys of :data:`EXAMPLES`)."""
+    keys = []
+    for prefix, cls, _ in _TABLES:
+        for field in attrs.fields(cls):
+            if not (not prefix and field.name in _SUBTABLES):
+                keys.append(f"{prefix}{field.name}")
+    return keys
+
+
+def render() -> str:
+    """The whole configuration document."""
+    lines = [
+        "# Configuration",
+        "",
+        "Generated from `runtime/relay/_base/_config.py` by `python -m relay._cli._config_doc`;",
+        "a test keeps it in step with the code and loads every example.",
+        "",
+        "relay reads TOML from `--config FILE`, else from `$RELAY_HOME/config.toml` (`RELAY_HOME`",
+        "defaults to `~/.relay`) when it exists, then applies each `-c key=value` override: the",
+        "value is parsed as TOML, else taken as a plain string (`-c model=gpt-5`,",
+        "`-c rollout.enabled=false`, `-c 'tools={shell=true}'`). An embedding program builds a",
+        "`relay.Config` directly or calls `relay.load_config(path, overrides)`.",
+        "",
+        "A key relay does not know is an error that names the file, every unknown key and the",
+        "closest known one; a value of the wrong type names its key. Nothing runs until the whole",
+        "configuration is valid. Non-positive context limits read as unset.",
+        "",
+    ]
+    for prefix, cls, title in _TABLES:
+        lines += list(_table(prefix, cls, title))
+    lines += [
+        "## Built-in providers\n",
+        "A `[model_providers.NAME]` table with a built-in name replaces that provider; any other",
+        "name adds one (its `name` defaults to the table's name).\n",
+        "| name | base URL | wire API | API key variable | remote compaction |",
+        "|---|---|---|---|---|",
+    ]
+    for name, provider in BUILTIN_PROVIDERS.items():
+        url = f"`{provider.base_url}`" if provider.base_url else "embedded, no HTTP"
+        key = f"`{provider.env_key}`" if provider.env_key else "none"
+        lines.append(
+            f"| `{name}` | {url} | `{provider.wire_api}` | {key} | `{provider.remote_compaction}` |"
+        )
+    return "\n".join(lines).rstrip() + "\n"
+
+
+if __name__ == "__main__":
+    print(render(), end="")

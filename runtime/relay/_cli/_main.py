@@ -1,0 +1,573 @@
+"""The ``relay`` command line (``README.md`` and ``docs/cli.md``).
+
+Exit status of ``relay run`` and ``relay resume``:
+
+- 0: every turn completed, or was interrupted or replaced on purpose;
+- 1: a turn failed (it ended with an ``error`` event), an op was refused, or the runtime failed;
+- 2: bad usage, config, op script or rollout: a message on stderr, and nothing ran;
+- 130 / 143: SIGINT / SIGTERM ended the session (the running task aborted with reason
+  ``shutdown``, the rollout flushed, ``shutdown_complete`` last, one line on stderr).
+
+``relay show`` exits 2 only when the file cannot be read; like ``relay resume`` it reports
+malformed lines as warnings on stderr, naming the line, and goes on without them.
+
+Only ``argparse`` is imported up front: ``relay --version`` and ``relay --help`` need nothing else,
+and each command imports what it uses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .._version import __version__
+
+if TYPE_CHECKING:
+    from .._base._config import Config
+    from .._drive._op_script import Step
+    from .._drive._runner import ScriptRunner
+    from .._rollout._lines import Rollout
+    from ._outcome import RunOutcome
+    from ._pretty import PrettyPrinter
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+USAGE_HINT = """\
+relay run: no op script given, and standard input is a terminal.
+  relay run SCRIPT.jsonl           run an op script (JSON Lines of ops)
+  relay run - < SCRIPT.jsonl       read the script from standard input
+  relay run --help                 every option
+Example: relay run examples/hello.jsonl --model-script examples/hello.model.json
+"""
+
+
+def _signal_status(signum: int) -> int:
+    return 128 + signum
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"relay: {message}\n")
+
+
+def add_cluster_command(commands: Any) -> None:
+    """Register ``relay cluster run`` on the ``relay`` command's subparsers."""
+    cluster = commands.add_parser("cluster", help="run sessions on a Ray cluster")
+    actions = cluster.add_subparsers(
+        dest="cluster_command", metavar="COMMAND", required=True, parser_class=type(cluster)
+    )
+    run = actions.add_parser("run", help="run op scripts as sessions on a Ray cluster")
+    run.add_argument("scripts", nargs="+", metavar="SCRIPT", help="op scripts (JSON Lines)")
+    run.add_argument(
+        "--address", help="Ray cluster to connect to (default: start a local one for the run)"
+    )
+    run.add_argument("--actors", type=int, default=2, help="session hosts to start (default 2)")
+    run.add_argument(
+        "--out",
+        default="relay-cluster-events",
+        help="directory for each session's events (default ./relay-cluster-events)",
+    )
+    run.add_argument(
+        "--parallel", type=int, default=64, help="sessions running at once (default 64)"
+    )
+    run.add_argument("--config", help="config file (default $RELAY_HOME/config.toml)")
+    run.add_argument(
+        "-c",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key (value parsed as TOML)",
+    )
+    run.add_argument("--model-script", help="model script for the scripted provider")
+    run.add_argument(
+        "--rollout-dir", help="directory for rollout files; on a cluster, one every node reaches"
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="relay", description="Run agent sessions from op scripts.")
+    parser.add_argument("--version", action="version", version=f"relay {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    def session_options(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "script",
+            nargs="?",
+            help="op script (JSON Lines); '-' reads standard input, as does nothing in a pipe",
+        )
+        sub.add_argument("--config", help="config file (default $RELAY_HOME/config.toml)")
+        sub.add_argument(
+            "-c",
+            dest="overrides",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="override a config key (value parsed as TOML)",
+        )
+        sub.add_argument("--model-script", help="model script for the scripted provider")
+        sub.add_argument("--rollout-dir", help="directory for rollout files")
+        output = sub.add_mutually_exclusive_group()
+        output.add_argument(
+            "--pretty",
+            dest="output",
+            action="store_const",
+            const="pretty",
+            help="a readable transcript (the default on a terminal)",
+        )
+        output.add_argument(
+            "--json",
+            dest="output",
+            action="store_const",
+            const="json",
+            help="one JSON event per line (the default in a pipe or file)",
+        )
+
+    run = commands.add_parser("run", help="run an op script in a new session")
+    session_options(run)
+
+    resume = commands.add_parser(
+        "resume", help="resume the session of a rollout file and run an op script in it"
+    )
+    resume.add_argument(
+        "rollout", nargs="?", help="the rollout file (it is appended to); omit with --last"
+    )
+    resume.add_argument(
+        "--last",
+        action="store_true",
+        help="resume the newest rollout under the rollout directory",
+    )
+    session_options(resume)
+
+    show = commands.add_parser("show", help="print a rollout file as a readable transcript")
+    show.add_argument("rollout", help="the rollout file")
+
+    mock = commands.add_parser("mock-server", help="serve a model script over HTTP on loopback")
+    mock.add_argument("--script", required=True, help="model script")
+    mock.add_argument("--host", default="127.0.0.1")
+    mock.add_argument("--port", type=int, default=0)
+    mock.add_argument("--log", help="append every request as a JSON line to this file")
+    add_cluster_command(commands)
+    add_eval_command(commands)
+    return parser
+
+
+def add_eval_command(commands: Any) -> None:
+    """Register ``relay eval`` (``docs/eval.md``) on the ``relay`` command's subparsers."""
+    ev = commands.add_parser(
+        "eval", help="replay a corpus of cases under compaction configurations"
+    )
+    ev.add_argument("corpus", metavar="CORPUS", help="folder of cases")
+    ev.add_argument("--matrix", help="configurations to compare (default CORPUS/matrix.toml)")
+    ev.add_argument("--repeats", type=int, default=3, help="runs of each case (default 3)")
+    ev.add_argument("--parallel", type=int, default=8, help="sessions at once (default 8)")
+    ev.add_argument("--config", help="base config file the configurations are laid over")
+    ev.add_argument(
+        "-c",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a base config key (value parsed as TOML)",
+    )
+    ev.add_argument(
+        "--live",
+        action="store_true",
+        help="the configured provider answers every case (the cases' model scripts are ignored)",
+    )
+    ev.add_argument("--json", help="write the report as JSON to this file")
+    ev.add_argument("--plot", help="plot retention against input tokens to this image file")
+
+
+def _config(args: argparse.Namespace) -> Config:
+    import attrs
+
+    from .._base._config import load_config
+
+    config = load_config(args.config, args.overrides)
+    if args.model_script:
+        config = attrs.evolve(config, model_script=args.model_script)
+    if args.rollout_dir:
+        config = attrs.evolve(config, rollout=attrs.evolve(config.rollout, dir=args.rollout_dir))
+    config.provider()  # an unknown provider is a usage error, found before anything runs
+    return config
+
+
+def _chosen_keys(args: argparse.Namespace) -> set[str]:
+    """The top-level config keys the command line chose: ``-c`` keys, the keys of the
+    ``--config`` file, and ``model_provider`` for ``--model-script``."""
+    import tomllib
+
+    from .._base._config import parse_override
+
+    chosen = {parse_override(text)[0][0] for text in args.overrides}
+    if args.config:
+        with open(args.config, "rb") as file:  # load_config has read it already
+            chosen.update(tomllib.load(file))
+    if args.model_script:
+        chosen.add("model_provider")
+    return chosen
+
+
+def _newest_rollout(config: Config) -> str:
+    """The most recently written rollout under the rollout directory."""
+    from pathlib import Path
+
+    from .._base._config import relay_home
+    from .._base._errors import RolloutError
+
+    root = Path(config.rollout.dir) if config.rollout.dir else relay_home() / "sessions"
+    found: list[tuple[float, str]] = []
+    for path in root.glob("**/rollout-*.jsonl"):
+        try:
+            found.append((path.stat().st_mtime, str(path)))
+        except OSError:
+            continue  # removed while looking
+    if not found:
+        raise RolloutError(f"resume --last: no rollout file under {root}")
+    return max(found)[1]
+
+
+def _read_script(name: str) -> tuple[str, list[Step]]:
+    from pathlib import Path
+
+    from .._base._errors import ScriptError
+    from .._drive._op_script import parse_op_script
+
+    if name == "-":
+        try:
+            text = sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ScriptError("the op script on standard input is not UTF-8 text") from exc
+        label = "stdin"
+    else:
+        try:
+            text = Path(name).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ScriptError(f"cannot read op script {name}: {exc.strerror}") from exc
+        except UnicodeDecodeError as exc:
+            raise ScriptError(f"op script {name} is not UTF-8 text") from exc
+        label = Path(name).name
+    return label, parse_op_script(text, label)
+
+
+class _Interrupted:
+    """The first SIGINT/SIGTERM of a run, and the runner to stop when it comes."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.runner: ScriptRunner | None = None
+        self.output_closed = False
+
+    def close_output(self) -> None:
+        """Standard output was closed: stop as for a signal, reported as SIGPIPE."""
+        self.output_closed = True
+        self.receive(signal.SIGPIPE)
+
+    def receive(self, signum: int) -> None:
+        if self.signum is None:
+            self.signum = signum
+            if self.runner is not None:
+                self.runner.stop()
+        elif signum == signal.SIGINT:
+            # A second Ctrl-C means now: no shutdown, no flush beyond what is already written.
+            _exit_interrupted(self.signum)
+
+
+def _discard_stdout() -> None:
+    """Point standard output at ``/dev/null``: what is still buffered for the closed pipe, and
+    the interpreter's last flush, go nowhere instead of failing again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+def _exit_interrupted(signum: int) -> None:
+    try:
+        sys.stderr.write("relay: interrupted\n")
+        sys.stderr.flush()
+    finally:
+        os._exit(_signal_status(signum))
+
+
+def _exit_before_start(signum: int, _frame: Any) -> None:
+    # No session is open yet: there is nothing to end gracefully.
+    _exit_interrupted(signum)
+
+
+async def _run(
+    config: Config,
+    label: str,
+    steps: list[Step],
+    printer: PrettyPrinter | None,
+    outcome: RunOutcome,
+    resume: Rollout | None,
+    model_name: str | None,
+) -> int | None:
+    """Run the script; returns the signal that ended it early, if one did."""
+    import anyio
+
+    from .._base import _protocol as p
+    from .._core._work_state import WorkState
+    from .._drive._runner import ScriptRunner
+    from .._open import open_session
+
+    def output_closed() -> None:
+        # Nobody reads the events any more (`relay run … | head -1`): end the session as a
+        # shutdown, as a signal would, rather than run the script unseen.
+        _discard_stdout()
+        interrupted.close_output()
+
+    def write_line(line: str) -> None:
+        if not interrupted.output_closed:
+            try:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+            except BrokenPipeError:
+                output_closed()
+
+    def sink(event: p.Event, msg: dict[str, Any]) -> None:
+        if printer is not None and not interrupted.output_closed:
+            try:
+                printer.event(event)
+            except BrokenPipeError:
+                output_closed()
+        outcome.observe(event)
+
+    interrupted = _Interrupted()
+
+    async def watch(signals: Any) -> None:
+        async for signum in signals:
+            interrupted.receive(int(signum))
+
+    async def serve(signals: Any) -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch, signals)
+            if resume is None:
+                opened = open_session(config)
+            else:
+                # Only a resume reads rollouts: `run` leaves the reader unimported.
+                from .._rollout._resume_session import resume_session
+
+                opened = resume_session(resume, config, model_name=model_name)
+            async with opened as session:
+                if printer is not None:
+                    # A resumed session's record is shown at its checkpoints like a live one's.
+                    record = session.state.work_state
+                    printer.work = WorkState(list(record.entries), list(record.pinned))
+                runner = ScriptRunner(
+                    session,
+                    sink,
+                    script_name=label,
+                    lines=write_line if printer is None else None,
+                )
+                interrupted.runner = runner
+                if interrupted.signum is not None:
+                    runner.stop()
+                if printer is not None and printer.live:
+
+                    async def tick() -> None:
+                        while True:
+                            await anyio.sleep(0.1)
+                            printer.tick()
+
+                    tg.start_soon(tick)
+                await runner.run(steps, release=True)
+            tg.cancel_scope.cancel()
+
+    with anyio.open_signal_receiver(*_SIGNALS) as signals:
+        try:
+            await serve(signals)
+        except BaseExceptionGroup as group:
+            raise _single(group) from None
+    return interrupted.signum
+
+
+def _single(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one exception inside nested groups (what failed), or the group itself."""
+    error: BaseException = group
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
+
+
+def _backend() -> str:
+    """The event loop of a run: asyncio, or trio when ``RELAY_BACKEND=trio``.
+
+    On asyncio, trio is marked unavailable in this process: the HTTP stack of the SDK imports
+    trio whenever it is installed, only to be able to run under it, and that costs a run over
+    HTTP about a tenth of a second. Nothing of a run on asyncio uses trio.
+    """
+    if os.environ.get("RELAY_BACKEND", "") == "trio":
+        return "trio"
+    sys.modules.setdefault("trio", None)  # type: ignore[arg-type]
+    return "asyncio"
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    for each in _SIGNALS:
+        signal.signal(each, _exit_before_start)
+    if args.command == "resume":
+        if args.last and args.rollout is not None:
+            if args.script is not None:
+                print("relay: resume --last takes no rollout file", file=sys.stderr)
+                return EXIT_USAGE
+            # With --last, the one positional argument is the script.
+            args.script, args.rollout = args.rollout, None
+        elif not args.last and args.rollout is None:
+            print("relay: resume needs a rollout file, or --last", file=sys.stderr)
+            return EXIT_USAGE
+    if args.script is None:
+        if sys.stdin.isatty():
+            sys.stderr.write(USAGE_HINT)
+            return EXIT_USAGE
+        args.script = "-"
+
+    from .._base._errors import (
+        ConfigError,
+        RelayError,
+        RolloutError,
+        RolloutLockedError,
+        ScriptError,
+    )
+    from ._outcome import RunOutcome
+    from ._pretty import PrettyPrinter
+
+    resume: Rollout | None = None
+    model_name: str | None = None
+    try:
+        config = _config(args)
+        if args.command == "resume":
+            from .._rollout._reader import read_rollout
+            from .._rollout._resume import reconstruct, resumed_config
+
+            path = _newest_rollout(config) if args.last else args.rollout
+            resume = read_rollout(path, for_resume=True)
+            # A rollout that cannot be resumed, or not with the model it recorded, is found
+            # before anything runs.
+            chosen = _chosen_keys(args)
+            config = resumed_config(config, reconstruct(resume), chosen=chosen)
+            model_name = config.model if "model" in chosen else None
+        label, steps = _read_script(args.script)
+        if config.model_provider == "scripted" and config.model_script:
+            from .._models._script import load_model_script
+
+            load_model_script(config.model_script)
+    except (ConfigError, ScriptError, RolloutError) as exc:
+        _print_error(exc)
+        return EXIT_USAGE
+    if resume is not None:
+        _print_notes(resume)
+    outcome = RunOutcome()
+    pretty = args.output == "pretty" or (args.output is None and sys.stdout.isatty())
+    printer = (
+        PrettyPrinter(sys.stdout, live=sys.stdout.isatty(), outcome=outcome) if pretty else None
+    )
+    try:
+        import anyio
+
+        signum = anyio.run(
+            _run, config, label, steps, printer, outcome, resume, model_name, backend=_backend()
+        )
+    except (ConfigError, RolloutLockedError) as exc:
+        print(f"relay: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:
+        # Closed while nothing more was to be written by the session (a last flush).
+        _discard_stdout()
+        return _signal_status(signal.SIGPIPE)
+    except RelayError as exc:
+        print(f"relay: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except Exception:
+        import traceback
+
+        print("relay: internal error", file=sys.stderr)
+        traceback.print_exc()
+        return EXIT_FAILED
+    if signum == signal.SIGPIPE:
+        print("relay: standard output was closed; the session was shut down", file=sys.stderr)
+        return _signal_status(signum)
+    if signum is not None:
+        print("relay: interrupted", file=sys.stderr)
+        return _signal_status(signum)
+    return EXIT_FAILED if outcome.failed else EXIT_OK
+
+
+def _print_error(exc: BaseException) -> None:
+    """One ``relay:`` line per problem that the error reports."""
+    for line in str(exc).splitlines():
+        print(f"relay: {line}", file=sys.stderr)
+
+
+def _print_notes(rollout: Rollout) -> None:
+    from .._rollout._resume import describe_note
+
+    for note in rollout.notes:
+        print(f"relay: warning: {describe_note(rollout, note)}", file=sys.stderr)
+
+
+def _show_command(args: argparse.Namespace) -> int:
+    from .._base._errors import RolloutError
+    from .._rollout._reader import read_rollout
+    from ._transcript import render_transcript
+
+    try:
+        rollout = read_rollout(args.rollout)
+    except RolloutError as exc:
+        print(f"relay: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    _print_notes(rollout)
+    try:
+        for line in render_transcript(rollout):
+            sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``relay`` console script and ``python -m relay``."""
+    args = _parser().parse_args(argv)
+    if args.command in {"run", "resume"}:
+        return _run_command(args)
+    if args.command == "cluster":
+        from .._cluster._cli import cluster_command
+
+        return cluster_command(args)
+    if args.command == "show":
+        return _show_command(args)
+    if args.command == "eval":
+        from .._eval._run import eval_command
+
+        return eval_command(args)
+    if args.command == "mock-server":
+        from .._testing._mock_server import main as mock_main
+
+        status: int = mock_main(args.script, args.host, args.port, args.log)
+        return status
+    _parser().print_help(sys.stderr)
+    return EXIT_USAGE
+
+
+def console_main() -> None:
+    """The ``relay`` console script."""
+    try:
+        status = main()
+    except KeyboardInterrupt:
+        # Ctrl-C before a command took charge of its signals (while parsing, importing).
+        sys.stderr.write("relay: interrupted\n")
+        status = _signal_status(signal.SIGINT)
+    sys.exit(status)

@@ -1,0 +1,149 @@
+"""Renders ``docs/protocol.md`` from the protocol classes and their docstrings.
+
+``python -m relay._cli._protocol_doc > docs/protocol.md`` writes it; a test checks the file equals
+what this renders, so the document cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+import ast
+import enum
+import inspect
+import itertools
+import re
+import sys
+import typing
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+
+from .._base import _protocol as p
+from .._base._codec import type_tag
+from .._base._util import field_types
+
+
+def _defining_source(cls: type) -> str:
+    """The source of the module that defines ``cls`` (a public class reports ``relay`` as its
+    module, which only re-exports it)."""
+    for name, module in list(sys.modules.items()):
+        if (
+            name.startswith("relay._")
+            and getattr(module, cls.__name__, None) is cls
+            and module.__dict__.get("__file__")
+            and cls.__name__ in _defined_names(module)
+        ):
+            return inspect.getsource(module)
+    return inspect.getsource(cls)
+
+
+def _defined_names(module: Any) -> set[str]:
+    tree = ast.parse(inspect.getsource(module))
+    return {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+
+
+def _attribute_docs(cls: type) -> dict[str, str]:
+    """Attribute docstrings (a string right after a field) of an attrs class."""
+    tree = ast.parse(_defining_source(cls))
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls.__name__]
+    body = classes[0].body if classes else []
+    docs: dict[str, str] = {}
+    for field, after in itertools.pairwise(body):
+        if (
+            isinstance(field, ast.AnnAssign)
+            and isinstance(field.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            docs[field.target.id] = " ".join(after.value.value.split())
+    return docs
+
+
+def _type_name(hint: Any) -> str:
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return " | ".join(f'"{member.value}"' for member in hint)
+    text = str(hint) if not isinstance(hint, type) else hint.__name__
+    for prefix in (
+        "relay._base._protocol.",
+        "relay._base._items.",
+        "relay._base._errors.",
+        "relay.lowlevel.",
+        "relay.",
+        "typing.",
+        "collections.abc.",
+    ):
+        text = text.replace(prefix, "")
+    text = re.sub(r"tuple\[(.*), \.\.\.\]", r"list[\1]", text)
+    text = re.sub(r"\bNone(Type)?\b", "null", text)
+    return re.sub(r"\bstr\b", "string", text)
+
+
+def _markdown(text: str) -> str:
+    """reStructuredText roles and literals of a docstring, as Markdown."""
+    text = re.sub(r":\w+:`~?([\w.]+)`", r"`\1`", text)
+    return text.replace("``", "`")
+
+
+def _first_line(cls: type) -> str:
+    return _markdown((inspect.getdoc(cls) or "").split("\n\n")[0].replace("\n", " "))
+
+
+def _section(title: str, union: Any, intro: str) -> Iterator[str]:
+    yield f"## {title}\n"
+    yield f"{intro}\n"
+    for cls in typing.get_args(union):
+        yield from _class_block(cls)
+
+
+def _class_block(cls: type) -> Iterator[str]:
+    tag = type_tag(cls)
+    yield f"### `{tag}`\n"
+    yield f"{_first_line(cls)}\n"
+    hints = field_types(cls)
+    docs = _attribute_docs(cls)
+    fields = attrs.fields(cls)
+    skeleton = ", ".join([f'"type": "{tag}"'] + [f'"{f.name}": …' for f in fields])
+    yield f"```json\n{{{skeleton}}}\n```\n"
+    if fields:
+        yield "| field | type | meaning |"
+        yield "|---|---|---|"
+        for field in fields:
+            default = "" if field.default is attrs.NOTHING else " (optional)"
+            kind = _type_name(hints[field.name]).replace("|", "\\|")
+            meaning = _markdown(docs.get(field.name, ""))
+            yield f"| `{field.name}` | `{kind}`{default} | {meaning} |"
+        yield ""
+
+
+def render() -> str:
+    """The whole protocol document."""
+    lines = [
+        "# Protocol",
+        "",
+        "Generated from `runtime/relay/_base/_protocol.py` by",
+        "`python -m relay._cli._protocol_doc`; a test keeps it in step with the code. Every",
+        "message is a JSON object whose `type` names its class.",
+        'Submissions are `{"id": …, "op": {…}}`; events are',
+        '`{"id": …, "seq": …, "msg": {…}}`, where `id` is the turn id for events of a turn',
+        "and the submission id for events a handler reports, and `seq` counts from 1.",
+        "",
+    ]
+    lines += list(_section("Ops", p.Op, "What a client asks a session to do."))
+    lines += list(_section("Events", p.EventMsg, "What a session reports, in order."))
+    lines += list(
+        _section("Turn items", p.TurnItem, "Items reported by `item_started` and `item_completed`.")
+    )
+    lines += list(_section("Input items", p.InputItem, "What a user turn carries."))
+    lines += list(
+        _section(
+            "Response items",
+            p.ResponseItem,
+            "The history: OpenAI Responses API items in their wire form.",
+        )
+    )
+    return "\n".join(lines).rstrip() + "\n"
+
+
+if __name__ == "__main__":
+    print(render(), end="")

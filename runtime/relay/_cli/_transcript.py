@@ -1,0 +1,261 @@
+"""The transcript of ``relay show``: a parsed rollout as readable lines."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import assert_never
+
+import attrs
+
+from .._base import _protocol as p
+from .._core._context import TurnSettings
+from .._core._history import is_contextual
+from .._core._summary import is_summary, summary_prefix
+from .._core._work_state import WorkState, work_state_lines
+from .._rollout._lines import (
+    CompactedLine,
+    EventMsgLine,
+    IdsLine,
+    ResponseItemLine,
+    Rollout,
+    RolloutLine,
+    SessionMetaLine,
+    TurnContextLine,
+    WorldStateLine,
+)
+from ._pretty import background_note, session_header, visible
+
+#: Lines of a tool output shown by the transcript.
+OUTPUT_LINES = 6
+
+
+def _short(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _block(text: str, indent: str, limit: int = OUTPUT_LINES) -> list[str]:
+    lines = text.rstrip().splitlines() or [""]
+    shown = [f"{indent}{_short(line, 200)}" for line in lines[:limit]]
+    if len(lines) > limit:
+        shown.append(f"{indent}… {len(lines) - limit} more lines")
+    return shown
+
+
+def _labelled(label: str, text: str) -> list[str]:
+    """``text`` under a label, continuation lines aligned with the first."""
+    first, *rest = _block(text, "")
+    return [label + first] + [" " * len(label) + line for line in rest]
+
+
+def _message_lines(item: p.Message) -> list[str]:
+    text = item.text()
+    images = sum(1 for part in item.content if isinstance(part, p.InputImage))
+    suffix = f" [{images} image{'s' if images != 1 else ''}]" if images else ""
+    if item.role == "assistant":
+        return _labelled("  model › ", text + suffix)
+    if item.role in {"developer", "system"}:
+        return [f"  {item.role} › {_short(text)}"]
+    if is_contextual(item):
+        first = text.strip().splitlines()[0] if text.strip() else ""
+        return [f"  context › {_short(first, 60)}"]
+    if is_summary(item):
+        return [f"  summary › {_short(text[len(summary_prefix()) + 1 :])}"]
+    return _labelled("  you › ", text + suffix)
+
+
+def _item_lines(item: p.ResponseItem) -> list[str]:
+    match item:
+        case p.Message():
+            return _message_lines(item)
+        case p.Reasoning(summary=summary):
+            text = " ".join(part.text for part in summary)
+            return [f"  thinking › {_short(text)}"] if text else ["  thinking …"]
+        case p.FunctionCall(name=name, arguments=arguments, call_id=call_id):
+            return [f"  ⚙ {name} {_short(arguments, 100)}  [{call_id}]"]
+        case p.CustomToolCall(name=name, input=text, call_id=call_id):
+            return [f"  ⚙ {name} {_short(text, 100)}  [{call_id}]"]
+        case p.FunctionCallOutput(output=output) | p.CustomToolCallOutput(output=output):
+            return _block(output, "    ↳ ")
+        case p.Compaction():
+            return ["  ⧉ compaction item (opaque)"]
+        case p.GhostSnapshot(ref=ref):
+            return [f"  · snapshot {ref}"]
+        case p.Other(raw=raw):
+            return [f"  · {raw.get('type', 'item')} (not shown)"]
+        case _:
+            assert_never(item)
+
+
+def _event_lines(msg: p.EventMsg) -> list[str]:
+    match msg:
+        case p.TurnStarted():
+            return []
+        case p.TurnComplete(turn_id=turn_id, duration_ms=ms):
+            return [f"✓ turn {turn_id} complete in {ms} ms"]
+        case p.TurnAborted(turn_id=turn_id, reason=reason, duration_ms=ms):
+            return [f"✗ turn {turn_id} aborted ({reason.value}) after {ms} ms"]
+        case p.TokenCount(info=info):
+            if info is None:
+                return []
+            last = info.last_token_usage.total_tokens
+            window = info.model_context_window
+            share = f" ({last * 100 // window}% of {window})" if window else ""
+            total = info.total_token_usage.total_tokens
+            return [f"  · tokens: {last} in context{share}, {total} used so far"]
+        case p.WarningEvent(message=message):
+            return [f"  ⚠ {_short(message, 200)}"]
+        case p.ErrorEvent(message=message, code=code):
+            return [f"  ! error [{code.value}]: {_short(message, 200)}"]
+        case p.StreamErrorEvent(message=message):
+            return [f"  ↻ {message}"]
+        case p.BackgroundEvent(message=message):
+            return [f"  · {_short(message, 200)}"]
+        case p.HookCompleted(hook=hook, event=point, outcome=outcome, duration_ms=ms):
+            return [f"  ⚑ hook {point} {hook}: {outcome} ({ms} ms)"]
+        case p.ShutdownComplete():
+            return ["■ session shut down"]
+        case p.SessionConfigured():
+            return [session_header(msg)]
+        case p.SessionResumed(lost_host=lost, host=host):
+            return [f"↪ host {lost} lost; the session goes on on {host}"]
+        case (
+            p.ItemStarted()
+            | p.ItemCompleted()
+            | p.AgentMessageDelta()
+            | p.AgentMessage()
+            | p.UserMessage()
+            | p.ContextCompacted()
+            | p.HookStarted()
+            | p.WorkStateNoted()
+        ):
+            # Messages are shown from the history items; the rest mirrors other lines.
+            return []
+        case _:
+            assert_never(msg)
+
+
+def _compacted_lines(line: CompactedLine) -> list[str]:
+    number = f" #{line.window_number}" if line.window_number is not None else ""
+    receipt = line.receipt
+    if receipt is not None:
+        head = (
+            f"  ━━ checkpoint{number}: {p.receipt_figures(receipt)} tokens "
+            f"({receipt.backend}, {receipt.trigger.value}, {receipt.duration_ms} ms"
+            f"{background_note(receipt)})"
+        )
+    else:
+        head = f"  ━━ checkpoint{number}"
+    out = [head]
+    if line.replacement_history is None:
+        out.append("     (old-style record: the history is rebuilt from the summary)")
+    else:
+        kept = len(line.replacement_history)
+        out.append(f"     history replaced by {kept} item{'s' if kept != 1 else ''}")
+    summary = line.message
+    prefix = summary_prefix() + "\n"
+    if summary.startswith(prefix):
+        summary = summary[len(prefix) :]
+    if summary.strip():
+        out += _block(summary, "     │ ")
+    if line.work_state is not None:
+        out += [f"     ▸ {text}" for text in work_state_lines(WorkState.from_json(line.work_state))]
+    return out
+
+
+@attrs.define
+class _Transcript:
+    """What the transcript needs to remember between lines."""
+
+    settings: TurnSettings | None = None
+    open_turn: str | None = None
+    shut_down: bool = False
+
+    def line(self, line: RolloutLine) -> Iterator[str]:
+        if isinstance(line, SessionMetaLine):
+            return
+        announced = isinstance(line, EventMsgLine) and isinstance(line.msg, p.SessionConfigured)
+        starts_turn = isinstance(line, EventMsgLine) and isinstance(line.msg, p.TurnStarted)
+        if (starts_turn or announced) and self.open_turn is not None:
+            # A live session ends a turn before it starts another: this one was cut short.
+            yield f"⚡ turn {self.open_turn} never ended: the session stopped"
+            self.shut_down = True
+            self.open_turn = None
+        if self.shut_down:
+            yield ""
+            if not announced:  # a resumed session's own header says so
+                yield "↺ resumed"
+            self.shut_down = False
+        match line:
+            case ResponseItemLine(item=item):
+                yield from _item_lines(item)
+            case EventMsgLine(msg=msg):
+                yield from self._event(line, msg)
+            case TurnContextLine(settings=new):
+                if self.settings is not None and new != self.settings:
+                    effort = f", effort {new.effort}" if new.effort else ""
+                    yield f"  ⚙ settings: model {new.model}, cwd {new.cwd}{effort}"
+                self.settings = new
+            case WorldStateLine() | IdsLine():
+                pass
+            case CompactedLine():
+                yield from _compacted_lines(line)
+            case _:
+                assert_never(line)
+
+    def _event(self, line: EventMsgLine, msg: p.EventMsg) -> Iterator[str]:
+        match msg:
+            case p.TurnStarted(turn_id=turn_id):
+                self.open_turn = turn_id
+                when = f" · {line.timestamp[:19].replace('T', ' ')}" if line.timestamp else ""
+                yield ""
+                yield f"▶ turn {turn_id}{when}"
+                return
+            case p.TurnComplete() | p.TurnAborted():
+                self.open_turn = None
+            case p.ShutdownComplete():
+                self.open_turn = None
+                self.shut_down = True
+            case _:
+                pass
+        yield from _event_lines(msg)
+
+    def end(self) -> Iterator[str]:
+        if self.open_turn is not None:
+            yield f"⚡ turn {self.open_turn} has not ended (the session stopped, or still runs)"
+
+
+def render_transcript(rollout: Rollout) -> Iterator[str]:
+    """The readable transcript of a rollout, line by line (``relay show``).
+
+    Turns with their user and agent messages, tool calls with their outputs, compaction
+    checkpoints with their receipts, token counts, warnings and errors; where a session was
+    resumed, and turns that a crash cut short. Control characters, which model text, tool
+    output and server messages can carry, are shown escaped (:func:`visible`), never sent to
+    the terminal.
+    """
+    for line in _render(rollout):
+        yield visible(line)
+
+
+def _render(rollout: Rollout) -> Iterator[str]:
+    meta = rollout.meta
+    first = rollout.lines[1] if len(rollout.lines) > 1 else None
+    # A session that announced itself has its header in its session_configured line.
+    announced = isinstance(first, EventMsgLine) and isinstance(first.msg, p.SessionConfigured)
+    if meta is not None and not announced:
+        made = f"created {meta.created}" if meta.created else "creation time unknown"
+        model = f"{meta.model or '?'} via {meta.model_provider or '?'}"
+        version = f", relay {meta.relay_version}" if meta.relay_version else ""
+        yield f"session {meta.id} ({made}; {model}{version})"
+        if meta.cwd:
+            yield f"cwd {meta.cwd}"
+    elif meta is None:
+        yield f"session unknown ({rollout.name} has no session_meta line)"
+    transcript = _Transcript()
+    for line in rollout.lines:
+        yield from transcript.line(line)
+    yield from transcript.end()
+
+
+__all__ = ["OUTPUT_LINES", "render_transcript"]

@@ -1,0 +1,1 @@
+"""Sessions hosted in Ray actors, with failover through the rollout (docs/cluster.md)."""

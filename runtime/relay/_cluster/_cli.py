@@ -1,0 +1,192 @@
+"""``relay cluster run``: many op scripts as sessions on a Ray cluster (see ``docs/cluster.md``).
+
+Each script runs in its own session of a :class:`~relay.cluster.SessionPool`, and its events
+go to their own JSON Lines file. A progress bar on standard error (when it is a terminal) counts
+finished sessions; a summary table on standard output ends the run.
+
+Exit codes, as for ``relay run``: 0 every session ran its script to the end; 1 at least one
+failed (each failure is named on standard error); 2 bad usage (unreadable script or config,
+Ray missing or unreachable), nothing run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import IO
+
+import anyio
+import attrs
+
+from .._base import _protocol as p
+from .._base._codec import to_json
+from .._base._config import Config, load_config
+from .._base._errors import ConfigError, RelayError, ScriptError
+from .._drive._op_script import Step, parse_op_script
+from ._pool import import_ray, open_session_pool
+from ._script import run_op_script
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+#: CPUs of the local Ray instance a run starts when no address is given.
+LOCAL_CPUS = 2
+
+
+@attrs.define
+class _Tally:
+    """What the run has done so far."""
+
+    total: int
+    finished: int = 0
+    turns: int = 0
+    failures: int = 0
+    failovers: int = 0
+
+
+def _progress(tally: _Tally, out: IO[str]) -> None:
+    width = 30
+    filled = width * tally.finished // max(tally.total, 1)
+    failed = f" · {tally.failures} failed" if tally.failures else ""
+    out.write(
+        f"\r[{'#' * filled}{'.' * (width - filled)}] {tally.finished}/{tally.total} sessions"
+        f"{failed}"
+    )
+    out.flush()
+
+
+def summary_table(tally: _Tally, seconds: float) -> str:
+    """The table printed at the end of a run."""
+    heads = ("sessions", "turns", "failures", "failovers", "time")
+    cells = (
+        str(tally.total),
+        str(tally.turns),
+        str(tally.failures),
+        str(tally.failovers),
+        f"{seconds:.1f} s",
+    )
+    widths = [max(len(h), len(c)) for h, c in zip(heads, cells, strict=True)]
+    line = "  ".join(h.rjust(w) for h, w in zip(heads, widths, strict=True))
+    row = "  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True))
+    return f"{line}\n{row}"
+
+
+def _load(args: argparse.Namespace) -> tuple[Config, list[tuple[str, list[Step]]]]:
+    config = load_config(args.config, args.overrides)
+    if args.model_script:
+        config = attrs.evolve(config, model_script=args.model_script)
+    if args.rollout_dir:
+        config = attrs.evolve(config, rollout=attrs.evolve(config.rollout, dir=args.rollout_dir))
+    config.provider()
+    if config.model_provider == "scripted" and config.model_script:
+        from .._models._script import load_model_script
+
+        load_model_script(config.model_script)
+    if args.actors < 1:
+        raise ConfigError("--actors must be at least 1")
+    if args.parallel < 1:
+        raise ConfigError("--parallel must be at least 1")
+    scripts: list[tuple[str, list[Step]]] = []
+    for name in args.scripts:
+        try:
+            text = Path(name).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ScriptError(f"cannot read op script {name}: {exc.strerror}") from exc
+        except UnicodeDecodeError as exc:
+            raise ScriptError(f"op script {name} is not UTF-8 text") from exc
+        scripts.append((name, parse_op_script(text)))
+    return config, scripts
+
+
+async def _run_all(
+    args: argparse.Namespace, config: Config, scripts: list[tuple[str, list[Step]]], local: bool
+) -> _Tally:
+    out_dir = Path(args.out)
+    tally = _Tally(total=len(scripts))
+    bar = sys.stderr.isatty()
+    limiter = anyio.CapacityLimiter(args.parallel)
+    host_cpus = min(1.0, LOCAL_CPUS / args.actors) if local else 1.0
+
+    async with open_session_pool(args.actors, config, host_cpus=host_cpus) as pool:
+
+        async def one(index: int, name: str, steps: list[Step]) -> None:
+            label = Path(name).name
+            path = out_dir / f"{index:04d}-{Path(name).stem}.jsonl"
+            try:
+                async with limiter:
+                    with path.open("w", encoding="utf-8") as sink_file:
+
+                        def sink(event: p.Event) -> None:
+                            line = json.dumps(
+                                to_json(event), ensure_ascii=False, separators=(",", ":")
+                            )
+                            sink_file.write(line + "\n")
+                            if isinstance(event.msg, p.TurnStarted):
+                                tally.turns += 1
+                            elif isinstance(event.msg, p.SessionResumed):
+                                tally.failovers += 1
+
+                        async with pool.open_session() as session:
+                            await run_op_script(session, steps, sink, script_name=label)
+            except RelayError as exc:
+                tally.failures += 1
+                print(f"\nrelay: {path.name}: {exc}", file=sys.stderr)
+            finally:
+                tally.finished += 1
+                if bar:
+                    _progress(tally, sys.stderr)
+
+        async with anyio.create_task_group() as tg:
+            for index, (name, steps) in enumerate(scripts, start=1):
+                tg.start_soon(one, index, name, steps)
+    if bar:
+        sys.stderr.write("\n")
+    return tally
+
+
+def cluster_command(args: argparse.Namespace) -> int:
+    """``relay cluster run``."""
+    try:
+        config, scripts = _load(args)
+        ray = import_ray()
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        print(f"relay: cannot create {args.out}: {exc.strerror}", file=sys.stderr)
+        return EXIT_USAGE
+    except (ConfigError, ScriptError) as exc:
+        print(f"relay: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    local = args.address is None
+    if local:
+        # A run's own instance listens on loopback only (Ray takes the machine's address else).
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    try:
+        if local:
+            ray.init(
+                num_cpus=LOCAL_CPUS,
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level="WARNING",
+            )
+        else:
+            ray.init(address=args.address, log_to_driver=False, logging_level="WARNING")
+    except Exception as exc:
+        print(f"relay: cannot start or reach Ray: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    started = time.perf_counter()
+    try:
+        tally = asyncio.run(_run_all(args, config, scripts, local))
+    except RelayError as exc:
+        print(f"relay: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        ray.shutdown()
+    print(summary_table(tally, time.perf_counter() - started))
+    return EXIT_OK if tally.failures == 0 else EXIT_FAILED

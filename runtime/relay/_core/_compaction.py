@@ -1,0 +1,260 @@
+"""What the core owns of compaction: the interface a backend implements, the outcome a
+compaction reports, and the atomic install of a new history (docs/compaction.md).
+
+Everything else about compaction (which backend runs, when, the escalation of the loop guard,
+background work, hooks around it) lives with the compaction task in ``relay.tasks.compaction``
+and reaches the session through the task port. The install is here because it must happen in
+one step, with no ``await``: the history, the window, the reference context and the rollout
+change together or not at all.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import attrs
+
+from .._base import _protocol as p
+from .._base._errors import ContextWindowExceeded, ErrorCode
+from .._base._model import CompactRequest, Prompt
+from ._budget import TokenBudget
+from ._context import TurnSettings
+from ._sampling import SampleResult
+from ._services import Services
+from ._turn import Writer
+from ._view import TaskView
+
+
+class Injection(enum.Enum):
+    """Where the initial context goes after a compaction (docs/compaction.md)."""
+
+    DO_NOT_INJECT = "do_not_inject"
+    """Add nothing and clear the reference context (manual and pre-turn compaction)."""
+    BEFORE_LAST_USER_MESSAGE = "before_last_user_message"
+    """Insert it before the last user message (mid-turn compaction)."""
+
+
+class Placement(enum.Enum):
+    """How a backend's new history takes the old one's place."""
+
+    REPLACE = "replace"
+    """A new history (a summary or a compaction item last): the initial context is placed as
+    the request's :class:`Injection` says, with the work-state record."""
+    FRESH_WINDOW = "fresh_window"
+    """It already opens with the initial context of the world as it is now: it gets the
+    work-state record and becomes the reference context (token-budget backend)."""
+    IN_PLACE = "in_place"
+    """The old history with some items edited (masking): installed as it is, nothing added,
+    and the reference context stays."""
+
+
+@attrs.frozen
+class CompactionRequest:
+    """What a compaction is asked to do."""
+
+    trigger: p.CompactionTrigger
+    """Why it runs."""
+    injection: Injection = Injection.DO_NOT_INJECT
+    """Where the initial context goes afterwards."""
+    instructions: str | None = None
+    """Extra text for the summarization prompt (``compact`` op's ``instructions``)."""
+    model: str | None = None
+    """The model to compact with (default: the turn's)."""
+
+
+@attrs.frozen
+class BackendResult:
+    """A backend's new history, before the initial context and the record are placed."""
+
+    history: Sequence[p.ResponseItem]
+    """The new history."""
+    placement: Placement = Placement.REPLACE
+    """How it takes the old history's place."""
+    message: str = ""
+    """The summary text (local backend), recorded in the rollout's ``compacted`` line."""
+    notices: tuple[str, ...] = ()
+    """Warnings to report once it is installed."""
+    cut: bool = False
+    """The summary was cut off at the answer limit (reported in the receipt)."""
+    masked_outputs: Mapping[str, str] = attrs.field(factory=dict)
+    """The originals of the tool outputs the new history masked, by reference (written to
+    the rollout, so that ``recall`` has them after a resume)."""
+
+
+class CompactionFailed(Exception):
+    """A backend could not produce a new history; nothing was changed."""
+
+    def __init__(self, message: str, code: ErrorCode) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+class CompactionOutcome(enum.Enum):
+    """How a compaction point ended, for the task that reached it."""
+
+    NOT_DUE = "not_due"
+    """Nothing was due: the history stays as it is."""
+    INSTALLED = "installed"
+    """A new history is installed."""
+    DEFERRED = "deferred"
+    """A background compaction is still working and the history fits: its result is
+    installed at a later point."""
+    FAILED = "failed"
+    """It failed and an ``error`` was reported; the turn must end."""
+    STOPPED = "stopped"
+    """A hook stopped it; nothing changed and the turn must end (``hook_stopped``)."""
+    INSTALLED_THEN_STOPPED = "installed_then_stopped"
+    """A new history is installed, then a post-compact hook stopped the turn."""
+
+    @property
+    def proceed(self) -> bool:
+        """Whether the task may go on."""
+        return self in _PROCEED
+
+    @property
+    def installed(self) -> bool:
+        """Whether a new history was installed."""
+        return self in (CompactionOutcome.INSTALLED, CompactionOutcome.INSTALLED_THEN_STOPPED)
+
+
+_PROCEED = frozenset(
+    {CompactionOutcome.NOT_DUE, CompactionOutcome.INSTALLED, CompactionOutcome.DEFERRED}
+)
+
+
+class BackendContext(Protocol):
+    """What a backend sees while it computes a new history, in the foreground or over a
+    background snapshot (where it reports nothing)."""
+
+    @property
+    def view(self) -> TaskView:
+        """The session as the backend works on it (the snapshot, in the background)."""
+        ...
+
+    def emit(self, msg: p.EventMsg) -> None:
+        """Report an event of the turn (dropped in the background)."""
+        ...
+
+    def prompt(
+        self,
+        input: Sequence[p.ResponseItem] | None = None,
+        *,
+        tools: bool = True,
+        model: str | None = None,
+        purpose: str = "compact",
+    ) -> Prompt:
+        """A request over ``input`` (default: the history as the view shows it)."""
+        ...
+
+    async def sample(self, prompt: Prompt, *, max_retries: int | None = None) -> SampleResult:
+        """Stream one response with retries; nothing of it is recorded or reported."""
+        ...
+
+    async def remote_compact(self, request: CompactRequest) -> Any:
+        """``POST /responses/compact`` with the provider's request retries."""
+        ...
+
+    def initial_context(self) -> list[p.ResponseItem]:
+        """The full initial context of the turn's world as it is now."""
+        ...
+
+    def budget(self, model: str | None = None) -> TokenBudget:
+        """The token budget of ``model`` (default: the turn's)."""
+        ...
+
+    def room_after(
+        self, alongside: Sequence[p.ResponseItem], model: str | None = None
+    ) -> int | None:
+        """Tokens (as a server counts them) the messages a compaction keeps may take beside
+        ``alongside``; None when the window is unknown."""
+        ...
+
+    def window_full(self, error: ContextWindowExceeded | None = None) -> None:
+        """Count the history as filling the window (the next turn compacts first)."""
+        ...
+
+
+class CompactionBackend(Protocol):
+    """Computes a new, shorter history for a session."""
+
+    @property
+    def name(self) -> str:
+        """The name reported in the compaction receipt."""
+        ...
+
+    @property
+    def error_prefix(self) -> str:
+        """What the message of its failures starts with."""
+        ...
+
+    async def compact(self, ctx: BackendContext, request: CompactionRequest) -> BackendResult:
+        """The new history.
+
+        Raises:
+            CompactionFailed: it cannot produce one.
+            relay.ModelError: a model request failed (reported with :attr:`error_prefix`).
+        """
+        ...
+
+
+def install(
+    services: Services,
+    writer: Writer,
+    settings: TurnSettings,
+    items: Sequence[p.ResponseItem],
+    *,
+    message: str,
+    receipt: p.CompactionReceipt,
+    clear_reference: bool,
+    masked_outputs: Mapping[str, str] | None = None,
+) -> None:
+    """Install a compacted history in one step (docs/compaction.md).
+
+    Replaces the history (and the reference context), starts a new window, persists
+    ``compacted`` (with the work-state record and the originals of ``masked_outputs``),
+    ``world_state`` and ``turn_context`` (when there is a reference context), and emits the
+    ``token_count`` of the receipt's estimate.
+    """
+    if writer.detached:
+        return
+    state = services.state
+    state.history.replace(items)
+    state.outputs.update(masked_outputs or {})
+    state.start_window()
+    world = services.world(settings.cwd)
+    state.reference_world = None if clear_reference else world
+    recorder = services.recorder
+    recorder.compacted(
+        items,
+        message=message,
+        receipt=receipt,
+        window_number=state.window_number,
+        first_window_id=state.first_window_id,
+        previous_window_id=state.previous_window_id,
+        window_id=state.window_id,
+        work_state=None if state.work_state.is_empty() else state.work_state,
+        masked_outputs=masked_outputs,
+    )
+    recorder.world_state(world)
+    if state.reference_world is not None:
+        recorder.turn_context(settings, services.instructions, world)
+    # Nothing counted the new history yet: the figure is the receipt's estimate.
+    usage = p.TokenUsage(total_tokens=receipt.tokens_after)
+    window = services.context_window(settings.model)
+    writer.emit(state.token_count(usage, window, estimated=True))
+
+
+__all__ = [
+    "BackendContext",
+    "BackendResult",
+    "CompactionBackend",
+    "CompactionFailed",
+    "CompactionOutcome",
+    "CompactionRequest",
+    "Injection",
+    "Placement",
+    "install",
+]

@@ -1,0 +1,180 @@
+"""The rollout recorder: every line format the session writes, in one place.
+
+The session and its task context say *what* happened (an item was recorded, a compaction was
+installed, a turn's context was set); this module says how that becomes rollout lines, on top
+of :class:`~relay._core._writer.RolloutWriter`, which owns the file. With persistence off there is
+no writer and every method does nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import attrs
+
+from .._base import _protocol as p
+from .._base._codec import to_json
+from .._version import __version__
+from ._context import TurnSettings, WorldState, instructions_hash
+from ._work_state import WorkState
+from ._writer import RolloutWriter, payload_json
+
+#: Event types written to the rollout as ``event_msg`` lines (deltas are not).
+PERSISTED_EVENTS: tuple[type, ...] = (
+    p.SessionConfigured,
+    p.TurnStarted,
+    p.TurnComplete,
+    p.TurnAborted,
+    p.UserMessage,
+    p.AgentMessage,
+    p.TokenCount,
+    p.ContextCompacted,
+    p.WarningEvent,
+    p.ErrorEvent,
+    p.HookCompleted,
+    p.ShutdownComplete,
+    p.SessionResumed,
+    p.WorkStateNoted,
+)
+#: Events that end a turn or the session: the file is flushed before anyone sees them.
+TERMINAL_EVENTS = (p.TurnComplete, p.TurnAborted, p.ShutdownComplete)
+#: Events flushed at once besides the terminal ones: a session's start is on disk as soon as
+#: it is announced, so it can be found (and resumed) even if the process dies next.
+FLUSHED_EVENTS = (*TERMINAL_EVENTS, p.SessionConfigured)
+
+
+def to_json_world(world: WorldState) -> dict[str, Any]:
+    """The JSON form of a world state."""
+    return attrs.asdict(world)
+
+
+class RolloutRecorder:
+    """Writes the session's rollout lines (or nothing, when persistence is off)."""
+
+    def __init__(self, writer: RolloutWriter | None, ids: tuple[int, int] = (0, 0)) -> None:
+        self.writer = writer
+        """The file writer, when persistence is on."""
+        self._ids = ids
+        # A turn's context is most often the one before it: its payload is made once.
+        self._context: tuple[Any, ...] = ()
+        self._context_json = ""
+
+    def ids(self, submission: int, item: int) -> None:
+        """An ``ids`` line, when the generated ids went on since the last one.
+
+        Written before every event that ends a turn or the session, so that it is flushed
+        with it: a resume continues both counters and ids in one rollout never repeat.
+        """
+        if self.writer is None or (submission, item) == self._ids:
+            return
+        self._ids = (submission, item)
+        self.writer.write("ids", {"submission": submission, "item": item})
+
+    def session_meta(
+        self, session_id: str, created: datetime, cwd: str, model: str, provider: str
+    ) -> None:
+        """The first line of a new session's rollout, flushed at once."""
+        if self.writer is None:
+            return
+        self.writer.write(
+            "session_meta",
+            {
+                "id": session_id,
+                "created": created.isoformat(),
+                "cwd": cwd,
+                "model": model,
+                "model_provider": provider,
+                "relay_version": __version__,
+            },
+        )
+        self.writer.flush()
+
+    def event(self, msg: p.EventMsg, text: str | None = None) -> None:
+        """An ``event_msg`` line for a persisted kind; a terminal event flushes the file.
+
+        ``text``, when given, is the message's JSON text, already made.
+        """
+        if self.writer is None or not isinstance(msg, PERSISTED_EVENTS):
+            return
+        self.writer.write_json("event_msg", payload_json(to_json(msg)) if text is None else text)
+        if isinstance(msg, FLUSHED_EVENTS):
+            self.writer.flush()
+
+    def note(self, msg: p.EventMsg) -> None:
+        """An ``event_msg`` line for an event of a kind not persisted by default (the drop of
+        a background compaction's result)."""
+        if self.writer is not None:
+            self.writer.write("event_msg", to_json(msg))
+
+    def item(self, item: p.ResponseItem) -> tuple[dict[str, Any], str] | None:
+        """A ``response_item`` line; returns the item's JSON and its text, when written."""
+        if self.writer is None:
+            return None
+        data = to_json(item)
+        text = payload_json(data)
+        self.writer.write_json("response_item", text)
+        return data, text
+
+    def world_state(self, world: WorldState) -> None:
+        """A ``world_state`` line."""
+        if self.writer is not None:
+            self.writer.write("world_state", to_json_world(world))
+
+    def turn_context(self, settings: TurnSettings, instructions: str, world: WorldState) -> None:
+        """A ``turn_context`` line: the turn's settings and the world they apply to."""
+        if self.writer is None:
+            return
+        key = (settings.model, settings.cwd, settings.effort, instructions, world)
+        if key != self._context:
+            self._context = key
+            self._context_json = payload_json(
+                {
+                    "model": settings.model,
+                    "cwd": settings.cwd,
+                    "effort": settings.effort,
+                    "instructions_hash": instructions_hash(instructions),
+                    "world": to_json_world(world),
+                }
+            )
+        self.writer.write_json("turn_context", self._context_json)
+
+    def compacted(
+        self,
+        items: Sequence[p.ResponseItem],
+        *,
+        message: str,
+        receipt: p.CompactionReceipt,
+        window_number: int,
+        first_window_id: str,
+        previous_window_id: str | None,
+        window_id: str,
+        work_state: WorkState | None = None,
+        masked_outputs: Mapping[str, str] | None = None,
+    ) -> None:
+        """A ``compacted`` line: the new history and the window it opens, with the work-state
+        record as it stands and the originals of the outputs it masked (when there are)."""
+        if self.writer is not None:
+            payload: dict[str, Any] = {
+                "message": message,
+                "replacement_history": [to_json(item) for item in items],
+                "window_number": window_number,
+                "first_window_id": first_window_id,
+                "previous_window_id": previous_window_id,
+                "window_id": window_id,
+                "receipt": to_json(receipt),
+            }
+            if work_state is not None:
+                payload["work_state"] = work_state.to_json()
+            if masked_outputs:
+                payload["masked_outputs"] = dict(masked_outputs)
+            self.writer.write("compacted", payload)
+
+    def close(self) -> None:
+        """Flush and close the file."""
+        if self.writer is not None:
+            self.writer.close()
+
+
+__all__ = ["PERSISTED_EVENTS", "TERMINAL_EVENTS", "RolloutRecorder", "to_json_world"]

@@ -1,0 +1,480 @@
+"""Model requests: the prompt a task or a compaction sends, the estimate of what a server
+would count, the retry policy, and the streaming of one response (docs/session.md).
+
+Every model request that may be retried (a turn's sampling, a summarization, a remote
+compaction) goes through :func:`with_retries`; every response streams through
+:func:`stream_response`, which reports it through the task's writer. The task port
+(:mod:`._port`), a turn's compaction support (:mod:`._support`) and a background compaction's
+context (:mod:`._background`) are siblings; they share these functions rather than inheriting
+from each other."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, TypeVar, assert_never
+
+import anyio
+import attrs
+
+from .._base import _protocol as p
+from .._base._errors import ContextWindowExceeded, ModelError
+from .._base._model import (
+    CUT_AT_LIMIT,
+    CompactRequest,
+    Completed,
+    OutputItemDone,
+    OutputTextDelta,
+    Prompt,
+)
+from .._base._tokens import (
+    TokenEstimator,
+    approx_tokens,
+    calibrated,
+    count_items,
+    items_tokens,
+    token_ratio,
+    tools_tokens,
+)
+from ._budget import TokenBudget
+from ._context import TurnSettings, WorldState, initial_context, read_project_doc
+from ._history import History, normalize_for_prompt
+from ._services import Services
+from ._turn import Writer
+from ._work_state import work_state_budget
+
+T = TypeVar("T")
+
+BASE_DELAY = 0.2
+
+
+def backoff_delay(attempt: int, rng: random.Random) -> float:
+    """Seconds before retry ``attempt`` (from 1): 200 ms × 2^(n−1) × a jitter in [0.9, 1.1)."""
+    jitter: float = rng.uniform(0.9, 1.1)
+    return float(BASE_DELAY * 2 ** (attempt - 1) * jitter)
+
+
+def retry_delay(
+    error: ModelError, attempt: int, max_retries: int, rng: random.Random
+) -> float | None:
+    """How long to wait before retrying after ``error``, or None to give up."""
+    if not error.retryable or attempt > max_retries:
+        return None
+    if error.retry_after is not None:
+        return max(0.0, error.retry_after)
+    return backoff_delay(attempt, rng)
+
+
+def reconnecting_message(attempt: int, max_retries: int) -> str:
+    """The ``stream_error`` message shown before retry ``attempt``."""
+    return f"Reconnecting... {attempt}/{max_retries}"
+
+
+async def with_retries(
+    request: Callable[[], Awaitable[T]],
+    *,
+    max_retries: int,
+    rng: random.Random,
+    before_retry: Callable[[int, ModelError], None] | None = None,
+) -> T:
+    """Run ``request``, retrying a retryable :class:`ModelError` up to ``max_retries`` times.
+
+    Each retry waits :func:`retry_delay` first; ``before_retry(attempt, error)`` is told about
+    it before the wait. The last error is raised when retries run out or it is not retryable.
+    """
+    attempt = 0
+    while True:
+        try:
+            return await request()
+        except ModelError as error:
+            attempt += 1
+            delay = retry_delay(error, attempt, max_retries, rng)
+            if delay is None:
+                raise
+            if before_retry is not None:
+                before_retry(attempt, error)
+            await anyio.sleep(delay)
+
+
+@attrs.frozen
+class SampleResult:
+    """What one completed model response gave."""
+
+    output: tuple[p.ResponseItem, ...]
+    """Its output items, recorded in the history."""
+    usage: p.TokenUsage
+    """Its usage (estimated when the server reported none)."""
+    incomplete: str | None = None
+    """Why the answer was cut short (``max_output_tokens``): what arrived is all there is,
+    and the tool calls of a cut answer were left out."""
+
+    @property
+    def last_agent_message(self) -> str | None:
+        """The text of its last assistant message."""
+        texts = [
+            i.text() for i in self.output if isinstance(i, p.Message) and i.role == "assistant"
+        ]
+        return texts[-1] if texts else None
+
+    @property
+    def tool_calls(self) -> list[p.ToolCall]:
+        """The calls the model asked for, in order."""
+        return [i for i in self.output if isinstance(i, p.FunctionCall | p.CustomToolCall)]
+
+
+def estimate_usage(
+    estimator: TokenEstimator,
+    history: History,
+    instructions: str,
+    output: Sequence[p.ResponseItem],
+) -> p.TokenUsage:
+    """Usage of a response whose server reported none (docs/session.md).
+
+    Counts only what the response added to the previous total: the items recorded since the
+    last model item (everything, plus the instructions, on the first response) and the output.
+    """
+    added = list(history.items_since_model())
+    input_tokens = history.last_response_tokens + count_items(estimator, added)
+    if history.last_response_tokens == 0:
+        input_tokens += estimator.count(instructions)
+    output_tokens = count_items(estimator, output)
+    return p.TokenUsage(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        total_tokens=input_tokens + output_tokens,
+    )
+
+
+def cut_answer_warning(limit: int | None) -> str:
+    """The warning of an answer cut at the answer limit (``limit``, when relay sent one)."""
+    where = f"the answer limit ({limit} tokens)" if limit else "the model server's answer limit"
+    return (
+        f"The answer was cut off at {where}. What arrived is kept and the turn ends here; "
+        "ask for a shorter answer, or raise model_max_output_tokens."
+    )
+
+
+def _ignore(msg: p.EventMsg) -> None:
+    del msg
+
+
+async def stream_response(
+    services: Services, writer: Writer, prompt: Prompt, *, record: bool, report: bool
+) -> SampleResult:
+    """Stream one response, reporting deltas and items through ``writer`` as they come.
+
+    With ``report`` off (a summarization request), no item, delta or token events are
+    emitted, but the usage still counts towards the session total.
+
+    An answer cut short is an outcome, not a failure: what arrived is recorded (tool calls
+    aside, which may be cut) and :attr:`SampleResult.incomplete` says so. When the context
+    window filled up during the answer, what arrived is recorded and
+    :class:`~relay.ContextWindowExceeded` is raised.
+    """
+    emit = writer.emit if report else _ignore
+    turn_id = writer.turn_id
+    state = services.state
+    output: list[p.ResponseItem] = []
+    open_messages: dict[str, list[str]] = {}
+    usage: p.TokenUsage | None = None
+    incomplete: str | None = None
+    try:
+        async with services.model.stream(prompt) as events:
+            async for event in events:
+                match event:
+                    case OutputTextDelta(item_id=item_id, delta=delta):
+                        if item_id not in open_messages:
+                            open_messages[item_id] = []
+                            emit(p.ItemStarted(turn_id, p.AgentMessageItem(item_id, "")))
+                        open_messages[item_id].append(delta)
+                        emit(p.AgentMessageDelta(turn_id, item_id, delta))
+                    case OutputItemDone(item=item):
+                        output.append(item)
+                        if report:
+                            _report_output_item(services, writer, item, open_messages)
+                        elif isinstance(item, p.Message):
+                            open_messages.pop(item.id or "", None)
+                    case Completed(usage=reported, incomplete=reason):
+                        usage = reported
+                        incomplete = reason
+                    case _:
+                        assert_never(event)
+    except ModelError as error:
+        # Items that were started must be completed (invariant 3), with what arrived.
+        for item_id, parts in open_messages.items():
+            emit(p.ItemCompleted(turn_id, p.AgentMessageItem(item_id, "".join(parts))))
+        if isinstance(error, ContextWindowExceeded) and error.prompt_tokens is not None:
+            _calibrate(services, writer, prompt, error.prompt_tokens)
+        raise
+    if usage is not None and prompt.purpose == "turn":
+        # Not from a summarization request: its input was trimmed to what the server could
+        # take, which says little of how the server counts the history itself.
+        _calibrate(services, writer, prompt, usage.input_tokens)
+    window = services.context_window(prompt.model)
+    incomplete = cut_reason(incomplete, usage, prompt.max_output_tokens)
+    ran_out = window_ran_out(incomplete, usage, window)
+    if incomplete is not None or ran_out:
+        # What arrived is the answer; a message that streamed but never completed is kept as
+        # it stands, a tool call that may be cut is not.
+        for item_id, parts in list(open_messages.items()):
+            message = p.assistant_message("".join(parts), id=item_id)
+            output.append(message)
+            if report:
+                _report_output_item(services, writer, message, open_messages)
+        output = [
+            item for item in output if not isinstance(item, p.FunctionCall | p.CustomToolCall)
+        ]
+        incomplete = incomplete or CUT_AT_LIMIT
+    if usage is None:
+        estimator = await services.usage_estimator()
+        usage = estimate_usage(estimator, state.history, prompt.instructions, output)
+    if record:
+        for item in output:
+            writer.record(item, from_model=True)
+        if not writer.detached:
+            state.history.response_completed(usage.total_tokens)
+    if not writer.detached:
+        state.add_usage(usage)
+        if report:
+            writer.emit(state.token_count(usage, window))
+    if ran_out:
+        raise ContextWindowExceeded(
+            f"the context window ({window} tokens) filled up during the answer: "
+            f"{usage.input_tokens} tokens of prompt, {usage.output_tokens} of answer",
+            prompt_tokens=usage.total_tokens,
+            context_window=window,
+        )
+    return SampleResult(tuple(output), usage, incomplete)
+
+
+def prompt_estimate(prompt: Prompt, history: History) -> int:
+    """The estimate of everything a request carries: instructions, tools and input (the
+    history's cached estimates when the input is the history)."""
+    if prompt.wire_input is not None and len(prompt.input) == len(history):
+        items = history.estimated_tokens()
+    else:
+        items = items_tokens(prompt.input)
+    return approx_tokens(prompt.instructions) + tools_tokens(prompt.tools) + items
+
+
+def _calibrate(services: Services, writer: Writer, prompt: Prompt, counted: int) -> None:
+    """Scale later estimates by the server's ``counted`` tokens of ``prompt``."""
+    if writer.detached:
+        return
+    state = services.state
+    ratio = token_ratio(counted, prompt_estimate(prompt, state.history))
+    if ratio is not None:
+        state.token_ratio = ratio
+
+
+def cut_reason(
+    reported: str | None, usage: p.TokenUsage | None, max_output_tokens: int | None
+) -> str | None:
+    """Why an answer was cut short: what the server said, else ``max_output_tokens`` when it
+    used the whole answer limit (llama-server reports such an answer as ``completed``)."""
+    if reported is not None:
+        return reported
+    if max_output_tokens and usage is not None and usage.output_tokens >= max_output_tokens:
+        return CUT_AT_LIMIT
+    return None
+
+
+def window_ran_out(incomplete: str | None, usage: p.TokenUsage | None, window: int | None) -> bool:
+    """Whether the context window filled up while the answer was written.
+
+    llama-server stops there and reports the answer as cut (``length``) or even as
+    ``completed``; the one sign is a total that reaches the window. A server's own total is
+    never above its window, so reaching it exactly says the same on a ``completed`` answer.
+    """
+    if usage is None or window is None or usage.total_tokens < window:
+        return False
+    return incomplete is not None or usage.total_tokens == window
+
+
+def _report_output_item(
+    services: Services,
+    writer: Writer,
+    item: p.ResponseItem,
+    open_messages: dict[str, list[str]],
+) -> None:
+    turn_id = writer.turn_id
+    match item:
+        case p.Message(role="assistant"):
+            item_id = item.id or services.new_item_id("msg")
+            if item_id not in open_messages:
+                writer.emit(p.ItemStarted(turn_id, p.AgentMessageItem(item_id, "")))
+            open_messages.pop(item_id, None)
+            text = item.text()
+            writer.emit(p.ItemCompleted(turn_id, p.AgentMessageItem(item_id, text)))
+            writer.emit(p.AgentMessage(text))
+        case p.Reasoning(summary=summary):
+            reasoning = p.ReasoningItem(item.id, tuple(part.text for part in summary))
+            writer.emit(p.ItemStarted(turn_id, reasoning))
+            writer.emit(p.ItemCompleted(turn_id, reasoning))
+        case _:
+            pass
+
+
+# ----------------------------------------------------------------------------- requests
+
+
+def build_prompt(
+    services: Services,
+    settings: TurnSettings,
+    input: Iterable[p.ResponseItem] | None,
+    *,
+    tools: bool = True,
+    model: str | None = None,
+    purpose: str = "turn",
+) -> Prompt:
+    """A request for ``settings``' model over ``input`` (default: the normalised history)."""
+    history = services.state.history
+    wire: Sequence[dict[str, Any]] | None = None
+    items: Sequence[p.ResponseItem]
+    if input is None and history.regular:
+        # Views of the history as it is now: no copy, whatever its length.
+        items, wire = history.frozen(), history.frozen_wire()
+    else:
+        items = tuple(normalize_for_prompt(history.items if input is None else input))
+    return Prompt(
+        model=model or settings.model,
+        instructions=services.instructions,
+        input=items,
+        wire_input=wire,
+        tools=services.tools.specs() if tools else (),
+        parallel_tool_calls=False,
+        prompt_cache_key=services.id,
+        effort=settings.effort,
+        max_output_tokens=services.config.max_output_tokens(services.provider),
+        purpose="compact" if purpose == "compact" else "turn",
+    )
+
+
+def estimate_context(services: Services, items: Sequence[p.ResponseItem]) -> int:
+    """The calibrated estimate of a request over ``items``: what a server would count."""
+    estimate = (
+        approx_tokens(services.instructions)
+        + tools_tokens(services.tools.specs())
+        + items_tokens(items)
+    )
+    return calibrated(estimate, services.state.token_ratio)
+
+
+def initial_context_items(
+    services: Services,
+    settings: TurnSettings,
+    emit: Callable[[p.EventMsg], None],
+    world: WorldState | None = None,
+) -> list[p.ResponseItem]:
+    """The full initial context for ``settings``' world, as recorded at a window start (a
+    project document that cannot be read is reported through ``emit``)."""
+    cwd = settings.cwd
+    config = services.config
+    return list(
+        initial_context(
+            world or services.world(cwd),
+            developer_instructions=config.developer_instructions,
+            project_doc=read_project_doc(
+                cwd, config.project_doc, warn=lambda text: emit(p.WarningEvent(text))
+            ),
+            context_window=(
+                services.context_window(settings.model) if config.features.token_budget else None
+            ),
+        )
+    )
+
+
+def work_state_tokens(services: Services, model: str) -> int:
+    """The token budget of the rendered work-state record (estimate units):
+    ``work_state_token_budget``, at most a tenth of the window of ``model``."""
+    return work_state_budget(
+        services.config.work_state_token_budget,
+        services.context_window(model),
+        services.state.token_ratio,
+    )
+
+
+def room_after(
+    services: Services,
+    budget: TokenBudget,
+    alongside: Sequence[p.ResponseItem],
+    initial: Sequence[p.ResponseItem],
+) -> int | None:
+    """Tokens (as a server counts them) that the messages a compaction keeps may take.
+
+    What is left of ``budget``'s window once the rest of the new context — ``alongside`` (the
+    summary or compaction item), the ``initial`` context, the instructions and tools, the
+    work-state record when it is on — and room for an answer are taken, and no more than keeps
+    the context under the auto-compaction limit. None when the window is unknown.
+    """
+    room = budget.answer_room()
+    if budget.window is None or room is None:
+        return None
+    ceiling = budget.window - room
+    if budget.limit is not None:
+        ceiling = min(ceiling, budget.limit)
+    if services.config.features.work_state:
+        # The record is placed after the kept messages are chosen: keep its room.
+        ceiling -= calibrated(work_state_tokens(services, budget.model), budget.ratio)
+    return ceiling - estimate_context(services, [*alongside, *initial])
+
+
+async def sample(
+    services: Services,
+    writer: Writer,
+    prompt: Prompt,
+    *,
+    record: bool,
+    report: bool,
+    max_retries: int | None = None,
+) -> SampleResult:
+    """Stream one response, retrying retryable failures with ``stream_error`` events.
+
+    Raises the last :class:`~relay.ModelError` when retries run out or it is not retryable.
+    """
+    limit = services.provider.stream_max_retries if max_retries is None else max_retries
+
+    def reconnecting(attempt: int, error: ModelError) -> None:
+        detail = error.message
+        if error.retry_after is not None:
+            # The wait the server asked for (capped by the wire): say it, it can be long.
+            detail = f"{detail}; retrying in {max(0.0, error.retry_after):g} s"
+        writer.emit(p.StreamErrorEvent(reconnecting_message(attempt, limit), detail))
+
+    return await with_retries(
+        lambda: stream_response(services, writer, prompt, record=record, report=report),
+        max_retries=limit,
+        rng=services.rng,
+        before_retry=reconnecting,
+    )
+
+
+async def remote_compact(services: Services, request: CompactRequest) -> Any:
+    """``POST /responses/compact`` with retries: transport failures, 5xx and rate limits are
+    retried up to the provider's ``request_max_retries``, after the server's retry-after or the
+    same jittered backoff as sampling."""
+    return await with_retries(
+        lambda: services.model.compact(request),
+        max_retries=services.provider.request_max_retries,
+        rng=services.rng,
+    )
+
+
+def window_full(
+    services: Services,
+    writer: Writer,
+    model: str,
+    error: ContextWindowExceeded | None = None,
+) -> None:
+    """Count the history as filling the context window of ``model`` and emit a
+    ``token_count`` that shows it: the next turn then compacts before it sends anything."""
+    if writer.detached:
+        return
+    window = services.context_window(model)
+    state = services.state
+    counted = (error.prompt_tokens if error is not None else None) or 0
+    full = window or max(state.history.usage_tokens, counted)
+    # The server's count, when it is more than the window, is the better figure to compact
+    # from; what is shown is the window, full.
+    state.history.response_completed(max(full, counted))
+    writer.emit(state.token_count(p.TokenUsage(total_tokens=full), window))

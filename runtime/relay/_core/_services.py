@@ -1,0 +1,212 @@
+"""What the parts of one session share: its configuration, model, tools and state, and the one
+place its events and history items are numbered, persisted and sent.
+
+The session actor (:mod:`._session`), its task slot (:mod:`._slot`) and the ports its tasks see
+(:mod:`._port`) all hold the same :class:`Services`; none of them reaches into another's
+private state. Every event goes through :meth:`Services.emit`, every history item through
+:meth:`Services.record`.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from pathlib import Path
+
+import anyio
+
+from .._base import _protocol as p
+from .._base._codec import to_json
+from .._base._config import Config, ProviderConfig, context_window_for
+from .._base._errors import ConfigError
+from .._base._model import ModelClient
+from .._base._templates import template
+from .._base._tokens import ApproxEstimator, TokenEstimator
+from .._version import __version__
+from ._budget import TokenBudget, token_budget
+from ._context import WorldState, world_state
+from ._event_stream import EventStream
+from ._hooks import CompactHook
+from ._input import input_text, user_message_of
+from ._recorder import TERMINAL_EVENTS, RolloutRecorder
+from ._state import SessionState
+from ._tools import ToolRegistry
+from ._writer import RolloutWriter, payload_json
+
+#: The event id of ``session_configured``, which no submission caused.
+SESSION_EVENT_ID = "session"
+
+
+class Services:
+    """The shared parts of one session."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        session_id: str,
+        model: ModelClient,
+        tools: ToolRegistry,
+        state: SessionState,
+        clock: Callable[[], datetime],
+        rng: random.Random,
+        rollout: RolloutWriter | None,
+        estimator: TokenEstimator | None = None,
+        hooks: Iterable[CompactHook] = (),
+        ids: tuple[int, int] = (0, 0),
+    ) -> None:
+        self.id = session_id
+        """The session id."""
+        self.config = config
+        """The configuration it runs with."""
+        client_provider = getattr(model, "provider", None)
+        # An HTTP client carries its provider table; its retry limits are the ones that apply.
+        self.provider: ProviderConfig = (
+            client_provider if isinstance(client_provider, ProviderConfig) else config.provider()
+        )
+        """The provider the model client talks to."""
+        self.model = model
+        """The model client."""
+        self.tools = tools
+        """The tools the model may call."""
+        self.state = state
+        """Everything the session knows between turns."""
+        self.rng = rng
+        """The random source of retry jitter."""
+        self.clock = clock
+        """The wall clock of dates and timestamps in events."""
+        self.hooks: list[CompactHook] = list(hooks)
+        """Python callables run around compactions (besides configured commands)."""
+        self.instructions = base_instructions(config)
+        """The base instructions of every request."""
+        self.recorder = RolloutRecorder(rollout, ids)
+        """The rollout's lines."""
+        self.events = EventStream()
+        """The event stream to the session's reader."""
+        self.events_emitted = 0
+        """Events numbered so far (the ``seq`` of the last one)."""
+        self.submissions, self.items = ids
+        # The generated ids go on from where a resumed session's left off.
+        self._estimator = estimator
+
+    def emit(self, event_id: str, msg: p.EventMsg) -> None:
+        """Number ``msg``, persist it if it is a persisted kind, and send it to the reader.
+
+        A terminal event (``turn_complete``, ``turn_aborted``, ``shutdown_complete``) is
+        flushed to the rollout, with everything before it, before anyone can see it.
+        """
+        self.events_emitted += 1
+        if isinstance(msg, TERMINAL_EVENTS):
+            self.recorder.ids(self.submissions, self.items)
+        event = p.Event(event_id, self.events_emitted, msg)
+        if self.events.keeps_json:
+            data = to_json(msg)
+            text = payload_json(data)
+            self.recorder.event(msg, text)
+            self.events.send(event, (data, text))
+        else:
+            self.recorder.event(msg)
+            self.events.send(event)
+
+    def record(self, item: p.ResponseItem, *, from_model: bool = False) -> None:
+        """Append an item to the history and the rollout."""
+        history = self.state.history
+        history.record(item, from_model=from_model)
+        written = self.recorder.item(item)
+        if written is not None:
+            history.known_json(item, *written)
+
+    def record_input(self, turn_id: str, items: tuple[p.InputItem, ...]) -> None:
+        """Record user input as a user message, with its item and ``user_message`` events."""
+        started = p.UserMessageItem(self.new_item_id("user"), items)
+        self.emit(turn_id, p.ItemStarted(turn_id, started))
+        self.record(user_message_of(items))
+        self.emit(turn_id, p.ItemCompleted(turn_id, started))
+        self.emit(turn_id, p.UserMessage(input_text(items)))
+
+    def new_item_id(self, prefix: str = "item") -> str:
+        """A fresh item id, unique in the session."""
+        self.items += 1
+        return f"{prefix}-{self.items}"
+
+    def new_submission_id(self) -> str:
+        """A fresh submission id, unique in the session."""
+        self.submissions += 1
+        return f"sub-{self.submissions}"
+
+    def world(self, cwd: str) -> WorldState:
+        """The world state of ``cwd`` now."""
+        return world_state(cwd, self.clock, os.environ.get("SHELL"))
+
+    def wall_time(self) -> float:
+        """Seconds since the epoch, by the session's clock."""
+        return self.clock().timestamp()
+
+    def context_window(self, model: str) -> int | None:
+        """The context window of ``model``."""
+        return context_window_for(model, self.config.model_context_window)
+
+    def budget(self, model: str) -> TokenBudget:
+        """The token budget of ``model`` as the history stands (docs/session.md)."""
+        state = self.state
+        history = state.history
+        return token_budget(
+            self.config,
+            self.provider,
+            model,
+            last_response_tokens=history.last_response_tokens,
+            tokens_since_model=history.tokens_since_model,
+            ratio=state.token_ratio,
+        )
+
+    async def usage_estimator(self) -> TokenEstimator:
+        """The counter for usage a server did not report: tiktoken when it is installed
+        (loaded once, off the event loop), else the approximate count."""
+        if self._estimator is None:
+            try:
+                from .._base._tiktoken import TiktokenEstimator, get_encoding
+            except ImportError:
+                self._estimator = ApproxEstimator()
+            else:
+                estimator = TiktokenEstimator("o200k_base")
+                await anyio.to_thread.run_sync(get_encoding, estimator.encoding_name)
+                self._estimator = estimator
+        return self._estimator
+
+    def configured(self, *, resumed: bool) -> None:
+        """Emit ``session_configured``, the first event of every session."""
+        writer = self.recorder.writer
+        defaults = self.state.defaults
+        self.emit(
+            SESSION_EVENT_ID,
+            p.SessionConfigured(
+                session_id=self.id,
+                model=defaults.model,
+                model_provider=self.config.model_provider,
+                model_context_window=self.context_window(defaults.model),
+                cwd=defaults.cwd,
+                rollout_path=str(writer.path) if writer is not None else None,
+                relay_version=__version__,
+                resumed=resumed,
+            ),
+        )
+
+
+def base_instructions(config: Config) -> str:
+    """The base instructions of every request: configured text, a file, else the template."""
+    if config.base_instructions is not None:
+        return config.base_instructions
+    if config.base_instructions_file is not None:
+        try:
+            return Path(config.base_instructions_file).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot read base_instructions_file {config.base_instructions_file}: "
+                f"{exc.strerror}"
+            ) from exc
+    return template("base_instructions.md")
+
+
+__all__ = ["SESSION_EVENT_ID", "Services", "base_instructions"]

@@ -1,0 +1,440 @@
+"""The session actor: a submission loop, a task slot, an event stream.
+
+Theory of operation. :func:`run_session` owns a task group. One loop reads submissions in order
+and dispatches each to a handler; handlers return quickly (at most an abort's grace period),
+because work runs in tasks, one at a time, in the session's :class:`~._slot.TaskSlot`. Every op
+that starts work names its task through the session's task factories, keyed by op type; the
+slot gives every kind the same life (``turn_started``, replacement, abort, the terminal event).
+
+Every event goes through :meth:`~._services.Services.emit`, which numbers it; a task's events
+and history writes go through its port, which drops them once the task is detached. The
+session's mutable state is one :class:`~._state.SessionState`; the rollout lines it writes are
+:class:`~._recorder.RolloutRecorder`'s business.
+
+Wiring (which model client, which tools, which task factories, where the rollout goes) is the
+business of whoever opens the session: :func:`relay.open_session`, or a resume.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, assert_never
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import attrs
+
+from .._base import _protocol as p
+from .._base._codec import decode_op
+from .._base._config import Config, ProviderConfig
+from .._base._errors import ClosedSessionError, ErrorCode, InvalidOpError
+from .._base._model import ModelClient
+from .._base._tokens import TokenEstimator
+from .._base._util import NoPublicConstructor, single_exception
+from ._context import TurnSettings
+from ._event_stream import EventJson
+from ._history import History
+from ._hooks import CompactHook
+from ._input import user_message_of
+from ._port import Compactor, SessionTask
+from ._services import Services
+from ._slot import TaskSlot
+from ._state import SessionState
+from ._tools import ToolRegistry
+from ._writer import RolloutWriter
+
+TaskFactories = Mapping[str, Callable[[Any], SessionTask]]
+"""The session's task factories: an op type to what makes the task of such an op."""
+
+
+@attrs.frozen
+class SessionStatistics:
+    """A snapshot of what the session is doing."""
+
+    submissions_pending: int
+    """Submissions not yet handled by the loop."""
+    running_turn: str | None
+    """The turn id of the running task, if any."""
+    running_kind: str | None
+    """Its kind."""
+    queued_turns: int
+    """Turns waiting for the running task to end."""
+    events_emitted: int
+    """Events so far."""
+    history_items: int
+    """Items in the history."""
+    background_compaction: str | None = None
+    """Where the session's background compaction is (``running``, ``ready`` or ``failed``),
+    when there is one that no turn has taken yet."""
+
+
+@attrs.frozen
+class _RawSubmission:
+    id: str
+    payload: Any
+    origin: str | None
+
+
+class Session(metaclass=NoPublicConstructor):
+    """A running session. Get one from :func:`relay.open_session`; submit ops, read events.
+
+    Example::
+
+        async with relay.open_session(relay.Config()) as session:
+            await session.submit(relay.UserTurn(items=[relay.Text("hello")]))
+            async for event in session.events():
+                if isinstance(event.msg, relay.TurnComplete):
+                    break
+    """
+
+    def __init__(
+        self,
+        services: Services,
+        tasks: TaskFactories,
+        task_group: anyio.abc.TaskGroup,
+        compactor: Callable[[], Compactor],
+    ) -> None:
+        self._services = services
+        self._tasks = tasks
+        self._slot = TaskSlot(services, task_group, compactor, self._refresh_idle)
+        self._closed = False
+        self._finished = anyio.Event()
+        self._unprocessed = 0
+        self._idle = anyio.Event()
+        self._idle.set()
+        self._idle_wakers: list[anyio.Event] = []
+        self._sub_send, self._sub_recv = anyio.create_memory_object_stream[
+            p.Submission | _RawSubmission
+        ](math.inf)
+
+    # ------------------------------------------------------------------ what it is
+
+    @property
+    def id(self) -> str:
+        """The session id."""
+        return self._services.id
+
+    @property
+    def config(self) -> Config:
+        """The configuration it runs with."""
+        return self._services.config
+
+    @property
+    def provider(self) -> ProviderConfig:
+        """The provider the model client talks to."""
+        return self._services.provider
+
+    @property
+    def model(self) -> ModelClient:
+        """The model client."""
+        return self._services.model
+
+    @property
+    def tools(self) -> ToolRegistry:
+        """The tools the model may call."""
+        return self._services.tools
+
+    @property
+    def instructions(self) -> str:
+        """The base instructions of every request."""
+        return self._services.instructions
+
+    @property
+    def state(self) -> SessionState:
+        """Everything the session knows between turns (read it; the session writes it)."""
+        return self._services.state
+
+    @property
+    def history(self) -> History:
+        """The conversation history (read it; the session writes it)."""
+        return self._services.state.history
+
+    @property
+    def rollout(self) -> RolloutWriter | None:
+        """The rollout writer, when persistence is on."""
+        return self._services.recorder.writer
+
+    @property
+    def closed(self) -> bool:
+        """Whether the session has shut down."""
+        return self._closed
+
+    async def usage_estimator(self) -> TokenEstimator:
+        """The counter for usage a server did not report: tiktoken when it is installed, else
+        the approximate count."""
+        return await self._services.usage_estimator()
+
+    def model_context_window(self, model: str | None = None) -> int | None:
+        """The context window of ``model`` (default: the next turn's)."""
+        return self._services.context_window(model or self.state.defaults.model)
+
+    def statistics(self) -> SessionStatistics:
+        """What the session is doing now."""
+        running = self._slot.running
+        job = self._slot.backgrounds.job
+        return SessionStatistics(
+            submissions_pending=self._unprocessed,
+            running_turn=running.turn_id if running else None,
+            running_kind=running.task.kind if running else None,
+            queued_turns=len(self._slot.queue),
+            events_emitted=self._services.events_emitted,
+            history_items=len(self.state.history),
+            background_compaction=job.state.value if job is not None else None,
+        )
+
+    # ------------------------------------------------------------------ submitting
+
+    def submit_nowait(self, op: p.Op, *, id: str | None = None) -> str:
+        """Queue ``op`` for the loop; returns the submission id.
+
+        Raises:
+            InvalidOpError: ``op`` is not an op.
+            ClosedSessionError: the session has shut down.
+        """
+        if not isinstance(
+            op,
+            p.UserTurn | p.UserInput | p.Compact | p.Interrupt | p.OverrideTurnContext | p.Shutdown,
+        ):
+            raise InvalidOpError(f"not an op: {op!r}")
+        sub_id = self._next_id(id)
+        self._enqueue(p.Submission(sub_id, op))
+        return sub_id
+
+    async def submit(self, op: p.Op, *, id: str | None = None) -> str:
+        """Submit ``op``; returns the submission id. See :meth:`submit_nowait`."""
+        await anyio.lowlevel.checkpoint()
+        return self.submit_nowait(op, id=id)
+
+    def submit_json_nowait(
+        self, payload: Any, *, id: str | None = None, origin: str | None = None
+    ) -> str:
+        """Submit an op in its JSON form; it is decoded by the loop, in order with the others.
+
+        An op that does not decode becomes an ``error{code: invalid_op}`` event whose message
+        starts with ``origin`` (for example ``"script line 4"``); the session goes on.
+        """
+        sub_id = self._next_id(id)
+        self._enqueue(_RawSubmission(sub_id, payload, origin))
+        return sub_id
+
+    def _next_id(self, id: str | None) -> str:
+        if id is None:
+            return self._services.new_submission_id()
+        if not isinstance(id, str) or not id:
+            raise InvalidOpError("a submission id must be a non-empty string")
+        return id
+
+    def _enqueue(self, submission: p.Submission | _RawSubmission) -> None:
+        if self._closed:
+            raise ClosedSessionError("the session has shut down")
+        self._unprocessed += 1
+        self._refresh_idle()
+        self._sub_send.send_nowait(submission)
+
+    # ------------------------------------------------------------------ reading
+
+    def events(self) -> AsyncIterator[p.Event]:
+        """The event stream; it ends after ``shutdown_complete``. Only one reader may take it."""
+        return self._services.events.reader()
+
+    def keep_event_json(self) -> None:
+        """Make each later event's JSON once, for the rollout and for :meth:`event_json`
+        (a reader that writes every event as JSON)."""
+        self._services.events.keep_json()
+
+    def event_json(self, seq: int) -> EventJson | None:
+        """The JSON of event ``seq`` and its text (once only), when :meth:`keep_event_json`
+        was asked for before it was emitted."""
+        return self._services.events.take_json(seq)
+
+    async def wait_idle(self) -> None:
+        """Wait until every submission is handled, no task runs and no turn is queued."""
+        while not self._is_idle():
+            await self._idle.wait()
+
+    def wake_when_idle(self, event: anyio.Event) -> None:
+        """Set ``event`` when the session is next idle (at once, if it is now).
+
+        A waiter that also waits for something else passes the one event it waits on, rather
+        than racing two tasks; an event already set when the next one comes in is dropped.
+        """
+        if self._is_idle():
+            event.set()
+            return
+        wakers = self._idle_wakers
+        while wakers and wakers[-1].is_set():
+            wakers.pop()
+        wakers.append(event)
+
+    async def wait_closed(self) -> None:
+        """Wait until the session has shut down."""
+        await self._finished.wait()
+
+    def register_hook(self, hook: CompactHook) -> None:
+        """Run ``hook`` at its point in every later compaction."""
+        self._services.hooks.append(hook)
+
+    def _is_idle(self) -> bool:
+        slot = self._slot
+        return self._unprocessed == 0 and slot.running is None and not slot.queue
+
+    def _refresh_idle(self) -> None:
+        if self._is_idle():
+            self._idle.set()
+            if self._idle_wakers:
+                for waker in self._idle_wakers:
+                    waker.set()
+                self._idle_wakers.clear()
+        elif self._idle.is_set():
+            self._idle = anyio.Event()
+
+    # ------------------------------------------------------------------ the loop
+
+    async def _run_loop(self) -> None:
+        try:
+            await self._serve()
+        finally:
+            # Also on a crash of the loop: the session is closed (submissions raise
+            # ClosedSessionError, the event stream ends) and run_session's exit never waits.
+            self._closed = True
+            self._sub_send.close()
+            self._services.events.close()
+            self._finished.set()
+
+    async def _serve(self) -> None:
+        last_id = "shutdown"
+        async with self._sub_recv:
+            async for submission in self._sub_recv:
+                last_id = submission.id
+                try:
+                    await self._handle(submission)
+                finally:
+                    self._unprocessed -= 1
+                    self._refresh_idle()
+                if self._closed:
+                    break
+        if not self._closed:
+            await self._shutdown(last_id)
+
+    async def _handle(self, submission: p.Submission | _RawSubmission) -> None:
+        services = self._services
+        if isinstance(submission, _RawSubmission):
+            try:
+                op = decode_op(submission.payload)
+            except InvalidOpError as exc:
+                prefix = f"{submission.origin}: " if submission.origin else ""
+                services.emit(submission.id, p.ErrorEvent(f"{prefix}{exc}", ErrorCode.INVALID_OP))
+                return
+            submission = p.Submission(submission.id, op)
+        sub_id, op = submission.id, submission.op
+        slot = self._slot
+        match op:
+            case p.UserTurn():
+                if op.pin:
+                    text = user_message_of(op.items).text()
+                    self.state.work_state.pin(text)
+                    services.emit(sub_id, p.WorkStateNoted("pinned", text))
+                settings = self._update_defaults(op)
+                await slot.offer(sub_id, self._factory(op), settings, op.on_busy, op.items)
+            case p.UserInput():
+                defaults = self.state.defaults
+                await slot.offer(sub_id, self._factory(op), defaults, p.OnBusy.STEER, op.items)
+            case p.Compact():
+                await slot.spawn(sub_id, self.state.defaults, self._factory(op))
+            case p.Interrupt():
+                await slot.abort(p.AbortReason.INTERRUPTED)
+                slot.start_queued()
+            case p.OverrideTurnContext():
+                self._update_defaults(op)
+            case p.Shutdown():
+                await self._shutdown(sub_id)
+            case _:
+                assert_never(op)
+
+    def _factory(self, op: p.Op) -> Callable[[], SessionTask]:
+        make = self._tasks[_op_type(op)]
+        return lambda: make(op)
+
+    def _update_defaults(self, op: p.UserTurn | p.OverrideTurnContext) -> TurnSettings:
+        """Apply the settings ``op`` carries to the defaults; returns the new defaults."""
+        changes: dict[str, Any] = {
+            name: value
+            for name in ("model", "cwd", "effort")
+            if (value := getattr(op, name)) is not None
+        }
+        state = self.state
+        if changes:
+            state.defaults = attrs.evolve(state.defaults, **changes)
+        return state.defaults
+
+    async def _shutdown(self, sub_id: str) -> None:
+        await self._slot.shut_down()
+        self._closed = True
+        services = self._services
+        services.emit(sub_id, p.ShutdownComplete())
+        services.recorder.close()
+        self._sub_send.close()
+        services.events.close()
+        self._refresh_idle()
+        self._finished.set()
+
+
+def _op_type(op: p.Op) -> str:
+    match op:
+        case p.UserTurn():
+            return "user_turn"
+        case p.UserInput():
+            return "user_input"
+        case p.Compact():
+            return "compact"
+        case _:
+            raise InvalidOpError(f"no task serves {type(op).__name__}")
+
+
+@asynccontextmanager
+async def run_session(
+    config: Config,
+    *,
+    services: Callable[[], Services],
+    tasks: TaskFactories,
+    compactor: Callable[[], Compactor],
+    resumed: bool,
+    first: Iterable[tuple[str, p.EventMsg]] = (),
+) -> AsyncIterator[Session]:
+    """Run a session until the block exits or a ``shutdown`` op ends it.
+
+    ``services`` makes the session's shared parts (model, tools, state, rollout writer); the
+    rollout's ``session_meta`` line is written unless ``resumed``. ``session_configured`` is
+    the first event, then ``first`` (what a resume reports about its rollout), in order.
+    Leaving the block shuts the session down: a running task is aborted (reason
+    ``shutdown``) and ``shutdown_complete`` is the last event.
+    """
+    shared = services()
+    try:
+        async with anyio.create_task_group() as tg:
+            session = Session._create(shared, tasks, tg, compactor)
+            if not resumed:
+                defaults = shared.state.defaults
+                shared.recorder.session_meta(
+                    shared.id, shared.clock(), defaults.cwd, config.model, config.model_provider
+                )
+            shared.configured(resumed=resumed)
+            for event_id, msg in first:
+                shared.emit(event_id, msg)
+            tg.start_soon(session._run_loop, name=f"relay session {shared.id}")
+            try:
+                yield session
+            finally:
+                # Leaving the block closes the submission channel; the loop shuts the
+                # session down (bounded by the abort grace) and returns.
+                session._sub_send.close()
+                with anyio.CancelScope(shield=True):
+                    await session.wait_closed()
+    except BaseExceptionGroup as group:
+        raise single_exception(group) from None
+
+
+__all__ = ["Session", "SessionStatistics", "TaskFactories", "run_session"]

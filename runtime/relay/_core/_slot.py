@@ -1,0 +1,268 @@
+"""The task slot: at most one running task, the turns queued behind it, and how a task ends.
+
+Theory of operation. Starting a task first aborts the running one (reason ``replaced``), so its
+``turn_aborted`` is emitted before the new ``turn_started``. Aborting cancels the task's scope,
+waits for it to finish for at most :data:`ABORT_GRACE` seconds (it may still emit events
+meanwhile), then detaches it: the slot records synthetic outputs for calls left unanswered
+(and, for an interrupt, the ``<turn_aborted>`` marker), lets the task leave the history
+consistent (:meth:`~relay.SessionTask.abort`) and emits ``turn_aborted``. A task that returns by
+itself, or raises, is completed by its runner: ``turn_complete``, or ``turn_aborted{reason}``
+when it stopped for one. The bookkeeping after a task ends or is aborted has no ``await`` in
+it, so no other code of the session runs between a decision and the events that report it.
+
+Every kind of task gets the same treatment here: ``turn_started`` and the terminal event are
+emitted at this one site, whatever the task is.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable
+from typing import assert_never
+
+import anyio
+import anyio.abc
+import attrs
+
+from .._base import _protocol as p
+from .._base._errors import ContextWindowExceeded, ErrorCode, ModelError
+from ._background import Backgrounds
+from ._context import TurnSettings, turn_aborted_marker
+from ._history import missing_outputs
+from ._input import user_message_of
+from ._port import Compactor, SessionTask, TaskContext
+from ._services import Services
+from ._task import StopTurn, TaskHandle, TaskStatus
+
+logger = logging.getLogger("relay")
+
+#: Seconds an aborted task may take to finish before it is detached (docs/architecture.md).
+ABORT_GRACE = 0.1
+
+TaskFactory = Callable[[], SessionTask]
+"""Makes the task an op starts (it may raise: the op is then refused with an ``error``)."""
+
+
+@attrs.frozen
+class _Queued:
+    id: str
+    factory: TaskFactory
+    settings: TurnSettings
+    input: tuple[p.InputItem, ...] | None
+    """The input of a queued user turn (recorded in the history if it never runs)."""
+
+
+class TaskSlot:
+    """Runs a session's tasks one at a time in the session's task group."""
+
+    def __init__(
+        self,
+        services: Services,
+        task_group: anyio.abc.TaskGroup,
+        compactor: Callable[[], Compactor],
+        changed: Callable[[], None],
+    ) -> None:
+        self._services = services
+        self._tg = task_group
+        self._compactor = compactor
+        self._changed = changed
+        self.backgrounds = Backgrounds(services, task_group)
+        """The session's one background compaction."""
+        self.running: TaskHandle[SessionTask] | None = None
+        """The running task, if any."""
+        self._port: TaskContext | None = None
+        self.queue: deque[_Queued] = deque()
+        """Turns waiting for the running task to end."""
+        self.closed = False
+        """Set at shutdown: nothing starts any more."""
+
+    # ------------------------------------------------------------------ starting
+
+    async def offer(
+        self,
+        turn_id: str,
+        factory: TaskFactory,
+        settings: TurnSettings,
+        on_busy: p.OnBusy,
+        steer: tuple[p.InputItem, ...] | None = None,
+    ) -> None:
+        """Start the work of an op now, or as ``on_busy`` says when a task is running.
+
+        ``steer`` is the op's input when it may join the running task.
+        """
+        running = self.running
+        if running is not None:
+            match on_busy:
+                case p.OnBusy.STEER:
+                    if steer is not None and running.task.steerable:
+                        running.pending_input.append(steer)
+                    else:
+                        self._services.emit(
+                            turn_id,
+                            p.ErrorEvent(
+                                f"the running {running.task.kind} task cannot take input; "
+                                "submit the turn again when it ends, or with on_busy=queue",
+                                ErrorCode.ACTIVE_TURN_NOT_STEERABLE,
+                            ),
+                        )
+                    return
+                case p.OnBusy.QUEUE:
+                    self.queue.append(_Queued(turn_id, factory, settings, steer))
+                    return
+                case p.OnBusy.REPLACE:
+                    pass
+                case _:
+                    assert_never(on_busy)
+        await self.spawn(turn_id, settings, factory)
+
+    async def spawn(self, turn_id: str, settings: TurnSettings, factory: TaskFactory) -> None:
+        """Build the task, abort the running one (``replaced``) and start it."""
+        task = self._build(turn_id, factory)
+        if task is None:
+            return
+        await self.abort(p.AbortReason.REPLACED)
+        self._start(turn_id, task, settings)
+
+    def _build(self, turn_id: str, factory: TaskFactory) -> SessionTask | None:
+        """The task ``factory`` makes, or None after an ``error`` event when it failed."""
+        try:
+            return factory()
+        except Exception as exc:
+            logger.exception("cannot build the task of %s", turn_id)
+            self._services.emit(
+                turn_id, p.ErrorEvent(f"cannot start the task: {exc!r}", ErrorCode.INTERNAL)
+            )
+            return None
+
+    def _start(self, turn_id: str, task: SessionTask, settings: TurnSettings) -> None:
+        services = self._services
+        handle = TaskHandle(turn_id, task, settings, started=anyio.current_time())
+        port = TaskContext(services, handle, self.backgrounds, self._compactor())
+        self.running, self._port = handle, port
+        self._changed()
+        services.emit(
+            turn_id,
+            p.TurnStarted(turn_id, services.context_window(settings.model), services.wall_time()),
+        )
+        self._tg.start_soon(self._run, handle, port, name=f"relay task {turn_id}")
+
+    def start_queued(self) -> None:
+        """Start queued turns while nothing runs."""
+        while self.running is None and self.queue and not self.closed:
+            queued = self.queue.popleft()
+            task = self._build(queued.id, queued.factory)
+            if task is not None:
+                self._start(queued.id, task, queued.settings)
+
+    # ------------------------------------------------------------------ ending
+
+    async def _run(self, handle: TaskHandle[SessionTask], port: TaskContext) -> None:
+        result: str | None = None
+        try:
+            with handle.scope:
+                try:
+                    result = await handle.task.run(port)
+                except StopTurn as stop:
+                    handle.ends_aborted = stop.reason
+                except Exception as exc:
+                    # A task that raised must not take the session down: report it and end
+                    # the turn normally.
+                    if not isinstance(exc, ModelError):
+                        logger.exception("task %s failed", handle.turn_id)
+                    report_failure(port, handle.task.kind, exc)
+        finally:
+            handle.finished.set()
+        if handle.status is TaskStatus.RUNNING:
+            self._complete(handle, result)
+
+    def _complete(self, handle: TaskHandle[SessionTask], result: str | None) -> None:
+        handle.status = TaskStatus.ENDED
+        for items in handle.pending_input:
+            self._services.record_input(handle.turn_id, items)
+        handle.pending_input.clear()
+        if handle.ends_aborted is not None:
+            end: p.EventMsg = p.TurnAborted(
+                handle.turn_id, handle.ends_aborted, handle.duration_ms()
+            )
+        else:
+            last = result if result is not None else handle.last_message
+            end = p.TurnComplete(handle.turn_id, last, handle.duration_ms())
+        self._services.emit(handle.turn_id, end)
+        handle.detached = True
+        self.running, self._port = None, None
+        self.start_queued()
+        self._changed()
+
+    async def abort(self, reason: p.AbortReason) -> None:
+        """Abort the running task, if any (idempotent)."""
+        handle, port = self.running, self._port
+        if handle is None or port is None or handle.status is not TaskStatus.RUNNING:
+            return
+        handle.status = TaskStatus.ABORTING
+        handle.scope.cancel(f"relay: task {reason.value}")
+        with anyio.move_on_after(ABORT_GRACE):
+            await handle.finished.wait()
+        # No await from here on: a task that lingers in a shielded section cannot run until
+        # it is detached, so the abort hook's writes are the last of its turn.
+        handle.status = TaskStatus.ENDED
+        services = self._services
+        for output in missing_outputs(services.state.history.items):
+            services.record(output)
+        handle.task.abort(port, reason)
+        handle.detached = True
+        handle.pending_input.clear()
+        if reason is p.AbortReason.INTERRUPTED:
+            services.record(turn_aborted_marker())
+        services.emit(handle.turn_id, p.TurnAborted(handle.turn_id, reason, handle.duration_ms()))
+        self.running, self._port = None, None
+        self._changed()
+
+    async def shut_down(self) -> None:
+        """Abort the running task, stop the background job, and record the input of turns
+        that never started (after what the aborted turn recorded, as an aborted turn keeps
+        steered input it never picked up)."""
+        queued = list(self.queue)
+        self.queue.clear()
+        await self.abort(p.AbortReason.SHUTDOWN)
+        await self.backgrounds.stop()
+        for turn in queued:
+            if turn.input is not None:
+                self._services.record(user_message_of(turn.input))
+        self.closed = True
+
+
+def report_failure(port: TaskContext, kind: str, error: Exception) -> None:
+    """Report what ended a task: a model error as a regular turn reports it, anything else as
+    an ``error`` naming the kind and the exception."""
+    if isinstance(error, ContextWindowExceeded):
+        port.compaction.window_full(error)
+        compacts = port.view.budget.limit is not None
+        port.emit(p.ErrorEvent(overflow_advice(error, compacts), ErrorCode.CONTEXT_WINDOW_EXCEEDED))
+    elif isinstance(error, ModelError):
+        port.emit(p.ErrorEvent(error.message, error.code))
+    else:
+        port.emit(p.ErrorEvent(f"the {kind} task failed: {error!r}", ErrorCode.INTERNAL))
+
+
+def overflow_advice(error: ContextWindowExceeded, compacts: bool) -> str:
+    """The message of a ``context_window_exceeded`` error: what happened, and what will work
+    (``compacts``: whether the session knows a limit at which it compacts by itself)."""
+    counted = ""
+    if error.prompt_tokens is not None and error.context_window is not None:
+        counted = (
+            f" (the server counted {error.prompt_tokens} tokens; it holds {error.context_window})"
+        )
+    if compacts:
+        return (
+            f"The conversation no longer fits the model's context window{counted}. It is "
+            "compacted before your next message is sent; submit compact to do it now."
+        )
+    return (
+        f"The conversation no longer fits the model's context window{counted}, whose size "
+        "relay does not know. Set model_context_window so that relay compacts in time, then "
+        "submit compact, or start a new session."
+    )
+
+
+__all__ = ["ABORT_GRACE", "TaskFactory", "TaskSlot", "overflow_advice", "report_failure"]

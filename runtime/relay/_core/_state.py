@@ -1,0 +1,149 @@
+"""The session's mutable state in one place, and the state a resumed session starts from.
+
+:class:`SessionState` is everything a session knows that outlives a turn: the history (with its
+usage bookkeeping), the turn defaults, the reference context, the compaction windows and the
+total usage. A resumed session is a new session whose state is restored from a
+:class:`ResumedState`; nothing else differs.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+import attrs
+
+from .._base import _protocol as p
+from ._context import TurnSettings, WorldState
+from ._history import History
+from ._work_state import WorkState
+
+
+def _new_window_id() -> str:
+    return str(uuid.uuid4())
+
+
+@attrs.frozen
+class ResumedState:
+    """What a session resumes from: the state rebuilt from its rollout (``docs/rollout.md``)."""
+
+    session_id: str
+    """The resumed session's id."""
+    rollout_path: Path | None
+    """The rollout file to append to."""
+    history: tuple[p.ResponseItem, ...]
+    """The history as of the last completed write."""
+    reference_world: WorldState | None = None
+    """The reference context, unless a later compaction cleared it."""
+    defaults: TurnSettings | None = None
+    """Model, cwd and effort of the latest ``turn_context``."""
+    window_number: int = 0
+    """Compactions so far."""
+    first_window_id: str | None = None
+    """Id of the session's first window."""
+    previous_window_id: str | None = None
+    """Id of the window before the current one."""
+    window_id: str | None = None
+    """Id of the current window."""
+    last_response_tokens: int = 0
+    """Restored usage: ``total_tokens`` of the last response."""
+    tokens_since_model: int = 0
+    """Restored usage: estimate of the items after the last model item."""
+    items_since_model: int = 0
+    """How many of the last items came after the last model item."""
+    total_usage: p.TokenUsage = attrs.field(factory=p.TokenUsage)
+    """Usage summed over the session so far."""
+    work_state: WorkState = attrs.field(factory=WorkState)
+    """The work-state record as of the last completed write."""
+    outputs: Mapping[str, str] = attrs.field(factory=dict)
+    """The originals of the tool outputs masked so far, by call id (what ``recall`` returns)."""
+    model: str | None = None
+    """The model the session last used or announced (``turn_context``, ``session_configured``)."""
+    model_provider: str | None = None
+    """The provider the session last announced (``session_configured``, else ``session_meta``)."""
+    submissions: int = 0
+    """The number of the last generated submission id; the resumed session goes on after it."""
+    items: int = 0
+    """The number of the last generated item id; the resumed session goes on after it."""
+    first_events: tuple[tuple[str, p.EventMsg], ...] = ()
+    """Events the resumed session reports right after ``session_configured``, as
+    ``(event id, message)``: what the resume found in the rollout, what its host knows."""
+
+
+@attrs.define(eq=False)
+class SessionState:
+    """What a session knows between turns; the actor and the task context change it."""
+
+    defaults: TurnSettings
+    """Model, cwd and effort of the next turn."""
+    history: History = attrs.field(factory=History)
+    """The conversation history and its usage bookkeeping."""
+    reference_world: WorldState | None = None
+    """The world state the history's initial context describes; None = record it in full."""
+    last_turn_model: str | None = None
+    """The model of the last regular turn (for model downshift)."""
+    total_usage: p.TokenUsage = attrs.field(factory=p.TokenUsage)
+    """Usage summed over the session so far."""
+    window_number: int = 0
+    """Compactions so far."""
+    window_id: str = attrs.field(factory=_new_window_id)
+    """Id of the current window."""
+    first_window_id: str = attrs.field(
+        default=attrs.Factory(lambda self: self.window_id, takes_self=True)
+    )
+    """Id of the session's first window."""
+    previous_window_id: str | None = None
+    """Id of the window before the current one."""
+    work_state: WorkState = attrs.field(factory=WorkState)
+    """The work-state record: what the session did, and the pinned user messages."""
+    outputs: dict[str, str] = attrs.field(factory=dict)
+    """The originals of the tool outputs masked so far, by call id (what ``recall`` returns)."""
+    token_ratio: float = 1.0
+    """Server tokens per estimated token, from the last request a server counted (1.0, the
+    estimate as it is, until one did): estimates of the history are scaled by it."""
+
+    @classmethod
+    def restored(cls, resumed: ResumedState, defaults: TurnSettings) -> SessionState:
+        """The state of a session resumed from ``resumed`` (``defaults`` when it has none)."""
+        history = History()
+        history.restore(
+            resumed.history,
+            last_response_tokens=resumed.last_response_tokens,
+            tokens_since_model=resumed.tokens_since_model,
+            items_since_model=resumed.items_since_model,
+        )
+        window_id = resumed.window_id or _new_window_id()
+        return cls(
+            defaults=resumed.defaults or defaults,
+            history=history,
+            reference_world=resumed.reference_world,
+            last_turn_model=resumed.defaults.model if resumed.defaults is not None else None,
+            total_usage=resumed.total_usage,
+            window_number=resumed.window_number,
+            window_id=window_id,
+            first_window_id=resumed.first_window_id or window_id,
+            previous_window_id=resumed.previous_window_id,
+            work_state=WorkState(list(resumed.work_state.entries), list(resumed.work_state.pinned)),
+            outputs=dict(resumed.outputs),
+        )
+
+    def start_window(self) -> None:
+        """Begin the next compaction window."""
+        self.window_number += 1
+        self.previous_window_id = self.window_id
+        self.window_id = _new_window_id()
+
+    def add_usage(self, usage: p.TokenUsage) -> None:
+        """Add a response's usage to the total."""
+        self.total_usage = self.total_usage + usage
+
+    def token_count(
+        self, last: p.TokenUsage, window: int | None, *, estimated: bool = False
+    ) -> p.TokenCount:
+        """A ``token_count`` event for ``last`` against the total so far (``estimated``: the
+        size of the context is relay's estimate, not a server's count)."""
+        return p.TokenCount(p.TokenUsageInfo(self.total_usage, last, window, estimated))
+
+
+__all__ = ["ResumedState", "SessionState"]

@@ -1,0 +1,178 @@
+"""The work-state record: what the session saw itself do, as plain data.
+
+The record is kept apart from anything a model wrote: files read and listed (path, size,
+content hash), commands run (argv, exit code), tool errors, entries custom tools add, and the
+user messages the user pinned. The session adds to it as tools run; a compaction places it in
+the new history (``relay.tasks.compaction``), within a share of the window
+(:func:`work_state_budget`).
+
+Invariant: nothing here reads a clock, a file or the network; every function is a function of
+its arguments.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+
+import attrs
+
+#: Headings of the built-in kinds, in the order the rendered record lists them.
+KIND_HEADINGS: Mapping[str, str] = {
+    "read": "Files read",
+    "list": "Directories listed",
+    "command": "Commands run",
+    "error": "Tool errors",
+}
+
+
+@attrs.frozen
+class WorkEntry:
+    """One thing the session did, as the record keeps it."""
+
+    kind: str
+    """``read``, ``list``, ``command``, ``error``, or a custom tool's own kind."""
+    text: str
+    """One line that states the fact (a path with its size and hash, an argv with its exit
+    code, ...)."""
+    key: str | None = None
+    """Entries with the same kind and key replace each other (a file read twice is listed
+    once, with what the second read saw); None: the text is the key."""
+
+
+def content_hash(data: bytes) -> str:
+    """The hash the record states for content: the first 16 hex digits of its SHA-256."""
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def file_read(path: str, size: int, data: bytes) -> WorkEntry:
+    """A file read: its path, its size in bytes and the hash of the bytes read."""
+    return WorkEntry("read", f"{path} ({size} bytes, sha256 {content_hash(data)})", key=path)
+
+
+def dir_listed(path: str, entries: int) -> WorkEntry:
+    """A directory listed, with how many entries it has."""
+    return WorkEntry("list", f"{path} ({entries} entries)", key=path)
+
+
+def command_run(argv: Sequence[str], exit_code: int | None, output: str = "") -> WorkEntry:
+    """A command run, with its exit code (None: it was killed at its timeout) and the last
+    line of its output, where test runners, linters and builds state their result."""
+    shown = " ".join(argv)
+    outcome = "timed out" if exit_code is None else f"exit {exit_code}"
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    last = f"; last line: {lines[-1][:200]}" if lines else ""
+    return WorkEntry("command", f"{shown} → {outcome}{last}")
+
+
+def tool_failed(tool: str, message: str) -> WorkEntry:
+    """A tool call that failed, with the first line of what the tool said."""
+    first = message.strip().splitlines()[0] if message.strip() else "(no message)"
+    return WorkEntry("error", f"{tool}: {first[:200]}")
+
+
+@attrs.define
+class WorkState:
+    """The record of one session: entries oldest first, pinned user messages in order."""
+
+    entries: list[WorkEntry] = attrs.field(factory=list)
+    """What the session did, oldest first, one per (kind, key)."""
+    pinned: list[str] = attrs.field(factory=list)
+    """The texts of the user messages the user pinned, oldest first."""
+
+    def add(self, entry: WorkEntry) -> None:
+        """Add ``entry``; one with the same kind and key goes (the new one is newest)."""
+        key = (entry.kind, entry.key if entry.key is not None else entry.text)
+        self.entries = [
+            old
+            for old in self.entries
+            if (old.kind, old.key if old.key is not None else old.text) != key
+        ]
+        self.entries.append(entry)
+
+    def pin(self, text: str) -> None:
+        """Keep the user message ``text`` verbatim across every compaction."""
+        if text not in self.pinned:
+            self.pinned.append(text)
+
+    def is_empty(self) -> bool:
+        """Whether there is nothing to carry."""
+        return not self.entries and not self.pinned
+
+    def to_json(self) -> dict[str, object]:
+        """The record as plain JSON data (the rollout's ``work_state`` line)."""
+        return {
+            "entries": [
+                {"kind": e.kind, "text": e.text, **({"key": e.key} if e.key is not None else {})}
+                for e in self.entries
+            ],
+            "pinned": list(self.pinned),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> WorkState:
+        """The record written by :meth:`to_json`; malformed parts are skipped."""
+        entries: list[WorkEntry] = []
+        raw_entries = data.get("entries")
+        for raw in raw_entries if isinstance(raw_entries, list) else []:
+            if not isinstance(raw, dict):
+                continue
+            kind, text, key = raw.get("kind"), raw.get("text"), raw.get("key")
+            if isinstance(kind, str) and isinstance(text, str):
+                entries.append(WorkEntry(kind, text, key if isinstance(key, str) else None))
+        raw_pinned = data.get("pinned")
+        pinned = (
+            [t for t in raw_pinned if isinstance(t, str)] if isinstance(raw_pinned, list) else []
+        )
+        return cls(entries, pinned)
+
+
+#: The record takes at most this share of the model's context window (a divisor).
+WINDOW_SHARE = 10
+
+
+def work_state_budget(configured: int, window: int | None, ratio: float = 1.0) -> int:
+    """The token budget of the rendered record, in estimate units.
+
+    ``configured`` (``work_state_token_budget``), and never more than a tenth of the context
+    ``window`` when it is known, as a server counts tokens (``ratio`` server tokens to an
+    estimated one, never fewer than one): on a small window the record must leave room for
+    the rest of the new context and an answer.
+    """
+    if window is None:
+        return configured
+    return max(0, min(configured, int(window / WINDOW_SHARE / max(1.0, ratio))))
+
+
+def kind_heading(kind: str) -> str:
+    """The heading of the entries of ``kind`` (``Files read``; ``My kind`` for ``my_kind``)."""
+    return KIND_HEADINGS.get(kind, kind.replace("_", " ").capitalize())
+
+
+def work_state_lines(record: WorkState) -> list[str]:
+    """The record for a reader at a checkpoint: one line per kind with its count and newest
+    entry, and the pinned messages (first line each)."""
+    lines: list[str] = []
+    for kind in [*KIND_HEADINGS, *sorted({e.kind for e in record.entries} - set(KIND_HEADINGS))]:
+        texts = [e.text for e in record.entries if e.kind == kind]
+        if texts:
+            lines.append(f"{kind_heading(kind).lower()}: {len(texts)} (latest: {texts[-1]})")
+    for text in record.pinned:
+        first = text.strip().splitlines()[0] if text.strip() else ""
+        lines.append(f"pinned: {first[:100]}")
+    return lines
+
+
+__all__ = [
+    "KIND_HEADINGS",
+    "WorkEntry",
+    "WorkState",
+    "command_run",
+    "content_hash",
+    "dir_listed",
+    "file_read",
+    "kind_heading",
+    "tool_failed",
+    "work_state_budget",
+    "work_state_lines",
+]

@@ -1,0 +1,182 @@
+"""Drives a session from an op script and hands every event to a sink."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, assert_never
+
+import anyio
+
+from .._base import _protocol as p
+from .._base._codec import to_json
+from .._base._errors import ScriptError
+from .._core._session import Session
+from ._op_script import OpLine, Sleep, Step, WaitCounter, WaitFor
+
+
+class ScriptRunner:
+    """Submits the steps of an op script and reads the session's events meanwhile.
+
+    Every event reaches ``sink`` in order, and its JSON line reaches ``lines`` first when that is
+    given (the session then makes each event's JSON once, for the rollout and the line).
+    ``wait_for`` steps count events from the start of the session; one that can no longer be
+    met (the session is idle and every event has been read) fails with :class:`ScriptError`
+    instead of hanging. The runner keeps no event: each condition of the script is counted as
+    its events arrive, so a long run holds a few counters rather than everything it has read.
+    :meth:`stop` ends the script early: no further step runs and the session shuts down, its
+    events still read to the last.
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        sink: Callable[[p.Event, dict[str, Any]], None],
+        *,
+        script_name: str = "script",
+        lines: Callable[[str], None] | None = None,
+    ) -> None:
+        self.session = session
+        self.sink = sink
+        self.lines = lines
+        if lines is not None:
+            session.keep_event_json()
+        self.script_name = script_name
+        self.events_read = 0
+        self._counters: dict[tuple[str, str], WaitCounter] = {}
+        self._counters_by_type: dict[str, list[WaitCounter]] = {}
+        # Set (and replaced) when an event is read while a step waits for one, and when a
+        # counter counts one or the session goes idle: a running session wakes a waiting step
+        # only when its count may have been reached.
+        self._read = anyio.Event()
+        self._read_awaited = False
+        self._wake = anyio.Event()
+        self._done = anyio.Event()
+        self._steps = anyio.CancelScope()
+
+    async def _consume(self) -> None:
+        try:
+            session = self.session
+            async for event in session.events():
+                kept = session.event_json(event.seq)
+                msg, text = (to_json(event.msg), None) if kept is None else kept
+                self.events_read += 1
+                counted = False
+                for counter in self._counters_by_type.get(msg["type"], ()):
+                    counted |= counter.observe(msg)
+                if self.lines is not None:
+                    self.lines(json_line(event, msg, text))
+                self.sink(event, msg)
+                if counted:
+                    self._wake.set()
+                    self._wake = anyio.Event()
+                if self._read_awaited:
+                    self._read_awaited = False
+                    self._read.set()
+                    self._read = anyio.Event()
+        finally:
+            self._done.set()
+            self._read.set()
+            self._wake.set()
+
+    def _counter(self, wait: WaitFor) -> WaitCounter:
+        # Waits on one condition share a counter, so a script that waits after every turn looks
+        # at each event once in all, not once per wait. Every counter exists before the first
+        # event is read (see run), so none needs the events that came before its wait.
+        key = (wait.type, json.dumps(wait.match, sort_keys=True) if wait.match else "")
+        counter = self._counters.get(key)
+        if counter is None:
+            counter = self._counters[key] = WaitCounter(wait)
+            self._counters_by_type.setdefault(wait.type, []).append(counter)
+        return counter
+
+    async def _wait(self, wait: WaitFor) -> None:
+        counter = self._counter(wait)
+        while counter.count < wait.count:
+            stats = self.session.statistics()
+            idle = (
+                stats.submissions_pending == 0
+                and stats.running_turn is None
+                and stats.queued_turns == 0
+            )
+            caught_up = self.events_read >= stats.events_emitted
+            if (idle and caught_up) or self._done.is_set():
+                raise ScriptError(
+                    f"{self.script_name} line {wait.line}: wait_for {wait.type!r} "
+                    f"(count {wait.count}) can no longer be met: the session is idle after "
+                    f"{counter.count} matching event(s)"
+                )
+            if idle:
+                # Idle, with events still to read: each one may be the one awaited.
+                self._read_awaited = True
+                await self._read.wait()
+            else:
+                # One event for both: a task group racing two waits would cost more than the
+                # rest of the turn's reading.
+                wake = self._wake
+                self.session.wake_when_idle(wake)
+                await wake.wait()
+
+    def stop(self) -> None:
+        """Run no further step and shut the session down (a running task ends ``shutdown``)."""
+        self._steps.cancel()
+        if not self.session.closed:
+            self.session.submit_nowait(p.Shutdown())
+
+    async def run(self, steps: Sequence[Step], *, release: bool = False) -> None:
+        """Run every step, then wait for idleness, shut down and read the last event.
+
+        Args:
+            steps: the parsed script.
+            release: take each step out of ``steps`` (a list, emptied as the script runs)
+                once it has run, so that a long script gives back its memory as it goes.
+        """
+        for step in steps:
+            if isinstance(step, WaitFor):
+                self._counter(step)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._consume)
+            with self._steps:
+                await self._run_steps(_released(steps) if release else steps)
+            await self._done.wait()
+
+    async def _run_steps(self, steps: Iterable[Step]) -> None:
+        for step in steps:
+            if self.session.closed:
+                raise ScriptError(
+                    f"{self.script_name} line {step.line}: the session has already shut down"
+                )
+            match step:
+                case OpLine(id=sub_id, op=op):
+                    self.session.submit_nowait(op, id=sub_id)
+                    if isinstance(op, p.Shutdown):
+                        return
+                case WaitFor():
+                    await self._wait(step)
+                case Sleep(ms=ms):
+                    await anyio.sleep(ms / 1000)
+                case _:
+                    assert_never(step)
+        await self.session.wait_idle()
+        if not self.session.closed:
+            self.session.submit_nowait(p.Shutdown())
+
+
+def _released(steps: Sequence[Step]) -> Iterator[Step]:
+    if not isinstance(steps, list):
+        raise TypeError("release=True needs the steps as a list")
+    steps.reverse()  # popped from the end: each step taken out in constant time
+    while steps:
+        yield steps.pop()
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def json_line(event: p.Event, msg: dict[str, Any] | None = None, text: str | None = None) -> str:
+    """The JSON line of an event, with its newline; ``msg``, when given, is its message
+    already as JSON, and ``text`` that JSON's text."""
+    if text is None:
+        text = _ENCODER.encode(to_json(event.msg) if msg is None else msg)
+    # The envelope is written around the message's text, in the order to_json gives it.
+    return f'{{"id":{_ENCODER.encode(event.id)},"seq":{event.seq},"msg":{text}}}\n'

@@ -1,0 +1,306 @@
+"""Resuming a session from its rollout (docs/rollout.md, docs/reliability.md).
+
+:func:`reconstruct` is a pure function from parsed rollout lines to the
+:class:`~relay.lowlevel.ResumedState` a session continues from; :func:`resume_session` reads
+the file, reconstructs, and opens a session that appends to the same file.
+
+Theory of operation. The live session writes, in order: every item it records
+(``response_item``), every installed compaction (``compacted`` with the new history, then
+``world_state``, then ``turn_context`` only when the compaction kept the reference context),
+and at the start of each turn the initial context or its changes followed by ``turn_context``.
+Replaying those lines in order therefore rebuilds what the session had:
+
+- history: the newest ``compacted`` that carries a replacement history is the base (nothing
+  before it can matter, since it replaced everything); later ``response_item`` lines are
+  appended and later ``compacted`` lines replace the history. An old-style ``compacted``
+  (no replacement history) is rebuilt as the local backend builds one: the real user messages
+  so far within the 20,000-token budget, the ghost snapshots, then the summary message.
+- reference context: the ``world`` of the latest ``turn_context``, unless a ``compacted`` came
+  after it: every compaction clears it, and a compaction that kept it is always followed by
+  its own ``turn_context``.
+- defaults (model, cwd, effort): the latest ``turn_context``.
+- window: the fields of the last ``compacted`` line.
+- token usage, kept by a :class:`~relay._core._history.History` as live: a compaction resets it to
+  the estimate of the new history; an item the model generated resets the estimate of items
+  since the model; a response's ``token_count`` sets ``last_response_tokens``, and so does
+  the one that shows the window full before a ``context_window_exceeded`` error (the live
+  session counts the history as full then, so that the next turn compacts first). The
+  ``token_count`` a compaction's installation emits (no item between the ``compacted`` line
+  and it) does not change the live history's usage, so it does not change the restored one.
+  Total usage is that of the last ``token_count``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from typing import assert_never
+
+import attrs
+
+from .._base import _protocol as p
+from .._base._config import Config, resolve_api_key
+from .._base._errors import ConfigError, RolloutError
+from .._core._context import TurnSettings, WorldState
+from .._core._history import History
+from .._core._state import ResumedState
+from .._core._summary import (
+    build_compacted_history,
+    ghost_snapshots,
+    real_user_messages,
+    summary_prefix,
+)
+from .._core._work_state import WorkEntry, WorkState
+from ._filter import generated_number
+from ._lines import (
+    CompactedLine,
+    EventMsgLine,
+    IdsLine,
+    ResponseItemLine,
+    Rollout,
+    RolloutLine,
+    RolloutNote,
+    SessionMetaLine,
+    TurnContextLine,
+    WorldStateLine,
+)
+
+#: The event id of the warnings a resumed session reports about its rollout.
+RESUME_EVENT_ID = "resume"
+
+
+def rebuild_compacted_history(
+    history: Sequence[p.ResponseItem], message: str
+) -> list[p.ResponseItem]:
+    """The history an old-style ``compacted`` line stands for (it has no replacement).
+
+    Built as the local backend builds one from ``history`` (the history before the
+    compaction): its real user messages within the local budget, its ghost snapshots, then
+    the summary message, whose text is ``message`` (given the summary prefix if it lacks it).
+    """
+    prefix = summary_prefix() + "\n"
+    summary = message[len(prefix) :] if message.startswith(prefix) else message
+    return build_compacted_history(
+        real_user_messages(history), summary, ghosts=ghost_snapshots(history)
+    )
+
+
+def is_model_output(item: p.ResponseItem) -> bool:
+    """Whether ``item`` is of a kind only a model response records.
+
+    The harness records user, developer and system messages, tool outputs and snapshots;
+    everything else in a history came from a model.
+    """
+    match item:
+        case p.Message(role=role):
+            return role == "assistant"
+        case p.FunctionCallOutput() | p.CustomToolCallOutput() | p.GhostSnapshot():
+            return False
+        case _:
+            return True
+
+
+@attrs.define
+class _Replay:
+    """The state being rebuilt, line by line (mutable, private to :func:`reconstruct`).
+
+    Usage is kept by a :class:`~relay._core._history.History`, as the live session keeps it; it
+    estimates only the items a count needs (those after the last model item).
+    """
+
+    history: History = attrs.field(factory=History)
+    reference_world: WorldState | None = None
+    # True between a ``compacted`` line and the first item after it: a ``token_count`` seen
+    # then is the installation's, not a response's.
+    installing: bool = False
+
+    def replace(self, items: Iterable[p.ResponseItem]) -> None:
+        self.history.replace(items)
+        self.reference_world = None
+        self.installing = True
+
+    def record(self, item: p.ResponseItem) -> None:
+        self.history.record(item, from_model=is_model_output(item))
+        self.installing = False
+
+    def compacted(self, line: CompactedLine) -> None:
+        if line.replacement_history is not None:
+            self.replace(line.replacement_history)
+        else:
+            self.replace(rebuild_compacted_history(self.history.items, line.message))
+
+
+def _newest_base(lines: Sequence[RolloutLine]) -> int | None:
+    for index in range(len(lines) - 1, -1, -1):
+        line = lines[index]
+        if isinstance(line, CompactedLine) and line.replacement_history is not None:
+            return index
+    return None
+
+
+def reconstruct(rollout: Rollout) -> ResumedState:
+    """The state a session resumes from: a pure function of the parsed rollout.
+
+    Raises:
+        RolloutError: the rollout has no ``session_meta`` line (the session is unknown).
+    """
+    if rollout.meta is None:
+        raise RolloutError(
+            f"{rollout.name}: cannot resume: the rollout does not start with a session_meta "
+            "line, so the session it belongs to is unknown"
+        )
+    lines = rollout.lines
+    replay = _Replay()
+    base = _newest_base(lines)
+    start = 0
+    if base is not None:
+        base_line = lines[base]
+        assert isinstance(base_line, CompactedLine)
+        replay.compacted(base_line)
+        start = base + 1
+    for line in lines[start:]:
+        match line:
+            case ResponseItemLine(item=item):
+                replay.record(item)
+            case CompactedLine():
+                replay.compacted(line)
+            case TurnContextLine(world=world):
+                replay.reference_world = world
+            case EventMsgLine(msg=p.TokenCount(info=p.TokenUsageInfo() as info)):
+                if replay.installing:
+                    replay.installing = False
+                else:
+                    replay.history.response_completed(info.last_token_usage.total_tokens)
+            case SessionMetaLine() | EventMsgLine() | WorldStateLine() | IdsLine():
+                pass
+            case _:
+                assert_never(line)
+
+    defaults: TurnSettings | None = None
+    model: str | None = rollout.meta.model
+    provider: str | None = rollout.meta.model_provider
+    submissions = items = 0
+    total_usage = p.TokenUsage()
+    window_number = 0
+    first_window_id: str | None = None
+    previous_window_id: str | None = None
+    window_id: str | None = None
+    for line in lines:
+        match line:
+            case TurnContextLine(settings=settings):
+                defaults = settings
+                model = settings.model
+            case EventMsgLine(msg=p.SessionConfigured() as configured):
+                model, provider = configured.model, configured.model_provider
+            case EventMsgLine(msg=p.TurnStarted(turn_id=turn_id)):
+                # Files written before ``ids`` lines existed still name their turns.
+                submissions = max(submissions, generated_number(turn_id, "sub"))
+            case IdsLine():
+                submissions = max(submissions, line.submission)
+                items = max(items, line.item)
+            case EventMsgLine(msg=p.TokenCount(info=p.TokenUsageInfo() as info)):
+                total_usage = info.total_token_usage
+            case CompactedLine():
+                # An old-style line has no window fields: count it and start an unnamed window.
+                window_number = (
+                    line.window_number if line.window_number is not None else window_number + 1
+                )
+                first_window_id = line.first_window_id or first_window_id
+                previous_window_id = line.previous_window_id or window_id
+                window_id = line.window_id
+            case _:
+                pass
+
+    history = replay.history
+    record, outputs = restore_work_record(lines)
+    return ResumedState(
+        session_id=rollout.meta.id,
+        rollout_path=rollout.path,
+        history=tuple(history.items),
+        reference_world=replay.reference_world,
+        defaults=defaults,
+        window_number=window_number,
+        first_window_id=first_window_id,
+        previous_window_id=previous_window_id,
+        window_id=window_id,
+        last_response_tokens=history.last_response_tokens,
+        tokens_since_model=history.tokens_since_model,
+        items_since_model=len(history.items_since_model()),
+        total_usage=total_usage,
+        work_state=record,
+        outputs=outputs,
+        model=model,
+        model_provider=provider,
+        submissions=submissions,
+        items=items,
+    )
+
+
+def restore_work_record(lines: Iterable[RolloutLine]) -> tuple[WorkState, dict[str, str]]:
+    """The work-state record and the originals of the masked tool outputs, as of the last line.
+
+    The record is the snapshot of the newest ``compacted`` line that carries one, with every
+    ``work_state_noted`` event after it applied. The outputs are the originals every masking
+    compaction wrote (an output is masked once: the first original of a call id stays).
+    """
+    record = WorkState()
+    outputs: dict[str, str] = {}
+    for line in lines:
+        match line:
+            case CompactedLine(work_state=snapshot, masked_outputs=masked):
+                if snapshot is not None:
+                    record = WorkState.from_json(snapshot)
+                for call_id, output in masked.items():
+                    outputs.setdefault(call_id, output)
+            case EventMsgLine(msg=p.WorkStateNoted(kind=kind, text=text, key=key)):
+                if kind == "pinned":
+                    record.pin(text)
+                else:
+                    record.add(WorkEntry(kind, text, key))
+            case _:
+                pass
+    return record, outputs
+
+
+def resumed_config(config: Config, state: ResumedState, *, chosen: Collection[str] = ()) -> Config:
+    """``config`` with the model and provider the resumed session recorded.
+
+    ``chosen`` names the keys (``model``, ``model_provider``) the caller chose on purpose;
+    those are kept. A recorded provider is checked as the session would build it, so a
+    rollout that cannot go on as it was recorded fails here, naming the provider, instead of
+    going on with another model.
+
+    Raises:
+        ConfigError: the recorded provider is not defined by ``config``, or its API key is
+            missing.
+    """
+    model = state.model if "model" not in chosen and state.model is not None else config.model
+    name = state.model_provider if "model_provider" not in chosen else None
+    if name is None:
+        return attrs.evolve(config, model=model)
+    resumed = attrs.evolve(config, model=model, model_provider=name)
+    try:
+        resolve_api_key(resumed.provider())
+    except ConfigError as exc:
+        raise ConfigError(
+            f"the session was recorded with model_provider {name!r}, which cannot be used "
+            f"now: {exc}; set it up, or choose another provider (relay resume: "
+            "-c model_provider=NAME or --config FILE; resume_session: a Config)"
+        ) from exc
+    return resumed
+
+
+def describe_note(rollout: Rollout, note: RolloutNote) -> str:
+    """A note as one message: ``<file> line N: ...``."""
+    return f"{rollout.name} {note}"
+
+
+__all__ = [
+    "RESUME_EVENT_ID",
+    "describe_note",
+    "is_model_output",
+    "rebuild_compacted_history",
+    "generated_number",
+    "reconstruct",
+    "restore_work_record",
+    "resumed_config",
+]

@@ -1,0 +1,1 @@
+"""Test doubles served over real sockets: the mock model server."""

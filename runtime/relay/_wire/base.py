@@ -1,0 +1,293 @@
+"""What both wires share: the event reader of a streamed body (idle timeout, failures
+translated) and the SDK client with its provider and secret."""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx2
+
+from .._base import _json
+from .._base._config import ProviderConfig
+from .._base._errors import ModelError, StreamError
+from .._base._model import ModelEvent
+from .._base._secret import redact
+from .._models._responses import PURPOSE_HEADER, with_server_counts
+from ._errors import FAILURES, redact_error, translate, with_message
+from ._sdk import APIStatusError, AsyncOpenAI
+from ._sse import ServerSentEvent, SseDecoder, TooLarge
+
+#: How long to wait for the end of a stream after its terminal event.
+_DRAIN_S = 1.0
+
+#: Bound on closing a response, which runs shielded from cancellation.
+_CLOSE_S = 0.5
+
+#: How much of a body that is not an event stream an error quotes.
+_QUOTED_BYTES = 200
+
+
+def body_too_large(limit: int) -> str:
+    """The error message for a response body past ``limit`` bytes, once decompressed."""
+    return (
+        f"the model server's answer is larger than {limit} bytes once decompressed "
+        "(max_response_bytes)"
+    )
+
+
+async def read_bounded(response: httpx2.Response, limit: int) -> bytes:
+    """The whole (decompressed) body of a streamed ``response``, at most ``limit`` bytes.
+
+    Raises:
+        StreamError: the body is larger.
+    """
+    body = bytearray()
+    async with _open_body(response) as chunks:
+        async for chunk in chunks:
+            body += chunk
+            if len(body) > limit:
+                raise StreamError(body_too_large(limit))
+    return bytes(body)
+
+
+class EventReader:
+    """The JSON objects of a streamed response body, with an idle timeout, failures translated.
+
+    Not an async generator on purpose: it holds no frame that would need finalising when the
+    caller stops early. Chat streams end with a ``[DONE]`` frame; nothing after it is read.
+    """
+
+    def __init__(
+        self,
+        chunks: AsyncIterator[bytes],
+        *,
+        idle_s: float,
+        secret: str | None,
+        provider: ProviderConfig | None = None,
+        first_by: float | None = None,
+        first_s: float | None = None,
+    ):
+        self._chunks = chunks
+        self._idle_s = idle_s
+        # Until the first event, the deadline is ``first_by`` (the request was sent
+        # ``first_s`` before it): a local server is silent while it reads the prompt.
+        self._first_by = first_by
+        self._first_s = first_s
+        self._secret = secret
+        limits = provider or ProviderConfig(name="")
+        self._decoder = SseDecoder(
+            max_line=limits.stream_max_line_bytes, max_event=limits.stream_max_event_bytes
+        )
+        self._max_body = limits.max_response_bytes
+        self._body_size = 0
+        self._pending: collections.deque[ServerSentEvent] = collections.deque()
+        self._ended = False
+
+    def __aiter__(self) -> EventReader:
+        return self
+
+    async def __anext__(self) -> Mapping[str, Any]:
+        # The idle timeout runs from the previous event: keep-alive comments do not reset it.
+        first = self._first_by is not None
+        deadline = (
+            self._first_by if self._first_by is not None else anyio.current_time() + self._idle_s
+        )
+        with anyio.move_on_at(deadline) as idle:
+            while not self._pending:
+                if self._ended:
+                    raise StopAsyncIteration
+                try:
+                    chunk = await self._chunks.__anext__()
+                except StopAsyncIteration:
+                    self._ended = True
+                except FAILURES as exc:
+                    raise translate(exc, secret=self._secret) from exc
+                else:
+                    self._body_size += len(chunk)
+                    if self._body_size > self._max_body:
+                        raise StreamError(body_too_large(self._max_body))
+                    try:
+                        self._pending.extend(self._decoder.feed(chunk))
+                    except UnicodeDecodeError as exc:
+                        raise translate(exc, secret=self._secret) from exc
+                    except TooLarge as exc:
+                        raise StreamError(str(exc)) from exc
+        if idle.cancelled_caught:
+            if first:
+                raise StreamError(
+                    "first-event timeout: no event from the model server within "
+                    f"{(self._first_s or 0) * 1000:g} ms of the request"
+                )
+            raise StreamError(
+                f"idle timeout: no event from the model server for {self._idle_s * 1000:g} ms"
+            )
+        self._first_by = None
+        sse = self._pending.popleft()
+        if sse.data == "[DONE]":
+            self._ended = True
+            self._pending.clear()
+            raise StopAsyncIteration
+        try:
+            parsed: object = _json.loads(sse.data)
+        except ValueError as exc:
+            raise translate(exc, secret=self._secret) from exc
+        if not isinstance(parsed, Mapping):
+            raise StreamError(
+                f"malformed event from the model server: expected a JSON object, "
+                f"got {type(parsed).__name__}"
+            )
+        event: Mapping[str, Any] = parsed
+        if "type" not in event and sse.event is not None:
+            event = {"type": sse.event, **event}
+        return event
+
+    async def drain(self) -> None:
+        """Read what follows the end of the answer, so that the connection can be reused.
+
+        The answer is complete at this point: a failure, or a server that keeps the stream
+        open, changes nothing about it, so the wait is short and errors are ignored.
+        """
+        with anyio.move_on_after(_DRAIN_S):
+            try:
+                async for _ in self._chunks:
+                    pass
+            except FAILURES:
+                pass
+
+
+@asynccontextmanager
+async def _open_body(response: httpx2.Response) -> AsyncIterator[AsyncIterator[bytes]]:
+    """The body of a streamed response; on exit the byte iterator and the response are
+    closed, whatever happened, so that the connection is released."""
+    chunks = response.aiter_bytes()
+    try:
+        yield chunks
+    finally:
+        with anyio.move_on_after(_CLOSE_S, shield=True):
+            try:
+                await chunks.aclose()
+            finally:
+                await response.aclose()
+
+
+class WireClient:
+    """What both wires share: the SDK client, the provider and the secret to keep out."""
+
+    def __init__(self, sdk: AsyncOpenAI, provider: ProviderConfig, *, secret: str | None):
+        self._sdk = sdk
+        self._provider = provider
+        self._secret = secret
+
+    @property
+    def provider(self) -> ProviderConfig:
+        """The provider this client talks to."""
+        return self._provider
+
+    @asynccontextmanager
+    async def _stream(
+        self,
+        path: str,
+        body: Mapping[str, Any],
+        purpose: str,
+        play: Callable[[EventReader], AsyncGenerator[ModelEvent]],
+    ) -> AsyncIterator[AsyncIterator[ModelEvent]]:
+        """POST ``body`` to ``path`` as a streamed request; yields ``play``'s model events."""
+        first_s = self._provider.stream_first_event_timeout_ms / 1000
+        first_by = anyio.current_time() + first_s
+        try:
+            response = await self._sdk.post(
+                path,
+                body=dict(body),
+                cast_to=httpx2.Response,
+                stream=True,
+                options={"headers": {PURPOSE_HEADER: purpose, "Accept": "text/event-stream"}},
+            )
+        except FAILURES as exc:
+            error = translate(exc, secret=self._secret)
+            if isinstance(exc, APIStatusError):
+                error = with_server_counts(error, exc.body)
+            raise self.capped(error) from exc
+        # The SDK hands back the raw response: its own event iterator leaves async
+        # generators unclosed when a stream ends early (or at ``[DONE]``), and every layer
+        # here must be closed when the caller leaves.
+        async with _open_body(response) as chunks:
+            await self._check_event_stream(response, chunks)
+            reader = EventReader(
+                chunks,
+                idle_s=self._provider.stream_idle_timeout_ms / 1000,
+                secret=self._secret,
+                provider=self._provider,
+                first_by=first_by,
+                first_s=first_s,
+            )
+            events = play(reader)
+            try:
+                yield events
+            except ModelError as exc:
+                capped = self.capped(exc)
+                if capped is exc:
+                    raise
+                raise capped from exc
+            finally:
+                await events.aclose()
+
+    async def _check_event_stream(
+        self, response: httpx2.Response, chunks: AsyncIterator[bytes]
+    ) -> None:
+        """Raise a :class:`StreamError` saying what arrived when the answer is not an event
+        stream (an HTML page from a proxy, a JSON document): the content type and the
+        beginning of the body."""
+        content_type = response.headers.get("content-type")
+        if content_type is None:
+            return
+        media = content_type.partition(";")[0].strip().lower()
+        if media == "text/event-stream":
+            return
+        start = b""
+        with anyio.move_on_after(self._provider.stream_idle_timeout_ms / 1000):
+            try:
+                async for chunk in chunks:
+                    start += chunk
+                    if len(start) >= _QUOTED_BYTES:
+                        break
+            except FAILURES:
+                pass
+        text = " ".join(start[:_QUOTED_BYTES].decode("utf-8", "replace").split())
+        quoted = redact(text, self._secret)
+        raise StreamError(
+            f"the model server answered with {media or 'an empty content type'} instead of "
+            f"an event stream (HTTP {response.status_code})" + (f": {quoted}" if quoted else "")
+        )
+
+    def capped(self, error: ModelError) -> ModelError:
+        """``error`` with its retry-after cut to the provider's ``max_retry_after_ms``; the
+        message then says what the server asked for."""
+        limit = self._provider.max_retry_after_ms / 1000
+        if error.retry_after is None or error.retry_after <= limit:
+            return error
+        message = (
+            f"{error.message} (the server asked to wait {error.retry_after:g} s, more than "
+            f"the provider's max_retry_after_ms of {limit:g} s)"
+        )
+        return with_message(error, message, retry_after=limit)
+
+    def _checked(
+        self, feed: Callable[[Mapping[str, Any]], list[ModelEvent]], event: Mapping[str, Any]
+    ) -> list[ModelEvent]:
+        """``feed(event)``, with the secret kept out of the errors the server reported and
+        their retry-after capped."""
+        try:
+            return feed(event)
+        except RecursionError:
+            raise StreamError(
+                "malformed event from the model server: nested too deeply to be read"
+            ) from None
+        except ModelError as exc:
+            redacted = self.capped(redact_error(exc, self._secret))
+            if redacted is exc:
+                raise
+            raise redacted from exc

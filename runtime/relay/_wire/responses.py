@@ -1,0 +1,68 @@
+"""The Responses wire (docs/session.md): streamed ``POST /responses`` and remote compaction."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import httpx2
+
+from .._base import _json
+from .._base._model import CompactRequest, ModelEvent, Prompt
+from .._base._secret import redact_json
+from .._models._responses import (
+    PURPOSE_HEADER,
+    ResponseStreamParser,
+    compact_request_body,
+    request_body,
+)
+from ._errors import FAILURES, translate
+from .base import EventReader, WireClient, read_bounded
+
+
+class ResponsesClient(WireClient):
+    """The Responses wire (docs/session.md): streamed ``POST /responses`` and remote compaction."""
+
+    def stream(self, prompt: Prompt) -> AbstractAsyncContextManager[AsyncIterator[ModelEvent]]:
+        """Send ``prompt``; the context yields its events (see :class:`ModelClient`)."""
+        return self._stream("/responses", request_body(prompt), prompt.purpose, self._events)
+
+    async def _events(self, reader: EventReader) -> AsyncGenerator[ModelEvent]:
+        parser = ResponseStreamParser()
+        async for event in reader:
+            for model_event in self._checked(parser.feed, event):
+                yield model_event
+            if parser.completed:
+                break
+        parser.finish()
+        await reader.drain()
+
+    async def compact(self, request: CompactRequest) -> Any:
+        """``POST /responses/compact``, once; returns the JSON body of the answer, unchecked.
+
+        Retries belong to the caller (:meth:`relay.lowlevel.TaskContext.remote_compact`), as for
+        streams. Every string of the answer is redacted: an answer that fails validation is
+        quoted in the error that reports it.
+        """
+        try:
+            response = await self._sdk.post(
+                "/responses/compact",
+                body=compact_request_body(request),
+                cast_to=httpx2.Response,
+                stream=True,
+                options={"headers": {PURPOSE_HEADER: "compact"}},
+            )
+            # Read with a bound: the SDK would hold whatever the server sends.
+            body = await read_bounded(response, self._provider.max_response_bytes)
+        except FAILURES as exc:
+            raise self.capped(translate(exc, secret=self._secret)) from exc
+        try:
+            answer: object = _json.loads(body)
+        except ValueError:
+            # Not JSON: the text is the answer, which the caller's validation reports.
+            answer = body.decode("utf-8", "replace")
+        try:
+            return redact_json(answer, self._secret)
+        except RecursionError:
+            return "an answer nested too deeply to be read"

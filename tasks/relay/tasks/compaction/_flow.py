@@ -1,0 +1,187 @@
+"""The flow every compaction goes through, whatever its backend (docs/compaction.md).
+
+:func:`run_compaction` is what every compaction point runs with the backend it was given: it
+runs the pre-compact hooks, reports the compaction item, lets the backend compute the new
+history, and hands it to :func:`install_result`, the tail a background result goes through as
+well: the initial context and the work-state record are placed, the size checked against the
+window, the history installed (one step, in the core), reported, and the post-compact hooks
+run. A backend fails by raising :class:`~relay.lowlevel.CompactionFailed` or letting a
+:class:`relay.ModelError` through (translated here, once); until it returns, nothing about the
+session has changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import anyio
+
+import relay
+from relay import TaskContext
+from relay.lowlevel import (
+    BackendResult,
+    CompactionOutcome,
+    CompactionRequest,
+    CompactionSupport,
+    HookTrigger,
+    Injection,
+    Placement,
+)
+
+from ._history import carry_work_state
+from ._policy import place_initial_context
+
+CUT_SUMMARY_WARNING = (
+    "The summary was cut off at the answer limit: the compacted history holds what arrived and "
+    "may miss the end of the work. Raise model_max_output_tokens, or compact again."
+)
+
+
+def still_over_window(tokens: int, window: int, *, installed: bool) -> str:
+    """The error of a compaction that leaves the context over the window."""
+    done = (
+        "It was compacted as far as it goes"
+        if installed
+        else "Nothing was changed: compacting would not make it smaller"
+    )
+    return (
+        f"The compacted conversation, about {tokens} tokens with the instructions, tools and "
+        f"initial context, still does not fit the model's context window ({window} tokens). "
+        f"{done}. Use a larger window (a model with one, or a server started with one), "
+        "shorten the instructions or project document, or start a new session."
+    )
+
+
+def hook_trigger(trigger: relay.CompactionTrigger) -> HookTrigger:
+    """What hooks are told about a trigger: ``manual``, or ``auto`` for every automatic one."""
+    return "manual" if trigger is relay.CompactionTrigger.MANUAL else "auto"
+
+
+def with_record(
+    support: CompactionSupport, history: Sequence[relay.ResponseItem]
+) -> list[relay.ResponseItem]:
+    """``history`` with the pinned user messages and (when ``features.work_state`` is on) the
+    rendered work-state record placed in it."""
+    view = support.view
+    return carry_work_state(
+        history,
+        view.work_state,
+        support.work_state_budget(),
+        include_entries=view.config.features.work_state,
+    )
+
+
+async def run_compaction(
+    ctx: TaskContext, request: CompactionRequest, backend: relay.lowlevel.CompactionBackend
+) -> CompactionOutcome:
+    """Compact the session's history with ``backend`` now."""
+    support = ctx.compaction
+    model = request.model or ctx.view.settings.model
+    trigger = hook_trigger(request.trigger)
+    if await support.run_hooks("pre_compact", trigger=trigger, model=model) is not None:
+        return CompactionOutcome.STOPPED
+    item_id = support.new_item_id("compaction")
+    turn_id = ctx.view.turn_id
+    ctx.emit(relay.ItemStarted(turn_id, relay.ContextCompactionItem(item_id)))
+    started = anyio.current_time()
+    tokens_before, counted_before = support.context_tokens()
+    try:
+        result = await backend.compact(support, request)
+    except relay.ModelError as error:
+        ctx.emit(relay.ErrorEvent(f"{backend.error_prefix}{error.message}", error.code))
+        return CompactionOutcome.FAILED
+    except relay.lowlevel.CompactionFailed as failure:
+        ctx.emit(relay.ErrorEvent(failure.message, failure.code))
+        return CompactionOutcome.FAILED
+    match result.placement:
+        case Placement.IN_PLACE:
+            history, clear_reference = list(result.history), False
+        case Placement.FRESH_WINDOW:
+            history, clear_reference = with_record(support, result.history), False
+        case Placement.REPLACE:
+            initial = (
+                support.initial_context()
+                if request.injection is Injection.BEFORE_LAST_USER_MESSAGE
+                else []
+            )
+            placed = place_initial_context(result.history, initial, request.injection)
+            history = with_record(support, placed)
+            clear_reference = request.injection is Injection.DO_NOT_INJECT
+    receipt = relay.CompactionReceipt(
+        trigger=request.trigger,
+        backend=backend.name,
+        tokens_before=tokens_before,
+        tokens_after=support.estimate(history),
+        duration_ms=round((anyio.current_time() - started) * 1000),
+        cut=result.cut,
+        counted_before=counted_before,
+    )
+    return await install_result(
+        ctx, item_id, history, result, receipt, clear_reference=clear_reference, model=model
+    )
+
+
+async def install_result(
+    ctx: TaskContext,
+    item_id: str,
+    history: Sequence[relay.ResponseItem],
+    result: BackendResult,
+    receipt: relay.CompactionReceipt,
+    *,
+    clear_reference: bool,
+    model: str,
+) -> CompactionOutcome:
+    """The tail of every compaction, foreground or background: install ``history`` unless it
+    does not fit the window, report it, run the post-compact hooks.
+
+    A history that leaves the context at or over the window is not a success: a smaller one
+    is still installed, as far as the compaction got; a larger one is not.
+    """
+    support = ctx.compaction
+    turn_id = ctx.view.turn_id
+    window = support.budget(model).window
+    # The initial context is recorded again before the next request when it was not kept.
+    needed = receipt.tokens_after + (
+        support.estimate(support.initial_context()) - support.estimate([]) if clear_reference else 0
+    )
+    if window is not None and needed >= window:
+        shrank = receipt.tokens_after < receipt.tokens_before
+        if shrank:
+            ctx.install_compaction(
+                history, message=result.message, receipt=receipt, clear_reference=clear_reference
+            )
+            ctx.emit(relay.ItemCompleted(turn_id, relay.ContextCompactionItem(item_id, receipt)))
+        ctx.emit(
+            relay.ErrorEvent(
+                still_over_window(needed, window, installed=shrank),
+                relay.ErrorCode.CONTEXT_WINDOW_EXCEEDED,
+            )
+        )
+        return CompactionOutcome.FAILED
+    ctx.install_compaction(
+        history,
+        message=result.message,
+        receipt=receipt,
+        clear_reference=clear_reference,
+        masked_outputs=dict(result.masked_outputs),
+    )
+    ctx.emit(relay.ItemCompleted(turn_id, relay.ContextCompactionItem(item_id, receipt)))
+    ctx.emit(relay.ContextCompacted())
+    if receipt.cut:
+        ctx.emit(relay.WarningEvent(CUT_SUMMARY_WARNING))
+    for notice in result.notices:
+        ctx.emit(relay.WarningEvent(notice))
+    trigger = hook_trigger(receipt.trigger)
+    if await support.run_hooks("post_compact", trigger=trigger, model=model) is not None:
+        return CompactionOutcome.INSTALLED_THEN_STOPPED
+    return CompactionOutcome.INSTALLED
+
+
+__all__ = [
+    "CUT_SUMMARY_WARNING",
+    "hook_trigger",
+    "install_result",
+    "run_compaction",
+    "still_over_window",
+    "with_record",
+]

@@ -1,0 +1,275 @@
+"""Compaction as plain functions: which messages a new history keeps, how a request is fitted
+to the window, what a remote answer may install, how old tool outputs are masked and where the
+work-state record goes (docs/compaction.md). Tested without an event loop.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+
+import attrs
+
+import relay
+from relay import lowlevel as ll
+from relay.lowlevel import (
+    KIND_HEADINGS,
+    WorkEntry,
+    WorkState,
+    approx_tokens,
+    call_id_of,
+    is_contextual,
+    is_summary,
+    item_tokens,
+    kind_heading,
+    truncate_text,
+)
+
+#: Budget of recent user messages kept by the remote V2 backend (approximate tokens).
+REMOTE_V2_USER_MESSAGE_BUDGET = 64_000
+
+
+#: The text that replaces the body of tool outputs that do not fit a remote request.
+TRUNCATED_OUTPUT_NOTE = "Output exceeded the available model context and was truncated"
+
+
+def kept_message_budget(default: int, room: int | None, ratio: float = 1.0) -> int:
+    """The budget, in approximate tokens, of the messages a compaction keeps.
+
+    ``default`` (20,000 for the local backend, 64,000 for remote V2 and the token-budget
+    carry-over) when the window has room for it; else what is left of ``room`` — the tokens of
+    the window the rest of the new context (summary, initial context, instructions, tools)
+    and an answer leave, as a server counts them — in estimate units (``ratio`` server tokens
+    to an estimated one, never fewer than one). ``room`` None (no window known) keeps the
+    default; no room keeps nothing.
+    """
+    if room is None:
+        return default
+    return max(0, min(default, int(room / max(1.0, ratio))))
+
+
+def keep_recent_messages(messages: Sequence[relay.Message], budget: int) -> list[relay.Message]:
+    """Recent messages (of any role) within ``budget``: the user messages the remote V2 backend
+    keeps (docs/compaction.md), the developer messages the token-budget backend carries over.
+
+    Newest first; a message costs at least 1 token; a message over the remaining budget has
+    its text parts truncated to it; empty text parts and messages are dropped; images are kept
+    (and cost nothing beyond the minimum).
+    """
+    kept: list[relay.Message] = []
+    remaining = budget
+    for message in reversed(messages):
+        if remaining <= 0:
+            break
+        texts = [part for part in message.content if isinstance(part, ll.InputText | ll.OutputText)]
+        cost = max(1, sum(approx_tokens(part.text) for part in texts))
+        parts: list[ll.ContentPart] = []
+        if cost <= remaining:
+            parts = [part for part in message.content if not _empty(part)]
+            remaining -= cost
+        else:
+            for part in message.content:
+                if isinstance(part, ll.InputText | ll.OutputText):
+                    if remaining <= 0 or not part.text:
+                        continue
+                    text = truncate_text(part.text, remaining)
+                    remaining -= min(remaining, approx_tokens(part.text))
+                    parts.append(attrs.evolve(part, text=text))
+                else:
+                    parts.append(part)
+            remaining = 0
+        if parts:
+            kept.append(attrs.evolve(message, content=tuple(parts)))
+    kept.reverse()
+    return kept
+
+
+def _empty(part: ll.ContentPart) -> bool:
+    return isinstance(part, ll.InputText | ll.OutputText) and not part.text
+
+
+def drop_oldest(items: Sequence[relay.ResponseItem]) -> tuple[list[relay.ResponseItem], int]:
+    """Drop the oldest item, and its call/output partner; returns the rest and how many went."""
+    if not items:
+        return [], 0
+    first = items[0]
+    partner = call_id_of(first)
+    if partner is None:
+        return list(items[1:]), 1
+    rest = [item for item in items[1:] if call_id_of(item) != partner]
+    return rest, len(items) - len(rest)
+
+
+def fit_to_window(
+    items: Sequence[relay.ResponseItem], instructions: str, window: int | None
+) -> list[relay.ResponseItem]:
+    """Make a remote compaction request fit the window (docs/compaction.md).
+
+    Walking from the newest item backwards while the estimate (instructions + items) exceeds
+    the window, the body of each tool output is replaced by a short note; the walk stops at
+    the first item that is not a tool output.
+    """
+    out = list(items)
+    if window is None:
+        return out
+    total = approx_tokens(instructions) + sum(item_tokens(item) for item in out)
+    for index in range(len(out) - 1, -1, -1):
+        if total <= window:
+            break
+        item = out[index]
+        if not isinstance(item, relay.FunctionCallOutput | ll.CustomToolCallOutput):
+            break
+        replaced = attrs.evolve(item, output=TRUNCATED_OUTPUT_NOTE)
+        total += item_tokens(replaced) - item_tokens(item)
+        out[index] = replaced
+    return out
+
+
+def filter_remote_output(items: Iterable[relay.ResponseItem]) -> list[relay.ResponseItem]:
+    """What a remote V1 compaction may install (docs/compaction.md)."""
+    kept: list[relay.ResponseItem] = []
+    for item in items:
+        match item:
+            case relay.Message(role="user") if is_contextual(item):
+                continue
+            case relay.Message(role="user" | "assistant"):
+                kept.append(item)
+            case ll.Compaction():
+                kept.append(item)
+            case _:
+                continue
+    return kept
+
+
+#: The marker that opens the rendered record (a contextual message: never a real user message).
+WORK_STATE_MARKER = "<work_state>"
+
+
+#: What a masked output starts with; an output that starts with it is never masked again.
+MASK_MARKER = "[tool output masked:"
+
+
+def render_work_state(
+    entries: Sequence[WorkEntry],
+    budget: int,
+    count: Callable[[str], int] = approx_tokens,
+) -> str | None:
+    """The record as one message within ``budget`` tokens, or None when there is nothing.
+
+    The newest entries are kept; when all of them do not fit, the oldest are folded into a
+    line of counts per kind, one entry at a time, until the text fits (with nothing left but
+    the counts, the text is returned even if it is over: the counts are the floor).
+    """
+    if not entries:
+        return None
+    folded: Counter[str] = Counter()
+    start = 0
+    while True:
+        text = _render(entries[start:], folded)
+        if count(text) <= budget or start == len(entries):
+            return text
+        folded[entries[start].kind] += 1
+        start += 1
+
+
+def _render(entries: Sequence[WorkEntry], folded: Counter[str]) -> str:
+    lines = [
+        WORK_STATE_MARKER,
+        "The session's own record of the work so far, kept across compactions. Each line is "
+        "a fact observed by the session, not a recollection; trust it over a summary.",
+    ]
+    if folded:
+        counts = ", ".join(
+            f"{n} {kind_heading(kind).lower()}" for kind, n in sorted(folded.items())
+        )
+        lines.append(f"Earlier, not listed: {counts}.")
+    kinds = [*KIND_HEADINGS, *sorted({e.kind for e in entries} - set(KIND_HEADINGS))]
+    for kind in kinds:
+        texts = [e.text for e in entries if e.kind == kind]
+        if texts:
+            lines.append(f"{kind_heading(kind)}:")
+            lines.extend(f"- {text}" for text in texts)
+    lines.append("</work_state>")
+    return "\n".join(lines)
+
+
+def carry_work_state(
+    history: Sequence[relay.ResponseItem],
+    record: WorkState,
+    budget: int,
+    *,
+    include_entries: bool,
+) -> list[relay.ResponseItem]:
+    """``history`` (a compacted one) with the pinned messages and the record placed in it.
+
+    Pinned messages missing verbatim from ``history`` are added as user messages, then the
+    rendered record (when ``include_entries``); both go before a final summary or compaction
+    item so that it stays last, else at the end.
+    """
+    items = list(history)
+    present = {
+        item.text() for item in items if isinstance(item, relay.Message) and item.role == "user"
+    }
+    added: list[relay.ResponseItem] = [
+        ll.user_message(text) for text in record.pinned if text not in present
+    ]
+    text = render_work_state(record.entries, budget) if include_entries else None
+    if text is not None:
+        added.append(ll.user_message(text))
+    if not added:
+        return items
+    at = len(items)
+    if items and (isinstance(items[-1], ll.Compaction) or is_summary(items[-1])):
+        at -= 1
+    return items[:at] + added + items[at:]
+
+
+def mask_placeholder(tool: str, output: str, reference: str) -> str:
+    """What stands in the history for a masked output."""
+    size = len(output.encode("utf-8"))
+    return (
+        f"{MASK_MARKER} {tool}, {size} bytes, about {approx_tokens(output)} tokens; "
+        f'call recall with reference "{reference}" for the exact output]'
+    )
+
+
+def mask_old_outputs(
+    items: Sequence[relay.ResponseItem],
+    keep_recent_tokens: int,
+    estimate: Callable[[relay.ResponseItem], int] = item_tokens,
+) -> tuple[list[relay.ResponseItem], list[str]]:
+    """``items`` with tool outputs older than the newest ``keep_recent_tokens`` masked.
+
+    Walks from the newest item back, summing estimates; every tool output that lies wholly
+    before that suffix, is not masked yet and would shrink is replaced by its placeholder.
+    Returns the new items and the call ids masked (the references), oldest first.
+    """
+    names = {
+        item.call_id: item.name
+        for item in items
+        if isinstance(item, relay.FunctionCall | ll.CustomToolCall)
+    }
+    out = list(items)
+    masked: list[str] = []
+    recent = 0
+    for index in range(len(items) - 1, -1, -1):
+        item = items[index]
+        recent += estimate(item)
+        if recent <= keep_recent_tokens:
+            continue
+        if not isinstance(item, relay.FunctionCallOutput | ll.CustomToolCallOutput):
+            continue
+        if item.output.startswith(MASK_MARKER):
+            continue
+        placeholder = mask_placeholder(names.get(item.call_id, "tool"), item.output, item.call_id)
+        if len(placeholder) >= len(item.output):
+            continue
+        out[index] = attrs.evolve(item, output=placeholder)
+        masked.append(item.call_id)
+    masked.reverse()
+    return out, masked
+
+
+def masking_suffices(tokens_after: int, limit: int, margin_percent: int) -> bool:
+    """Whether masking alone left usage under ``limit`` by at least ``margin_percent``."""
+    return tokens_after * 100 <= limit * (100 - margin_percent)

@@ -1,0 +1,212 @@
+"""Compaction off the critical path: post-turn, background, and the automatic compaction point.
+
+Every automatic compaction point of a turn (pre-turn, mid-turn, post-turn) asks
+:func:`background_point` first. When the session has a background compaction, the install rule
+of :func:`relay.lowlevel.still_current` decides: a current, ready result is installed as
+``compacted(snapshot) + fresh initial context + everything recorded since the snapshot`` (with
+the work-state record placed as after any compaction); a stale or failed one is dropped
+(reported and recorded) and the compaction runs now, as it would have without it; one still
+working is waited for only when the history no longer fits the window (or, for
+``features.async_compaction``, always: that result is meant for the next turn).
+
+A background compaction starts when a turn ends with usage at
+``background_compact_threshold_percent`` of the auto-compaction limit (or, with
+``features.async_compaction``, at ``model_async_compact_threshold_percent`` of the window).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import anyio
+import attrs
+
+import relay
+from relay import TaskContext
+from relay.lowlevel import (
+    BackendContext,
+    BackendResult,
+    BackgroundJob,
+    CompactionBackend,
+    CompactionOutcome,
+    CompactionRequest,
+    JobState,
+    Placement,
+    installed_history,
+    still_current,
+)
+
+from ._flow import hook_trigger, install_result, with_record
+
+
+@attrs.frozen
+class BackgroundResult:
+    """What a background job returns: the backend's name and its result."""
+
+    backend: str
+    """The backend's name, for the receipt."""
+    result: BackendResult
+    """The compacted snapshot."""
+
+
+def post_turn_due(ctx: TaskContext) -> bool:
+    """Whether usage reached ``model_post_turn_compact_threshold_percent`` of the window."""
+    view = ctx.view
+    budget = view.budget
+    return budget.reached(view.config.model_post_turn_compact_threshold_percent, budget.window)
+
+
+def _async_due(ctx: TaskContext) -> bool:
+    view = ctx.view
+    config, budget = view.config, view.budget
+    return config.features.async_compaction and budget.reached(
+        config.model_async_compact_threshold_percent, budget.window
+    )
+
+
+def install_waiting(ctx: TaskContext) -> bool:
+    """Whether a background result meant for this turn waits to be installed before it starts,
+    whatever the usage (async compaction)."""
+    job = ctx.compaction.background
+    return job is not None and job.waited_for
+
+
+def start_background(ctx: TaskContext, backend: CompactionBackend | None) -> None:
+    """Start the background compaction of a snapshot of the history with ``backend``, when it
+    is due."""
+    view = ctx.view
+    support = ctx.compaction
+    waited_for = _async_due(ctx)
+    budget = view.budget
+    due = waited_for or budget.reached(
+        view.config.background_compact_threshold_percent, budget.limit
+    )
+    if not due:
+        return
+    job = support.background
+    if job is not None:
+        if still_current(job.snapshot, view.history, view.window_id):
+            return
+        support.take_background()
+        support.drop_background(job, "the history changed since its snapshot")
+    if backend is None:
+        return
+    request = CompactionRequest(relay.CompactionTrigger.PRE_TURN)
+
+    async def work(background: BackendContext) -> BackgroundResult:
+        result = await backend.compact(background, request)
+        return BackgroundResult(backend.name, result)
+
+    started = support.start_background(work)
+    if started is not None:
+        started.waited_for = waited_for
+        ctx.emit(
+            relay.BackgroundEvent(
+                f"Compacting the conversation in the background ({backend.name}) from a "
+                f"snapshot of {len(started.snapshot.items)} items."
+            )
+        )
+
+
+async def background_point(
+    ctx: TaskContext, request: CompactionRequest
+) -> CompactionOutcome | None:
+    """The background half of an automatic compaction point: install the background result
+    when the rule allows (``installed`` or a hook's outcome), defer while it is still working
+    and the history fits the window (``deferred``); None when the compaction must run now (no
+    job, or its result was dropped)."""
+    support = ctx.compaction
+    job = support.background
+    if job is None:
+        return None
+    view = ctx.view
+    if still_current(job.snapshot, view.history, view.window_id):
+        if job.state is JobState.RUNNING:
+            if not (view.budget.over_window or job.waited_for):
+                return CompactionOutcome.DEFERRED
+            await job.finished.wait()
+        support.take_background()
+        view = ctx.view
+        if job.state is JobState.READY and still_current(
+            job.snapshot, view.history, view.window_id
+        ):
+            return await install_background(ctx, request, job)
+        reason = (
+            f"it failed ({job.failure})"
+            if job.state is JobState.FAILED
+            else "the history changed since its snapshot"
+        )
+    else:
+        support.take_background()
+        reason = "the history changed since its snapshot"
+    support.drop_background(job, reason)
+    if request.trigger is relay.CompactionTrigger.PRE_TURN and not ctx.view.budget.over_limit:
+        # Only an async result brought this point about; nothing else is due.
+        return CompactionOutcome.DEFERRED
+    return None
+
+
+async def install_background(
+    ctx: TaskContext, request: CompactionRequest, job: BackgroundJob
+) -> CompactionOutcome | None:
+    """Install a current background result, with hooks and events as for any compaction, and
+    the work-state record placed as after any compaction; None when the history changed
+    while the pre-compact hooks ran (the compaction then runs now)."""
+    done = job.result
+    assert isinstance(done, BackgroundResult)
+    support = ctx.compaction
+    model = request.model or ctx.view.settings.model
+    trigger = hook_trigger(request.trigger)
+    if await support.run_hooks("pre_compact", trigger=trigger, model=model) is not None:
+        support.drop_background(job, "a pre-compact hook stopped it")
+        return CompactionOutcome.STOPPED
+    view = ctx.view
+    if not still_current(job.snapshot, view.history, view.window_id):
+        support.drop_background(job, "the history changed since its snapshot")
+        return None
+    item_id = support.new_item_id("compaction")
+    ctx.emit(relay.ItemStarted(view.turn_id, relay.ContextCompactionItem(item_id)))
+    tokens_before, counted_before = support.context_tokens()
+    initial = support.initial_context()
+    compacted = _compacted_part(done.result, initial)
+    history = with_record(
+        support, installed_history(compacted, initial, job.snapshot, ctx.view.history)
+    )
+    receipt = relay.CompactionReceipt(
+        trigger=request.trigger,
+        backend=done.backend,
+        tokens_before=tokens_before,
+        tokens_after=support.estimate(history),
+        duration_ms=job.duration_ms,
+        cut=done.result.cut,
+        counted_before=counted_before,
+        background=True,
+        snapshot_age_ms=job.age_ms(anyio.current_time()),
+    )
+    return await install_result(
+        ctx, item_id, history, done.result, receipt, clear_reference=False, model=model
+    )
+
+
+def _compacted_part(
+    result: BackendResult, initial: Sequence[relay.ResponseItem]
+) -> list[relay.ResponseItem]:
+    """The part of a result that stands for the snapshot: all of it, or for a fresh window
+    what it carried besides the initial context (the fresh one is placed by the install)."""
+    if result.placement is not Placement.FRESH_WINDOW:
+        return list(result.history)
+    return [item for item in result.history if item not in initial and _is_developer(item)]
+
+
+def _is_developer(item: relay.ResponseItem) -> bool:
+    return isinstance(item, relay.Message) and item.role == "developer"
+
+
+__all__ = [
+    "BackgroundResult",
+    "background_point",
+    "install_background",
+    "install_waiting",
+    "post_turn_due",
+    "start_background",
+]

@@ -1,0 +1,67 @@
+"""The embedded scripted model: its request log and its usage estimate over long sessions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from relay import testing
+from relay._base import _protocol as p
+from relay._core._history import Prefix
+from relay._models._script import UsageEstimator
+from relay._models._scripted import REQUEST_LOG
+
+
+async def _turns(t: testing.TestSession, count: int) -> None:
+    for turn in range(count):
+        await t.turn(f"question {turn}")
+        await t.wait_for(lambda e: isinstance(e.msg, p.TurnComplete), turn + 1)
+
+
+async def test_the_request_log_keeps_the_last_requests_and_counts_them_all() -> None:
+    # A long session on the scripted model kept every request it made: memory grew with the
+    # number of turns. The log is bounded; the count of requests goes on.
+    model = testing.ScriptedModel({"responses": []}, request_log=3)
+    async with testing.open_test_session(model=model) as t:
+        await _turns(t, 5)
+    texts = [body["input"][-1]["content"][0]["text"] for body in model.requests]
+    assert texts == ["question 2", "question 3", "question 4"]
+    assert len(model.prompts) == 3 and model.prompts[-1].input[-1] == p.user_message("question 4")
+    assert model.requests.total == model.prompts.total == 5
+
+
+async def test_the_request_log_is_bounded_by_default_and_can_keep_all_or_nothing() -> None:
+    assert testing.ScriptedModel().requests.limit == REQUEST_LOG
+    everything = testing.ScriptedModel({"responses": []}, request_log=None)
+    nothing = testing.ScriptedModel({"responses": []}, request_log=0)
+    for model in (everything, nothing):
+        async with testing.open_test_session(model=model) as t:
+            await _turns(t, 4)
+    assert len(everything.requests) == 4 and len(everything.prompts) == 4
+    assert nothing.requests == [] and nothing.prompts == [] and nothing.requests.total == 4
+
+
+class _CountingList(list[Any]):
+    """A list that counts the entries read from it by index."""
+
+    reads = 0
+
+    def __getitem__(self, index: Any) -> Any:
+        _CountingList.reads += 1
+        return super().__getitem__(index)
+
+
+def test_the_usage_estimate_reads_only_the_items_a_request_adds() -> None:
+    # It compared every item with the previous request's to find what was new: work
+    # proportional to the history on every request. Views of one history share their prefix
+    # by construction.
+    history = _CountingList({"type": "message", "n": n} for n in range(10_000))
+    estimator = UsageEstimator()
+    first = estimator.estimate({"input": Prefix(history)}, ()).input_tokens
+    history += [{"type": "message", "n": -1}, {"type": "message", "n": -2}]
+    _CountingList.reads = 0
+    second = estimator.estimate({"input": Prefix(history)}, ()).input_tokens
+    assert _CountingList.reads == 2
+    assert second == first + UsageEstimator().estimate({"input": history[-2:]}, ()).input_tokens
+    # A different input (a compaction replaced the history) is estimated afresh.
+    fresh = UsageEstimator().estimate({"input": history[:5]}, ()).input_tokens
+    assert estimator.estimate({"input": history[:5]}, ()).input_tokens == fresh

@@ -1,0 +1,116 @@
+"""The API key: checked when read, taken out of the environment, redacted in every form."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from relay import ConfigError, ProviderConfig
+from relay._base._config import resolve_api_key
+from relay._base._secret import check_key, redact, redact_json
+
+KEY = 'sk-live"4c\\e1/f0+c9a%7b3d8e2f'
+
+
+@pytest.mark.parametrize("raw", [f"{KEY}\n", f"{KEY}\r\n", f"\t{KEY} ", KEY])
+def test_surrounding_whitespace_is_stripped(raw: str) -> None:
+    assert check_key("LAB_KEY", raw) == KEY
+
+
+@pytest.mark.parametrize(
+    ("raw", "kind"),
+    [
+        ("sk-abc\ndef", "a control character at position 7"),
+        ("sk-abc\x00def", "a control character"),
+        ("sk-abc def", "a space"),
+        ("sk-abcé-def", "a non-ASCII character"),
+    ],
+)
+def test_an_invalid_key_names_the_variable_never_the_value(raw: str, kind: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        check_key("LAB_KEY", raw)
+    message = str(info.value)
+    assert "LAB_KEY" in message and kind in message
+    assert "abc" not in message and "def" not in message
+
+
+def test_resolving_the_key_strips_it_and_takes_it_out_of_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LAB_KEY", f"{KEY}\n")
+    provider = ProviderConfig(name="lab", env_key="LAB_KEY")
+    assert resolve_api_key(provider) == KEY
+    assert "LAB_KEY" not in os.environ
+    # A second session of the same process still finds it.
+    assert resolve_api_key(provider) == KEY
+
+
+def test_resolving_an_invalid_key_is_a_configuration_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LAB_KEY", "sk-käse")
+    with pytest.raises(ConfigError, match="LAB_KEY has a non-ASCII character") as info:
+        resolve_api_key(ProviderConfig(name="lab", env_key="LAB_KEY"))
+    assert "käse" not in str(info.value)
+
+
+def forms(key: str) -> dict[str, str]:
+    return {
+        "raw": key,
+        "json": json.dumps(key)[1:-1],
+        "repr": repr(key)[1:-1],
+        "bytes": repr(key.encode())[2:-1],
+        "header": repr(f"Bearer {key}\n".encode()),
+        "percent": urllib.parse.quote(key, safe=""),
+        "plus": urllib.parse.quote_plus(key),
+        "prefix": key[:12],
+        "suffix": key[-12:],
+        "middle": key[5:20],
+    }
+
+
+@pytest.mark.parametrize("form", list(forms(KEY)))
+def test_every_form_of_the_key_is_redacted(form: str) -> None:
+    text = f"server said: <{forms(KEY)[form]}> twice <{forms(KEY)[form]}>"
+    redacted = redact(text, KEY)
+    assert redacted.startswith("server said: <")
+    assert "[redacted]" in redacted
+    for fragment in (KEY[i : i + 12] for i in range(len(KEY) - 11)):
+        assert fragment not in redacted
+
+
+def test_text_without_the_key_is_unchanged() -> None:
+    text = "sk-live is a prefix; 4c and e1 are hex"
+    assert redact(text, KEY) == text
+    assert redact(text, None) == text
+
+
+def test_redact_json_reaches_every_string() -> None:
+    answer = {"output": [{"type": "message", "role": KEY, KEY: [f"x{KEY}x", 1, None]}]}
+    assert KEY[:10] not in json.dumps(redact_json(answer, KEY), ensure_ascii=False)
+
+
+def test_the_key_is_wiped_from_the_environment_the_kernel_shows(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import os; from relay._base._config import resolve_api_key;"
+        "from relay import ProviderConfig;"
+        "print(resolve_api_key(ProviderConfig(name='lab', env_key='LAB_KEY')));"
+        "open(os.environ['OUT'], 'wb').write(open('/proc/self/environ', 'rb').read())"
+    )
+    out = tmp_path / "environ"
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "LAB_KEY": f"{KEY}\n", "OUT": str(out)},
+        capture_output=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode().strip() == KEY
+    assert KEY[:10].encode() not in out.read_bytes()
