@@ -202,11 +202,19 @@ class TaskContext:
         tools: bool = True,
         model: str | None = None,
         purpose: str = "turn",
+        instructions: str | None = None,
     ) -> Prompt:
         """A request for this turn's model over ``input`` (default: the normalised history),
-        with the base instructions and (``tools``) the session's tools."""
+        with the base instructions (or ``instructions`` in their place) and (``tools``) the
+        session's tools."""
         return _sampling.build_prompt(
-            self._services, self._handle.settings, input, tools=tools, model=model, purpose=purpose
+            self._services,
+            self._handle.settings,
+            input,
+            tools=tools,
+            model=model,
+            purpose=purpose,
+            instructions=instructions,
         )
 
     async def sample(
