@@ -190,8 +190,11 @@ converter.register_unstructure_hook_factory(
 )
 _register_tagged_union(p.InputItem)
 _register_tagged_union(p.TurnItem)
-# A custom op's type is its own name: it is encoded and decoded by hand (decode_op).
-_register_tagged_union(p.Op, untagged=(p.CustomOp,))
+# A custom op's type is its own name: any type that is not a built-in op's is a custom op here
+# (whether the session has a task for it is the session's check, and decode_op's).
+_register_tagged_union(
+    p.Op, untagged=(p.CustomOp,), fallback=lambda obj: _structure_custom_op(obj, p.CustomOp)
+)
 converter.register_unstructure_hook(
     p.CustomOp,
     lambda op: {
@@ -221,6 +224,19 @@ def _other(obj: Mapping[str, Any]) -> p.Other:
     if has_lone_surrogate(text):
         raise DecodeError("text is not valid Unicode (it holds a lone surrogate)")
     return p.Other(raw=dict(obj))
+
+
+def _structure_custom_op(obj: Any, _: Any) -> p.CustomOp:
+    tag = obj.get("type") if isinstance(obj, Mapping) else None
+    if not isinstance(tag, str):
+        raise DecodeError("an op needs a 'type' string")
+    try:
+        return _custom_op(tag, obj)
+    except InvalidOpError as exc:
+        raise DecodeError(str(exc).removeprefix("invalid op: ")) from None
+
+
+converter.register_structure_hook(p.CustomOp, _structure_custom_op)
 
 
 def _structure_summary(obj: Any, _: Any) -> p.SummaryText:

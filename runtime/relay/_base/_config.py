@@ -29,7 +29,8 @@ class ProviderConfig:
     """A model provider table."""
 
     name: str
-    """Display name."""
+    """Display name; in a configuration file, the table's name unless given
+    (``local`` for ``[model_providers.local]``)."""
     base_url: str | None = None
     """Base URL of the API (``.../v1``)."""
     env_key: str | None = None
