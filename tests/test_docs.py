@@ -1,9 +1,11 @@
-"""The documents that are generated from code match the code."""
+"""The documents that are generated from code match the code, and their examples run."""
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -11,8 +13,11 @@ from typing import Any
 
 import attrs
 import pytest
+import trio
 
+from relay import testing
 from relay._base import _protocol as p
+from relay._base._codec import type_tag
 from relay._base._config import Config, load_config
 from relay._cli._config_doc import EXAMPLES, documented_keys
 from relay._cli._config_doc import render as render_config
@@ -127,3 +132,49 @@ def test_every_model_script_example_loads_as_its_form() -> None:
     compact = scripts["Remote V1 compaction replies"][0].compact
     assert [bool(c.http_error) for c in compact] == [False, False, True]
     assert compact[0].delay_ms == 100
+
+
+def _python_blocks(document: str) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", document, flags=re.MULTILINE | re.DOTALL)
+
+
+@pytest.mark.slow  # a pytest run of its own
+def test_the_test_module_of_writing_a_task_passes(tmp_path: Path) -> None:
+    blocks = _python_blocks((ROOT / "docs" / "tasks.md").read_text(encoding="utf-8"))
+    module = tmp_path / "test_tasks_doc.py"
+    module.write_text(blocks[-1], encoding="utf-8")
+    plugins = ["-p", "no:cacheprovider", "-p", "trio", "-p", "no:xdist"]
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", *plugins, str(module)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "3 passed" in result.stdout
+
+
+def test_the_first_task_of_writing_a_task_does_what_the_page_says() -> None:
+    blocks = _python_blocks((ROOT / "docs" / "tasks.md").read_text(encoding="utf-8"))
+    namespace: dict[str, Any] = {}
+    exec(compile(blocks[0], "docs/tasks.md", "exec"), namespace)
+
+    async def main() -> list[p.EventMsg]:
+        async with testing.open_test_session(
+            {"responses": []}, tasks={"shout": namespace["shout"]}
+        ) as t:
+            await t.submit(p.CustomOp("shout", {"text": "hi"}), id="s1")
+            await t.wait_for(p.TurnComplete)
+        return [e.msg for e in t.recorder.events if e.id == "s1"]
+
+    msgs = trio.run(main)
+    assert [type_tag(type(m)) for m in msgs] == [
+        "turn_started",
+        "item_started",
+        "item_completed",
+        "agent_message",
+        "turn_complete",
+    ]
+    assert msgs[-1] == p.TurnComplete("s1", "HI", 0)

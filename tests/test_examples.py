@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -69,8 +70,85 @@ def test_embedding_example_runs(program: Path) -> None:
     assert result.stdout.strip(), "an example shows what it did"
 
 
+@pytest.mark.slow  # a pytest run of its own
 @pytest.mark.parametrize("example", TEST_EXAMPLES, ids=lambda p: p.name)
 def test_testing_example_passes_under_pytest(example: Path) -> None:
     result = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(example)])
     assert result.returncode == 0, result.stdout + result.stderr
     assert " passed" in result.stdout
+
+
+def relay_run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``relay run ARGS`` in ``cwd``."""
+    command = [sys.executable, "-m", "relay", "run", *args]
+    return subprocess.run(
+        command, capture_output=True, text=True, cwd=cwd, timeout=120, check=False
+    )
+
+
+TASK_EXAMPLES = sorted((EXAMPLES / "tasks").glob("*.py"))
+
+
+def _documented_command(program: Path) -> list[str]:
+    """The ``relay run ...`` command a task example's docstring gives."""
+    text = program.read_text(encoding="utf-8")
+    start = text.index("    relay run ")
+    command = text[start : text.index('\n"""', start)]
+    return re.sub(r"\\+\n", " ", command).split()
+
+
+@pytest.mark.parametrize("program", TASK_EXAMPLES, ids=lambda p: p.name)
+def test_task_example_runs_as_its_docstring_says(program: Path) -> None:
+    args = _documented_command(program)
+    assert args[:2] == ["relay", "run"]
+    result = relay_run([*args[2:], "-c", "rollout.enabled=false"], cwd=EXAMPLES.parent)
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    op_type = program.stem
+    first = json.loads((EXAMPLES / "tasks" / f"{op_type}.jsonl").read_text().splitlines()[1])
+    assert first["op"]["type"] == op_type
+    own = [e["msg"] for e in events if e["id"] == first["id"]]
+    assert own[0]["type"] == "turn_started"
+    assert own[-1]["type"] == "turn_complete"
+    assert own[-1]["last_agent_message"], "the task answers"
+    assert not [e for e in events if e["msg"]["type"] in {"error", "warning"}]
+    tools = [
+        m["item"] for m in own if m["type"] == "item_completed" and m["item"]["type"] == "tool_call"
+    ]
+    assert tools and all(t["output"] for t in tools), "the task uses a session tool"
+
+
+def test_a_hook_in_a_configuration_file_resolves_beside_it_from_any_directory(
+    tmp_path: Path,
+) -> None:
+    script = EXAMPLES / "compact_token_budget.jsonl"
+    config = EXAMPLES / "compact_token_budget.config.toml"
+    result = relay_run(
+        [str(script), "--config", str(config), "-c", "rollout.enabled=false"], tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line)["msg"] for line in result.stdout.splitlines()]
+    hooks = [e for e in events if e["type"] == "hook_completed"]
+    assert hooks and {h["outcome"] for h in hooks} == {"continue"}
+    assert not [e for e in events if e["type"] == "warning"]
+
+
+def test_a_hook_that_cannot_start_is_a_warning_naming_it(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        (EXAMPLES / "compact_token_budget.config.toml")
+        .read_text(encoding="utf-8")
+        .replace("./hook_pre_compact.py", "./no_such_hook.py")
+        .replace('"python3"', '"./no-such-program"'),
+        encoding="utf-8",
+    )
+    script = EXAMPLES / "compact_token_budget.jsonl"
+    result = relay_run(
+        [str(script), "--config", str(config), "-c", "rollout.enabled=false"], tmp_path
+    )
+    events = [json.loads(line)["msg"] for line in result.stdout.splitlines()]
+    warnings = [e["message"] for e in events if e["type"] == "warning"]
+    assert len(warnings) == 1
+    assert "no-such-program" in warnings[0]
+    assert "could not start" in warnings[0]
+    assert "context_compacted" in {e["type"] for e in events}

@@ -1,8 +1,12 @@
-"""The README's two commands exist, and CI runs the test one verbatim."""
+"""The README's two commands exist, CI runs the test one verbatim, and its first examples run."""
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -14,3 +18,31 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert "relay run examples/hello.jsonl" in run_command
     assert "pytest" in test_command
     assert test_command in (ROOT / ".ci" / "run").read_text()
+
+
+def test_the_first_examples_of_the_readme_answer(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    program = re.findall(r"```python\n(.*?)```", readme, re.S)[0]
+    assert "session.ask(" in program
+    ran = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "RELAY_HOME": str(tmp_path)},  # its rollout goes there
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    commands = re.findall(r"```sh\n(.*?)\n```", readme, re.S)
+    exec_command = commands[2]
+    assert exec_command.startswith(".venv/bin/relay exec ")
+    args = shlex.split(exec_command)[1:]
+    shell = subprocess.run(
+        [sys.executable, "-m", "relay", *args, "-c", "rollout.enabled=false"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert shell.returncode == 0, shell.stderr
+    assert shell.stdout == ran.stdout != ""

@@ -42,6 +42,7 @@ from ._base._protocol import CompactionReceipt as CompactionReceipt
 from ._base._protocol import CompactionTrigger as CompactionTrigger
 from ._base._protocol import ContextCompacted as ContextCompacted
 from ._base._protocol import ContextCompactionItem as ContextCompactionItem
+from ._base._protocol import CustomOp as CustomOp
 from ._base._protocol import ErrorEvent as ErrorEvent
 from ._base._protocol import Event as Event
 from ._base._protocol import EventMsg as EventMsg
@@ -80,6 +81,8 @@ from ._base._protocol import UserMessageItem as UserMessageItem
 from ._base._protocol import UserTurn as UserTurn
 from ._base._protocol import WarningEvent as WarningEvent
 from ._base._protocol import WorkStateNoted as WorkStateNoted
+from ._core._answer import Answer as Answer
+from ._core._answer import TurnFailed as TurnFailed
 from ._core._hooks import CompactHook as CompactHook
 from ._core._hooks import HookInput as HookInput
 from ._core._hooks import HookStop as HookStop
@@ -110,6 +113,7 @@ __path__ = [
 
 __all__ = [
     "AbortReason",
+    "Answer",
     "AgentMessage",
     "AgentMessageDelta",
     "AgentMessageItem",
@@ -124,6 +128,7 @@ __all__ = [
     "ContextCompacted",
     "ContextCompactionItem",
     "ContextWindowExceeded",
+    "CustomOp",
     "ErrorCode",
     "ErrorEvent",
     "Event",
@@ -174,6 +179,7 @@ __all__ = [
     "ToolError",
     "TurnAborted",
     "TurnComplete",
+    "TurnFailed",
     "TurnItem",
     "TurnStarted",
     "UserInput",

@@ -13,19 +13,27 @@ relay's own tasks are named here by where they live, as an embedder names its ow
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib
+import importlib.util
 import os
 import random
+import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime
+from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+import attrs
 
 from ._base._config import Config, ProviderConfig, relay_home, resolve_api_key
 from ._base._errors import ConfigError
 from ._base._model import ModelClient
+from ._base._protocol import BUILTIN_OP_TYPES
 from ._base._tokens import TokenEstimator
 from ._core._context import TurnSettings, check_working_directory
 from ._core._hooks import CompactHook
@@ -52,17 +60,20 @@ TaskFactory = Callable[[Any], SessionTask]
 
 
 def load_object(spec: str, *, what: str) -> Any:
-    """The object ``"package.module:attribute"`` names.
+    """The object ``"package.module:attribute"`` or ``"path/to/file.py:attribute"`` names.
 
     Raises:
         ConfigError: the spec is malformed, or the module or attribute cannot be loaded (the
             message names ``what`` and the spec).
     """
-    module_name, _, attribute = spec.partition(":")
+    module_name, _, attribute = spec.rpartition(":")
     if not module_name or not attribute:
         raise ConfigError(f"{what} {spec!r}: expected 'package.module:attribute'")
     try:
-        module = importlib.import_module(module_name)
+        if module_name.endswith(".py"):
+            module = _load_file(Path(module_name))
+        else:
+            module = importlib.import_module(module_name)
     except Exception as exc:
         raise ConfigError(f"{what} {spec!r}: cannot import {module_name}: {exc}") from exc
     value: Any = module
@@ -74,16 +85,84 @@ def load_object(spec: str, *, what: str) -> Any:
     return value
 
 
-def task_factories(extra: Mapping[str, TaskFactory | str] | None = None) -> TaskFactories:
-    """relay's task factories, with ``extra`` added or put in their place."""
-    specs: dict[str, TaskFactory | str] = {**BUILTIN_TASKS, **(extra or {})}
+def _load_file(path: Path) -> Any:
+    """The module a ``.py`` file holds, loaded once under a name of its own."""
+    resolved = path.resolve()
+    name = f"relay_task_{hashlib.sha256(str(resolved).encode()).hexdigest()[:16]}"
+    module = sys.modules.get(name)
+    if module is not None:
+        return module
+    spec = importlib.util.spec_from_file_location(name, resolved)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path} is not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+#: The entry-point group through which an installed package adds op types:
+#: ``name = op type``, ``value = "package.module:factory"``.
+ENTRY_POINT_GROUP = "relay.tasks"
+
+
+@functools.cache
+def _entry_points() -> tuple[tuple[str, str], ...]:
+    return tuple((ep.name, ep.value) for ep in metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+
+@attrs.frozen
+class _Deferred:
+    """A factory an installed package names: loaded when its op type is first used, so that a
+    package that cannot load breaks its own ops only (an ``error`` when one is submitted)."""
+
+    spec: str
+    op_type: str
+
+    def __call__(self, op: Any) -> SessionTask:
+        factory = load_object(self.spec, what=f"task {self.op_type} (entry point)")
+        task: SessionTask = factory(op)
+        return task
+
+
+def task_factories(
+    config: Mapping[str, str] | None = None, extra: Mapping[str, TaskFactory | str] | None = None
+) -> TaskFactories:
+    """The task factories of a session, by op type: relay's own, then those installed packages
+    add (the ``relay.tasks`` entry points), then a configuration's ``[tasks]``, then
+    ``extra`` (``open_session(tasks=...)``); a later one takes an op type from an earlier.
+
+    Raises:
+        ConfigError: a factory named in ``config`` or ``extra`` cannot be loaded, or is not
+            callable.
+    """
+    specs: dict[str, TaskFactory | str] = dict(BUILTIN_TASKS)
     factories: dict[str, TaskFactory] = {}
+    for op_type, named in _entry_points():
+        if op_type in BUILTIN_OP_TYPES - BUILTIN_TASKS.keys():
+            continue  # an op relay handles itself is no package's to take
+        specs.pop(op_type, None)
+        factories[op_type] = _Deferred(named, op_type)
+    for op_type, given in {**(config or {}), **(extra or {})}.items():
+        factories.pop(op_type, None)
+        specs[op_type] = given
     for op_type, spec in specs.items():
+        if op_type in BUILTIN_OP_TYPES - BUILTIN_TASKS.keys():
+            raise ConfigError(f"task {op_type}: {op_type!r} is an op relay handles itself")
         factory = load_object(spec, what=f"task {op_type}") if isinstance(spec, str) else spec
         if not callable(factory):
             raise ConfigError(f"task {op_type}: {spec!r} is not callable")
         factories[op_type] = factory
     return factories
+
+
+def custom_op_types(factories: TaskFactories) -> frozenset[str]:
+    """The op types of ``factories`` besides relay's own."""
+    return frozenset(factories) - BUILTIN_TASKS.keys()
 
 
 @asynccontextmanager
@@ -124,8 +203,10 @@ async def open_session(
             tiktoken's ``o200k_base`` when installed, else the approximate count).
         hooks: Python callables to run before or after compactions (configured hook
             commands run first).
-        tasks: task factories by op type, added to relay's or in place of them: a callable
-            ``(op) -> SessionTask`` or its ``"package.module:attribute"``.
+        tasks: task factories by op type, added to relay's (``user_turn``, ``user_input``,
+            ``compact``) or in place of them: a callable ``(op) -> SessionTask``, or its
+            ``"package.module:attribute"``. They come after those of installed packages (the
+            ``relay.tasks`` entry points) and of ``config.tasks``.
         compactor: makes what a task does at its compaction points (default: relay's, from
             ``relay.tasks.compaction``).
 
@@ -137,7 +218,16 @@ async def open_session(
     provider = config.provider()
     compaction_prompt(config)  # an unreadable prompt file is a configuration error, found now
     check_working_directory(config.cwd or os.getcwd())
-    factories = task_factories(tasks)
+    factories = task_factories(config.tasks, tasks)
+    if resume is not None:
+        missing = [op_type for op_type in resume.op_types if op_type not in factories]
+        if missing:
+            raise ConfigError(
+                f"the session ran {', '.join(map(repr, missing))} ops, and no task is "
+                f"registered for {'it' if len(missing) == 1 else 'them'} now: register "
+                "the task (open_session(tasks=...), [tasks] in the configuration, relay "
+                "--task, or an installed package's entry point) to resume it"
+            )
     make_compactor = compactor or load_object(BUILTIN_COMPACTOR, what="compactor")
     registry = builtin_registry(config.tools)
     if config.features.token_budget:
@@ -212,4 +302,12 @@ async def _open_model(
     return client
 
 
-__all__ = ["BUILTIN_COMPACTOR", "BUILTIN_TASKS", "load_object", "open_session", "task_factories"]
+__all__ = [
+    "BUILTIN_COMPACTOR",
+    "BUILTIN_TASKS",
+    "ENTRY_POINT_GROUP",
+    "custom_op_types",
+    "load_object",
+    "open_session",
+    "task_factories",
+]

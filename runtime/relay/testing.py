@@ -105,19 +105,42 @@ class EventRecorder:
         return [to_json(event) for event in self.events]
 
     async def wait_for(
-        self, predicate: type[Any] | Callable[[p.Event], bool], count: int = 1
+        self,
+        predicate: type[Any] | Callable[[p.Event], bool],
+        count: int = 1,
+        *,
+        # A test helper's deadline: on expiry it reports what it saw, which a caller's
+        # fail_after cannot.
+        timeout: float | None = None,  # noqa: ASYNC109
     ) -> p.Event:
         """Wait until ``count`` events match (a message class or a predicate); returns the last.
 
         Raises:
             AssertionError: the stream ended first.
+            TimeoutError: ``timeout`` seconds passed first (the message says what was seen).
         """
-        check: Callable[[p.Event], bool]
-        if isinstance(predicate, type):
-            cls = predicate
-            check = lambda event: isinstance(event.msg, cls)  # noqa: E731
-        else:
-            check = predicate
+        if timeout is None:
+            return await self._wait_for(predicate, count)
+        with anyio.move_on_after(timeout):
+            return await self._wait_for(predicate, count)
+        raise TimeoutError(self._timed_out(predicate, count, timeout))
+
+    def _timed_out(
+        self, predicate: type[Any] | Callable[[p.Event], bool], count: int, timeout: float
+    ) -> str:
+        wanted = predicate.__name__ if isinstance(predicate, type) else repr(predicate)
+        check = _check(predicate)
+        matched = sum(1 for event in self.events if check(event))
+        seen = ", ".join(type_tag(type(event.msg)) for event in self.events[-12:])
+        return (
+            f"waited {timeout:g} s for {count} {wanted} event(s) and saw {matched}; "
+            f"{len(self.events)} event(s) in all, the last: {seen or 'none'}"
+        )
+
+    async def _wait_for(
+        self, predicate: type[Any] | Callable[[p.Event], bool], count: int
+    ) -> p.Event:
+        check = _check(predicate)
         seen = 0
         matched = 0
         while True:
@@ -133,6 +156,13 @@ class EventRecorder:
                     f"the event stream ended after {matched} of {count} matching events"
                 )
             await self._changed.wait()
+
+
+def _check(predicate: type[Any] | Callable[[p.Event], bool]) -> Callable[[p.Event], bool]:
+    if isinstance(predicate, type):
+        cls = predicate
+        return lambda event: isinstance(event.msg, cls)
+    return predicate
 
 
 @attrs.define
@@ -154,10 +184,14 @@ class TestSession:
         return await self.session.submit(p.UserTurn(items=[p.Text(text)], **kwargs), id=id)
 
     async def wait_for(
-        self, predicate: type[Any] | Callable[[p.Event], bool], count: int = 1
+        self,
+        predicate: type[Any] | Callable[[p.Event], bool],
+        count: int = 1,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109 (see EventRecorder.wait_for)
     ) -> p.Event:
         """See :meth:`EventRecorder.wait_for`."""
-        return await self.recorder.wait_for(predicate, count)
+        return await self.recorder.wait_for(predicate, count, timeout=timeout)
 
     async def turns(self, *texts: str, **kwargs: Any) -> None:
         """Run user turns one after the other, each to its end (``turn_complete`` or

@@ -85,6 +85,7 @@ OPS: dict[type, Any] = {
     p.Interrupt: p.Interrupt(),
     p.OverrideTurnContext: p.OverrideTurnContext(model="o3", cwd="/tmp", effort="low"),
     p.Shutdown: p.Shutdown(),
+    p.CustomOp: p.CustomOp("review", {"path": "src/app.py", "depth": 2}, p.OnBusy.QUEUE),
 }
 
 TURN_ITEMS: dict[type, Any] = {
@@ -186,7 +187,8 @@ def test_submission_envelope_round_trips() -> None:
         submission = p.Submission("sub-7", op)
         data = _through_text(to_json(submission))
         assert data["id"] == "sub-7"
-        assert data["op"]["type"] == type_tag(type(op))
+        tag = op.type if isinstance(op, p.CustomOp) else type_tag(type(op))
+        assert data["op"]["type"] == tag
         assert from_json(data, p.Submission) == submission
 
 
@@ -340,7 +342,8 @@ EXPECTED_TAGS: dict[type, str] = {
 
 def test_expected_tags_cover_every_class() -> None:
     classes = {cls for _, samples in UNIONS.values() for cls in samples}
-    assert classes == set(EXPECTED_TAGS)
+    # A custom op's tag is the type it was registered under.
+    assert classes - {p.CustomOp} == set(EXPECTED_TAGS)
 
 
 @pytest.mark.parametrize(
@@ -441,7 +444,7 @@ def test_invalid_field_values_are_invalid_ops(data: Any) -> None:
 @pytest.mark.parametrize(
     "case",
     # Other keeps every field of the item as it arrived, by design.
-    [case for case in ALL_SAMPLES if not isinstance(case[1], p.Other)],
+    [case for case in ALL_SAMPLES if not isinstance(case[1], (p.Other, p.CustomOp))],
     ids=_sample_id,
 )
 def test_unknown_fields_are_ignored(case: tuple[Any, Any]) -> None:
@@ -449,6 +452,13 @@ def test_unknown_fields_are_ignored(case: tuple[Any, Any]) -> None:
     data = _through_text(to_json(sample))
     data["zz_unknown"] = {"anything": [1, 2]}
     assert from_json(data, union) == sample
+
+
+def test_a_custom_op_keeps_every_field_for_its_task() -> None:
+    data = {"type": "review", "path": "a.py", "zz_unknown": {"anything": [1, 2]}}
+    assert from_json(data, p.Op) == p.CustomOp(
+        "review", {"path": "a.py", "zz_unknown": {"anything": [1, 2]}}
+    )
 
 
 def test_unknown_nested_fields_are_ignored() -> None:

@@ -43,8 +43,18 @@ async def test_the_session_runs_the_tasks_it_is_given(
         await t.turn("hello", id="t1")
         await t.wait_for(relay.TurnComplete)
     assert t.recorder.types()[0] == "session_configured"
-    assert t.recorder.msgs[1:4] == [
-        relay.TurnStarted("t1", None, testing.FIXED_NOW.timestamp()),
+    assert t.recorder.types()[1:6] == [
+        "turn_started",
+        "item_started",
+        "item_completed",
+        "agent_message",
+        "turn_complete",
+    ]
+    assert t.recorder.msgs[1] == relay.TurnStarted("t1", None, testing.FIXED_NOW.timestamp())
+    assert t.recorder.msgs[3] == relay.ItemCompleted(
+        "t1", relay.AgentMessageItem(t.recorder.msgs[2].item.id, "echo: hello")
+    )
+    assert t.recorder.msgs[4:6] == [
         relay.AgentMessage("echo: hello"),
         relay.TurnComplete("t1", "hello", 0),
     ]

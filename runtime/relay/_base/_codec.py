@@ -13,7 +13,7 @@ import json
 import math
 import re
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, TypeVar
 
 import cattrs
@@ -21,6 +21,7 @@ import cattrs.gen
 
 from . import _protocol as p
 from ._errors import InvalidOpError
+from ._suggest import did_you_mean
 
 T = TypeVar("T")
 
@@ -60,8 +61,9 @@ def _register_tagged_union(
     omit_defaults: bool = False,
     aliases: Mapping[str, type] | None = None,
     fallback: Callable[[Mapping[str, Any]], Any] | None = None,
+    untagged: Collection[type] = (),
 ) -> None:
-    by_tag: dict[str, type] = {type_tag(cls): cls for cls in _members(union)}
+    by_tag: dict[str, type] = {type_tag(cls): cls for cls in _members(union) if cls not in untagged}
     if aliases:
         by_tag.update(aliases)
     expected = ", ".join(sorted(by_tag))
@@ -82,7 +84,8 @@ def _register_tagged_union(
 
     converter.register_structure_hook(union, structure)
     for cls in _members(union):
-        _register_tag_unstructure(cls, omit_defaults=omit_defaults)
+        if cls not in untagged:
+            _register_tag_unstructure(cls, omit_defaults=omit_defaults)
 
 
 #: The tagged classes, and whether each leaves out fields at their defaults (wire items).
@@ -187,7 +190,19 @@ converter.register_unstructure_hook_factory(
 )
 _register_tagged_union(p.InputItem)
 _register_tagged_union(p.TurnItem)
-_register_tagged_union(p.Op)
+# A custom op's type is its own name: any type that is not a built-in op's is a custom op here
+# (whether the session has a task for it is the session's check, and decode_op's).
+_register_tagged_union(
+    p.Op, untagged=(p.CustomOp,), fallback=lambda obj: _structure_custom_op(obj, p.CustomOp)
+)
+converter.register_unstructure_hook(
+    p.CustomOp,
+    lambda op: {
+        "type": op.type,
+        **op.fields,
+        **({"on_busy": op.on_busy.value} if op.on_busy is not p.OnBusy.REPLACE else {}),
+    },
+)
 _register_tagged_union(p.EventMsg)
 _register_tagged_union(
     p.ResponseItem,
@@ -209,6 +224,19 @@ def _other(obj: Mapping[str, Any]) -> p.Other:
     if has_lone_surrogate(text):
         raise DecodeError("text is not valid Unicode (it holds a lone surrogate)")
     return p.Other(raw=dict(obj))
+
+
+def _structure_custom_op(obj: Any, _: Any) -> p.CustomOp:
+    tag = obj.get("type") if isinstance(obj, Mapping) else None
+    if not isinstance(tag, str):
+        raise DecodeError("an op needs a 'type' string")
+    try:
+        return _custom_op(tag, obj)
+    except InvalidOpError as exc:
+        raise DecodeError(str(exc).removeprefix("invalid op: ")) from None
+
+
+converter.register_structure_hook(p.CustomOp, _structure_custom_op)
 
 
 def _structure_summary(obj: Any, _: Any) -> p.SummaryText:
@@ -235,12 +263,41 @@ def from_json(data: Any, cls: type[T] | Any) -> T:
         raise DecodeError(_describe(exc)) from exc
 
 
-def decode_op(data: Any) -> p.Op:
-    """Decode an op; ``user_input`` is kept as its own class. Raises InvalidOpError."""
+def decode_op(data: Any, custom_types: Collection[str] = ()) -> p.Op:
+    """Decode an op; ``user_input`` is kept as its own class, and an op whose type is one of
+    ``custom_types`` is a :class:`~relay.CustomOp`. Raises InvalidOpError, which names the
+    closest known type of an unknown one."""
+    tag = data.get("type") if isinstance(data, Mapping) else None
+    if isinstance(tag, str) and tag not in p.BUILTIN_OP_TYPES:
+        if tag in custom_types:
+            return _custom_op(tag, data)
+        known = sorted({*p.BUILTIN_OP_TYPES, *custom_types})
+        raise InvalidOpError(
+            f"invalid op: unknown type {tag!r}{did_you_mean(tag, known)} "
+            f"(expected one of: {', '.join(known)})"
+        )
     try:
         return from_json(data, p.Op)
     except DecodeError as exc:
         raise InvalidOpError(f"invalid op: {exc}") from exc
+
+
+def _custom_op(tag: str, data: Mapping[str, Any]) -> p.CustomOp:
+    fields = {key: value for key, value in data.items() if key not in ("type", "on_busy")}
+    try:
+        text = json.dumps(fields, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidOpError(f"invalid op: {tag!r}: its fields are not JSON ({exc})") from None
+    if has_lone_surrogate(text):
+        raise InvalidOpError(f"invalid op: {tag!r}: text is not valid Unicode") from None
+    on_busy = data.get("on_busy", p.OnBusy.REPLACE.value)
+    try:
+        return p.CustomOp(tag, fields, on_busy)
+    except ValueError:
+        allowed = ", ".join(member.value for member in p.OnBusy)
+        raise InvalidOpError(
+            f"invalid op: {tag!r}: on_busy must be one of {allowed}, not {on_busy!r}"
+        ) from None
 
 
 def encode_response_item(item: p.ResponseItem) -> dict[str, Any]:

@@ -29,7 +29,8 @@ class ProviderConfig:
     """A model provider table."""
 
     name: str
-    """Display name."""
+    """Display name; in a configuration file, the table's name unless given
+    (``local`` for ``[model_providers.local]``)."""
     base_url: str | None = None
     """Base URL of the API (``.../v1``)."""
     env_key: str | None = None
@@ -101,7 +102,8 @@ class HookCommand:
     """A compaction hook run as a command."""
 
     command: tuple[str, ...] = attrs.field(converter=tuple)
-    """The program and its arguments (argv); never run through a shell."""
+    """The program and its arguments (argv); never run through a shell. In a configuration
+    file, an argument that starts with ``./`` or ``../`` is a path relative to that file."""
     timeout_ms: int = 10_000
     """Milliseconds after which the hook is stopped (and the compaction goes on)."""
 
@@ -204,6 +206,10 @@ class Config:
     """Built-in tools switched on or off."""
     rollout: RolloutConfig = RolloutConfig()
     """Persistence."""
+    tasks: Mapping[str, str] = attrs.field(factory=dict)
+    """Task factories by op type, added to relay's or in place of them:
+    ``"package.module:attribute"``, or ``"path/to/file.py:attribute"`` (in a configuration
+    file, relative to it). The factory takes the op and returns a ``relay.SessionTask``."""
 
     def provider(self) -> ProviderConfig:
         """The selected provider table."""
@@ -439,6 +445,7 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
         unknown = unknown_keys(data)
         if unknown:
             raise _unknown_key_error(unknown, f"{file}: ")
+        _resolve_paths(data, file.resolve().parent)
     for override in overrides:
         keys, value = parse_override(override)
         node = data
@@ -453,6 +460,30 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
         raise _unknown_key_error(unknown, "-c overrides: ")
     # Nothing to read: the defaults, without building the converter of configuration tables.
     return config_from_dict(data) if data else Config()
+
+
+def _resolve_paths(data: dict[str, Any], base: Path) -> None:
+    """Make the paths a configuration file gives relative to itself absolute: hook arguments
+    that start with ``./`` or ``../``, and task factories named by a ``.py`` file."""
+    hooks = data.get("hooks")
+    for point in ("pre_compact", "post_compact"):
+        tables = hooks.get(point) if isinstance(hooks, dict) else None
+        for table in tables if isinstance(tables, list) else []:
+            command = table.get("command") if isinstance(table, dict) else None
+            if isinstance(command, list):
+                table["command"] = [
+                    str(base / arg)
+                    if isinstance(arg, str) and arg.startswith(("./", "../"))
+                    else arg
+                    for arg in command
+                ]
+    tasks = data.get("tasks")
+    if isinstance(tasks, dict):
+        for op_type, spec in tasks.items():
+            if isinstance(spec, str):
+                source, sep, attribute = spec.rpartition(":")
+                if sep and source.endswith(".py") and not Path(source).is_absolute():
+                    tasks[op_type] = f"{base / source}:{attribute}"
 
 
 #: Context windows of well-known models, used when ``model_context_window`` is unset.

@@ -9,6 +9,7 @@ Every exception relay raises on purpose derives from :class:`RelayError`::
     ├── RolloutError           a rollout file that cannot be written or read
     │   └── RolloutLockedError another session is appending to it
     ├── ClosedSessionError     the session was shut down: your code closed it
+    ├── TurnFailed             a turn asked for with Session.ask did not answer
     └── ModelError             the model call failed (carries an ErrorCode and retry advice)
         ├── ContextWindowExceeded
         └── StreamError        transport broke mid-stream (retryable)

@@ -12,6 +12,7 @@ are ``TypeAlias`` unions meant to be dispatched with ``match`` and ``assert_neve
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from typing import Any, Literal, TypeAlias
 
 import attrs
@@ -149,7 +150,39 @@ class Shutdown:
     """Abort the running task, flush the rollout, report ``shutdown_complete`` and stop."""
 
 
-Op: TypeAlias = UserTurn | UserInput | Compact | Interrupt | OverrideTurnContext | Shutdown
+#: The op types relay serves itself; a custom op cannot take one of these names.
+BUILTIN_OP_TYPES = frozenset(
+    {"user_turn", "user_input", "compact", "interrupt", "override_turn_context", "shutdown"}
+)
+
+
+def _custom_type(_: object, attribute: attrs.Attribute[Any], value: str) -> None:
+    if not value or value in BUILTIN_OP_TYPES:
+        raise ValueError(f"{attribute.name} must name an op type of one's own, not {value!r}")
+
+
+@attrs.frozen
+class CustomOp:
+    """An op of a type registered with the session (``open_session(tasks=...)``, a
+    configuration file's ``[tasks]``, ``relay run --task``, or the ``relay.tasks`` entry
+    point group); its task gets the fields.
+
+    In JSON, the type is the op's ``type`` and the fields sit beside it:
+    ``{"type": "review", "path": "src/app.py"}`` is ``CustomOp("review", {"path":
+    "src/app.py"})``. ``on_busy`` is the one field relay reads itself.
+    """
+
+    type: str = attrs.field(validator=[is_str, _custom_type])
+    """The op type: the name it was registered under."""
+    fields: Mapping[str, Any] = attrs.field(factory=dict, converter=dict, hash=False)
+    """Its fields, JSON values (the task reads them as ``op.fields``)."""
+    on_busy: OnBusy = attrs.field(default=OnBusy.REPLACE, converter=OnBusy)
+    """What to do when a task is running (``steer`` is refused: the op has no input)."""
+
+
+Op: TypeAlias = (
+    UserTurn | UserInput | Compact | Interrupt | OverrideTurnContext | Shutdown | CustomOp
+)
 
 
 @attrs.frozen

@@ -27,6 +27,11 @@ from .._base._util import field_types
 from ._protocol_doc import _attribute_docs, _markdown
 
 #: One TOML example per key, by dotted path (``[]`` for an entry of an array of tables).
+#: Keys whose default is not a constant of the class: what the document says instead.
+DEFAULTS_GIVEN: Mapping[str, str] = {
+    "model_providers.*.name": "default the table's name",
+}
+
 EXAMPLES: Mapping[str, str] = {
     "model": 'model = "gpt-5"',
     "model_provider": 'model_provider = "ollama"',
@@ -61,6 +66,7 @@ EXAMPLES: Mapping[str, str] = {
     "features.tool_output_masking": "[features]\ntool_output_masking = true",
     "rollout.enabled": "[rollout]\nenabled = false",
     "rollout.dir": '[rollout]\ndir = "/var/lib/relay/sessions"',
+    "tasks": '[tasks]\nreview = "my_tasks.review:review_task"',
     "hooks.pre_compact": '[[hooks.pre_compact]]\ncommand = ["python3", "hooks/check.py"]',
     "hooks.post_compact": '[[hooks.post_compact]]\ncommand = ["logger", "relay compacted"]',
     "hooks.*[].command": '[[hooks.pre_compact]]\ncommand = ["python3", "hooks/check.py"]',
@@ -164,7 +170,7 @@ def _table(prefix: str, cls: type, title: str) -> Iterator[str]:
             continue
         yield f"### `{path}`\n"
         default = _default(field)
-        when = f"default {default}" if default else "required"
+        when = DEFAULTS_GIVEN.get(path) or (f"default {default}" if default else "required")
         yield f"{toml_type(hints[field.name])}; {when}.\n"
         yield f"{_markdown(docs.get(field.name, ''))}\n"
         yield f"```toml\n{EXAMPLES[path]}\n```\n"

@@ -98,12 +98,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"relay {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    def session_options(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument(
-            "script",
-            nargs="?",
-            help="op script (JSON Lines); '-' reads standard input, as does nothing in a pipe",
-        )
+    def session_options(sub: argparse.ArgumentParser, *, script: bool = True) -> None:
+        if script:
+            sub.add_argument(
+                "script",
+                nargs="?",
+                help="op script (JSON Lines); '-' reads standard input, as does nothing in a pipe",
+            )
         sub.add_argument("--config", help="config file (default $RELAY_HOME/config.toml)")
         sub.add_argument(
             "-c",
@@ -115,6 +116,14 @@ def _parser() -> argparse.ArgumentParser:
         )
         sub.add_argument("--model-script", help="model script for the scripted provider")
         sub.add_argument("--rollout-dir", help="directory for rollout files")
+        sub.add_argument(
+            "--task",
+            dest="tasks",
+            action="append",
+            default=[],
+            metavar="OP=FACTORY",
+            help="serve ops of type OP with FACTORY ('pkg.mod:factory' or 'file.py:factory')",
+        )
         output = sub.add_mutually_exclusive_group()
         output.add_argument(
             "--pretty",
@@ -133,6 +142,12 @@ def _parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run an op script in a new session")
     session_options(run)
+
+    execute = commands.add_parser(
+        "exec", help="run one turn with a prompt in a new session and print the answer"
+    )
+    execute.add_argument("prompt", help="the prompt; '-' reads it from standard input")
+    session_options(execute, script=False)
 
     resume = commands.add_parser(
         "resume", help="resume the session of a rollout file and run an op script in it"
@@ -191,8 +206,17 @@ def _config(args: argparse.Namespace) -> Config:
     import attrs
 
     from .._base._config import load_config
+    from .._base._errors import ConfigError
 
     config = load_config(args.config, args.overrides)
+    if args.tasks:
+        given: dict[str, str] = {}
+        for text in args.tasks:
+            op_type, sep, factory = text.partition("=")
+            if not sep or not op_type.strip() or not factory.strip():
+                raise ConfigError(f"--task {text!r}: expected OP=FACTORY")
+            given[op_type.strip()] = factory.strip()
+        config = attrs.evolve(config, tasks={**config.tasks, **given})
     if args.model_script:
         config = attrs.evolve(config, model_script=args.model_script)
     if args.rollout_dir:
@@ -236,7 +260,7 @@ def _newest_rollout(config: Config) -> str:
     return max(found)[1]
 
 
-def _read_script(name: str) -> tuple[str, list[Step]]:
+def _read_script(name: str, custom_types: frozenset[str]) -> tuple[str, list[Step]]:
     from pathlib import Path
 
     from .._base._errors import ScriptError
@@ -256,7 +280,36 @@ def _read_script(name: str) -> tuple[str, list[Step]]:
         except UnicodeDecodeError as exc:
             raise ScriptError(f"op script {name} is not UTF-8 text") from exc
         label = Path(name).name
-    return label, parse_op_script(text, label)
+    return label, parse_op_script(text, label, custom_types)
+
+
+def _check_registered(name: str, op_types: Sequence[str], registered: frozenset[str]) -> None:
+    """A resumed session needs a task for every type of custom op it ran."""
+    from .._base._errors import ConfigError
+
+    unregistered = [op_type for op_type in op_types if op_type not in registered]
+    if unregistered:
+        raise ConfigError(
+            f"{name}: the session ran {', '.join(map(repr, unregistered))} ops and no task is "
+            "registered for them: register one with --task OP=FACTORY, [tasks] in the "
+            "configuration, or an installed package's relay.tasks entry point"
+        )
+
+
+def _prompt_script(prompt: str) -> tuple[str, list[Step]]:
+    """``relay exec``: one user turn with the prompt (``-``: standard input)."""
+    from .._base import _protocol as p
+    from .._base._errors import ScriptError
+    from .._drive._op_script import OpLine
+
+    if prompt == "-":
+        try:
+            prompt = sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ScriptError("the prompt on standard input is not UTF-8 text") from exc
+    if not prompt.strip():
+        raise ScriptError("the prompt is empty")
+    return "prompt", [OpLine(1, None, p.UserTurn(items=[p.Text(prompt)]))]
 
 
 class _Interrupted:
@@ -314,8 +367,10 @@ async def _run(
     outcome: RunOutcome,
     resume: Rollout | None,
     model_name: str | None,
+    answer_only: bool = False,
 ) -> int | None:
-    """Run the script; returns the signal that ended it early, if one did."""
+    """Run the script; returns the signal that ended it early, if one did. With
+    ``answer_only``, no event is written (the caller prints the answer)."""
     import anyio
 
     from .._base import _protocol as p
@@ -370,7 +425,7 @@ async def _run(
                     session,
                     sink,
                     script_name=label,
-                    lines=write_line if printer is None else None,
+                    lines=write_line if printer is None and not answer_only else None,
                 )
                 interrupted.runner = runner
                 if interrupted.signum is not None:
@@ -428,7 +483,7 @@ def _run_command(args: argparse.Namespace) -> int:
         elif not args.last and args.rollout is None:
             print("relay: resume needs a rollout file, or --last", file=sys.stderr)
             return EXIT_USAGE
-    if args.script is None:
+    if args.command != "exec" and args.script is None:
         if sys.stdin.isatty():
             sys.stderr.write(USAGE_HINT)
             return EXIT_USAGE
@@ -441,6 +496,7 @@ def _run_command(args: argparse.Namespace) -> int:
         RolloutLockedError,
         ScriptError,
     )
+    from .._open import custom_op_types, task_factories
     from ._outcome import RunOutcome
     from ._pretty import PrettyPrinter
 
@@ -448,6 +504,9 @@ def _run_command(args: argparse.Namespace) -> int:
     model_name: str | None = None
     try:
         config = _config(args)
+        # A task that cannot be loaded is found before anything runs, and the op script is
+        # checked against the op types registered.
+        custom_types = custom_op_types(task_factories(config.tasks))
         if args.command == "resume":
             from .._rollout._reader import read_rollout
             from .._rollout._resume import reconstruct, resumed_config
@@ -457,9 +516,14 @@ def _run_command(args: argparse.Namespace) -> int:
             # A rollout that cannot be resumed, or not with the model it recorded, is found
             # before anything runs.
             chosen = _chosen_keys(args)
-            config = resumed_config(config, reconstruct(resume), chosen=chosen)
+            state = reconstruct(resume)
+            config = resumed_config(config, state, chosen=chosen)
             model_name = config.model if "model" in chosen else None
-        label, steps = _read_script(args.script)
+            _check_registered(resume.name, state.op_types, custom_types)
+        if args.command == "exec":
+            label, steps = _prompt_script(args.prompt)
+        else:
+            label, steps = _read_script(args.script, custom_types)
         if config.model_provider == "scripted" and config.model_script:
             from .._models._script import load_model_script
 
@@ -470,7 +534,13 @@ def _run_command(args: argparse.Namespace) -> int:
     if resume is not None:
         _print_notes(resume)
     outcome = RunOutcome()
-    pretty = args.output == "pretty" or (args.output is None and sys.stdout.isatty())
+    if args.command == "exec":
+        # exec prints its answer, or the events with --json, or a transcript with --pretty.
+        pretty = args.output == "pretty"
+        answer_only = args.output is None
+    else:
+        pretty = args.output == "pretty" or (args.output is None and sys.stdout.isatty())
+        answer_only = False
     printer = (
         PrettyPrinter(sys.stdout, live=sys.stdout.isatty(), outcome=outcome) if pretty else None
     )
@@ -478,7 +548,16 @@ def _run_command(args: argparse.Namespace) -> int:
         import anyio
 
         signum = anyio.run(
-            _run, config, label, steps, printer, outcome, resume, model_name, backend=_backend()
+            _run,
+            config,
+            label,
+            steps,
+            printer,
+            outcome,
+            resume,
+            model_name,
+            answer_only,
+            backend=_backend(),
         )
     except (ConfigError, RolloutLockedError) as exc:
         print(f"relay: {exc}", file=sys.stderr)
@@ -502,6 +581,14 @@ def _run_command(args: argparse.Namespace) -> int:
     if signum is not None:
         print("relay: interrupted", file=sys.stderr)
         return _signal_status(signum)
+    if answer_only:
+        for error in outcome.errors:
+            print(f"relay: {error.message}", file=sys.stderr)
+        if outcome.last_answer is not None:
+            try:
+                print(outcome.last_answer)
+            except BrokenPipeError:
+                _discard_stdout()
     return EXIT_FAILED if outcome.failed else EXIT_OK
 
 
@@ -541,7 +628,7 @@ def _show_command(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``relay`` console script and ``python -m relay``."""
     args = _parser().parse_args(argv)
-    if args.command in {"run", "resume"}:
+    if args.command in {"run", "resume", "exec"}:
         return _run_command(args)
     if args.command == "cluster":
         from .._cluster._cli import cluster_command
@@ -564,6 +651,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def console_main() -> None:
     """The ``relay`` console script."""
+    import logging
+
+    # What went wrong reaches the user as an event (`error`, `warning`) and a line on stderr;
+    # the log records behind it, tracebacks included, are for embedders who configure logging.
+    relay_logger = logging.getLogger("relay")
+    relay_logger.addHandler(logging.NullHandler())
+    relay_logger.propagate = False
     try:
         status = main()
     except KeyboardInterrupt:

@@ -20,6 +20,9 @@ class RunOutcome:
     _open: dict[str, p.ErrorEvent | None] = attrs.field(factory=dict)
     failures: list[tuple[str, p.ErrorEvent]] = attrs.field(factory=list)
     """``(submission or turn id, error)`` for every failure, in order."""
+    last_answer: str | None = None
+    """The ``last_agent_message`` of the last turn that completed (what ``relay exec``
+    prints)."""
 
     def observe(self, event: p.Event) -> None:
         """Take one event into account."""
@@ -35,12 +38,19 @@ class RunOutcome:
                 first = self._open.pop(turn_id, None)
                 if first is not None:
                     self.failures.append((turn_id, first))
+                if isinstance(event.msg, p.TurnComplete):
+                    self.last_answer = event.msg.last_agent_message
             case _:
                 pass
 
     def error_of(self, turn_id: str) -> p.ErrorEvent | None:
         """The first error of a turn that is still open, if it had one."""
         return self._open.get(turn_id)
+
+    @property
+    def errors(self) -> list[p.ErrorEvent]:
+        """The errors of the failures, in order."""
+        return [error for _, error in self.failures]
 
     @property
     def failed(self) -> bool:

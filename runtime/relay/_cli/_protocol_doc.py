@@ -96,10 +96,24 @@ def _section(title: str, union: Any, intro: str) -> Iterator[str]:
         yield from _class_block(cls)
 
 
+def _python_name(cls: type) -> str:
+    """Where a program finds the class: ``relay`` or ``relay.lowlevel``."""
+    import relay
+    import relay.lowlevel
+
+    for module in (relay, relay.lowlevel):
+        if getattr(module, cls.__name__, None) is cls:
+            return f"{module.__name__}.{cls.__name__}"
+    raise LookupError(f"{cls.__name__} is not exported")
+
+
 def _class_block(cls: type) -> Iterator[str]:
+    if cls is p.CustomOp:
+        yield from _custom_op_block()
+        return
     tag = type_tag(cls)
     yield f"### `{tag}`\n"
-    yield f"{_first_line(cls)}\n"
+    yield f"{_first_line(cls)} In Python: `{_python_name(cls)}`.\n"
     hints = field_types(cls)
     docs = _attribute_docs(cls)
     fields = attrs.fields(cls)
@@ -114,6 +128,20 @@ def _class_block(cls: type) -> Iterator[str]:
             meaning = _markdown(docs.get(field.name, ""))
             yield f"| `{field.name}` | `{kind}`{default} | {meaning} |"
         yield ""
+
+
+def _custom_op_block() -> Iterator[str]:
+    yield "### Ops you register\n"
+    yield f"{_first_line(p.CustomOp)} In Python: `{_python_name(p.CustomOp)}`.\n"
+    yield (
+        "Its `type` is the name it was registered under, and its fields sit beside it; "
+        '`on_busy` (`"replace"` unless given; `"queue"` waits for the running task; '
+        '`"steer"` is refused) is the one field relay reads itself. '
+        "An op of a type no task is registered for is refused, naming the known types: "
+        "`submit` raises `relay.InvalidOpError`, `relay run` stops before it starts, and "
+        "an op sent as JSON to a running session is an `error` event (`invalid_op`).\n"
+    )
+    yield '```json\n{"type": "review", "path": "src/app.py", "on_busy": "queue"}\n```\n'
 
 
 def render() -> str:

@@ -16,6 +16,7 @@ from .._rollout._lines import (
     CompactedLine,
     EventMsgLine,
     IdsLine,
+    OpLine,
     ResponseItemLine,
     Rollout,
     RolloutLine,
@@ -198,6 +199,9 @@ class _Transcript:
                 self.settings = new
             case WorldStateLine() | IdsLine():
                 pass
+            case OpLine(op=op):
+                fields = ", ".join(f"{key}={value!r}" for key, value in op.items() if key != "type")
+                yield f"» {line.op_type}{f' ({fields})' if fields else ''}"
             case CompactedLine():
                 yield from _compacted_lines(line)
             case _:

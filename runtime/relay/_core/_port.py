@@ -158,8 +158,15 @@ class TaskContext:
         )
 
     def emit(self, msg: p.EventMsg) -> None:
-        """Report an event of this turn: an agent message, a warning, an item started or
-        completed (a tool call of the task's own), or any other event message."""
+        """Report an event of this turn: a warning, an item started or completed (a tool call
+        of the task's own), or any other event message. An ``AgentMessage`` is reported as a
+        regular turn reports one: its ``agent_message`` item started and completed, then the
+        message."""
+        if isinstance(msg, p.AgentMessage):
+            turn_id = self._handle.turn_id
+            item_id = self._services.new_item_id("msg")
+            self._writer.emit(p.ItemStarted(turn_id, p.AgentMessageItem(item_id, "")))
+            self._writer.emit(p.ItemCompleted(turn_id, p.AgentMessageItem(item_id, msg.message)))
         self._writer.emit(msg)
 
     def record(self, *items: p.ResponseItem) -> None:
@@ -202,11 +209,19 @@ class TaskContext:
         tools: bool = True,
         model: str | None = None,
         purpose: str = "turn",
+        instructions: str | None = None,
     ) -> Prompt:
         """A request for this turn's model over ``input`` (default: the normalised history),
-        with the base instructions and (``tools``) the session's tools."""
+        with the base instructions (or ``instructions`` in their place) and (``tools``) the
+        session's tools."""
         return _sampling.build_prompt(
-            self._services, self._handle.settings, input, tools=tools, model=model, purpose=purpose
+            self._services,
+            self._handle.settings,
+            input,
+            tools=tools,
+            model=model,
+            purpose=purpose,
+            instructions=instructions,
         )
 
     async def sample(

@@ -117,6 +117,11 @@ class RolloutRecorder:
         self.writer.write_json("response_item", text)
         return data, text
 
+    def op(self, submission_id: str, op: p.CustomOp) -> None:
+        """An ``op`` line: a custom op that starts a task (so that a resume knows its type)."""
+        if self.writer is not None:
+            self.writer.write("op", {"id": submission_id, "op": to_json(op)})
+
     def world_state(self, world: WorldState) -> None:
         """A ``world_state`` line."""
         if self.writer is not None:

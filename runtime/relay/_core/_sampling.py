@@ -326,8 +326,10 @@ def build_prompt(
     tools: bool = True,
     model: str | None = None,
     purpose: str = "turn",
+    instructions: str | None = None,
 ) -> Prompt:
-    """A request for ``settings``' model over ``input`` (default: the normalised history)."""
+    """A request for ``settings``' model over ``input`` (default: the normalised history), with
+    the base instructions unless ``instructions`` replaces them."""
     history = services.state.history
     wire: Sequence[dict[str, Any]] | None = None
     items: Sequence[p.ResponseItem]
@@ -338,7 +340,7 @@ def build_prompt(
         items = tuple(normalize_for_prompt(history.items if input is None else input))
     return Prompt(
         model=model or settings.model,
-        instructions=services.instructions,
+        instructions=services.instructions if instructions is None else instructions,
         input=items,
         wire_input=wire,
         tools=services.tools.specs() if tools else (),

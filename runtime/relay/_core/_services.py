@@ -87,6 +87,8 @@ class Services:
         """The event stream to the session's reader."""
         self.events_emitted = 0
         """Events numbered so far (the ``seq`` of the last one)."""
+        self.listeners: list[Callable[[p.Event], None]] = []
+        """Told every event as it is emitted (what :meth:`Session.ask` watches)."""
         self.submissions, self.items = ids
         # The generated ids go on from where a resumed session's left off.
         self._estimator = estimator
@@ -101,6 +103,8 @@ class Services:
         if isinstance(msg, TERMINAL_EVENTS):
             self.recorder.ids(self.submissions, self.items)
         event = p.Event(event_id, self.events_emitted, msg)
+        for listener in self.listeners:
+            listener(event)
         if self.events.keeps_json:
             data = to_json(msg)
             text = payload_json(data)

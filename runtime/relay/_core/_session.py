@@ -18,7 +18,7 @@ business of whoever opens the session: :func:`relay.open_session`, or a resume.
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, assert_never
 
@@ -32,8 +32,10 @@ from .._base._codec import decode_op
 from .._base._config import Config, ProviderConfig
 from .._base._errors import ClosedSessionError, ErrorCode, InvalidOpError
 from .._base._model import ModelClient
+from .._base._suggest import did_you_mean
 from .._base._tokens import TokenEstimator
 from .._base._util import NoPublicConstructor, single_exception
+from ._answer import Answer, AnswerCollector
 from ._context import TurnSettings
 from ._event_stream import EventJson
 from ._history import History
@@ -99,7 +101,9 @@ class Session(metaclass=NoPublicConstructor):
     ) -> None:
         self._services = services
         self._tasks = tasks
+        self._custom_types = frozenset(tasks) - _TASK_OP_TYPES
         self._slot = TaskSlot(services, task_group, compactor, self._refresh_idle)
+        self._asking: dict[str, AnswerCollector] = {}
         self._closed = False
         self._finished = anyio.Event()
         self._unprocessed = 0
@@ -196,9 +200,17 @@ class Session(metaclass=NoPublicConstructor):
         """
         if not isinstance(
             op,
-            p.UserTurn | p.UserInput | p.Compact | p.Interrupt | p.OverrideTurnContext | p.Shutdown,
+            p.UserTurn
+            | p.UserInput
+            | p.Compact
+            | p.Interrupt
+            | p.OverrideTurnContext
+            | p.Shutdown
+            | p.CustomOp,
         ):
             raise InvalidOpError(f"not an op: {op!r}")
+        if isinstance(op, p.CustomOp) and op.type not in self._custom_types:
+            raise InvalidOpError(self._unknown(op.type))
         sub_id = self._next_id(id)
         self._enqueue(p.Submission(sub_id, op))
         return sub_id
@@ -207,6 +219,51 @@ class Session(metaclass=NoPublicConstructor):
         """Submit ``op``; returns the submission id. See :meth:`submit_nowait`."""
         await anyio.lowlevel.checkpoint()
         return self.submit_nowait(op, id=id)
+
+    async def ask(
+        self,
+        prompt: str | Sequence[p.InputItem],
+        *,
+        on_busy: p.OnBusy = p.OnBusy.QUEUE,
+    ) -> Answer:
+        """Run a turn with ``prompt`` and return its answer: for a program that wants an
+        answer, not an event loop. The events are still emitted, whether or not anyone reads
+        them.
+
+        The turn waits for a running task to end (``on_busy=queue``), or replaces it
+        (``replace``); it never steers another turn.
+
+        Example::
+
+            async with relay.open_session(relay.Config()) as session:
+                answer = await session.ask("hello")
+                print(answer.message)
+
+        Raises:
+            TurnFailed: the turn ended with an ``error`` (carried as ``.error``), was
+                aborted, or was refused.
+            ClosedSessionError: the session has shut down.
+        """
+        if on_busy is p.OnBusy.STEER:
+            raise ValueError("ask() runs a turn of its own: on_busy must be queue or replace")
+        items = [p.Text(prompt)] if isinstance(prompt, str) else list(prompt)
+        collector = AnswerCollector()
+        self._services.listeners.append(collector.see)
+        try:
+            collector.turn_id = self.submit_nowait(p.UserTurn(items=items, on_busy=on_busy))
+            self._asking[collector.turn_id] = collector
+            await collector.done.wait()
+        finally:
+            self._services.listeners.remove(collector.see)
+            self._asking.pop(collector.turn_id, None)
+        return collector.answer()
+
+    def _unknown(self, op_type: str) -> str:
+        known = sorted({*p.BUILTIN_OP_TYPES, *self._custom_types})
+        return (
+            f"unknown op type {op_type!r}{did_you_mean(op_type, known)} "
+            f"(registered: {', '.join(sorted(self._custom_types)) or 'none'})"
+        )
 
     def submit_json_nowait(
         self, payload: Any, *, id: str | None = None, origin: str | None = None
@@ -303,6 +360,8 @@ class Session(metaclass=NoPublicConstructor):
             self._sub_send.close()
             self._services.events.close()
             self._finished.set()
+            for asking in self._asking.values():
+                asking.done.set()
 
     async def _serve(self) -> None:
         last_id = "shutdown"
@@ -314,6 +373,10 @@ class Session(metaclass=NoPublicConstructor):
                 finally:
                     self._unprocessed -= 1
                     self._refresh_idle()
+                    asking = self._asking.get(submission.id)
+                    if asking is not None:
+                        queued = any(turn.id == submission.id for turn in self._slot.queue)
+                        asking.handled(queued)
                 if self._closed:
                     break
         if not self._closed:
@@ -323,7 +386,7 @@ class Session(metaclass=NoPublicConstructor):
         services = self._services
         if isinstance(submission, _RawSubmission):
             try:
-                op = decode_op(submission.payload)
+                op = decode_op(submission.payload, self._custom_types)
             except InvalidOpError as exc:
                 prefix = f"{submission.origin}: " if submission.origin else ""
                 services.emit(submission.id, p.ErrorEvent(f"{prefix}{exc}", ErrorCode.INVALID_OP))
@@ -351,6 +414,9 @@ class Session(metaclass=NoPublicConstructor):
                 self._update_defaults(op)
             case p.Shutdown():
                 await self._shutdown(sub_id)
+            case p.CustomOp():
+                services.recorder.op(sub_id, op)
+                await slot.offer(sub_id, self._factory(op), self.state.defaults, op.on_busy)
             case _:
                 assert_never(op)
 
@@ -380,6 +446,13 @@ class Session(metaclass=NoPublicConstructor):
         services.events.close()
         self._refresh_idle()
         self._finished.set()
+        for asking in self._asking.values():
+            asking.done.set()
+
+
+#: The op types relay's own tasks serve (besides them, a session's task factories serve
+#: custom ops).
+_TASK_OP_TYPES = frozenset({"user_turn", "user_input", "compact"})
 
 
 def _op_type(op: p.Op) -> str:
@@ -390,6 +463,8 @@ def _op_type(op: p.Op) -> str:
             return "user_input"
         case p.Compact():
             return "compact"
+        case p.CustomOp(type=op_type):
+            return op_type
         case _:
             raise InvalidOpError(f"no task serves {type(op).__name__}")
 

@@ -66,6 +66,8 @@ class ResumedState:
     """The number of the last generated submission id; the resumed session goes on after it."""
     items: int = 0
     """The number of the last generated item id; the resumed session goes on after it."""
+    op_types: tuple[str, ...] = ()
+    """The types of the custom ops the session ran: a resume needs a task for each."""
     first_events: tuple[tuple[str, p.EventMsg], ...] = ()
     """Events the resumed session reports right after ``session_configured``, as
     ``(event id, message)``: what the resume found in the rollout, what its host knows."""

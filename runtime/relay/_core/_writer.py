@@ -25,7 +25,7 @@ from typing import IO, Any
 from .._base._errors import RolloutError, RolloutLockedError
 
 RolloutType = str
-"""One of ``session_meta``, ``response_item``, ``event_msg``, ``turn_context``,
+"""One of ``session_meta``, ``response_item``, ``event_msg``, ``turn_context``, ``op``,
 ``world_state``, ``compacted``."""
 
 

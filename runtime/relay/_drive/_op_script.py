@@ -17,7 +17,7 @@ import functools
 import json
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any, TypeAlias
 
 import attrs
@@ -63,7 +63,9 @@ class Sleep:
 Step: TypeAlias = OpLine | WaitFor | Sleep
 
 EVENT_TYPES: Mapping[str, type] = {type_tag(cls): cls for cls in typing.get_args(p.EventMsg)}
-OP_TYPES: Mapping[str, type] = {type_tag(cls): cls for cls in typing.get_args(p.Op)}
+OP_TYPES: Mapping[str, type] = {
+    type_tag(cls): cls for cls in typing.get_args(p.Op) if cls is not p.CustomOp
+}
 _INPUT_TYPES: Mapping[str, type] = {type_tag(cls): cls for cls in typing.get_args(p.InputItem)}
 
 
@@ -85,15 +87,21 @@ def _extra_keys(data: Mapping[str, Any], allowed: Iterable[str], where: str) -> 
     return [f"{where}: {_unknown('field', key, allowed)}" for key in data if key not in known]
 
 
-def _check_op(data: Any) -> tuple[p.Op | None, list[str]]:
-    """Decode an op; also refuse fields that the op or its input items do not have."""
+def _check_op(data: Any, custom_types: Collection[str]) -> tuple[p.Op | None, list[str]]:
+    """Decode an op; also refuse fields that the op or its input items do not have (a custom
+    op's fields are its task's business)."""
     if isinstance(data, Mapping):
         tag = data.get("type")
         if not isinstance(tag, str):
             return None, ["op needs a 'type' string"]
         cls = OP_TYPES.get(tag)
+        if cls is None and tag in custom_types:
+            try:
+                return decode_op(data, custom_types), []
+            except InvalidOpError as exc:
+                return None, [str(exc)]
         if cls is None:
-            return None, [_unknown("op type", tag, OP_TYPES)]
+            return None, [_unknown("op type", tag, [*OP_TYPES, *custom_types])]
         problems = _extra_keys(data, ["type", *_field_names(cls)], f"op {tag!r}")
         items = data.get("items")
         if isinstance(items, list):
@@ -170,7 +178,7 @@ def _wait_for(data: Any) -> tuple[WaitFor | None, list[str]]:
     return WaitFor(0, data["type"], count, dict(match)), []
 
 
-def _step(number: int, data: Any) -> tuple[Step | None, list[str]]:
+def _step(number: int, data: Any, custom_types: Collection[str]) -> tuple[Step | None, list[str]]:
     if not isinstance(data, Mapping):
         return None, [f"expected an object with one of {', '.join(map(repr, _LINE_KEYS))}"]
     kinds = [key for key in _LINE_KEYS if key in data]
@@ -195,15 +203,18 @@ def _step(number: int, data: Any) -> tuple[Step | None, list[str]]:
     sub_id = data.get("id")
     if sub_id is not None and (not isinstance(sub_id, str) or not sub_id):
         problems.append("id must be a non-empty string")
-    op, more = _check_op(data["op"])
+    op, more = _check_op(data["op"], custom_types)
     problems += more
     if problems or op is None:
         return None, problems
     return OpLine(number, sub_id, op), []
 
 
-def parse_op_script(text: str, name: str = "script") -> list[Step]:
-    """Parse and check a whole op script.
+def parse_op_script(
+    text: str, name: str = "script", custom_types: Collection[str] = ()
+) -> list[Step]:
+    """Parse and check a whole op script; ``custom_types`` are the op types registered besides
+    relay's own.
 
     Raises:
         ScriptError: one line per problem, each ``NAME line N: ...``.
@@ -229,7 +240,7 @@ def parse_op_script(text: str, name: str = "script") -> list[Step]:
             problems.append(f"{name} line {number}: JSON that cannot be read: {exc}")
             continue
         try:
-            step, found = _step(number, data)
+            step, found = _step(number, data, custom_types)
         except RecursionError:
             problems.append(f"{name} line {number}: JSON that cannot be read: nested too deeply")
             continue

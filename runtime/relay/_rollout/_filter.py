@@ -138,6 +138,16 @@ class ResumeFilter:
             return
         if kind == "world_state":
             return
+        if kind == "op":
+            # A resume reads one op of each type: which types of task the session ran.
+            op = record["payload"].get("op") if isinstance(record["payload"], dict) else None
+            op_type = op.get("type") if isinstance(op, dict) else None
+            key = f"op:{op_type}"
+            older = self.latest.get(key)
+            if older is not None:
+                self._drop(older)
+            self.latest[key] = self._keep(_Kept(position, number, kind, record, always=True))
+            return
         if kind == "ids":
             if self.ids is not None:
                 self._drop(self.ids)

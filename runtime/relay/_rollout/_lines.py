@@ -153,6 +153,25 @@ class IdsLine:
     """The number of the last generated item id (``user-N``, ``msg-N``, ...)."""
 
 
+@attrs.frozen
+class OpLine:
+    """An op of a registered type that started a task (a custom op): its id and JSON form."""
+
+    number: int
+    """1-based line number."""
+    timestamp: str | None
+    """RFC 3339 time of the write."""
+    id: str
+    """The submission id (the turn id of its task)."""
+    op: Mapping[str, Any]
+    """The op, as JSON: ``{"type": ..., **fields}``."""
+
+    @property
+    def op_type(self) -> str:
+        """The op's type."""
+        return str(self.op["type"])
+
+
 RolloutLine: TypeAlias = (
     SessionMetaLine
     | ResponseItemLine
@@ -161,6 +180,7 @@ RolloutLine: TypeAlias = (
     | WorldStateLine
     | CompactedLine
     | IdsLine
+    | OpLine
 )
 
 

@@ -46,6 +46,7 @@ from ._lines import (
     CompactedLine,
     EventMsgLine,
     IdsLine,
+    OpLine,
     ResponseItemLine,
     Rollout,
     RolloutLine,
@@ -257,6 +258,12 @@ class _Parser:
                     _field(fields, "submission", int, "ids"),
                     _field(fields, "item", int, "ids"),
                 )
+            case "op":
+                fields = _object(payload, "op")
+                op = fields.get("op")
+                if not isinstance(op, dict) or not isinstance(op.get("type"), str):
+                    raise _Malformed("op: 'op' is not an op with a type")
+                return OpLine(number, timestamp, _field(fields, "id", str, "op"), op)
             case _:
                 raise _Malformed(f"unknown line type {kind!r}")
 

@@ -55,6 +55,7 @@ from ._lines import (
     CompactedLine,
     EventMsgLine,
     IdsLine,
+    OpLine,
     ResponseItemLine,
     Rollout,
     RolloutLine,
@@ -170,7 +171,7 @@ def reconstruct(rollout: Rollout) -> ResumedState:
                     replay.installing = False
                 else:
                     replay.history.response_completed(info.last_token_usage.total_tokens)
-            case SessionMetaLine() | EventMsgLine() | WorldStateLine() | IdsLine():
+            case SessionMetaLine() | EventMsgLine() | WorldStateLine() | IdsLine() | OpLine():
                 pass
             case _:
                 assert_never(line)
@@ -184,8 +185,11 @@ def reconstruct(rollout: Rollout) -> ResumedState:
     first_window_id: str | None = None
     previous_window_id: str | None = None
     window_id: str | None = None
+    op_types: dict[str, None] = {}
     for line in lines:
         match line:
+            case OpLine():
+                op_types[line.op_type] = None
             case TurnContextLine(settings=settings):
                 defaults = settings
                 model = settings.model
@@ -232,6 +236,7 @@ def reconstruct(rollout: Rollout) -> ResumedState:
         model_provider=provider,
         submissions=submissions,
         items=items,
+        op_types=tuple(op_types),
     )
 
 

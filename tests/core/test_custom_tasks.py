@@ -1,0 +1,300 @@
+"""Ops an embedder adds, and the tasks that serve them: the same life as relay's own.
+
+The tasks here are written against ``relay.SessionTask`` and ``relay.TaskContext`` alone, as
+an embedder writes them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import attrs
+import pytest
+import trio
+import trio.testing
+
+import relay
+from relay import testing
+
+EXAMPLES = Path(__file__).resolve().parent.parent.parent / "examples" / "tasks"
+
+
+@attrs.frozen
+class Echo(relay.SessionTask):
+    text: str
+
+    @property
+    def kind(self) -> str:
+        return "echo"
+
+    async def run(self, ctx: relay.TaskContext) -> str | None:
+        ctx.emit(relay.AgentMessage(f"echo: {self.text}"))
+        return None
+
+
+@attrs.frozen
+class Boom(relay.SessionTask):
+    @property
+    def kind(self) -> str:
+        return "boom"
+
+    async def run(self, ctx: relay.TaskContext) -> str | None:
+        raise ValueError("the boom task always fails")
+
+
+@attrs.define
+class Sleeper(relay.SessionTask):
+    """Sleeps until cancelled; its abort leaves a note in the history."""
+
+    aborted: list[relay.AbortReason] = attrs.field(factory=list)
+
+    @property
+    def kind(self) -> str:
+        return "sleep"
+
+    async def run(self, ctx: relay.TaskContext) -> str | None:
+        await anyio.sleep_forever()
+        return None
+
+    def abort(self, ctx: relay.TaskContext, reason: relay.AbortReason) -> None:
+        self.aborted.append(reason)
+        ctx.record(relay.lowlevel.user_message(f"the sleep was {reason.value}"))
+
+
+def echo(op: relay.CustomOp) -> Echo:
+    return Echo(str(op.fields.get("text", "")))
+
+
+def tasks(**more: Any) -> dict[str, Any]:
+    return {"echo": echo, "boom": lambda op: Boom(), **more}
+
+
+def turn_events(t: testing.TestSession, turn_id: str) -> list[str]:
+    return t.recorder.types(turn_id)
+
+
+async def test_a_custom_op_runs_its_task_between_turn_started_and_turn_complete(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with testing.open_test_session({}, tasks=tasks()) as t:
+        await t.submit(relay.CustomOp("echo", {"text": "hi"}), id="e1")
+        await t.wait_for(relay.TurnComplete)
+    assert turn_events(t, "e1") == [
+        "turn_started",
+        "item_started",
+        "item_completed",
+        "agent_message",
+        "turn_complete",
+    ]
+    assert t.recorder.of_type(relay.TurnComplete) == [relay.TurnComplete("e1", "echo: hi", 0)]
+    assert t.session.statistics().running_kind is None
+
+
+async def test_a_custom_op_in_json_reaches_its_task_with_its_fields(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with testing.open_test_session({}, tasks=tasks()) as t:
+        t.session.submit_json_nowait({"type": "echo", "text": "from json"}, id="j1")
+        await t.wait_for(relay.TurnComplete)
+    assert t.recorder.of_type(relay.AgentMessage) == [relay.AgentMessage("echo: from json")]
+
+
+async def test_an_unregistered_type_is_refused_naming_the_closest(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with testing.open_test_session({}, tasks=tasks()) as t:
+        with pytest.raises(relay.InvalidOpError, match=r"'ecco' \(did you mean 'echo'\?\)"):
+            await t.submit(relay.CustomOp("ecco"))
+        t.session.submit_json_nowait({"type": "ecco"}, id="bad")
+        await t.wait_for(relay.ErrorEvent)
+    (error,) = t.recorder.of_type(relay.ErrorEvent)
+    assert error.code is relay.ErrorCode.INVALID_OP and "did you mean 'echo'" in error.message
+
+
+async def test_an_exception_in_a_task_is_an_error_naming_the_kind_and_the_session_goes_on(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with testing.open_test_session({"responses": ["fine"]}, tasks=tasks()) as t:
+        await t.submit(relay.CustomOp("boom"), id="b1")
+        await t.wait_for(relay.TurnComplete)
+        await t.turns("still there?")
+    errors = [(e.id, e.msg) for e in t.recorder.events if isinstance(e.msg, relay.ErrorEvent)]
+    assert errors == [
+        (
+            "b1",
+            relay.ErrorEvent(
+                "the boom task failed: ValueError('the boom task always fails')",
+                relay.ErrorCode.INTERNAL,
+            ),
+        )
+    ]
+    assert t.recorder.of_type(relay.TurnComplete)[-1].last_agent_message == "fine"
+
+
+async def test_a_custom_op_replaces_the_running_turn_by_default(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    script = {"responses": [{"text": "slow", "delay_ms": 10_000}]}
+    async with testing.open_test_session(script, tasks=tasks()) as t:
+        await t.turn("long question", id="t1")
+        await t.wait_for(relay.TurnStarted)
+        await t.submit(relay.CustomOp("echo", {"text": "now"}), id="e1")
+        await t.wait_for(relay.TurnComplete)
+    ends = [m for m in t.recorder.msgs if isinstance(m, relay.TurnAborted | relay.TurnStarted)]
+    assert [(type(m).__name__, m.turn_id) for m in ends] == [
+        ("TurnStarted", "t1"),
+        ("TurnAborted", "t1"),
+        ("TurnStarted", "e1"),
+    ]
+    assert t.recorder.of_type(relay.TurnAborted)[0].reason is relay.AbortReason.REPLACED
+
+
+async def test_a_queued_custom_op_waits_and_a_steered_one_is_refused(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    script = {"responses": [{"text": "answer", "delay_ms": 1_000}]}
+    async with testing.open_test_session(script, tasks=tasks()) as t:
+        await t.turn("question", id="t1")
+        await t.wait_for(relay.TurnStarted)
+        await t.submit(relay.CustomOp("echo", {"text": "later"}, relay.OnBusy.QUEUE), id="q1")
+        await t.submit(relay.CustomOp("echo", {"text": "in"}, relay.OnBusy.STEER), id="s1")
+        await t.wait_for(relay.TurnComplete, 2)
+    completes = [m.turn_id for m in t.recorder.of_type(relay.TurnComplete)]
+    assert completes == ["t1", "q1"]
+    (refused,) = [e for e in t.recorder.events if isinstance(e.msg, relay.ErrorEvent)]
+    assert refused.id == "s1"
+    assert refused.msg.code is relay.ErrorCode.ACTIVE_TURN_NOT_STEERABLE
+
+
+async def test_an_interrupt_ends_a_custom_task_within_the_grace_and_runs_its_abort(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    sleeper = Sleeper()
+    async with testing.open_test_session({}, tasks=tasks(sleep=lambda op: sleeper)) as t:
+        await t.submit(relay.CustomOp("sleep"), id="z1")
+        await t.wait_for(relay.TurnStarted)
+        started = trio.current_time()
+        await t.submit(relay.Interrupt())
+        aborted = await t.wait_for(relay.TurnAborted)
+        took = trio.current_time() - started
+    assert aborted.msg == relay.TurnAborted("z1", relay.AbortReason.INTERRUPTED, 0)
+    assert took <= 0.1
+    assert sleeper.aborted == [relay.AbortReason.INTERRUPTED]
+    texts = [m.text() for m in t.session.history.items if isinstance(m, relay.Message)]
+    assert texts[-2] == "the sleep was interrupted"
+
+
+async def test_ask_returns_the_answer_its_items_and_its_usage(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    script = {
+        "responses": [
+            {"function_call": {"name": "sleep", "arguments": {"seconds": 0}, "call_id": "c1"}},
+            {"text": "Done.", "total_tokens": 900},
+        ]
+    }
+    async with testing.open_test_session(script) as t:
+        answer = await t.session.ask("Wait a moment.")
+    assert answer.message == "Done."
+    kinds = [type(item).__name__ for item in answer.items]
+    assert kinds == ["UserMessageItem", "ToolCallItem", "AgentMessageItem"]
+    counted = [m.info.last_token_usage for m in t.recorder.of_type(relay.TokenCount)]
+    assert answer.usage.total_tokens == sum(u.total_tokens for u in counted) > 900
+
+
+async def test_ask_raises_turn_failed_with_the_error_of_a_failed_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    script = {"responses": [{"http_error": {"status": 400, "message": "bad request"}}]}
+    async with testing.open_test_session(script) as t:
+        with pytest.raises(relay.TurnFailed) as caught:
+            await t.session.ask("hello")
+    assert caught.value.error is not None
+    assert caught.value.error.code is relay.ErrorCode.BAD_REQUEST
+
+
+async def test_ask_waits_for_a_running_turn_and_answers_its_own(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    script = {"responses": [{"text": "first", "delay_ms": 500}, {"text": "second"}]}
+    async with testing.open_test_session(script) as t:
+        await t.turn("one", id="t1")
+        await t.wait_for(relay.TurnStarted)
+        answer = await t.session.ask("two")
+    assert answer.message == "second"
+    assert [m.last_agent_message for m in t.recorder.of_type(relay.TurnComplete)] == [
+        "first",
+        "second",
+    ]
+
+
+async def test_wait_for_with_a_timeout_says_what_it_saw(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with testing.open_test_session({"responses": ["hi"]}) as t:
+        await t.turns("hello")
+        with pytest.raises(
+            TimeoutError, match=r"waited 5 s for 1 TurnAborted event\(s\) and saw 0"
+        ):
+            await t.wait_for(relay.TurnAborted, timeout=5)
+
+
+async def test_the_review_example_reads_through_the_tool_and_answers(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    from relay._open import load_object
+
+    review = load_object(f"{EXAMPLES / 'review.py'}:review", what="task review")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text("x = 1 / 0\n")
+    script = json.loads((EXAMPLES / "review.model.json").read_text())
+    config = relay.Config(cwd=str(tmp_path), rollout=relay.RolloutConfig(enabled=False))
+    async with testing.open_test_session(script, config=config, tasks={"review": review}) as t:
+        await t.submit(relay.CustomOp("review", {"path": "src/app.py"}), id="r1")
+        await t.wait_for(relay.TurnComplete)
+    request = t.model.requests[0]
+    assert "x = 1 / 0" in testing.user_texts(request)[-1]
+    assert request["tools"] == []
+    (done,) = t.recorder.of_type(relay.TurnComplete)
+    assert done.last_agent_message == script["responses"][0]["text"]
+    tools = [
+        m.item
+        for m in t.recorder.msgs
+        if isinstance(m, relay.ItemCompleted) and isinstance(m.item, relay.ToolCallItem)
+    ]
+    assert [item.name for item in tools] == ["read_file"]
+
+
+async def test_plan_then_act_interrupted_between_its_steps_leaves_a_whole_history(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    from relay._open import load_object
+
+    plan_act = load_object(f"{EXAMPLES / 'plan_act.py'}:plan_act", what="task plan_act")
+    script = {
+        "responses": [{"text": "1. Look.\n2. Report."}, {"text": "never", "delay_ms": 60_000}]
+    }
+    config = relay.Config(cwd=str(tmp_path), rollout=relay.RolloutConfig(enabled=False))
+    async with testing.open_test_session(script, config=config, tasks={"plan_act": plan_act}) as t:
+        await t.submit(relay.CustomOp("plan_act", {"goal": "Look around."}), id="p1")
+        await t.wait_for(relay.AgentMessage)
+        await trio.testing.wait_all_tasks_blocked()
+        await t.submit(relay.Interrupt())
+        await t.wait_for(relay.TurnAborted)
+    messages = [
+        (m.role, m.text())
+        for m in t.session.history.items
+        if isinstance(m, relay.Message) and not m.text().startswith("<")
+    ]
+    assert messages[-3:] == [
+        ("user", "Look around."),
+        ("assistant", "1. Look.\n2. Report."),
+        ("user", "Carry out the plan above, one step at a time, and say what you did."),
+    ]
+    last = t.session.history.items[-1]
+    assert isinstance(last, relay.Message) and last.text().startswith("<turn_aborted>")
+    calls = [i for i in t.session.history.items if isinstance(i, relay.FunctionCall)]
+    assert calls == []
