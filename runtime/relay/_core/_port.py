@@ -22,12 +22,14 @@ from typing import Protocol
 import attrs
 
 from .._base import _protocol as p
+from .._base._errors import ErrorCode
 from .._base._model import Prompt
 from .._base._tokens import truncate_text
 from . import _sampling
 from ._background import Backgrounds
 from ._compaction import CompactionOutcome, CompactionRequest, Injection, install
 from ._context import context_changes
+from ._guard import LoopGuard, loop_message, loop_warning, step_limit_message
 from ._input import resolve_image
 from ._sampling import SampleResult
 from ._services import Services
@@ -136,6 +138,8 @@ class TaskContext:
         self._stepped = False
         self._last_step_called_tools = False
         self._compacted_since_step = False
+        config = services.config
+        self._guard = LoopGuard(config.max_steps_per_turn, config.max_identical_tool_calls)
 
     @property
     def view(self) -> TaskView:
@@ -250,6 +254,7 @@ class TaskContext:
                 report=report,
                 max_retries=max_retries,
             )
+        self._check_limits()
         take_input = True
         if self._stepped and not self._compacted_since_step:
             over = self.view.budget.over_limit
@@ -302,7 +307,19 @@ class TaskContext:
         else:
             self.record(p.CustomToolCallOutput(call.call_id, output))
         self.emit(p.ItemCompleted(turn_id, attrs.evolve(item, output=output)))
+        if self._guard.note_call(call.name, arguments, output) == "warn":
+            self.emit(p.WarningEvent(loop_warning(call.name, self._guard.run)))
         return output
+
+    def _check_limits(self) -> None:
+        """End the turn before a step it may not take (see :mod:`._guard`)."""
+        guard = self._guard
+        if guard.looping and guard.last is not None:
+            self.emit(p.ErrorEvent(loop_message(guard.last[0], guard.run), ErrorCode.TOOL_LOOP))
+            raise StopTurn()
+        if not guard.step_allowed():
+            self.emit(p.ErrorEvent(step_limit_message(guard.max_steps), ErrorCode.STEP_LIMIT))
+            raise StopTurn()
 
     async def compact(self, request: CompactionRequest) -> CompactionOutcome:
         """Reach a compaction point: the session's compactor does what is due (``manual``
