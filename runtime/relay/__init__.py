@@ -64,9 +64,9 @@ from ._base._protocol import ReasoningItem as ReasoningItem
 from ._base._protocol import ResponseItem as ResponseItem
 from ._base._protocol import SessionConfigured as SessionConfigured
 from ._base._protocol import Shutdown as Shutdown
+from ._base._protocol import Unpin as Unpin
 from ._base._protocol import ShutdownComplete as ShutdownComplete
 from ._base._protocol import StreamErrorEvent as StreamErrorEvent
-from ._base._protocol import Submission as Submission
 from ._base._protocol import Text as Text
 from ._base._protocol import TokenCount as TokenCount
 from ._base._protocol import TokenUsage as TokenUsage
@@ -168,7 +168,6 @@ __all__ = [
     "Shutdown",
     "ShutdownComplete",
     "StreamErrorEvent",
-    "Submission",
     "TaskContext",
     "Text",
     "TokenCount",
@@ -182,6 +181,7 @@ __all__ = [
     "TurnFailed",
     "TurnItem",
     "TurnStarted",
+    "Unpin",
     "UserInput",
     "UserMessage",
     "UserMessageItem",

@@ -84,6 +84,7 @@ OPS: dict[type, Any] = {
     p.Compact: p.Compact(instructions="keep the file list"),
     p.Interrupt: p.Interrupt(),
     p.OverrideTurnContext: p.OverrideTurnContext(model="o3", cwd="/tmp", effort="low"),
+    p.Unpin: p.Unpin("Always answer in French."),
     p.Shutdown: p.Shutdown(),
     p.CustomOp: p.CustomOp("review", {"path": "src/app.py", "depth": 2}, p.OnBusy.QUEUE),
 }
@@ -312,6 +313,7 @@ EXPECTED_TAGS: dict[type, str] = {
     p.Interrupt: "interrupt",
     p.OverrideTurnContext: "override_turn_context",
     p.Shutdown: "shutdown",
+    p.Unpin: "unpin",
     p.UserMessageItem: "user_message",
     p.AgentMessageItem: "agent_message",
     p.ReasoningItem: "reasoning",

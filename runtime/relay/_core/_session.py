@@ -47,6 +47,7 @@ from ._slot import TaskSlot
 from ._state import SessionState
 from ._tools import ToolRegistry
 from ._writer import RolloutWriter
+from ._work_state import pin_label, pin_refusal
 
 TaskFactories = Mapping[str, Callable[[Any], SessionTask]]
 """The session's task factories: an op type to what makes the task of such an op."""
@@ -205,6 +206,7 @@ class Session(metaclass=NoPublicConstructor):
             | p.Compact
             | p.Interrupt
             | p.OverrideTurnContext
+            | p.Unpin
             | p.Shutdown
             | p.CustomOp,
         ):
@@ -396,11 +398,9 @@ class Session(metaclass=NoPublicConstructor):
         slot = self._slot
         match op:
             case p.UserTurn():
-                if op.pin:
-                    text = user_message_of(op.items).text()
-                    self.state.work_state.pin(text)
-                    services.emit(sub_id, p.WorkStateNoted("pinned", text))
                 settings = self._update_defaults(op)
+                if op.pin:
+                    self._pin(sub_id, user_message_of(op.items).text(), settings.model)
                 await slot.offer(sub_id, self._factory(op), settings, op.on_busy, op.items)
             case p.UserInput():
                 defaults = self.state.defaults
@@ -412,6 +412,13 @@ class Session(metaclass=NoPublicConstructor):
                 slot.start_queued()
             case p.OverrideTurnContext():
                 self._update_defaults(op)
+            case p.Unpin(text=text):
+                released = self.state.work_state.unpin(text)
+                if text is not None and not released:
+                    message = f"invalid op: unpin: no pinned message is {pin_label(text)}"
+                    services.emit(sub_id, p.ErrorEvent(message, ErrorCode.INVALID_OP))
+                for gone in released:
+                    services.emit(sub_id, p.WorkStateNoted("unpinned", gone))
             case p.Shutdown():
                 await self._shutdown(sub_id)
             case p.CustomOp():
@@ -423,6 +430,16 @@ class Session(metaclass=NoPublicConstructor):
     def _factory(self, op: p.Op) -> Callable[[], SessionTask]:
         make = self._tasks[_op_type(op)]
         return lambda: make(op)
+
+    def _pin(self, sub_id: str, text: str, model: str) -> None:
+        """Pin ``text``, unless the pinned messages would take too much of the window."""
+        record = self.state.work_state
+        refusal = pin_refusal(text, record.pinned, self._services.budget(model).window)
+        if refusal is not None:
+            self._services.emit(sub_id, p.WarningEvent(refusal))
+            return
+        record.pin(text)
+        self._services.emit(sub_id, p.WorkStateNoted("pinned", text))
 
     def _update_defaults(self, op: p.UserTurn | p.OverrideTurnContext) -> TurnSettings:
         """Apply the settings ``op`` carries to the defaults; returns the new defaults."""

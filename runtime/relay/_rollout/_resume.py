@@ -259,6 +259,8 @@ def restore_work_record(lines: Iterable[RolloutLine]) -> tuple[WorkState, dict[s
             case EventMsgLine(msg=p.WorkStateNoted(kind=kind, text=text, key=key)):
                 if kind == "pinned":
                     record.pin(text)
+                elif kind == "unpinned":
+                    record.unpin(text)
                 else:
                     record.add(WorkEntry(kind, text, key))
             case _:
