@@ -64,7 +64,6 @@ from ._base._protocol import ReasoningItem as ReasoningItem
 from ._base._protocol import ResponseItem as ResponseItem
 from ._base._protocol import SessionConfigured as SessionConfigured
 from ._base._protocol import Shutdown as Shutdown
-from ._base._protocol import Unpin as Unpin
 from ._base._protocol import ShutdownComplete as ShutdownComplete
 from ._base._protocol import StreamErrorEvent as StreamErrorEvent
 from ._base._protocol import Text as Text
@@ -75,6 +74,7 @@ from ._base._protocol import TurnAborted as TurnAborted
 from ._base._protocol import TurnComplete as TurnComplete
 from ._base._protocol import TurnItem as TurnItem
 from ._base._protocol import TurnStarted as TurnStarted
+from ._base._protocol import Unpin as Unpin
 from ._base._protocol import UserInput as UserInput
 from ._base._protocol import UserMessage as UserMessage
 from ._base._protocol import UserMessageItem as UserMessageItem

@@ -59,9 +59,7 @@ async def test_the_default_step_limit_ends_a_turn_that_would_never_end(
         await t.wait_for(relay.TurnComplete, timeout=600)
         calls = [i for i in t.session.history.items if isinstance(i, relay.FunctionCall)]
     assert len(calls) == relay.Config().max_steps_per_turn == 200
-    assert [e.code for e in t.recorder.of_type(relay.ErrorEvent)] == [
-        relay.ErrorCode.STEP_LIMIT
-    ]
+    assert [e.code for e in t.recorder.of_type(relay.ErrorEvent)] == [relay.ErrorCode.STEP_LIMIT]
 
 
 async def look(args: Mapping[str, Any], ctx: relay.ToolContext) -> str:

@@ -197,14 +197,7 @@ class CustomOp:
 
 
 Op: TypeAlias = (
-    UserTurn
-    | UserInput
-    | Compact
-    | Interrupt
-    | OverrideTurnContext
-    | Unpin
-    | Shutdown
-    | CustomOp
+    UserTurn | UserInput | Compact | Interrupt | OverrideTurnContext | Unpin | Shutdown | CustomOp
 )
 
 

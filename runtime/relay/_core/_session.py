@@ -46,8 +46,8 @@ from ._services import Services
 from ._slot import TaskSlot
 from ._state import SessionState
 from ._tools import ToolRegistry
-from ._writer import RolloutWriter
 from ._work_state import pin_label, pin_refusal
+from ._writer import RolloutWriter
 
 TaskFactories = Mapping[str, Callable[[Any], SessionTask]]
 """The session's task factories: an op type to what makes the task of such an op."""
