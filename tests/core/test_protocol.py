@@ -681,3 +681,22 @@ def test_token_usage_round_trips(
 def test_token_usage_adds_field_by_field(a: p.TokenUsage, b: p.TokenUsage) -> None:
     total = to_json(a + b)
     assert total == {key: to_json(a)[key] + to_json(b)[key] for key in to_json(a)}
+
+
+@pytest.mark.parametrize(
+    ("data", "got"),
+    [
+        ({"type": "user_turn", "items": "not a string list"}, "str"),
+        ({"type": "user_turn", "items": {"type": "text", "text": "hi"}}, "object"),
+        ({"type": "user_input", "items": "hi"}, "str"),
+    ],
+    ids=["string", "object", "user-input-string"],
+)
+def test_a_string_or_object_where_a_list_belongs_is_one_error(
+    data: dict[str, Any], got: str
+) -> None:
+    with pytest.raises(InvalidOpError) as info:
+        decode_op(data)
+    message = str(info.value)
+    assert message.count(" @ ") == 1, message
+    assert f"expected a list, got {got} @ $.items" in message
