@@ -135,6 +135,13 @@ def test_the_guard_counts_runs_of_the_same_call_and_output() -> None:
     assert guard.note_call("ls", '{"b":2,"a":1}', "x") == "stop"
 
 
+def test_arguments_python_cannot_read_are_compared_as_written() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    guard = LoopGuard(max_steps=0, max_identical=2)
+    assert guard.note_call("ls", deep, "x") is None
+    assert guard.note_call("ls", deep, "x") == "stop"
+
+
 def test_another_call_or_output_starts_a_new_run() -> None:
     guard = LoopGuard(max_steps=0, max_identical=3)
     assert guard.note_call("ls", "{}", "x") is None

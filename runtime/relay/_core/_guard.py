@@ -20,7 +20,7 @@ def call_key(name: str, arguments: str, output: str) -> tuple[str, str, str]:
     and key order aside; as written when they are not JSON), and the output they gave."""
     try:
         normal = json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than Python reads
         normal = arguments
     return name, normal, output
 
