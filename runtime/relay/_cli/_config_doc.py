@@ -162,8 +162,25 @@ def _default(field: attrs.Attribute[Any]) -> str:
     return f"`{toml_value(default)}`"
 
 
+#: What a table's section says before its keys.
+_INTROS: Mapping[str, str] = {
+    "features.": (
+        "Each feature is a switch (`token_budget = true`), or a table in the form Codex writes "
+        "(`[features.token_budget]` with `enabled = true`); a table without `enabled` leaves "
+        "its feature off, as in Codex. `[features.async_compaction]` may also hold "
+        "`model_async_compact_threshold_percent`, which is the top-level key of that name "
+        "(set in both places, the two must agree). Any other key in a feature's table is an "
+        "error:\n\n"
+        "```toml\n[features.async_compaction]\nenabled = true\n"
+        "model_async_compact_threshold_percent = 30\n```\n"
+    ),
+}
+
+
 def _table(prefix: str, cls: type, title: str) -> Iterator[str]:
     yield f"## {title}\n"
+    if prefix in _INTROS:
+        yield _INTROS[prefix]
     docs = _attribute_docs(cls)
     hints = field_types(cls)
     for field in attrs.fields(cls):
