@@ -495,17 +495,15 @@ def test_the_threshold_in_two_places_must_agree(tmp_path: Path) -> None:
 
 
 def test_an_unknown_key_in_a_feature_table_is_named(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="features.token_budget.reminder_threshold_tokens"):
+    with pytest.raises(ConfigError, match=r"features\.token_budget\.reminder_threshold_tokens"):
         _load(tmp_path, "[features.token_budget]\nenabled = true\nreminder_threshold_tokens = 9\n")
 
 
 def test_enabled_must_be_a_boolean(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="features.token_budget.enabled"):
+    with pytest.raises(ConfigError, match=r"features\.token_budget\.enabled"):
         _load(tmp_path, '[features.token_budget]\nenabled = "yes"\n')
 
 
 def test_a_feature_set_as_an_override_takes_the_table_form_too() -> None:
-    config = load_config(
-        None, ["features.async_compaction.enabled=true", "rollout.enabled=false"]
-    )
+    config = load_config(None, ["features.async_compaction.enabled=true", "rollout.enabled=false"])
     assert config.features.async_compaction is True
