@@ -10,6 +10,7 @@ import itertools
 import json
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -782,6 +783,26 @@ async def test_delay_before_the_answer_is_waited_for(autojump_clock: trio.abc.Cl
         events = await collect(client)
         assert trio.current_time() - start == pytest.approx(2.5)
     assert isinstance(events[-1], Completed)
+
+
+async def test_a_request_moves_no_virtual_clock(
+    autojump_clock: trio.abc.Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client starts no worker thread for a request. The SDK would, at its first request,
+    to find the platform it reports: under a virtual clock the thread's real duration lets
+    the clock jump to the next deadline, here the guard's (a request's own deadlines would
+    expire at once). The probe is made slow here, as it is the first time in a process."""
+
+    def slow_probe() -> str:
+        time.sleep(0.05)
+        return "Linux"
+
+    monkeypatch.setattr("openai._base_client.get_platform", slow_probe)
+    with trio.fail_after(60):
+        async with open_client(sse(CREATED, completed())) as client:
+            start = trio.current_time()
+            assert await collect(client) == [Completed("resp_1", None)]
+            assert trio.current_time() == start
 
 
 async def test_leaving_early_closes_the_response() -> None:

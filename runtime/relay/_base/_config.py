@@ -46,8 +46,14 @@ class ProviderConfig:
     stream_idle_timeout_ms: int = 300_000
     """A stream silent for this long between two events is a retryable error."""
     stream_first_event_timeout_ms: int = 600_000
-    """How long a server may take from the request to the first event of its answer (a local
-    server sends nothing while it reads the prompt); longer is a retryable error."""
+    """How long a server may take from the request to the first event of its answer, the
+    connection and the response headers included (a local server sends nothing while it
+    reads the prompt; a remote compaction request: to the headers of the answer); longer is
+    a retryable error."""
+    stream_max_duration_ms: int = 1_800_000
+    """The longest one request may take, from sending it to the end of its answer, however
+    steadily the server keeps sending (a slow local server can stream one answer for many
+    minutes); longer is a retryable error. Remote compaction requests too."""
     max_output_tokens: int | None = None
     """The longest answer to ask this provider for, in tokens (overrides
     ``model_max_output_tokens``); unset: no limit is sent."""
@@ -435,7 +441,11 @@ def _check_limits(config: Config) -> None:
                 f"model_providers.{name}.max_output_tokens must be positive, "
                 f"got {provider.max_output_tokens}"
             )
-        for key in ("stream_idle_timeout_ms", "stream_first_event_timeout_ms"):
+        for key in (
+            "stream_idle_timeout_ms",
+            "stream_first_event_timeout_ms",
+            "stream_max_duration_ms",
+        ):
             value = getattr(provider, key)
             if value <= 0:
                 raise ConfigError(f"model_providers.{name}.{key} must be positive, got {value}")

@@ -88,6 +88,9 @@ EXAMPLES: Mapping[str, str] = {
     "model_providers.*.stream_first_event_timeout_ms": (
         "[model_providers.local]\nstream_first_event_timeout_ms = 900000"
     ),
+    "model_providers.*.stream_max_duration_ms": (
+        "[model_providers.local]\nstream_max_duration_ms = 3600000"
+    ),
     "model_providers.*.max_output_tokens": "[model_providers.local]\nmax_output_tokens = 1024",
     "model_providers.*.http_headers": (
         '[model_providers.local]\nhttp_headers = { "X-Team" = "search" }'
