@@ -3,8 +3,8 @@
 :func:`load_config` merges the sources into one plain dict, checks every key against the attrs
 classes below (the error names the file and every unknown key, with the closest known one),
 then structures it. docs/config.md is generated from these classes by
-``runtime/_config_doc.py``. Nothing reads the environment except :func:`resolve_api_key`, and
-the key it returns is never stored in a config.
+``runtime/_config_doc.py``. Nothing reads the environment except :func:`resolve_api_key` (and
+:func:`take_api_key`, the ``relay`` command's), and the key is never stored in a config.
 """
 
 from __future__ import annotations
@@ -251,13 +251,20 @@ def relay_home() -> Path:
     return Path(os.environ.get("RELAY_HOME") or Path.home() / ".relay")
 
 
-def resolve_api_key(provider: ProviderConfig) -> str | None:
-    """The provider's API key from its ``env_key`` variable (see :mod:`relay._base._secret`:
-    checked, then taken out of the environment); an unset, empty or invalid one is an error."""
+def resolve_api_key(provider: ProviderConfig, given: str | None = None) -> str | None:
+    """The provider's API key: ``given`` (a key passed by value, checked), else the key in its
+    ``env_key`` variable (see :mod:`relay._base._secret`: checked, the environment left as it
+    is); an unset, empty or invalid one is an error.
+
+    Raises:
+        ConfigError: the key is missing, or has a character a request header cannot carry.
+    """
+    from ._secret import check_key, read_key
+
+    if given is not None:
+        return check_key("the api_key argument", given)
     if provider.env_key is None:
         return None
-    from ._secret import read_key
-
     key = read_key(provider.env_key)
     if key is None:
         raise ConfigError(
@@ -265,6 +272,19 @@ def resolve_api_key(provider: ProviderConfig) -> str | None:
             f"{provider.env_key}, which is unset or empty"
         )
     return key
+
+
+def take_api_key(provider: ProviderConfig) -> None:
+    """Take the provider's API key out of this process's environment (the ``relay`` command's
+    own; see :func:`relay._base._secret.take_key`); later reads still find it.
+
+    Raises:
+        ConfigError: the key has a character a request header cannot carry.
+    """
+    from ._secret import take_key
+
+    if provider.env_key is not None:
+        take_key(provider.env_key)
 
 
 @functools.cache

@@ -489,6 +489,7 @@ def _run_command(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         args.script = "-"
 
+    from .._base._config import take_api_key
     from .._base._errors import (
         ConfigError,
         RelayError,
@@ -528,6 +529,9 @@ def _run_command(args: argparse.Namespace) -> int:
             from .._models._script import load_model_script
 
             load_model_script(config.model_script)
+        # The command owns its process: the key leaves its environment, /proc/PID/environ
+        # included, before any process is started (a library leaves its host's alone).
+        take_api_key(config.provider())
     except (ConfigError, ScriptError, RolloutError) as exc:
         _print_error(exc)
         return EXIT_USAGE

@@ -279,18 +279,22 @@ class TaskContext:
 
     async def run_tool(self, call: p.ToolCall) -> str:
         """Run a tool call of the model: report it as a ``tool_call`` item, record its output
-        (cut to the output limit) and return it."""
+        (redacted of the API key, cut to the output limit) and return it.
+
+        This is where every tool output enters the history, the events and the next request:
+        the key is redacted here, whatever the tool, because a command can find it where relay
+        cannot take it away (the environment of a process above relay).
+        """
         services, turn_id = self._services, self._handle.turn_id
         arguments = call.arguments if isinstance(call, p.FunctionCall) else call.input
         item = p.ToolCallItem(call.call_id, call.name, arguments)
         self.emit(p.ItemStarted(turn_id, item))
-        secret = services.provider.env_key
         budget = self.view.budget
         tool_ctx = ToolContext(
             turn_id,
             self._handle.settings.cwd,
             self.emit,
-            hidden_env=frozenset([secret]) if secret else frozenset(),
+            hidden_env=services.secrets.variables,
             tokens_used=budget.usage,
             context_window=budget.window,
             note=self._note,
@@ -299,6 +303,7 @@ class TaskContext:
             output = await services.tools.call(call, tool_ctx)
         else:
             output = f"unsupported call: {call.name}"
+        output = services.secrets.redact(output)
         if not (call.name == RECALL_TOOL and services.config.features.tool_output_masking):
             # A recalled output was truncated when first recorded; it comes back as it was.
             output = truncate_text(output, TOOL_OUTPUT_TOKENS)
@@ -394,6 +399,8 @@ class TaskContext:
         """Add ``entry`` to the work-state record and report it (when the record is on)."""
         if self._writer.detached or not self._services.config.features.work_state:
             return
+        # A tool notes what it saw (a command's last line of output): redacted as its output is.
+        entry = attrs.evolve(entry, text=self._services.secrets.redact(entry.text))
         self._services.state.work_state.add(entry)
         self.emit(p.WorkStateNoted(entry.kind, entry.text, entry.key))
 

@@ -22,6 +22,7 @@ from .._base._codec import to_json
 from .._base._config import Config, ProviderConfig, context_window_for
 from .._base._errors import ConfigError
 from .._base._model import ModelClient
+from .._base._secret import NO_SECRETS, Secrets
 from .._base._templates import template
 from .._base._tokens import ApproxEstimator, TokenEstimator
 from .._version import __version__
@@ -56,6 +57,7 @@ class Services:
         estimator: TokenEstimator | None = None,
         hooks: Iterable[CompactHook] = (),
         ids: tuple[int, int] = (0, 0),
+        secrets: Secrets = NO_SECRETS,
     ) -> None:
         self.id = session_id
         """The session id."""
@@ -67,6 +69,9 @@ class Services:
             client_provider if isinstance(client_provider, ProviderConfig) else config.provider()
         )
         """The provider the model client talks to."""
+        self.secrets = Secrets.of(secrets.values, [*secrets.variables, self.provider.env_key])
+        """The API key: kept from the processes the session starts (its variable), and out
+        of every tool and hook output (its value)."""
         self.model = model
         """The model client."""
         self.tools = tools

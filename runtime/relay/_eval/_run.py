@@ -32,7 +32,14 @@ import attrs
 
 from .._base import _protocol as p
 from .._base._codec import encode_response_item
-from .._base._config import Config, config_from_dict, parse_override, resolve_api_key, unknown_keys
+from .._base._config import (
+    Config,
+    config_from_dict,
+    parse_override,
+    resolve_api_key,
+    take_api_key,
+    unknown_keys,
+)
 from .._base._errors import ConfigError, RelayError, ScriptError
 from .._base._model import CompactRequest, ModelClient, ModelEvent, Prompt
 from .._core._hooks import CompactHook, HookInput
@@ -553,6 +560,9 @@ def eval_command(args: Any) -> int:
         configurations = load_matrix(matrix if args.matrix or matrix.exists() else None)
         base = base_config_data(args.config, args.overrides)
         check_configurations(cases, configurations, base)
+        # The command owns its process: the keys leave its environment before any run starts.
+        for configuration in configurations:
+            take_api_key(config_from_dict(merged(base, configuration.overrides)).provider())
     except (ConfigError, ScriptError, OSError) as exc:
         print(f"relay eval: {exc}", file=sys.stderr)
         return 2
