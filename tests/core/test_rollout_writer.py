@@ -130,6 +130,7 @@ def test_a_rollout_has_one_writer_at_a_time(tmp_path: Path) -> None:
         second.close()
 
 
+@pytest.mark.slow  # processes of its own
 def test_a_second_process_resuming_a_rollout_in_use_exits_2(tmp_path: Path) -> None:
     def turn(turn_id: str) -> str:
         op = {"type": "user_turn", "items": [{"type": "text", "text": turn_id}]}
