@@ -37,6 +37,7 @@ class ErrorCode(enum.StrEnum):
     ACTIVE_TURN_NOT_STEERABLE = "active_turn_not_steerable"
     HOOK = "hook"
     COMPACTION_LOOP = "compaction_loop"
+    ROLLOUT = "rollout"
     INTERNAL = "internal"
 
 
