@@ -117,6 +117,7 @@ async def test_rollout_lines_modes_and_flush_before_terminal_events(
 
 def test_a_rollout_has_one_writer_at_a_time(tmp_path: Path) -> None:
     first = RolloutWriter.create(tmp_path, "s-1", FIXED_NOW)
+    first.write("session_meta", {"id": "s-1"})  # a new rollout left empty is removed on close
     try:
         with pytest.raises(RolloutLockedError, match="in use by another session"):
             RolloutWriter.append_to(first.path)

@@ -39,6 +39,7 @@ class ErrorCode(enum.StrEnum):
     COMPACTION_LOOP = "compaction_loop"
     STEP_LIMIT = "step_limit"
     TOOL_LOOP = "tool_loop"
+    ROLLOUT = "rollout"
     INTERNAL = "internal"
 
 

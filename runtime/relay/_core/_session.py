@@ -106,6 +106,7 @@ class Session(metaclass=NoPublicConstructor):
         self._slot = TaskSlot(services, task_group, compactor, self._refresh_idle)
         self._asking: dict[str, AnswerCollector] = {}
         self._closed = False
+        self._shutting_down = False
         self._finished = anyio.Event()
         self._unprocessed = 0
         self._idle = anyio.Event()
@@ -114,6 +115,13 @@ class Session(metaclass=NoPublicConstructor):
         self._sub_send, self._sub_recv = anyio.create_memory_object_stream[
             p.Submission | _RawSubmission
         ](math.inf)
+        services.on_rollout_failure = self._rollout_failed
+
+    def _rollout_failed(self) -> None:
+        # Nothing more can be recorded, so nothing more should run: the session shuts down as
+        # for a shutdown op (a running task ends ``shutdown``, ``shutdown_complete`` last).
+        if not (self._closed or self._shutting_down):
+            self._enqueue(p.Submission("rollout", p.Shutdown()))
 
     # ------------------------------------------------------------------ what it is
 
@@ -454,6 +462,7 @@ class Session(metaclass=NoPublicConstructor):
         return state.defaults
 
     async def _shutdown(self, sub_id: str) -> None:
+        self._shutting_down = True
         await self._slot.shut_down()
         self._closed = True
         services = self._services
