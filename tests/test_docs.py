@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 import pytest
 import trio
+import trio.testing
 
 from relay import testing
 from relay._base import _protocol as p
@@ -169,7 +170,7 @@ def test_the_first_task_of_writing_a_task_does_what_the_page_says() -> None:
             await t.wait_for(p.TurnComplete)
         return [e.msg for e in t.recorder.events if e.id == "s1"]
 
-    msgs = trio.run(main)
+    msgs = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     assert [type_tag(type(m)) for m in msgs] == [
         "turn_started",
         "item_started",

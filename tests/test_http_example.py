@@ -7,11 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.pipes import LineReader
 
 HTTP = Path(__file__).resolve().parent.parent / "examples" / "http"
 
 
+@pytest.mark.slow  # processes of its own
 def test_session_against_the_mock_server_over_real_http(tmp_path: Path) -> None:
     log = tmp_path / "requests.jsonl"
     server = subprocess.Popen(

@@ -7,9 +7,12 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow  # processes of its own
 def test_wheel_ships_templates_and_loads_them_when_installed(tmp_path: Path) -> None:
     subprocess.run(
         [

@@ -66,7 +66,6 @@ from ._base._protocol import SessionConfigured as SessionConfigured
 from ._base._protocol import Shutdown as Shutdown
 from ._base._protocol import ShutdownComplete as ShutdownComplete
 from ._base._protocol import StreamErrorEvent as StreamErrorEvent
-from ._base._protocol import Submission as Submission
 from ._base._protocol import Text as Text
 from ._base._protocol import TokenCount as TokenCount
 from ._base._protocol import TokenUsage as TokenUsage
@@ -75,6 +74,7 @@ from ._base._protocol import TurnAborted as TurnAborted
 from ._base._protocol import TurnComplete as TurnComplete
 from ._base._protocol import TurnItem as TurnItem
 from ._base._protocol import TurnStarted as TurnStarted
+from ._base._protocol import Unpin as Unpin
 from ._base._protocol import UserInput as UserInput
 from ._base._protocol import UserMessage as UserMessage
 from ._base._protocol import UserMessageItem as UserMessageItem
@@ -168,7 +168,6 @@ __all__ = [
     "Shutdown",
     "ShutdownComplete",
     "StreamErrorEvent",
-    "Submission",
     "TaskContext",
     "Text",
     "TokenCount",
@@ -182,6 +181,7 @@ __all__ = [
     "TurnFailed",
     "TurnItem",
     "TurnStarted",
+    "Unpin",
     "UserInput",
     "UserMessage",
     "UserMessageItem",

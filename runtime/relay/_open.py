@@ -34,6 +34,7 @@ from ._base._config import Config, ProviderConfig, relay_home, resolve_api_key
 from ._base._errors import ConfigError
 from ._base._model import ModelClient
 from ._base._protocol import BUILTIN_OP_TYPES
+from ._base._secret import Secrets
 from ._base._tokens import TokenEstimator
 from ._core._context import TurnSettings, check_working_directory
 from ._core._hooks import CompactHook
@@ -179,11 +180,20 @@ async def open_session(
     hooks: Iterable[CompactHook] = (),
     tasks: Mapping[str, TaskFactory | str] | None = None,
     compactor: Callable[[], Compactor] | None = None,
+    api_key: str | None = None,
 ) -> AsyncIterator[Session]:
     """Open a session that runs until the block exits or a ``shutdown`` op ends it.
 
     Leaving the block shuts the session down: a running task is aborted (reason
     ``shutdown``) and ``shutdown_complete`` is the last event.
+
+    The API key is ``api_key`` when given, else read from the variable the provider's
+    ``env_key`` names. Either way the program's environment is left as it is: its own
+    ``OPENAI_API_KEY``, its own clients and the processes it starts keep working. The
+    processes the session starts (the shell tool, hook commands) never get the variable, and
+    whatever they output is redacted of the key before it is recorded, reported or sent.
+    (The ``relay`` command, which owns its process, also takes the key out of its own
+    environment, ``/proc/PID/environ`` included.)
 
     Example::
 
@@ -209,10 +219,12 @@ async def open_session(
             ``relay.tasks`` entry points) and of ``config.tasks``.
         compactor: makes what a task does at its compaction points (default: relay's, from
             ``relay.tasks.compaction``).
+        api_key: the provider's API key, passed by value instead of read from the
+            environment (surrounding whitespace is stripped).
 
     Raises:
-        ConfigError: the configuration is invalid (unknown provider, missing API key, a task
-            factory that cannot be loaded, ...).
+        ConfigError: the configuration is invalid (unknown provider, missing or invalid API
+            key, a task factory that cannot be loaded, ...).
     """
     config = config or Config()
     provider = config.provider()
@@ -239,7 +251,10 @@ async def open_session(
     now = clock or _default_clock
     async with AsyncExitStack() as stack:
         if model is None:
-            model = await _open_model(config, provider, stack)
+            model, key = await _open_model(config, provider, stack, api_key)
+        else:
+            key = _known_key(provider, api_key)
+        secrets = Secrets.of([key], [provider.env_key])
         rollout: RolloutWriter | None = None
         if config.rollout.enabled:
             if resume is not None and resume.rollout_path is not None:
@@ -271,6 +286,7 @@ async def open_session(
                 estimator=estimator,
                 hooks=hooks,
                 ids=(resume.submissions, resume.items) if resume is not None else (0, 0),
+                secrets=secrets,
             )
 
         async with run_session(
@@ -289,17 +305,27 @@ def _default_clock() -> datetime:
 
 
 async def _open_model(
-    config: Config, provider: ProviderConfig, stack: AsyncExitStack
-) -> ModelClient:
+    config: Config, provider: ProviderConfig, stack: AsyncExitStack, given: str | None
+) -> tuple[ModelClient, str | None]:
+    """The model client of the configured provider, and the API key it uses."""
     if provider.base_url is None:  # the embedded scripted provider
-        return ScriptedModel(config.model_script)
-    api_key = resolve_api_key(provider)
+        return ScriptedModel(config.model_script), _known_key(provider, given)
+    api_key = resolve_api_key(provider, given)
     from ._wire import open_http_client  # the SDK is imported only for HTTP providers
 
     client: ModelClient = await stack.enter_async_context(
         open_http_client(provider, api_key=api_key)
     )
-    return client
+    return client, api_key
+
+
+def _known_key(provider: ProviderConfig, given: str | None) -> str | None:
+    """The key a session given its model client still keeps out of what it records: the one
+    passed, else the provider's when its variable holds a usable one."""
+    try:
+        return resolve_api_key(provider, given)
+    except ConfigError:
+        return given
 
 
 __all__ = [

@@ -45,6 +45,7 @@ from ._base._protocol import Other as Other
 from ._base._protocol import OutputText as OutputText
 from ._base._protocol import Reasoning as Reasoning
 from ._base._protocol import SessionResumed as SessionResumed
+from ._base._protocol import Submission as Submission
 from ._base._protocol import SummaryText as SummaryText
 from ._base._protocol import TokenUsageInfo as TokenUsageInfo
 from ._base._protocol import ToolCall as ToolCall
@@ -106,6 +107,7 @@ from ._core._work_state import KIND_HEADINGS as KIND_HEADINGS
 from ._core._work_state import WorkEntry as WorkEntry
 from ._core._work_state import WorkState as WorkState
 from ._core._work_state import kind_heading as kind_heading
+from ._core._work_state import pins_overflow_advice as pins_overflow_advice
 from ._core._work_state import work_state_budget as work_state_budget
 
 __all__ = [
@@ -159,6 +161,7 @@ __all__ = [
     "Snapshot",
     "StopTurn",
     "StreamError",
+    "Submission",
     "SummaryText",
     "TaskView",
     "TokenBudget",
@@ -191,6 +194,7 @@ __all__ = [
     "items_tokens",
     "keep_recent_user_messages",
     "kind_heading",
+    "pins_overflow_advice",
     "real_user_messages",
     "still_current",
     "summary_prefix",

@@ -448,3 +448,62 @@ def test_unknown_override_keys_are_all_named() -> None:
         "-c overrides: unknown config keys 'modle' (did you mean 'model'?), "
         "'rollout.enabld' (did you mean 'rollout.enabled'?)"
     )
+
+
+# ------------------------------------------------------------------ Codex's form of [features]
+
+
+def _load(tmp_path: Path, text: str) -> Config:
+    path = tmp_path / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    return load_config(path)
+
+
+def test_codex_table_form_of_async_compaction_with_its_threshold(tmp_path: Path) -> None:
+    config = _load(
+        tmp_path,
+        "[features.async_compaction]\nenabled = true\nmodel_async_compact_threshold_percent = 30\n",
+    )
+    assert config.features.async_compaction is True
+    assert config.model_async_compact_threshold_percent == 30
+
+
+@pytest.mark.parametrize("feature", ["token_budget", "remote_compaction_v2", "async_compaction"])
+@pytest.mark.parametrize("enabled", [True, False])
+def test_every_feature_takes_the_table_form(tmp_path: Path, feature: str, enabled: bool) -> None:
+    config = _load(tmp_path, f"[features.{feature}]\nenabled = {str(enabled).lower()}\n")
+    assert getattr(config.features, feature) is enabled
+
+
+def test_a_feature_table_without_enabled_leaves_the_feature_off(tmp_path: Path) -> None:
+    """As Codex reads it: the table sets the feature's options, `enabled` switches it on."""
+    config = _load(
+        tmp_path, "[features.async_compaction]\nmodel_async_compact_threshold_percent = 30\n"
+    )
+    assert config.features.async_compaction is False
+    assert config.model_async_compact_threshold_percent == 30
+
+
+def test_the_threshold_in_two_places_must_agree(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="model_async_compact_threshold_percent"):
+        _load(
+            tmp_path,
+            "model_async_compact_threshold_percent = 20\n\n"
+            "[features.async_compaction]\nenabled = true\n"
+            "model_async_compact_threshold_percent = 30\n",
+        )
+
+
+def test_an_unknown_key_in_a_feature_table_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"features\.token_budget\.reminder_threshold_tokens"):
+        _load(tmp_path, "[features.token_budget]\nenabled = true\nreminder_threshold_tokens = 9\n")
+
+
+def test_enabled_must_be_a_boolean(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"features\.token_budget\.enabled"):
+        _load(tmp_path, '[features.token_budget]\nenabled = "yes"\n')
+
+
+def test_a_feature_set_as_an_override_takes_the_table_form_too() -> None:
+    config = load_config(None, ["features.async_compaction.enabled=true", "rollout.enabled=false"])
+    assert config.features.async_compaction is True

@@ -22,6 +22,7 @@ import trio.testing
 import relay
 from relay import testing
 from relay._core._hooks import CompactHook, HookInput, HookStop, run_hook_command
+from tests.escapees import escape_argv, wait_gone
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 CANARY = "sk-canary-4f1d0c9e-never-leaks"
@@ -499,3 +500,111 @@ async def test_hook_input_never_carries_the_api_key(
         ("pre_compact", "continue"),
         ("post_compact", "continue"),
     ]
+
+
+async def test_what_hook_commands_print_is_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hook that knows the key (from a file of its own, say) and prints it: its warning and its
+    stop reason reach events and the rollout redacted."""
+    monkeypatch.setenv("RELAY_CANARY_KEY", CANARY)
+    key_file = tmp_path / "key.txt"
+    key_file.write_text(CANARY)
+    fails = python(
+        "import pathlib, sys; key = pathlib.Path(sys.argv[1]).read_text()\n"
+        "sys.stderr.write(f'denied for {key}\\n'); sys.exit(3)",
+        str(key_file),
+    )
+    stops = python(
+        "import json, pathlib, sys; key = pathlib.Path(sys.argv[1]).read_text()\n"
+        "print(json.dumps({'decision': 'stop', 'reason': f'key {key} expired'}))",
+        str(key_file),
+    )
+
+    script = {"responses": [{"text": "a1"}]}
+    async with testing.open_mock_server(script) as server:
+        cfg = relay.Config(
+            model="gpt-test",
+            model_provider="canary",
+            model_providers={
+                "canary": relay.ProviderConfig(
+                    name="canary", base_url=server.base_url, env_key="RELAY_CANARY_KEY"
+                )
+            },
+            hooks=relay.Hooks(pre_compact=[fails, stops]),
+            rollout=relay.RolloutConfig(enabled=True, dir=str(tmp_path / "sessions")),
+            cwd=str(tmp_path),
+        )
+        async with relay.open_session(cfg, clock=testing.fixed_clock) as session:
+            recorder = testing.EventRecorder()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(recorder.consume, session)
+                await session.submit(relay.UserTurn(items=[relay.Text("hi")]))
+                await recorder.wait_for(ended)
+                await session.submit(relay.Compact(), id="c1")
+                await recorder.wait_for(ended, 2)
+                await session.submit(relay.Shutdown())
+            rollout_path = session.rollout.path  # type: ignore[union-attr]
+    events = json.dumps(recorder.json())
+    # Both hooks ran and were reported: the failure, then the stop.
+    assert "denied for [redacted]" in events and "key [redacted] expired" in events
+    assert CANARY not in events
+    assert CANARY not in rollout_path.read_text()
+
+
+async def test_a_raising_callable_hook_is_reported_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RELAY_CANARY_KEY", CANARY)
+
+    async def raises(info: HookInput) -> HookStop | None:
+        raise RuntimeError(f"cannot use {CANARY}")
+
+    script = {"responses": [{"text": "a1"}, {"text": "summary"}]}
+    async with testing.open_mock_server(script) as server:
+        cfg = relay.Config(
+            model="gpt-test",
+            model_provider="canary",
+            model_providers={
+                "canary": relay.ProviderConfig(
+                    name="canary", base_url=server.base_url, env_key="RELAY_CANARY_KEY"
+                )
+            },
+            rollout=NO_ROLLOUT,
+            cwd=str(tmp_path),
+        )
+        hook = CompactHook("pre_compact", raises, name="raises")
+        async with relay.open_session(cfg, clock=testing.fixed_clock, hooks=[hook]) as session:
+            recorder = testing.EventRecorder()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(recorder.consume, session)
+                await session.submit(relay.UserTurn(items=[relay.Text("hi")]))
+                await recorder.wait_for(ended)
+                await session.submit(relay.Compact(), id="c1")
+                await recorder.wait_for(ended, 2)
+                await session.submit(relay.Shutdown())
+    events = json.dumps(recorder.json())
+    assert "cannot use [redacted]" in events
+    assert CANARY not in events
+
+
+@pytest.mark.parametrize("flags", [(), ("hold",)])
+async def test_a_grandchild_of_a_hook_that_left_the_session_does_not_survive(
+    tmp_path: Path, flags: tuple[str, ...]
+) -> None:
+    pid_file = tmp_path / "escapee.pid"
+    hook = relay.HookCommand(escape_argv(str(pid_file), *flags))
+    result = await run_hook_command(hook, INFO)
+    await wait_gone(int(pid_file.read_text()))
+    # Decided when the hook exited, though the grandchild held its output open (``hold``).
+    assert result.outcome == "continue"
+
+
+async def test_a_grandchild_of_a_hook_that_left_the_session_goes_at_the_timeout(
+    tmp_path: Path,
+) -> None:
+    pid_file = tmp_path / "escapee.pid"
+    hook = relay.HookCommand(escape_argv(str(pid_file), "wait"), timeout_ms=500)
+    result = await run_hook_command(hook, INFO)
+    await wait_gone(int(pid_file.read_text()))
+    assert result.outcome == "timeout"

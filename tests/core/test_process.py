@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from relay._core._process import open_command
+from tests.escapees import escape_argv
 
 #: Bound on every wait for another process; reached only when the behaviour is broken.
 WAIT_SECONDS = 15
@@ -62,12 +63,8 @@ def reaped(pids: list[int]) -> Iterator[None]:
                 os.kill(pid, signal.SIGKILL)
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
-def test_the_shell_command_and_its_children_die_with_relay(tmp_path: Path, signum: int) -> None:
-    fifo = tmp_path / "pids.fifo"
-    os.mkfifo(fifo)
-    # The command starts a child and reports both pids, then waits for the child.
-    argv = ["sh", "-c", f'sleep 1000 & echo "$$ $!" > {fifo}; wait']
+def start_relay(tmp_path: Path, argv: list[str]) -> subprocess.Popen[bytes]:
+    """``relay run`` of one turn whose model runs ``argv`` with the shell tool."""
     (tmp_path / "config.toml").write_text("[tools]\nshell = true\n")
     (tmp_path / "model.json").write_text(
         json.dumps(
@@ -89,7 +86,7 @@ def test_the_shell_command_and_its_children_die_with_relay(tmp_path: Path, signu
     (tmp_path / "ops.jsonl").write_text(
         json.dumps(turn) + '\n{"wait_for": {"type": "turn_complete"}}\n'
     )
-    relay = subprocess.Popen(
+    return subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -108,23 +105,53 @@ def test_the_shell_command_and_its_children_die_with_relay(tmp_path: Path, signu
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+
+
+def end_relay(relay: subprocess.Popen[bytes], signum: int) -> None:
+    """Send ``signum`` to relay and wait for its end."""
+    try:
+        relay.send_signal(signum)
+        # SIGTERM ends the session cleanly (exit 143); SIGHUP and SIGKILL end the process.
+        graceful = signum == signal.SIGTERM
+        assert relay.wait(timeout=WAIT_SECONDS) == (128 + signum if graceful else -signum)
+    finally:
+        if relay.poll() is None:
+            relay.kill()
+            relay.wait()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL])
+def test_the_shell_command_and_its_children_die_with_relay(tmp_path: Path, signum: int) -> None:
+    fifo = tmp_path / "pids.fifo"
+    os.mkfifo(fifo)
+    # The command starts a child and reports both pids, then waits for the child.
+    relay = start_relay(tmp_path, ["sh", "-c", f'sleep 1000 & echo "$$ $!" > {fifo}; wait'])
     pids: list[int] = []
     with reaped(pids):
         try:
             pids += [int(pid) for pid in read_fifo(fifo, WAIT_SECONDS).split()]
             assert len(pids) == 2
             assert not ended_within(pids[0], 0) and not ended_within(pids[1], 0)
-            relay.send_signal(signum)
-            # SIGTERM ends the session cleanly (exit 143); SIGHUP and SIGKILL end the process.
-            graceful = signum == signal.SIGTERM
-            assert relay.wait(timeout=WAIT_SECONDS) == (128 + signum if graceful else -signum)
         finally:
-            if relay.poll() is None:
-                relay.kill()
-                relay.wait()
+            end_relay(relay, signum)
         command, child = pids
         assert ended_within(command, WAIT_SECONDS), "the shell command outlived relay"
         assert ended_within(child, WAIT_SECONDS), "the command's child outlived relay"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_a_grandchild_that_left_the_session_dies_with_relay(tmp_path: Path, signum: int) -> None:
+    fifo = tmp_path / "pid.fifo"
+    os.mkfifo(fifo)
+    relay = start_relay(tmp_path, escape_argv(str(fifo), "wait"))
+    pids: list[int] = []
+    with reaped(pids):
+        try:
+            pids.append(int(read_fifo(fifo, WAIT_SECONDS)))
+            assert not ended_within(pids[0], 0)
+        finally:
+            end_relay(relay, signum)
+        assert ended_within(pids[0], WAIT_SECONDS), "the escaped grandchild outlived relay"
 
 
 async def test_a_command_killed_by_a_signal_shows_as_killed_by_it(tmp_path: Path) -> None:

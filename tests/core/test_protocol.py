@@ -84,6 +84,7 @@ OPS: dict[type, Any] = {
     p.Compact: p.Compact(instructions="keep the file list"),
     p.Interrupt: p.Interrupt(),
     p.OverrideTurnContext: p.OverrideTurnContext(model="o3", cwd="/tmp", effort="low"),
+    p.Unpin: p.Unpin("Always answer in French."),
     p.Shutdown: p.Shutdown(),
     p.CustomOp: p.CustomOp("review", {"path": "src/app.py", "depth": 2}, p.OnBusy.QUEUE),
 }
@@ -312,6 +313,7 @@ EXPECTED_TAGS: dict[type, str] = {
     p.Interrupt: "interrupt",
     p.OverrideTurnContext: "override_turn_context",
     p.Shutdown: "shutdown",
+    p.Unpin: "unpin",
     p.UserMessageItem: "user_message",
     p.AgentMessageItem: "agent_message",
     p.ReasoningItem: "reasoning",
@@ -679,3 +681,22 @@ def test_token_usage_round_trips(
 def test_token_usage_adds_field_by_field(a: p.TokenUsage, b: p.TokenUsage) -> None:
     total = to_json(a + b)
     assert total == {key: to_json(a)[key] + to_json(b)[key] for key in to_json(a)}
+
+
+@pytest.mark.parametrize(
+    ("data", "got"),
+    [
+        ({"type": "user_turn", "items": "not a string list"}, "str"),
+        ({"type": "user_turn", "items": {"type": "text", "text": "hi"}}, "object"),
+        ({"type": "user_input", "items": "hi"}, "str"),
+    ],
+    ids=["string", "object", "user-input-string"],
+)
+def test_a_string_or_object_where_a_list_belongs_is_one_error(
+    data: dict[str, Any], got: str
+) -> None:
+    with pytest.raises(InvalidOpError) as info:
+        decode_op(data)
+    message = str(info.value)
+    assert message.count(" @ ") == 1, message
+    assert f"expected a list, got {got} @ $.items" in message

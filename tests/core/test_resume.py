@@ -807,3 +807,35 @@ def test_relay_resume_exits_2_for_a_rollout_it_cannot_resume(
     assert "Traceback" not in result.stderr
     if content is not None:
         assert path.read_text() == (text_of(item(U1)) if content else "")
+
+
+@pytest.mark.slow  # two relay processes
+def test_item_ids_stay_unique_in_a_rollout_across_resumes(tmp_path: Path) -> None:
+    """The scripted model numbers its responses in each process; after a resume the ids it
+    gives must not repeat those already in the rollout."""
+    sessions = tmp_path / "sessions"
+    model = tmp_path / "model.json"
+    model.write_text(json.dumps({"responses": ["first answer", "second answer"]}))
+    first = run_relay(
+        "run",
+        "-",
+        "--rollout-dir",
+        str(sessions),
+        "--model-script",
+        str(model),
+        stdin=turn_line("one"),
+        cwd=tmp_path,
+    )
+    assert first.returncode == 0, first.stderr
+    (path,) = sessions.rglob("*.jsonl")
+    script = tmp_path / "more.jsonl"
+    script.write_text(turn_line("two") + "\n")
+    second = run_relay("resume", str(path), str(script), "--model-script", str(model))
+    assert second.returncode == 0, second.stderr
+    ids = [
+        line["payload"]["id"]
+        for line in map(json.loads, path.read_text().splitlines())
+        if line["type"] == "response_item" and line["payload"].get("id")
+    ]
+    assert len(ids) >= 2
+    assert len(ids) == len(set(ids)), ids

@@ -71,6 +71,7 @@ def test_importing_the_wire_leaves_the_type_catalogue_unloaded() -> None:
     assert out.splitlines() == ["['openai', 'openai._client']", "[True, True, True]"]
 
 
+@pytest.mark.slow  # processes of its own
 def test_a_program_that_imports_the_sdk_after_relay_sees_all_of_it() -> None:
     alone = public_face("")
     after_relay = public_face("import relay._wire")
@@ -100,6 +101,7 @@ def test_asking_a_deferred_package_for_its_names_completes_it() -> None:
     assert out.split() == ["True", "False"]
 
 
+@pytest.mark.slow  # processes of its own
 def test_an_sdk_the_program_loaded_first_is_used_as_it_is() -> None:
     out = python(
         "import sys, openai\n"
@@ -109,6 +111,7 @@ def test_an_sdk_the_program_loaded_first_is_used_as_it_is() -> None:
     assert out.split() == ["False", "True"]
 
 
+@pytest.mark.slow  # processes of its own
 def test_an_sdk_laid_out_otherwise_is_imported_as_usual() -> None:
     # ``openai.lib`` stops being a package that can be found: the deferral cannot be set up,
     # every module of the attempt is dropped, and the plain import follows.

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import urllib.parse
 from pathlib import Path
 
 import pytest
+import trio
 
-from relay import ConfigError, ProviderConfig
-from relay._base._config import resolve_api_key
+import relay
+from relay import ConfigError, ProviderConfig, testing
+from relay._base._config import resolve_api_key, take_api_key
 from relay._base._secret import check_key, redact, redact_json
 
 KEY = 'sk-live"4c\\e1/f0+c9a%7b3d8e2f'
@@ -38,14 +42,25 @@ def test_an_invalid_key_names_the_variable_never_the_value(raw: str, kind: str) 
     assert "abc" not in message and "def" not in message
 
 
-def test_resolving_the_key_strips_it_and_takes_it_out_of_the_environment(
+def test_resolving_the_key_strips_it_and_leaves_the_environment_alone(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("LAB_KEY", f"{KEY}\n")
     provider = ProviderConfig(name="lab", env_key="LAB_KEY")
     assert resolve_api_key(provider) == KEY
+    assert os.environ["LAB_KEY"] == f"{KEY}\n"
+    # A key given by value is used, checked, and the environment is not read.
+    assert resolve_api_key(provider, f" {KEY[::-1]}\t") == KEY[::-1]
+
+
+def test_taking_the_key_strips_it_and_takes_it_out_of_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LAB_KEY", f"{KEY}\n")
+    provider = ProviderConfig(name="lab", env_key="LAB_KEY")
+    take_api_key(provider)
     assert "LAB_KEY" not in os.environ
-    # A second session of the same process still finds it.
+    # A session opened later in the same process still finds it.
     assert resolve_api_key(provider) == KEY
 
 
@@ -95,13 +110,10 @@ def test_redact_json_reaches_every_string() -> None:
 
 
 def test_the_key_is_wiped_from_the_environment_the_kernel_shows(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
     code = (
-        "import os; from relay._base._config import resolve_api_key;"
-        "from relay import ProviderConfig;"
-        "print(resolve_api_key(ProviderConfig(name='lab', env_key='LAB_KEY')));"
+        "import os; from relay._base._config import resolve_api_key, take_api_key;"
+        "from relay import ProviderConfig; lab = ProviderConfig(name='lab', env_key='LAB_KEY');"
+        "take_api_key(lab); print(resolve_api_key(lab));"
         "open(os.environ['OUT'], 'wb').write(open('/proc/self/environ', 'rb').read())"
     )
     out = tmp_path / "environ"
@@ -114,3 +126,71 @@ def test_the_key_is_wiped_from_the_environment_the_kernel_shows(tmp_path: Path) 
     assert result.returncode == 0, result.stderr
     assert result.stdout.decode().strip() == KEY
     assert KEY[:10].encode() not in out.read_bytes()
+
+
+# ----------------------------------------------------------------------------- embedding
+
+
+def mock_config(base_url: str | None, tmp_path: Path) -> relay.Config:
+    return relay.Config(
+        model="gpt-test",
+        model_provider="lab",
+        model_providers={
+            "lab": relay.ProviderConfig(name="lab", base_url=base_url, env_key="LAB_KEY")
+        },
+        cwd=str(tmp_path),
+        rollout=relay.RolloutConfig(enabled=False),
+    )
+
+
+async def test_a_program_that_opens_a_session_keeps_its_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """open_session reads the key and leaves the environment alone: the program's own client
+    and the processes it starts still find it."""
+    monkeypatch.setenv("LAB_KEY", KEY)
+    async with (
+        testing.open_mock_server({"responses": [{"text": "hi"}]}) as server,
+        relay.open_session(mock_config(server.base_url, tmp_path)) as session,
+    ):
+        assert (await session.ask("hello")).message == "hi"
+    assert os.environ.get("LAB_KEY") == KEY
+    seen = await trio.run_process(
+        [sys.executable, "-c", "import os; print(os.environ.get('LAB_KEY'))"],
+        capture_stdout=True,
+    )
+    assert seen.stdout.decode().strip() == KEY
+
+
+async def test_a_key_given_by_value_is_used_and_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LAB_KEY", raising=False)
+    script = {
+        "responses": [
+            {"http_error": {"status": 401, "message": f"Incorrect API key provided: {KEY}"}},
+            {"text": "hi"},
+        ]
+    }
+    async with testing.open_mock_server(script) as server:
+        config = mock_config(server.base_url, tmp_path)
+        async with (
+            relay.open_session(config, api_key=f"{KEY}\n") as session,
+            testing.recording(session) as recorder,
+        ):
+            await session.submit(relay.UserTurn(items=[relay.Text("one")]))
+            await recorder.wait_for(relay.TurnComplete)
+            assert (await session.ask("two")).message == "hi"
+    errors = [e.message for e in recorder.of_type(relay.ErrorEvent)]
+    assert len(errors) == 1 and "[redacted]" in errors[0]
+    assert KEY[:12] not in json.dumps(recorder.json())
+    assert "LAB_KEY" not in os.environ
+
+
+async def test_an_invalid_key_given_by_value_is_a_configuration_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="has a space") as info:
+        async with relay.open_session(
+            mock_config("http://127.0.0.1:9/v1", tmp_path), api_key="sk-a b"
+        ):
+            pass
+    assert "sk-a" not in str(info.value)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import hypothesis.strategies as st
+import pytest
 import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings
@@ -44,6 +45,7 @@ actions = st.one_of(
 )
 
 
+@pytest.mark.slow  # 300 examples
 @settings(
     max_examples=EXAMPLES,
     deadline=None,

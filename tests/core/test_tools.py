@@ -31,6 +31,7 @@ from relay._core._tools import (
     resolve_in_cwd,
     unsupported_output,
 )
+from tests.escapees import escape_argv, wait_gone
 
 
 @pytest.fixture
@@ -537,3 +538,19 @@ def test_the_tools_are_estimated_once_until_one_is_registered(
     registry.register(Tool("extra", "One more tool.", {"type": "object"}, handler))
     assert tools_tokens(registry.specs()) > first
     assert wired == 2 * tools + 1
+
+
+async def test_a_grandchild_that_left_the_session_does_not_outlive_the_call(cwd: Path) -> None:
+    output = await shell(cwd, escape_argv("escapee.pid"))
+    await wait_gone(int((cwd / "escapee.pid").read_text()))
+    assert output == "\n[exit code 0]"
+
+
+async def test_a_grandchild_that_left_the_session_holding_the_output_goes_at_the_timeout(
+    cwd: Path,
+) -> None:
+    # It holds the command's output open: the call waits for the end of the output, up to the
+    # timeout, and then nothing of the command is left.
+    output = await shell(cwd, escape_argv("escapee.pid", "hold"), timeout_ms=300)
+    await wait_gone(int((cwd / "escapee.pid").read_text()))
+    assert output.endswith("[timed out after 300 ms; process killed]")

@@ -34,6 +34,7 @@ from relay._models._mock_transport import (
 )
 from relay._models._responses import stream_events_for
 from relay._wire import ChatStreamParser, chat_messages, chat_request_body, open_http_client
+from tests.model_scripts import numbered
 
 PROVIDER = ProviderConfig(
     name="local",
@@ -357,7 +358,7 @@ async def test_scripted_replies_over_the_chat_route() -> None:
             {"function_call": {"name": "read_file", "arguments": {"path": "x"}, "call_id": "c1"}},
         ]
     }
-    transport = ScriptedTransport(script)
+    transport = ScriptedTransport(numbered(script))
     async with open_client(transport) as client:
         first = await collect(client)
         second = await collect(client)
@@ -371,7 +372,7 @@ async def test_scripted_replies_over_the_chat_route() -> None:
 
 
 async def test_echo_fallback_answers_chat_requests() -> None:
-    async with open_client(ScriptedTransport({})) as client:
+    async with open_client(ScriptedTransport(numbered({}))) as client:
         events = await collect(client)
     assert events[-2] == OutputItemDone(p.assistant_message("echo: hi", id="chatcmpl-resp-1"))
 
@@ -497,7 +498,7 @@ async def test_idle_chat_stream_times_out(autojump_clock: trio.abc.Clock) -> Non
 
 
 async def test_chat_has_no_remote_compaction() -> None:
-    async with open_client(ScriptedTransport({})) as client:
+    async with open_client(ScriptedTransport(numbered({}))) as client:
         with pytest.raises(ModelError) as caught:
             await client.compact(CompactRequest(model="qwen", instructions="", input=()))
     assert caught.value.code is ErrorCode.BAD_REQUEST

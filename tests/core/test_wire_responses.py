@@ -10,6 +10,7 @@ import itertools
 import json
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -44,6 +45,7 @@ from relay._models._mock_transport import SSE_HEADERS, ScriptedTransport, sse_fr
 from relay._models._responses import compact_request_body, request_body
 from relay._models._script import parse_model_script
 from relay._wire import ResponsesClient, ServerSentEvent, SseDecoder, open_http_client
+from tests.model_scripts import numbered
 
 API_KEY = "sk-test-0123456789abcdef"
 IDLE_MS = 30_000
@@ -134,7 +136,7 @@ async def test_text_reply_streams_deltas_then_item_then_usage() -> None:
             }
         ]
     }
-    async with open_client(ScriptedTransport(script)) as client:
+    async with open_client(ScriptedTransport(numbered(script))) as client:
         events = await collect(client)
     message = p.assistant_message("Hello there", id="resp-1-msg-0")
     assert events == [
@@ -158,7 +160,7 @@ async def test_function_call_reply() -> None:
             }
         ]
     }
-    async with open_client(ScriptedTransport(script)) as client:
+    async with open_client(ScriptedTransport(numbered(script))) as client:
         events = await collect(client)
     assert events == [
         OutputItemDone(p.FunctionCall("read_file", '{"path": "a.txt"}', "call_7")),
@@ -183,7 +185,7 @@ async def test_unknown_output_item_types_are_kept_as_other() -> None:
             }
         ]
     }
-    async with open_client(ScriptedTransport(script)) as client:
+    async with open_client(ScriptedTransport(numbered(script))) as client:
         events = await collect(client)
     items = [event.item for event in events if isinstance(event, OutputItemDone)]
     assert items[0] == p.Other(raw=search)
@@ -542,7 +544,7 @@ async def test_scripted_http_error_carries_retry_after() -> None:
             }
         ]
     }
-    async with open_client(ScriptedTransport(script)) as client:
+    async with open_client(ScriptedTransport(numbered(script))) as client:
         _, error = await collect_until_error(client)
     check(error, Expected(ModelError, ErrorCode.SERVER_ERROR, True, "slow down", 1.5))
 
@@ -723,7 +725,7 @@ async def test_the_secret_is_kept_out_of_in_stream_errors() -> None:
 
 async def test_connection_cut_mid_stream() -> None:
     script = {"responses": [{"text": "Hello there", "cut_after_events": 3}]}
-    async with open_client(ScriptedTransport(script)) as client:
+    async with open_client(ScriptedTransport(numbered(script))) as client:
         seen, error = await collect_until_error(client)
     assert seen == [OutputTextDelta("resp-1-msg-0", "Hello ")]
     check(error, Expected(StreamError, ErrorCode.STREAM, True))
@@ -767,7 +769,7 @@ async def test_the_idle_timeout_restarts_with_every_event(
 ) -> None:
     # Five events, 29 s apart: never idle for 30 s, although the stream takes two minutes.
     script = {"responses": [{"text": "slow but alive", "stall_ms": 29_000, "total_tokens": 1}]}
-    async with open_client(ScriptedTransport(script)) as client:
+    async with open_client(ScriptedTransport(numbered(script))) as client:
         start = trio.current_time()
         events = await collect(client)
         assert trio.current_time() - start == pytest.approx(5 * 29)
@@ -776,11 +778,31 @@ async def test_the_idle_timeout_restarts_with_every_event(
 
 async def test_delay_before_the_answer_is_waited_for(autojump_clock: trio.abc.Clock) -> None:
     script = {"responses": [{"text": "late", "delay_ms": 2_500}]}
-    async with open_client(ScriptedTransport(script)) as client:
+    async with open_client(ScriptedTransport(numbered(script))) as client:
         start = trio.current_time()
         events = await collect(client)
         assert trio.current_time() - start == pytest.approx(2.5)
     assert isinstance(events[-1], Completed)
+
+
+async def test_a_request_moves_no_virtual_clock(
+    autojump_clock: trio.abc.Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client starts no worker thread for a request. The SDK would, at its first request,
+    to find the platform it reports: under a virtual clock the thread's real duration lets
+    the clock jump to the next deadline, here the guard's (a request's own deadlines would
+    expire at once). The probe is made slow here, as it is the first time in a process."""
+
+    def slow_probe() -> str:
+        time.sleep(0.05)
+        return "Linux"
+
+    monkeypatch.setattr("openai._base_client.get_platform", slow_probe)
+    with trio.fail_after(60):
+        async with open_client(sse(CREATED, completed())) as client:
+            start = trio.current_time()
+            assert await collect(client) == [Completed("resp_1", None)]
+            assert trio.current_time() == start
 
 
 async def test_leaving_early_closes_the_response() -> None:
@@ -836,7 +858,7 @@ COMPACT = CompactRequest(
 
 async def test_compact_posts_the_request_and_returns_the_body() -> None:
     output = [{"type": "compaction", "encrypted_content": "opaque"}]
-    transport = ScriptedTransport({"compact": [{"output": output}]})
+    transport = ScriptedTransport(numbered({"compact": [{"output": output}]}))
     async with open_client(transport) as client:
         answer_body = await client.compact(COMPACT)
     assert answer_body == {"output": output}
@@ -959,7 +981,7 @@ async def test_compact_does_not_retry_what_cannot_succeed(
 
 
 async def test_compact_returns_malformed_bodies_unchecked() -> None:
-    transport = ScriptedTransport({"compact": [{"raw": {"surprise": [1, 2]}}]})
+    transport = ScriptedTransport(numbered({"compact": [{"raw": {"surprise": [1, 2]}}]}))
     async with open_client(transport) as client:
         assert await client.compact(COMPACT) == {"surprise": [1, 2]}
 

@@ -519,9 +519,17 @@ def test_fuzzed_configs_open_a_working_session_or_fail_clearly(
             {"model_providers": {"mine": {"stream_idle_timeout_ms": -300}}},
             "stream_idle_timeout_ms",
         ),
+        ({"model_providers": {"mine": {"stream_max_duration_ms": 0}}}, "stream_max_duration_ms"),
         ({"hooks": {"pre_compact": [{"command": ["true"], "timeout_ms": -1}]}}, "timeout_ms"),
     ],
-    ids=["stream_max_retries", "request_max_retries", "idle_zero", "idle_negative", "hook"],
+    ids=[
+        "stream_max_retries",
+        "request_max_retries",
+        "idle_zero",
+        "idle_negative",
+        "max_duration_zero",
+        "hook",
+    ],
 )
 def test_negative_limits_are_configuration_errors_naming_the_key(
     data: dict[str, Any], key: str

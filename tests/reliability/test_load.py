@@ -196,7 +196,8 @@ async def drive(index: int, base_url: str, root: Path, peaks: list[tuple[int, in
     ]
     assert len(tools) == 1 and "notes.txt" in (tools[0].item.output or "")
     assert sum(isinstance(m, relay.ContextCompacted) for m in msgs) == 1
-    assert sum(isinstance(m, relay.StreamErrorEvent) for m in msgs) == expected.stream_faults
+    retries = [m.detail for m in msgs if isinstance(m, relay.StreamErrorEvent)]
+    assert len(retries) == expected.stream_faults, f"session {index}: {retries}"
     assert session.rollout is not None
     check_rollout_matches(session, session.rollout.path)
 

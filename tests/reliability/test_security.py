@@ -701,3 +701,66 @@ async def test_the_shell_tool_cannot_read_the_api_key(
         "requests": json.dumps(requests),
     }
     assert [place for place, text in places.items() if CANARY in text] == []
+
+
+#: Run by the shell tool: the environment of relay's parent, the wrapper relay was started under
+#: (the tool's parent is its guard, whose parent is relay), the lines naming the key only.
+WRAPPER_ENVIRON = (
+    "relay=$(cut -d' ' -f4 /proc/$PPID/stat); wrapper=$(cut -d' ' -f4 /proc/$relay/stat); "
+    "tr '\\0' '\\n' < /proc/$wrapper/environ | grep \"^$1=\""
+)
+
+
+@pytest.mark.slow  # two processes start, relay's imports included: near 2 s on a busy machine
+async def test_a_key_the_wrapper_of_relay_holds_never_leaves_through_a_tool(
+    tmp_path: Path,
+) -> None:
+    """relay started under ``sh -c``: the shell keeps the key in its own environment, where the
+    shell tool can read it; what the tool prints is redacted before anything records, reports
+    or sends it."""
+    argv = ["sh", "-c", WRAPPER_ENVIRON, "sh", KEY_ENV]
+    call = {"name": "shell", "arguments": {"argv": argv}, "call_id": "wrapper"}
+    script = {"responses": [{"function_call": call}, {"text": "done"}]}
+    ops = [
+        {"op": {"type": "user_turn", "items": [{"type": "text", "text": "look around"}]}},
+        {"wait_for": {"type": "turn_complete"}},
+    ]
+    (tmp_path / "ops.jsonl").write_text("".join(json.dumps(op) + "\n" for op in ops))
+    with trio.fail_after(GUARD_S):
+        async with testing.open_mock_server(script) as server:
+            (tmp_path / "relay.toml").write_text(
+                'model = "gpt-test"\nmodel_provider = "mock"\n[model_providers.mock]\n'
+                f'base_url = "{server.base_url}"\nenv_key = "{KEY_ENV}"\n[tools]\nshell = true\n'
+                "[features]\nwork_state = true\n"
+            )
+            # The wrapper runs relay and then one more command, so it stays relay's parent.
+            run = f"{sys.executable} -m relay run ops.jsonl --config relay.toml"
+            result = await trio.run_process(
+                ["sh", "-c", f"{run} --rollout-dir sessions; exit $?"],
+                cwd=tmp_path,
+                env={**os.environ, KEY_ENV: ODD_KEY},
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
+            requests = list(server.requests)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout.decode()
+    outputs = [
+        json.loads(line)["msg"]["item"].get("output")
+        for line in out.splitlines()
+        if json.loads(line)["msg"]["type"] == "item_completed"
+    ]
+    # The tool did find the key in the wrapper's environment, and the output says so redacted.
+    assert f"{KEY_ENV}=[redacted]" in "\n".join(o for o in outputs if o), out
+    assert len(requests) == 2
+    rollouts = "".join(
+        p.read_text(encoding="utf-8") for p in (tmp_path / "sessions").rglob("*.jsonl")
+    )
+    places = {
+        "events": out,
+        "stderr": result.stderr.decode(),
+        "rollout": rollouts,
+        "next request": json.dumps(requests[1]),
+    }
+    assert [place for place, text in places.items() if leaks(text, ODD_KEY)] == []

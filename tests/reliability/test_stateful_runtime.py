@@ -57,7 +57,7 @@ import relay
 from relay import testing
 from relay._base._tokens import ApproxEstimator
 from relay._rollout._reader import CompactedLine
-from relay.tasks.compaction import Compactor
+from relay.tasks.compaction import WORK_STATE_MARKER, Compactor
 from relay.tasks.compaction import background as background_module
 from tests.hypothesis_profiles import examples
 from tests.invariants import check_event_invariants
@@ -226,6 +226,10 @@ class Setup:
     """``background_compact_threshold_percent``."""
     post_turn: int
     """``model_post_turn_compact_threshold_percent``."""
+    work_state: bool = False
+    """``features.work_state``: every install places the record."""
+    masking: bool = False
+    """``features.tool_output_masking``: old outputs give way to placeholders first."""
 
 
 setups = st.builds(
@@ -242,6 +246,8 @@ setups = st.builds(
     stop_after=st.sampled_from([None, None, None, 1, 2]),
     background=st.sampled_from([30, 60, 90]),
     post_turn=st.sampled_from([0, 0, 10]),
+    work_state=st.booleans(),
+    masking=st.booleans(),
 )
 
 #: Action kinds, weighted: turns and waits for them are what let the session get somewhere.
@@ -301,7 +307,10 @@ def make_config(setup: Setup, workspace: Path, rollouts: Path) -> relay.Config:
             )
         },
         features=relay.Features(
-            remote_compaction_v2=setup.selection[1], token_budget=setup.selection[2]
+            remote_compaction_v2=setup.selection[1],
+            token_budget=setup.selection[2],
+            work_state=setup.work_state,
+            tool_output_masking=setup.masking,
         ),
         model_auto_compact_token_limit=setup.limit,
         background_compact_threshold_percent=setup.background,
@@ -593,6 +602,15 @@ def check_end(
             check_compacted_part(line.replacement_history, receipt.backend)
 
 
+def _is_record(item: relay.ResponseItem) -> bool:
+    """Whether ``item`` is the work-state record's message."""
+    return (
+        isinstance(item, relay.Message)
+        and item.role == "user"
+        and item.text().startswith(WORK_STATE_MARKER)
+    )
+
+
 def check_background(probe: Probe, lines: list[CompactedLine], backend: str) -> None:
     """Every background install obeyed the rule and kept what came after its snapshot."""
     installed = [line for line in lines if line.receipt is not None and line.receipt.background]
@@ -601,7 +619,14 @@ def check_background(probe: Probe, lines: list[CompactedLine], backend: str) -> 
     for line, install in zip(installed, probe.installs, strict=True):
         hypothesis.event("background result installed")
         assert install.current, "a stale background result was installed"
-        assert line.replacement_history == install.result
+        # Every install places the work-state record (when the record is on), after the
+        # result is computed: the rest is the result.
+        assert line.replacement_history is not None
+        records = [item for item in line.replacement_history if _is_record(item)]
+        assert len(records) <= 1, "one record at most"
+        assert [i for i in line.replacement_history if not _is_record(i)] == [
+            i for i in install.result if not _is_record(i)
+        ]
         assert install.result[install.context_size :] == install.since, "lost or duplicated"
         compacted = install.result[: install.compacted_size]
         if backend == "token_budget":
@@ -677,6 +702,8 @@ bg_setups = st.builds(
     stop_after=st.sampled_from([None, None, None, 1, 2]),
     background=st.sampled_from([30, 60, 60, 90]),
     post_turn=st.sampled_from([0, 0, 0, 10]),
+    work_state=st.booleans(),
+    masking=st.booleans(),
 )
 
 BG_KINDS = (*("turn", "turn", "turn", "turn", "advance", "advance"), "compact", "compact")

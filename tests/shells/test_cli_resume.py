@@ -85,6 +85,7 @@ def mock_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         server.wait(timeout=30)
 
 
+@pytest.mark.slow  # processes of its own
 def test_resume_goes_on_with_the_provider_and_model_the_rollout_recorded(
     tmp_path: Path, mock_server: tuple[str, Path]
 ) -> None:

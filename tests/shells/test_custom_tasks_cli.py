@@ -137,6 +137,7 @@ def test_a_task_that_raises_is_an_error_exit_1_and_no_traceback(project: Path) -
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow  # processes of its own
 def test_a_session_that_ran_custom_ops_resumes_only_with_their_task(project: Path) -> None:
     first = relay_cli(*RUN, "--rollout-dir", "r", "--task", "review=review.py:review", cwd=project)
     assert first.returncode == 0, first.stderr

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import signal
 import socket
@@ -36,6 +37,7 @@ from relay._base._model import (
 from relay._models._responses import request_body
 from relay._testing._mock_server import MockServer, main, open_mock_server
 from relay._wire import open_http_client
+from tests.model_scripts import numbered
 
 API_KEY = "sk-socket-secret-987"
 TOOL = ToolSpec(
@@ -80,7 +82,7 @@ async def test_tool_call_reply_and_request_log(tmp_path: Path) -> None:
         ]
     }
     with trio.fail_after(GUARD_S):
-        async with open_mock_server(script, log_path=log) as server:
+        async with open_mock_server(numbered(script), log_path=log) as server:
             assert server.base_url is not None
             assert server.base_url.startswith("http://127.0.0.1:")
             assert server.base_url.endswith("/v1")
@@ -128,7 +130,7 @@ async def test_cancelling_a_stalled_stream_is_seen_as_a_disconnect() -> None:
     streaming = trio.Event()
     with trio.fail_after(GUARD_S):
         async with (
-            open_mock_server(script) as server,
+            open_mock_server(numbered(script)) as server,
             open_http_client(provider_for(server), api_key=API_KEY) as client,
         ):
 
@@ -151,7 +153,7 @@ async def test_cancelling_a_stalled_stream_is_seen_as_a_disconnect() -> None:
 async def test_completed_answers_are_not_disconnects() -> None:
     with trio.fail_after(GUARD_S):
         async with (
-            open_mock_server({"responses": ["one", "two"]}) as server,
+            open_mock_server(numbered({"responses": ["one", "two"]})) as server,
             open_http_client(provider_for(server), api_key=None) as client,
         ):
             first = await collect(client)
@@ -166,7 +168,7 @@ async def test_a_cut_drops_the_connection_mid_stream() -> None:
     seen: list[ModelEvent] = []
     with trio.fail_after(GUARD_S):
         async with (
-            open_mock_server(script) as server,
+            open_mock_server(numbered(script)) as server,
             open_http_client(provider_for(server), api_key=API_KEY) as client,
         ):
             with pytest.raises(StreamError) as caught:
@@ -194,7 +196,7 @@ async def test_http_errors_with_retry_after() -> None:
     }
     with trio.fail_after(GUARD_S):
         async with (
-            open_mock_server(script) as server,
+            open_mock_server(numbered(script)) as server,
             open_http_client(provider_for(server), api_key=API_KEY) as client,
         ):
             with pytest.raises(ModelError) as caught:
@@ -212,7 +214,7 @@ async def test_remote_compaction() -> None:
     )
     with trio.fail_after(GUARD_S):
         async with (
-            open_mock_server({"compact": [{"output": output}]}) as server,
+            open_mock_server(numbered({"compact": [{"output": output}]})) as server,
             open_http_client(provider_for(server), api_key=API_KEY) as client,
         ):
             body = await client.compact(request)
@@ -232,7 +234,7 @@ async def test_chat_route() -> None:
     }
     with trio.fail_after(GUARD_S):
         async with (
-            open_mock_server(script) as server,
+            open_mock_server(numbered(script)) as server,
             open_http_client(provider_for(server, "chat"), api_key=None) as client,
         ):
             events = await collect(client)
@@ -246,7 +248,7 @@ async def test_chat_route() -> None:
 
 async def test_unknown_routes_and_methods() -> None:
     with trio.fail_after(GUARD_S):
-        async with open_mock_server() as server, httpx2.AsyncClient() as http:
+        async with open_mock_server(numbered()) as server, httpx2.AsyncClient() as http:
             missing = await http.post(f"{server.base_url}/embeddings", json={"input": "x"})
             wrong = await http.get(f"{server.base_url}/responses")
             garbage = await http.post(f"{server.base_url}/responses", content=b"not json")
@@ -347,7 +349,10 @@ async def test_main_prints_its_url_and_stops_on_ctrl_c(tmp_path: Path) -> None:
                 events = await collect(client)
             process.send_signal(signal.SIGINT)
             assert await process.wait() == 0
-    assert events[-2] == OutputItemDone(p.assistant_message("served", id="resp-1-msg-0"))
+    served = events[-2]
+    assert isinstance(served, OutputItemDone) and isinstance(served.item, p.Message)
+    assert re.fullmatch(r"resp-[0-9a-f]{8}-1-msg-0", served.item.id or "")
+    assert served == OutputItemDone(p.assistant_message("served", id=served.item.id))
     [logged] = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
     assert logged["path"] == "/v1/responses"
     assert "authorization" not in logged["headers"]
@@ -376,7 +381,7 @@ async def test_a_burst_of_connections_while_the_loop_is_busy_is_served_whole() -
     if limit <= BURST:
         pytest.skip(f"net.core.somaxconn is {limit}")
     script = {"responses": [{"text": f"answer {n}"} for n in range(BURST)]}
-    async with open_mock_server(script) as server:
+    async with open_mock_server(numbered(script)) as server:
         assert server.base_url is not None
         port = int(server.base_url.rsplit(":", 1)[1].removesuffix("/v1"))
         clients: list[socket.socket] = []

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import pytest
 import trio.testing
 
 import relay
@@ -128,6 +129,7 @@ async def test_without_the_feature_nothing_is_noted_and_nothing_placed(
     ]
 
 
+@pytest.mark.slow  # processes of its own
 def test_relay_resume_pretty_shows_the_restored_record_at_its_checkpoint(tmp_path: Path) -> None:
     """The resumed session's first checkpoint shows what the first session recorded."""
     import subprocess

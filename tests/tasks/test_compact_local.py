@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -84,12 +85,14 @@ async def test_compaction_request_and_follow_up_shape(
     turn1, compact, turn2 = t.model.requests
     # The compaction request: the whole history + the prompt as the last user message, same
     # instructions as a normal turn, no tools.
+    answer = compact["input"][-2]
+    assert re.fullmatch(r"resp-[0-9a-f]{8}-1-msg-0", answer["id"])
     assert compact["input"][:-1] == turn1["input"] + [
         {
             "type": "message",
             "role": "assistant",
             "content": [{"type": "output_text", "text": "a1"}],
-            "id": "resp-1-msg-0",
+            "id": answer["id"],
         }
     ]
     assert compact["input"][-1]["content"][0]["text"] == relay.lowlevel.compaction_prompt(config)

@@ -4,6 +4,7 @@ and after a crash that left the outputs recorded but never masked."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 import relay
 from relay import testing
-from relay.tasks.compaction import MASK_MARKER
+from relay.tasks.compaction import MASK_MARKER, mask_reference
 from tests.hypothesis_profiles import examples
 
 
@@ -120,6 +121,8 @@ async def check_recall_everywhere(outputs: list[str], root: Path) -> None:
         await recorder.wait_for(ended, 2)
         references = sorted(masked_references_from_rollout(rollout))
         assert references, "something was masked"
+        originals = {mask_reference(cid, out): out for cid, out in originals.items()}
+        assert set(references) <= set(originals)
         for reference in references:
             assert await recall(session, reference) == originals[reference]
         await session.submit(relay.Shutdown())
@@ -152,7 +155,7 @@ async def check_recall_everywhere(outputs: list[str], root: Path) -> None:
 
 
 def masked_references_from_rollout(rollout: Path) -> list[str]:
-    """The call ids whose originals a ``compacted`` line of ``rollout`` keeps."""
+    """The references whose originals a ``compacted`` line of ``rollout`` keeps."""
     refs: list[str] = []
     for line in rollout.read_bytes().split(b"\n"):
         if not line:
@@ -181,14 +184,14 @@ def test_recall_returns_every_masked_output_byte_for_byte(
 async def test_the_model_recalls_a_masked_output_through_the_tool(
     autojump_clock: trio.testing.MockClock, tmp_path: Path
 ) -> None:
-    big = "line with \ufffd replaced bytes\n" * 3_000
+    big = "line with \ufffd replaced bytes\n" * 1_000  # recorded whole
     script = work_script(
         1,
         [
             {
                 "function_call": {
                     "name": "recall",
-                    "arguments": {"reference": "out-0"},
+                    "arguments": {"reference": mask_reference("out-0", big)},
                     "call_id": "r",
                 }
             },
@@ -318,3 +321,49 @@ async def test_a_mask_trigger_masks_below_the_limit_without_counting_towards_the
 
 def approx(body: dict[str, Any]) -> int:
     return len(json.dumps(list(body["input"]))) // 4
+
+
+def placeholder_references(session: relay.Session) -> list[str]:
+    """The references the placeholders of ``session``'s history name, in order."""
+    return [
+        re.search(r'reference "([^"]+)"', item.output).group(1)  # type: ignore[union-attr]
+        for item in session.history.items
+        if isinstance(item, relay.FunctionCallOutput) and item.output.startswith(MASK_MARKER)
+    ]
+
+
+async def test_two_calls_with_one_call_id_each_recall_their_own_output(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    """A server that reuses a call id: each placeholder still leads back to its own output,
+    live and after a resume."""
+    first, second = "first output\n" * 400, "second output\n" * 400
+    script = {
+        "responses": [
+            {"function_call": {"name": "emit", "arguments": {"n": 0}, "call_id": "same"}},
+            {"function_call": {"name": "emit", "arguments": {"n": 1}, "call_id": "same"}},
+            "Done.",
+        ]
+    }
+    cfg = relay.Config(
+        features=relay.Features(tool_output_masking=True),
+        mask_trigger_tokens=2_000,
+        mask_keep_recent_tokens=0,
+        rollout=relay.RolloutConfig(dir=str(tmp_path)),
+    )
+    recorder = testing.EventRecorder()
+    tools = [emit_tool([first, second])]
+    session = await drive(
+        relay.open_session(cfg, model=testing.ScriptedModel(script), tools=tools),
+        recorder,
+        [TURN],
+    )
+    references = placeholder_references(session)
+    assert len(references) == 2 and len(set(references)) == 2
+    assert [await recall(session, ref) for ref in references] == [first, second]
+    rollout = next(tmp_path.rglob("*.jsonl"))
+    async with relay.resume_session(
+        rollout, cfg, tools=tools, model=testing.ScriptedModel({})
+    ) as resumed:
+        assert [await recall(resumed, ref) for ref in references] == [first, second]
+        await resumed.submit(relay.Shutdown())

@@ -23,6 +23,7 @@ from relay.tasks.compaction import (
     WORK_STATE_MARKER,
     carry_work_state,
     mask_old_outputs,
+    mask_reference,
     masking_suffices,
     render_work_state,
 )
@@ -144,22 +145,35 @@ def test_old_outputs_are_masked_and_recent_ones_kept() -> None:
         *_tool_exchange("c2", "shell", recent),
     ]
     out, masked = mask_old_outputs(items, keep_recent_tokens=2_000)
-    assert masked == ["c1"]
+    reference = mask_reference("c1", old)
+    assert masked == {reference: old}
+    assert reference.startswith("c1#")
     placeholder = out[2]
     assert isinstance(placeholder, p.FunctionCallOutput)
     assert placeholder.output == (
         f"{MASK_MARKER} read_file, 40000 bytes, about 10000 tokens; "
-        'call recall with reference "c1" for the exact output]'
+        f'call recall with reference "{reference}" for the exact output]'
     )
     assert out[4] == items[4]
     # Masking again masks nothing more: a placeholder is never masked.
     again, more = mask_old_outputs(out, keep_recent_tokens=0)
-    assert more == ["c2"] and again[2] == placeholder
+    assert more == {mask_reference("c2", recent): recent} and again[2] == placeholder
+
+
+def test_a_reference_names_one_output_even_when_call_ids_repeat() -> None:
+    items = [
+        *_tool_exchange("c", "read_file", "a" * 4_000),
+        *_tool_exchange("c", "shell", "b" * 4_000),
+    ]
+    _, masked = mask_old_outputs(items, keep_recent_tokens=0)
+    assert list(masked.values()) == ["a" * 4_000, "b" * 4_000]
+    assert mask_reference("c", "a") != mask_reference("c", "b")
+    assert mask_reference("c", "a") == mask_reference("c", "a")
 
 
 def test_an_output_shorter_than_its_placeholder_stays() -> None:
     items = [*_tool_exchange("c1", "shell", "ok"), p.user_message("z" * 8_000)]
-    assert mask_old_outputs(items, keep_recent_tokens=10)[1] == []
+    assert mask_old_outputs(items, keep_recent_tokens=10)[1] == {}
 
 
 @settings(max_examples=examples(100))
@@ -179,8 +193,8 @@ def test_masking_keeps_the_recent_suffix_and_only_touches_outputs(
         if before != after:
             assert isinstance(before, p.FunctionCallOutput)
             assert isinstance(after, p.FunctionCallOutput)
-            assert before.call_id in masked and after.output.startswith(MASK_MARKER)
-    assert sorted(masked) == sorted(set(masked))
+            assert masked[mask_reference(before.call_id, before.output)] == before.output
+            assert after.output.startswith(MASK_MARKER)
 
 
 def test_masking_suffices_only_with_the_margin() -> None:

@@ -173,6 +173,34 @@ def _structure_enum(obj: Any, cls: type[enum.StrEnum]) -> enum.StrEnum:
 # StrEnum precedes str in every StrEnum's MRO, so this wins over the strict str hook.
 converter.register_structure_hook(enum.StrEnum, _structure_enum)
 
+
+def _is_homogeneous_tuple(kind: Any) -> bool:
+    return typing.get_origin(kind) is tuple and typing.get_args(kind)[1:] == (...,)
+
+
+def _homogeneous_tuple(kind: Any, conv: cattrs.Converter) -> Callable[[Any, Any], Any]:
+    import cattrs.cols
+
+    base = cattrs.cols.homogenous_tuple_structure_factory(kind, conv)
+
+    def structure(obj: Any, _: Any) -> Any:
+        # Only a JSON array: cattrs would otherwise read a string character by character.
+        if not isinstance(obj, list | tuple):
+            raise DecodeError(f"expected a list, got {_json_type(obj)}")
+        return base(obj, kind)
+
+    return structure
+
+
+def _json_type(obj: Any) -> str:
+    """What a JSON value is, in JSON's words where Python's differ."""
+    if isinstance(obj, Mapping):
+        return "object"
+    return "null" if obj is None else type(obj).__name__
+
+
+converter.register_structure_hook_factory(_is_homogeneous_tuple, _homogeneous_tuple)
+
 # Nested classes get their hooks before the classes that hold them: the generated hook of a
 # class captures the hooks of its fields when it is made.
 for _cls in (p.SummaryText, p.ReasoningText):

@@ -3,8 +3,8 @@
 :func:`load_config` merges the sources into one plain dict, checks every key against the attrs
 classes below (the error names the file and every unknown key, with the closest known one),
 then structures it. docs/config.md is generated from these classes by
-``runtime/_config_doc.py``. Nothing reads the environment except :func:`resolve_api_key`, and
-the key it returns is never stored in a config.
+``runtime/_config_doc.py``. Nothing reads the environment except :func:`resolve_api_key` (and
+:func:`take_api_key`, the ``relay`` command's), and the key is never stored in a config.
 """
 
 from __future__ import annotations
@@ -46,8 +46,14 @@ class ProviderConfig:
     stream_idle_timeout_ms: int = 300_000
     """A stream silent for this long between two events is a retryable error."""
     stream_first_event_timeout_ms: int = 600_000
-    """How long a server may take from the request to the first event of its answer (a local
-    server sends nothing while it reads the prompt); longer is a retryable error."""
+    """How long a server may take from the request to the first event of its answer, the
+    connection and the response headers included (a local server sends nothing while it
+    reads the prompt; a remote compaction request: to the headers of the answer); longer is
+    a retryable error."""
+    stream_max_duration_ms: int = 1_800_000
+    """The longest one request may take, from sending it to the end of its answer, however
+    steadily the server keeps sending (a slow local server can stream one answer for many
+    minutes); longer is a retryable error. Remote compaction requests too."""
     max_output_tokens: int | None = None
     """The longest answer to ask this provider for, in tokens (overrides
     ``model_max_output_tokens``); unset: no limit is sent."""
@@ -172,6 +178,12 @@ class Config:
     max_auto_compactions_per_turn: int = 3
     """Automatic compactions one turn may run; one more needed ends it with
     ``error{compaction_loop}``."""
+    max_steps_per_turn: int = 200
+    """Model requests one turn may make; the next one ends it with ``error{step_limit}``
+    (0: no limit)."""
+    max_identical_tool_calls: int = 10
+    """Tool calls in a row, the same tool with the same arguments and the same output, that
+    end a turn with ``error{tool_loop}``; half as many are warned about (0: no limit)."""
     work_state_token_budget: int = 2_000
     """Tokens the work-state record may take in the history after a compaction; never more
     than a tenth of the model's context window, when it is known."""
@@ -239,13 +251,20 @@ def relay_home() -> Path:
     return Path(os.environ.get("RELAY_HOME") or Path.home() / ".relay")
 
 
-def resolve_api_key(provider: ProviderConfig) -> str | None:
-    """The provider's API key from its ``env_key`` variable (see :mod:`relay._base._secret`:
-    checked, then taken out of the environment); an unset, empty or invalid one is an error."""
+def resolve_api_key(provider: ProviderConfig, given: str | None = None) -> str | None:
+    """The provider's API key: ``given`` (a key passed by value, checked), else the key in its
+    ``env_key`` variable (see :mod:`relay._base._secret`: checked, the environment left as it
+    is); an unset, empty or invalid one is an error.
+
+    Raises:
+        ConfigError: the key is missing, or has a character a request header cannot carry.
+    """
+    from ._secret import check_key, read_key
+
+    if given is not None:
+        return check_key("the api_key argument", given)
     if provider.env_key is None:
         return None
-    from ._secret import read_key
-
     key = read_key(provider.env_key)
     if key is None:
         raise ConfigError(
@@ -253,6 +272,19 @@ def resolve_api_key(provider: ProviderConfig) -> str | None:
             f"{provider.env_key}, which is unset or empty"
         )
     return key
+
+
+def take_api_key(provider: ProviderConfig) -> None:
+    """Take the provider's API key out of this process's environment (the ``relay`` command's
+    own; see :func:`relay._base._secret.take_key`); later reads still find it.
+
+    Raises:
+        ConfigError: the key has a character a request header cannot carry.
+    """
+    from ._secret import take_key
+
+    if provider.env_key is not None:
+        take_key(provider.env_key)
 
 
 @functools.cache
@@ -327,8 +359,60 @@ def _nested_class(kind: Any) -> type | None:
     return kind if isinstance(kind, type) and attrs.has(kind) else None
 
 
+#: Keys a feature's table may hold besides ``enabled``, and the top-level key each stands for
+#: (Codex writes ``model_async_compact_threshold_percent`` in ``[features.async_compaction]``).
+FEATURE_TABLE_KEYS: Mapping[str, frozenset[str]] = {
+    "async_compaction": frozenset({"model_async_compact_threshold_percent"}),
+}
+
+
+def features_in_tables(data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` with every feature written as a table (``[features.NAME] enabled = true``,
+    Codex's form) written as a switch (``features.NAME = true``); the other keys of the table
+    move to the top level. A table without ``enabled`` leaves its feature off, as in Codex.
+
+    Raises:
+        ConfigError: a table holds a key that is not the feature's, ``enabled`` is not a
+            boolean, or a moved key is also set at the top level to another value.
+    """
+    features = data.get("features")
+    if not isinstance(features, Mapping) or not any(
+        isinstance(value, Mapping) for value in features.values()
+    ):
+        return dict(data)
+    out = dict(data)
+    switches: dict[str, Any] = {}
+    for name, value in features.items():
+        if not isinstance(value, Mapping):
+            switches[name] = value
+            continue
+        allowed = FEATURE_TABLE_KEYS.get(name, frozenset())
+        for key, moved in value.items():
+            where = f"features.{name}.{key}"
+            if key == "enabled":
+                if not isinstance(moved, bool):
+                    raise ConfigError(f"{where} must be true or false, got {moved!r}")
+                continue
+            if key not in allowed:
+                known = ["enabled", *sorted(allowed)]
+                raise ConfigError(
+                    f"unknown config key: {where}{did_you_mean(key, known)} "
+                    f"(a feature table holds: {', '.join(known)})"
+                )
+            if key in data and data[key] != moved:
+                raise ConfigError(
+                    f"{key} is {data[key]!r} at the top level and {moved!r} in "
+                    f"[features.{name}]; set it in one place"
+                )
+            out[key] = moved
+        switches[name] = value.get("enabled", False)
+    out["features"] = switches
+    return out
+
+
 def config_from_dict(data: Mapping[str, Any]) -> Config:
     """Build a :class:`Config` from plain data; unknown keys and wrong types are errors."""
+    data = features_in_tables(data)
     unknown = unknown_keys(data)
     if unknown:
         raise _unknown_key_error(unknown)
@@ -377,7 +461,11 @@ def _check_limits(config: Config) -> None:
                 f"model_providers.{name}.max_output_tokens must be positive, "
                 f"got {provider.max_output_tokens}"
             )
-        for key in ("stream_idle_timeout_ms", "stream_first_event_timeout_ms"):
+        for key in (
+            "stream_idle_timeout_ms",
+            "stream_first_event_timeout_ms",
+            "stream_max_duration_ms",
+        ):
             value = getattr(provider, key)
             if value <= 0:
                 raise ConfigError(f"model_providers.{name}.{key} must be positive, got {value}")
@@ -396,6 +484,9 @@ def _check_limits(config: Config) -> None:
     for key in ("max_auto_compactions_per_turn", "work_state_token_budget"):
         if getattr(config, key) <= 0:
             raise ConfigError(f"{key} must be positive, got {getattr(config, key)}")
+    for key in ("max_steps_per_turn", "max_identical_tool_calls"):
+        if getattr(config, key) < 0:
+            raise ConfigError(f"{key} must be >= 0 (0: no limit), got {getattr(config, key)}")
     if config.mask_trigger_tokens is not None and config.mask_trigger_tokens <= 0:
         raise ConfigError(f"mask_trigger_tokens must be positive, got {config.mask_trigger_tokens}")
     if config.mask_keep_recent_tokens < 0:

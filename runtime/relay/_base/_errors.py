@@ -37,6 +37,9 @@ class ErrorCode(enum.StrEnum):
     ACTIVE_TURN_NOT_STEERABLE = "active_turn_not_steerable"
     HOOK = "hook"
     COMPACTION_LOOP = "compaction_loop"
+    STEP_LIMIT = "step_limit"
+    TOOL_LOOP = "tool_loop"
+    ROLLOUT = "rollout"
     INTERNAL = "internal"
 
 

@@ -146,13 +146,29 @@ class OverrideTurnContext:
 
 
 @attrs.frozen
+class Unpin:
+    """Release a pinned message (``text``), or every one; never starts a turn."""
+
+    text: str | None = attrs.field(default=None, validator=optional_str)
+    """The text of the pinned message, as it was pinned; unset: every pinned message."""
+
+
+@attrs.frozen
 class Shutdown:
     """Abort the running task, flush the rollout, report ``shutdown_complete`` and stop."""
 
 
 #: The op types relay serves itself; a custom op cannot take one of these names.
 BUILTIN_OP_TYPES = frozenset(
-    {"user_turn", "user_input", "compact", "interrupt", "override_turn_context", "shutdown"}
+    {
+        "user_turn",
+        "user_input",
+        "compact",
+        "interrupt",
+        "override_turn_context",
+        "unpin",
+        "shutdown",
+    }
 )
 
 
@@ -181,7 +197,7 @@ class CustomOp:
 
 
 Op: TypeAlias = (
-    UserTurn | UserInput | Compact | Interrupt | OverrideTurnContext | Shutdown | CustomOp
+    UserTurn | UserInput | Compact | Interrupt | OverrideTurnContext | Unpin | Shutdown | CustomOp
 )
 
 

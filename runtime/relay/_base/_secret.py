@@ -1,14 +1,23 @@
-"""The API key: checked when it is read, taken out of the process environment, and kept out of
-every message relay reports.
+"""The API key: checked when it is read, kept out of every message relay reports, and taken
+out of the process environment by the ``relay`` command.
 
 A key read from a file or a ``.env`` line often ends with a newline, a CR or a tab: surrounding
 whitespace is stripped. Anything else a request header cannot carry (a control character, a
 space, a non-ASCII character) is a :class:`ConfigError` that names the variable, never the
 value, because the HTTP layer would otherwise fail with a message quoting the header.
 
-Once read, the key is removed from the environment, including the copy the kernel shows in
-``/proc/PID/environ``, so that no process relay starts can read it from relay; it is kept in
-this module for the sessions that open later in the same process.
+Reading the key (:func:`read_key`) leaves the environment alone: a program that embeds relay
+keeps its own ``OPENAI_API_KEY`` for its own client and its own processes. The ``relay``
+command, which owns its process, takes the key (:func:`take_key`): the variable is removed from
+the environment, including the copy the kernel shows in ``/proc/PID/environ``, so that no
+process relay starts can read it from relay; the key is kept in this module for the sessions
+that open later in the same process. The processes a session starts (the shell tool, hook
+commands) never get the variable in either case (:meth:`Secrets.child_environment`).
+
+A process *above* relay (``timeout``, ``uv run``, ``sh -c``) keeps the environment it was given,
+key included, and a command can read it there (``/proc/PID/environ`` of relay's parent). So
+whatever a tool or a hook outputs is redacted (:meth:`Secrets.redact`) before it is recorded,
+reported or sent.
 
 :func:`redact` replaces every form of the key a server or a library can echo: as it is, escaped
 for JSON, for ``repr`` of a string or of bytes, percent-encoded, and any run of at least
@@ -21,6 +30,9 @@ import ctypes
 import json
 import os
 import urllib.parse
+from collections.abc import Iterable
+
+import attrs
 
 from ._errors import ConfigError
 
@@ -60,9 +72,9 @@ def check_key(variable: str, value: str) -> str:
 
 
 def read_key(variable: str) -> str | None:
-    """The checked key in the environment variable ``variable``, then taken out of the
-    environment; the key read earlier in this process when the variable is no longer set;
-    None when there is neither, or the variable is blank.
+    """The checked key in the environment variable ``variable``; the key :func:`take_key` took
+    earlier in this process when the variable is no longer set; None when there is neither, or
+    the variable is blank. The environment is left as it is.
 
     Raises:
         ConfigError: see :func:`check_key`.
@@ -72,9 +84,22 @@ def read_key(variable: str) -> str | None:
         return _keys.get(variable)
     if not raw.strip():
         return None
-    key = check_key(variable, raw)
-    _keys[variable] = key
-    _forget(variable)
+    return check_key(variable, raw)
+
+
+def take_key(variable: str) -> str | None:
+    """:func:`read_key`, then the variable taken out of the environment and its bytes wiped
+    where the kernel shows the environment the process started with; the key is kept for
+    later :func:`read_key` calls. For a program that owns its process (the ``relay`` command),
+    never for a library call.
+
+    Raises:
+        ConfigError: see :func:`check_key`.
+    """
+    key = read_key(variable)
+    if key is not None and variable in os.environ:
+        _keys[variable] = key
+        _forget(variable)
     return key
 
 
@@ -159,3 +184,43 @@ def redact_json(value: object, secret: str | None) -> object:
     if isinstance(value, dict):
         return {redact(str(k), secret): redact_json(v, secret) for k, v in value.items()}
     return value
+
+
+@attrs.frozen
+class Secrets:
+    """What a session keeps from the processes it starts and out of what it records."""
+
+    values: tuple[str, ...] = ()
+    """The keys: redacted from every tool and hook output."""
+    variables: frozenset[str] = frozenset()
+    """The environment variables the processes a session starts never see (the provider's
+    ``env_key``)."""
+
+    @classmethod
+    def of(cls, values: Iterable[str | None], variables: Iterable[str | None]) -> Secrets:
+        """The secrets among ``values`` and ``variables``, Nones and blanks left out."""
+        return cls(
+            tuple(dict.fromkeys(v for v in values if v)),
+            frozenset(v for v in variables if v),
+        )
+
+    def redact(self, text: str) -> str:
+        """``text`` with every form of every key replaced by :data:`REDACTED`.
+
+        A key shorter than :data:`FRAGMENT` characters is left alone, as :func:`redact_json`
+        leaves it: such a key (a placeholder like ``"local"``) protects nothing, and replacing
+        it would corrupt ordinary text.
+        """
+        for secret in self.values:
+            if len(secret) >= FRAGMENT:
+                text = redact(text, secret)
+        return text
+
+    def child_environment(self) -> dict[str, str]:
+        """The environment a process the session starts gets: this process's, without
+        :attr:`variables`."""
+        return {k: v for k, v in os.environ.items() if k not in self.variables}
+
+
+#: No secrets: nothing hidden, nothing redacted.
+NO_SECRETS = Secrets()

@@ -44,6 +44,8 @@ EXAMPLES: Mapping[str, str] = {
         "model_async_compact_threshold_percent = 10\n\n[features]\nasync_compaction = true"
     ),
     "max_auto_compactions_per_turn": "max_auto_compactions_per_turn = 2",
+    "max_steps_per_turn": "max_steps_per_turn = 500",
+    "max_identical_tool_calls": "max_identical_tool_calls = 0",
     "work_state_token_budget": "work_state_token_budget = 4000",
     "mask_keep_recent_tokens": "mask_keep_recent_tokens = 8000",
     "mask_margin_percent": "mask_margin_percent = 20",
@@ -85,6 +87,9 @@ EXAMPLES: Mapping[str, str] = {
     ),
     "model_providers.*.stream_first_event_timeout_ms": (
         "[model_providers.local]\nstream_first_event_timeout_ms = 900000"
+    ),
+    "model_providers.*.stream_max_duration_ms": (
+        "[model_providers.local]\nstream_max_duration_ms = 3600000"
     ),
     "model_providers.*.max_output_tokens": "[model_providers.local]\nmax_output_tokens = 1024",
     "model_providers.*.http_headers": (
@@ -160,8 +165,25 @@ def _default(field: attrs.Attribute[Any]) -> str:
     return f"`{toml_value(default)}`"
 
 
+#: What a table's section says before its keys.
+_INTROS: Mapping[str, str] = {
+    "features.": (
+        "Each feature is a switch (`token_budget = true`), or a table in the form Codex writes "
+        "(`[features.token_budget]` with `enabled = true`); a table without `enabled` leaves "
+        "its feature off, as in Codex. `[features.async_compaction]` may also hold "
+        "`model_async_compact_threshold_percent`, which is the top-level key of that name "
+        "(set in both places, the two must agree). Any other key in a feature's table is an "
+        "error:\n\n"
+        "```toml\n[features.async_compaction]\nenabled = true\n"
+        "model_async_compact_threshold_percent = 30\n```\n"
+    ),
+}
+
+
 def _table(prefix: str, cls: type, title: str) -> Iterator[str]:
     yield f"## {title}\n"
+    if prefix in _INTROS:
+        yield _INTROS[prefix]
     docs = _attribute_docs(cls)
     hints = field_types(cls)
     for field in attrs.fields(cls):

@@ -6,7 +6,10 @@ Exit status of ``relay run`` and ``relay resume``:
 - 1: a turn failed (it ended with an ``error`` event), an op was refused, or the runtime failed;
 - 2: bad usage, config, op script or rollout: a message on stderr, and nothing ran;
 - 130 / 143: SIGINT / SIGTERM ended the session (the running task aborted with reason
-  ``shutdown``, the rollout flushed, ``shutdown_complete`` last, one line on stderr).
+  ``shutdown``, the rollout flushed, ``shutdown_complete`` last, one line on stderr);
+- 141: standard output was closed (a pipe whose reader went away): ended the same way;
+  standard output that cannot be written otherwise (closed, a full disk) is exit 1, ended the
+  same way, with ``relay: cannot write to standard output: REASON`` on stderr.
 
 ``relay show`` exits 2 only when the file cannot be read; like ``relay resume`` it reports
 malformed lines as warnings on stderr, naming the line, and goes on without them.
@@ -18,11 +21,13 @@ and each command imports what it uses.
 from __future__ import annotations
 
 import argparse
+import errno
+import io
 import os
 import signal
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from .._version import __version__
 
@@ -252,9 +257,11 @@ def _newest_rollout(config: Config) -> str:
     found: list[tuple[float, str]] = []
     for path in root.glob("**/rollout-*.jsonl"):
         try:
-            found.append((path.stat().st_mtime, str(path)))
+            status = path.stat()
         except OSError:
             continue  # removed while looking
+        if status.st_size:  # an empty file holds no session to resume
+            found.append((status.st_mtime, str(path)))
     if not found:
         raise RolloutError(f"resume --last: no rollout file under {root}")
     return max(found)[1]
@@ -313,37 +320,86 @@ def _prompt_script(prompt: str) -> tuple[str, list[Step]]:
 
 
 class _Interrupted:
-    """The first SIGINT/SIGTERM of a run, and the runner to stop when it comes."""
+    """What ended a run early: the first SIGINT/SIGTERM, or a standard output that cannot be
+    written; and the runner to stop when it comes."""
 
     def __init__(self) -> None:
         self.signum: int | None = None
         self.runner: ScriptRunner | None = None
         self.output_closed = False
+        self.output_error: OSError | None = None
+        """Why standard output could not be written, unless it was a closed pipe (SIGPIPE)."""
 
-    def close_output(self) -> None:
-        """Standard output was closed: stop as for a signal, reported as SIGPIPE."""
+    @property
+    def stopping(self) -> bool:
+        """Whether the run is to end early."""
+        return self.signum is not None or self.output_error is not None
+
+    def close_output(self, error: OSError) -> None:
+        """Standard output cannot be written: stop as for a signal. A closed pipe (the reader
+        went away) is reported as SIGPIPE; anything else (closed, a full disk) as a failure."""
         self.output_closed = True
-        self.receive(signal.SIGPIPE)
+        if isinstance(error, BrokenPipeError):
+            self.receive(signal.SIGPIPE)
+        elif not self.stopping:
+            self.output_error = error
+            if self.runner is not None:
+                self.runner.stop()
 
     def receive(self, signum: int) -> None:
         if self.signum is None:
+            stopped = self.stopping
             self.signum = signum
-            if self.runner is not None:
+            if self.runner is not None and not stopped:
                 self.runner.stop()
         elif signum == signal.SIGINT:
             # A second Ctrl-C means now: no shutdown, no flush beyond what is already written.
             _exit_interrupted(self.signum)
 
 
+class _ClosedOutput(io.TextIOBase):
+    """Standard output when its descriptor was closed before relay started: every write fails
+    as a write to a closed descriptor does."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+
+
+def _hold_standard_descriptors() -> None:
+    """Open ``/dev/null`` on a standard descriptor that was closed before relay started, so
+    that no file relay opens takes its number (a rollout on descriptor 1 would receive what is
+    printed). A closed standard output still fails at its first write, as it should."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    if sys.stdin is None:
+        sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
+    if sys.stdout is None:
+        sys.stdout = cast(TextIO, _ClosedOutput())
+    if sys.stderr is None:
+        sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+
+
 def _discard_stdout() -> None:
-    """Point standard output at ``/dev/null``: what is still buffered for the closed pipe, and
-    the interpreter's last flush, go nowhere instead of failing again."""
+    """Point standard output at ``/dev/null``: what is still buffered for the closed pipe or
+    the full disk, and the interpreter's last flush, go nowhere instead of failing again."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
     except (OSError, ValueError):
         pass
+
+
+def _output_failed(error: OSError) -> None:
+    """Say, on stderr, that standard output could not be written."""
+    _discard_stdout()
+    print(f"relay: cannot write to standard output: {error.strerror}", file=sys.stderr)
 
 
 def _exit_interrupted(signum: int) -> None:
@@ -368,9 +424,9 @@ async def _run(
     resume: Rollout | None,
     model_name: str | None,
     answer_only: bool = False,
-) -> int | None:
-    """Run the script; returns the signal that ended it early, if one did. With
-    ``answer_only``, no event is written (the caller prints the answer)."""
+) -> _Interrupted:
+    """Run the script; returns what ended it early, if anything did. With ``answer_only``, no
+    event is written (the caller prints the answer)."""
     import anyio
 
     from .._base import _protocol as p
@@ -378,26 +434,27 @@ async def _run(
     from .._drive._runner import ScriptRunner
     from .._open import open_session
 
-    def output_closed() -> None:
-        # Nobody reads the events any more (`relay run … | head -1`): end the session as a
-        # shutdown, as a signal would, rather than run the script unseen.
+    def output_closed(error: OSError) -> None:
+        # Nobody reads the events any more (`relay run … | head -1`), or they cannot be
+        # written (closed, a full disk): end the session as a shutdown, as a signal would,
+        # rather than run the script unseen.
         _discard_stdout()
-        interrupted.close_output()
+        interrupted.close_output(error)
 
     def write_line(line: str) -> None:
         if not interrupted.output_closed:
             try:
                 sys.stdout.write(line)
                 sys.stdout.flush()
-            except BrokenPipeError:
-                output_closed()
+            except OSError as error:
+                output_closed(error)
 
     def sink(event: p.Event, msg: dict[str, Any]) -> None:
         if printer is not None and not interrupted.output_closed:
             try:
                 printer.event(event)
-            except BrokenPipeError:
-                output_closed()
+            except OSError as error:
+                output_closed(error)
         outcome.observe(event)
 
     interrupted = _Interrupted()
@@ -428,14 +485,17 @@ async def _run(
                     lines=write_line if printer is None and not answer_only else None,
                 )
                 interrupted.runner = runner
-                if interrupted.signum is not None:
+                if interrupted.stopping:
                     runner.stop()
                 if printer is not None and printer.live:
 
                     async def tick() -> None:
-                        while True:
+                        while not interrupted.output_closed:
                             await anyio.sleep(0.1)
-                            printer.tick()
+                            try:
+                                printer.tick()
+                            except OSError as error:
+                                output_closed(error)
 
                     tg.start_soon(tick)
                 await runner.run(steps, release=True)
@@ -446,7 +506,7 @@ async def _run(
             await serve(signals)
         except BaseExceptionGroup as group:
             raise _single(group) from None
-    return interrupted.signum
+    return interrupted
 
 
 def _single(group: BaseExceptionGroup[BaseException]) -> BaseException:
@@ -489,8 +549,10 @@ def _run_command(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         args.script = "-"
 
+    from .._base._config import take_api_key
     from .._base._errors import (
         ConfigError,
+        ErrorCode,
         RelayError,
         RolloutError,
         RolloutLockedError,
@@ -528,6 +590,9 @@ def _run_command(args: argparse.Namespace) -> int:
             from .._models._script import load_model_script
 
             load_model_script(config.model_script)
+        # The command owns its process: the key leaves its environment, /proc/PID/environ
+        # included, before any process is started (a library leaves its host's alone).
+        take_api_key(config.provider())
     except (ConfigError, ScriptError, RolloutError) as exc:
         _print_error(exc)
         return EXIT_USAGE
@@ -547,7 +612,7 @@ def _run_command(args: argparse.Namespace) -> int:
     try:
         import anyio
 
-        signum = anyio.run(
+        ended = anyio.run(
             _run,
             config,
             label,
@@ -575,20 +640,37 @@ def _run_command(args: argparse.Namespace) -> int:
         print("relay: internal error", file=sys.stderr)
         traceback.print_exc()
         return EXIT_FAILED
+    signum = ended.signum
     if signum == signal.SIGPIPE:
         print("relay: standard output was closed; the session was shut down", file=sys.stderr)
         return _signal_status(signum)
     if signum is not None:
         print("relay: interrupted", file=sys.stderr)
         return _signal_status(signum)
+    if ended.output_error is not None:
+        print(
+            f"relay: cannot write to standard output: {ended.output_error.strerror}; the "
+            "session was shut down",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     if answer_only:
         for error in outcome.errors:
             print(f"relay: {error.message}", file=sys.stderr)
         if outcome.last_answer is not None:
             try:
                 print(outcome.last_answer)
+                sys.stdout.flush()
             except BrokenPipeError:
                 _discard_stdout()
+            except OSError as failure:
+                _output_failed(failure)
+                return EXIT_FAILED
+    else:
+        # What the events said on stdout, said on stderr too: relay's own record failed.
+        for error in outcome.errors:
+            if error.code == ErrorCode.ROLLOUT:
+                print(f"relay: {error.message}", file=sys.stderr)
     return EXIT_FAILED if outcome.failed else EXIT_OK
 
 
@@ -621,7 +703,10 @@ def _show_command(args: argparse.Namespace) -> int:
             sys.stdout.write(line + "\n")
         sys.stdout.flush()
     except BrokenPipeError:
-        pass
+        _discard_stdout()
+    except OSError as failure:
+        _output_failed(failure)
+        return EXIT_FAILED
     return EXIT_OK
 
 
@@ -658,6 +743,7 @@ def console_main() -> None:
     relay_logger = logging.getLogger("relay")
     relay_logger.addHandler(logging.NullHandler())
     relay_logger.propagate = False
+    _hold_standard_descriptors()
     try:
         status = main()
     except KeyboardInterrupt:

@@ -31,7 +31,7 @@ import json
 import logging
 import shlex
 import subprocess
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, TypeAlias
 
 import anyio
@@ -41,7 +41,8 @@ import attrs
 from .._base import _json
 from .._base import _protocol as p
 from .._base._config import HookCommand, Hooks
-from ._process import kill_group, open_command
+from .._base._secret import NO_SECRETS, Secrets
+from ._process import Command, open_command
 
 logger = logging.getLogger("relay.hooks")
 
@@ -160,20 +161,31 @@ def hook_label(hook: Hook) -> str:
 
 
 async def run_compact_hooks(
-    hooks: Sequence[Hook], info: HookInput, emit: Callable[[p.EventMsg], None]
+    hooks: Sequence[Hook],
+    info: HookInput,
+    emit: Callable[[p.EventMsg], None],
+    secrets: Secrets = NO_SECRETS,
 ) -> HookStop | None:
     """Run ``hooks`` (all of one point) with ``info``, reporting each run through ``emit``.
 
     Returns the stop of the first hook that asks to stop (its reason is also reported as a
     ``background_event``, and later hooks do not run), else None. A timeout or a crash is
     reported as a ``warning`` and the next hook runs.
+
+    Commands run without the variables of ``secrets``; what any hook says (a stop's reason, a
+    command's standard error, a callable's exception) is redacted of its values here, before
+    it is reported or returned.
     """
     point = info.event
+    env = secrets.child_environment()
     for hook in hooks:
         label = hook_label(hook)
         emit(p.HookStarted(label, point))
         started = anyio.current_time()
-        result = await run_hook(hook, info)
+        result = await run_hook(hook, info, env=env)
+        result = attrs.evolve(
+            result, reason=secrets.redact(result.reason), problem=secrets.redact(result.problem)
+        )
         duration_ms = round((anyio.current_time() - started) * 1000)
         emit(p.HookCompleted(label, point, result.outcome, duration_ms))
         match result.outcome:
@@ -190,10 +202,15 @@ async def run_compact_hooks(
     return None
 
 
-async def run_hook(hook: Hook, info: HookInput) -> HookResult:
-    """Run one hook with ``info`` and tell how it ended; never raises except on cancellation."""
+async def run_hook(
+    hook: Hook, info: HookInput, *, env: Mapping[str, str] | None = None
+) -> HookResult:
+    """Run one hook with ``info`` and tell how it ended; never raises except on cancellation.
+
+    A command gets the environment ``env`` (default: this process's).
+    """
     if isinstance(hook, HookCommand):
-        return await run_hook_command(hook, info)
+        return await run_hook_command(hook, info, env=env)
     return await _run_callable(hook, info)
 
 
@@ -212,11 +229,15 @@ async def _run_callable(hook: CompactHook, info: HookInput) -> HookResult:
     return HookResult("continue")
 
 
-async def run_hook_command(hook: HookCommand, info: HookInput) -> HookResult:
+async def run_hook_command(
+    hook: HookCommand, info: HookInput, *, env: Mapping[str, str] | None = None
+) -> HookResult:
     """Run a hook command: JSON on its standard input, a decision on its standard output.
 
-    The command runs without a shell, in ``info.cwd``, in a process group of its own. When it
-    exits, runs past its timeout, or the caller is cancelled, the whole group is killed.
+    The command runs without a shell, in ``info.cwd``, with the environment ``env`` (default:
+    this process's), in a process group of its own. When it exits, runs past its timeout, or
+    the caller is cancelled, the whole group is killed, and so is every process it started
+    that left the group.
     """
     argv = list(hook.command)
     if not argv:
@@ -230,6 +251,7 @@ async def run_hook_command(hook: HookCommand, info: HookInput) -> HookResult:
         async with open_command(
             argv,
             cwd=info.cwd,
+            env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -241,9 +263,9 @@ async def run_hook_command(hook: HookCommand, info: HookInput) -> HookResult:
                     tg.start_soon(_feed, process, payload)
                     await process.wait()
                     # The hook's exit decides, not the end of its output: a child it left
-                    # behind may hold the pipes open. Its group goes now, so the readers get
-                    # what was written and then the end.
-                    kill_group(process.pid)
+                    # behind may hold the pipes open. Everything it started goes now, so the
+                    # readers get what was written and then the end.
+                    await process.end()
     except OSError as exc:
         return HookResult("failed", problem=f"could not start: {exc.strerror or exc}")
     timed_out = scope.cancelled_caught
@@ -260,7 +282,7 @@ async def run_hook_command(hook: HookCommand, info: HookInput) -> HookResult:
     return _decision(bytes(stdout))
 
 
-async def _feed(process: anyio.abc.Process, payload: bytes) -> None:
+async def _feed(process: Command, payload: bytes) -> None:
     stdin = process.stdin
     if stdin is None:
         return

@@ -22,12 +22,14 @@ from typing import Protocol
 import attrs
 
 from .._base import _protocol as p
+from .._base._errors import ErrorCode
 from .._base._model import Prompt
 from .._base._tokens import truncate_text
 from . import _sampling
 from ._background import Backgrounds
 from ._compaction import CompactionOutcome, CompactionRequest, Injection, install
 from ._context import context_changes
+from ._guard import LoopGuard, loop_message, loop_warning, step_limit_message
 from ._input import resolve_image
 from ._sampling import SampleResult
 from ._services import Services
@@ -136,6 +138,8 @@ class TaskContext:
         self._stepped = False
         self._last_step_called_tools = False
         self._compacted_since_step = False
+        config = services.config
+        self._guard = LoopGuard(config.max_steps_per_turn, config.max_identical_tool_calls)
 
     @property
     def view(self) -> TaskView:
@@ -250,6 +254,7 @@ class TaskContext:
                 report=report,
                 max_retries=max_retries,
             )
+        self._check_limits()
         take_input = True
         if self._stepped and not self._compacted_since_step:
             over = self.view.budget.over_limit
@@ -274,18 +279,22 @@ class TaskContext:
 
     async def run_tool(self, call: p.ToolCall) -> str:
         """Run a tool call of the model: report it as a ``tool_call`` item, record its output
-        (cut to the output limit) and return it."""
+        (redacted of the API key, cut to the output limit) and return it.
+
+        This is where every tool output enters the history, the events and the next request:
+        the key is redacted here, whatever the tool, because a command can find it where relay
+        cannot take it away (the environment of a process above relay).
+        """
         services, turn_id = self._services, self._handle.turn_id
         arguments = call.arguments if isinstance(call, p.FunctionCall) else call.input
         item = p.ToolCallItem(call.call_id, call.name, arguments)
         self.emit(p.ItemStarted(turn_id, item))
-        secret = services.provider.env_key
         budget = self.view.budget
         tool_ctx = ToolContext(
             turn_id,
             self._handle.settings.cwd,
             self.emit,
-            hidden_env=frozenset([secret]) if secret else frozenset(),
+            hidden_env=services.secrets.variables,
             tokens_used=budget.usage,
             context_window=budget.window,
             note=self._note,
@@ -294,6 +303,7 @@ class TaskContext:
             output = await services.tools.call(call, tool_ctx)
         else:
             output = f"unsupported call: {call.name}"
+        output = services.secrets.redact(output)
         if not (call.name == RECALL_TOOL and services.config.features.tool_output_masking):
             # A recalled output was truncated when first recorded; it comes back as it was.
             output = truncate_text(output, TOOL_OUTPUT_TOKENS)
@@ -302,7 +312,19 @@ class TaskContext:
         else:
             self.record(p.CustomToolCallOutput(call.call_id, output))
         self.emit(p.ItemCompleted(turn_id, attrs.evolve(item, output=output)))
+        if self._guard.note_call(call.name, arguments, output) == "warn":
+            self.emit(p.WarningEvent(loop_warning(call.name, self._guard.run)))
         return output
+
+    def _check_limits(self) -> None:
+        """End the turn before a step it may not take (see :mod:`._guard`)."""
+        guard = self._guard
+        if guard.looping and guard.last is not None:
+            self.emit(p.ErrorEvent(loop_message(guard.last[0], guard.run), ErrorCode.TOOL_LOOP))
+            raise StopTurn()
+        if not guard.step_allowed():
+            self.emit(p.ErrorEvent(step_limit_message(guard.max_steps), ErrorCode.STEP_LIMIT))
+            raise StopTurn()
 
     async def compact(self, request: CompactionRequest) -> CompactionOutcome:
         """Reach a compaction point: the session's compactor does what is due (``manual``
@@ -377,6 +399,8 @@ class TaskContext:
         """Add ``entry`` to the work-state record and report it (when the record is on)."""
         if self._writer.detached or not self._services.config.features.work_state:
             return
+        # A tool notes what it saw (a command's last line of output): redacted as its output is.
+        entry = attrs.evolve(entry, text=self._services.secrets.redact(entry.text))
         self._services.state.work_state.add(entry)
         self.emit(p.WorkStateNoted(entry.kind, entry.text, entry.key))
 

@@ -1,20 +1,28 @@
-"""Child processes of a session (the shell tool, hook commands): each runs in a process group
-of its own, and the whole group goes when its owner is done with it, or when relay goes.
+"""Child processes of a session (the shell tool, hook commands): each runs under a guard of its
+own, and everything it started goes when its owner is done with it, or when relay goes.
 
 Theory of operation. :func:`open_command` does not start the command directly: it starts a
-small guard (this Python, isolated, running :data:`_GUARD`) as the leader of a new process
-group, and the guard starts the command in that group, with the standard streams it was given.
-relay and the guard share a socket pair, relay's end private to relay. The socket tells relay
-whether the command started (and, if not, the ``errno``), and then serves as a lifeline: the
-guard waits on it, and when relay's end closes, whether relay closed it or relay died in any
-way the kernel lets it (SIGTERM, SIGHUP, SIGKILL, a crash), the guard kills its whole group.
+small guard (this Python, isolated, running :data:`_GUARD`) in a session of its own, and the
+guard starts the command as the leader of a new process group, with the standard streams it
+was given; the guard then lets go of those streams. relay and the guard share a socket pair,
+relay's end private to relay. The guard says on it whether the command started (and, if not,
+the ``errno``), and later how the command ended. It is also a lifeline: the guard waits on it,
+and when relay's end closes, whether relay closed it (the tool call or the hook is over, a
+timeout, a cancellation) or relay died in any way the kernel lets it (SIGTERM, SIGHUP,
+SIGKILL, a crash), the guard ends the command.
+
+Ending the command means every process it started, also those that left its process group and
+session (``setsid``, as a daemon does). On Linux the guard is a *child subreaper*
+(``PR_SET_CHILD_SUBREAPER``): a process whose parent ends is re-parented to the guard, not to
+init, so nothing the command started can get out from under it. The guard kills the command's
+group, then kills its own children until it has none left: a process that left the group is a
+child of the guard once its parent has gone, or the descendant of one. Only the guard is a
+subreaper: relay's own process, which may be a program that embeds relay, keeps the semantics
+it had.
 
 A parent-death signal (``PR_SET_PDEATHSIG``) would reach the command only, not its children,
 and it fires when the *thread* that forked ends: trio forks in worker threads that end when
 idle, which would kill long commands for nothing. The lifeline has neither problem.
-
-On every way out of :func:`open_command` (the command ended, a timeout, a cancellation, an
-error) the group is killed and the guard reaped.
 """
 
 from __future__ import annotations
@@ -31,74 +39,221 @@ from typing import IO, Any
 import anyio
 import anyio.abc
 
-#: How long reaping a killed process may take before the owner stops waiting.
+#: How long ending a command may take before the owner stops waiting for its guard.
 REAP_SECONDS = 5.0
 
 # The guard, run as ``python -I -S -c _GUARD FD ARGV...``: -I so that nothing in the working
-# directory or the environment changes what it runs; only built-in modules, so that it starts
-# in milliseconds. A second process of the group (the watcher, holding none of the command's
-# streams) waits on the lifeline, so the guard itself only has to wait for the command. The
-# command starts with every signal at its default action: Python ignores SIGPIPE and SIGXFSZ
-# for itself, which ``producer | head`` in a command must not inherit.
+# directory or the environment changes what it runs; only modules of the standard library, so
+# that it starts in milliseconds. It tells relay, one line each: ``S<pid>`` (started) or
+# ``E<errno>`` (not), then ``X<code>`` when the command exits (a negative code: the signal
+# that killed it). The command starts with every signal at its default action: Python ignores
+# SIGPIPE and SIGXFSZ for itself, which ``producer | head`` in a command must not inherit.
+# The guard's exit status is 0 when it ended the command and everything it started.
 _GUARD = """\
-import os, signal, sys
+import os, select, signal, sys
 link = int(sys.argv[1])
 os.set_inheritable(link, False)
+if sys.platform == "linux":
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except Exception:
+        pass
+stop = []
+wake, woken = os.pipe()
+os.set_blocking(woken, False)
+signal.set_wakeup_fd(woken)
+signal.signal(signal.SIGCHLD, lambda *_: None)
+for each in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+    signal.signal(each, lambda *_: stop.append(True))
 try:
     command = os.posix_spawnp(
-        sys.argv[2], sys.argv[2:], os.environ, setsigdef=signal.valid_signals()
+        sys.argv[2], sys.argv[2:], os.environ, setpgroup=0, setsigdef=signal.valid_signals()
     )
 except OSError as exc:
-    os.write(link, b"E%d" % (exc.errno or 0))
+    os.write(link, b"E%d\\n" % (exc.errno or 0))
     os._exit(127)
-watcher = os.fork()
-if watcher == 0:
+null = os.open(os.devnull, os.O_RDWR)
+for stream in (0, 1, 2):
+    os.dup2(null, stream)
+os.close(null)
+
+def say(line):
     try:
-        null = os.open(os.devnull, os.O_RDWR)
-        for stream in (0, 1, 2):
-            os.dup2(null, stream)
-        while os.read(link, 64):
+        os.write(link, line)
+    except OSError:
+        pass
+
+def reaped(pid, status):
+    if pid == command:
+        say(b"X%d\\n" % os.waitstatus_to_exitcode(status))
+
+def children():
+    me = os.getpid()
+    try:
+        with open(f"/proc/{me}/task/{me}/children") as listing:
+            return [int(pid) for pid in listing.read().split()]
+    except OSError:
+        pass
+    found = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return [command]
+    for name in names:
+        try:
+            with open(f"/proc/{name}/stat", "rb") as stat:
+                if int(stat.read().rsplit(b")", 1)[1].split()[1]) == me:
+                    found.append(int(name))
+        except (OSError, ValueError, IndexError):
             pass
-    finally:
-        os.killpg(0, signal.SIGKILL)
-os.write(link, b"ok")
-os.close(link)
+    return found
+
+say(b"S%d\\n" % command)
+while not stop:
+    ready = select.select([link, wake], [], [])[0]
+    if wake in ready:
+        os.read(wake, 512)
+    if link in ready:
+        try:
+            if not os.read(link, 64):
+                break
+        except OSError:
+            break
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        reaped(pid, status)
+try:
+    os.killpg(command, signal.SIGKILL)
+except OSError:
+    pass
 while True:
-    try:
-        _, status = os.waitpid(command, 0)
+    left = children()
+    if not left:
         break
-    except InterruptedError:
-        continue
-os.kill(watcher, signal.SIGKILL)
-os.waitpid(watcher, 0)
-code = os.waitstatus_to_exitcode(status)
-if code < 0:
-    signal.signal(-code, signal.SIG_DFL)
-    os.kill(os.getpid(), -code)
-os._exit(code if code >= 0 else 128 - code)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    for pid in left:
+        try:
+            reaped(*os.waitpid(pid, 0))
+        except ChildProcessError:
+            pass
+os._exit(0)
 """
 
 _Stream = int | IO[Any] | None
 
 
-def kill_group(pid: int) -> None:
-    """SIGKILL the process group led by ``pid`` (started with ``start_new_session=True``)."""
+class Command:
+    """A command started by :func:`open_command`: its streams, its pid, and its exit."""
+
+    def __init__(self, guard: anyio.abc.Process, link: socket.socket) -> None:
+        self._guard = guard
+        self._link = link
+        self._buffer = b""
+        self._ended = False
+        self.pid = 0
+        """The command's pid, which is also its process group's id (0 until it started)."""
+        self.returncode: int | None = None
+        """How the command exited, once :meth:`wait` has seen it: its exit status, or the
+        negative number of the signal that killed it."""
+
+    @property
+    def stdin(self) -> anyio.abc.ByteSendStream | None:
+        """The command's standard input, when it was a pipe."""
+        return self._guard.stdin
+
+    @property
+    def stdout(self) -> anyio.abc.ByteReceiveStream | None:
+        """The command's standard output, when it was a pipe."""
+        return self._guard.stdout
+
+    @property
+    def stderr(self) -> anyio.abc.ByteReceiveStream | None:
+        """The command's standard error, when it was a pipe."""
+        return self._guard.stderr
+
+    async def wait(self) -> int:
+        """Wait for the command to exit; its :attr:`returncode`.
+
+        Processes the command started may still run (until :meth:`end`).
+        """
+        while self.returncode is None:
+            line = await self._line()
+            if line is None:
+                # The guard is gone without a word (something killed it): the command is
+                # counted as killed, and :meth:`end` makes sure of it.
+                self.returncode = -signal.SIGKILL
+            elif line[:1] == b"X" and _is_int(line[1:]):
+                self.returncode = int(line[1:])
+        return self.returncode
+
+    async def end(self) -> None:
+        """Kill the command and every process it started, and reap the guard.
+
+        Shielded and bounded, so that it also runs, briefly, when the owner is being
+        cancelled; idempotent.
+        """
+        if self._ended:
+            return
+        self._ended = True
+        self._link.close()
+        guard = self._guard
+        with anyio.move_on_after(REAP_SECONDS, shield=True):
+            await guard.wait()
+        if guard.returncode != 0 and self.pid > 0:
+            # The guard did not end the command itself (something killed it, or it is stuck):
+            # the command's group goes from here, and the guard if it still runs.
+            _kill_group(self.pid)
+        if guard.returncode is None:
+            _kill_group(guard.pid)
+        with anyio.move_on_after(REAP_SECONDS, shield=True):
+            await guard.aclose()
+
+    async def _wait_started(self) -> None:
+        """Wait for the guard's first word: the command started (its pid is kept), or an
+        ``OSError`` saying why not."""
+        line = await self._line()
+        if line is not None and line[:1] == b"S" and line[1:].isdigit():
+            self.pid = int(line[1:])
+            return
+        number = errno.EIO
+        if line is not None and line[:1] == b"E" and line[1:].isdigit():
+            number = int(line[1:])
+        raise OSError(number, os.strerror(number) if number else "the command did not start")
+
+    async def _line(self) -> bytes | None:
+        """The guard's next line, or None when its end of the link closed."""
+        while b"\n" not in self._buffer:
+            await anyio.wait_readable(self._link)
+            try:
+                chunk = self._link.recv(256)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                return None
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
+
+
+def _is_int(text: bytes) -> bool:
+    return text.removeprefix(b"-").isdigit()
+
+
+def _kill_group(pgid: int) -> None:
     try:
-        os.killpg(pid, signal.SIGKILL)
+        os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-async def end_process(process: anyio.abc.Process) -> None:
-    """Kill the process's group, then reap the process.
-
-    Shielded and bounded, so that it also runs, briefly, when the owner is being cancelled.
-    The group goes even when its leader has exited: children it left behind (holding its
-    pipes open or not) do not outlive their owner's use of it.
-    """
-    kill_group(process.pid)
-    with anyio.move_on_after(REAP_SECONDS, shield=True):
-        await process.aclose()
 
 
 @asynccontextmanager
@@ -110,12 +265,11 @@ async def open_command(
     stdin: _Stream,
     stdout: _Stream,
     stderr: _Stream,
-) -> AsyncIterator[anyio.abc.Process]:
-    """Run ``argv`` (no shell) in a process group of its own that dies with relay.
+) -> AsyncIterator[Command]:
+    """Run ``argv`` (no shell) under a guard, in a process group of its own, dying with relay.
 
-    Yields the group's leader, whose streams are the command's and whose exit status is the
-    command's (a command killed by a signal shows as killed by it). On leaving, the whole
-    group is killed and the leader reaped.
+    Yields the command. On leaving, the command and every process it started (those that left
+    its group and session included) are killed, and the guard reaped.
 
     Raises:
         OSError: the command could not be started (``strerror`` says why).
@@ -134,23 +288,14 @@ async def open_command(
                 start_new_session=True,
                 pass_fds=(theirs.fileno(),),
             )
+        command = Command(process, ours)
         try:
-            await _wait_started(ours)
-            yield process
+            await command._wait_started()
+            yield command
         finally:
-            await end_process(process)
+            await command.end()
     finally:
         ours.close()
 
 
-async def _wait_started(link: socket.socket) -> None:
-    """Wait for the guard's word: the command started, or an ``OSError`` saying why not."""
-    await anyio.wait_readable(link)
-    answer = link.recv(64)
-    if answer == b"ok":
-        return
-    number = int(answer[1:]) if answer[:1] == b"E" and answer[1:].isdigit() else errno.EIO
-    raise OSError(number, os.strerror(number) if number else "the command did not start")
-
-
-__all__ = ["REAP_SECONDS", "end_process", "kill_group", "open_command"]
+__all__ = ["REAP_SECONDS", "Command", "open_command"]

@@ -20,14 +20,15 @@ import anyio
 from .._base import _protocol as p
 from .._base._codec import to_json
 from .._base._config import Config, ProviderConfig, context_window_for
-from .._base._errors import ConfigError
+from .._base._errors import ConfigError, ErrorCode
 from .._base._model import ModelClient
+from .._base._secret import NO_SECRETS, Secrets
 from .._base._templates import template
 from .._base._tokens import ApproxEstimator, TokenEstimator
 from .._version import __version__
 from ._budget import TokenBudget, token_budget
 from ._context import WorldState, world_state
-from ._event_stream import EventStream
+from ._event_stream import EventJson, EventStream
 from ._hooks import CompactHook
 from ._input import input_text, user_message_of
 from ._recorder import TERMINAL_EVENTS, RolloutRecorder
@@ -56,6 +57,7 @@ class Services:
         estimator: TokenEstimator | None = None,
         hooks: Iterable[CompactHook] = (),
         ids: tuple[int, int] = (0, 0),
+        secrets: Secrets = NO_SECRETS,
     ) -> None:
         self.id = session_id
         """The session id."""
@@ -67,6 +69,9 @@ class Services:
             client_provider if isinstance(client_provider, ProviderConfig) else config.provider()
         )
         """The provider the model client talks to."""
+        self.secrets = Secrets.of(secrets.values, [*secrets.variables, self.provider.env_key])
+        """The API key: kept from the processes the session starts (its variable), and out
+        of every tool and hook output (its value)."""
         self.model = model
         """The model client."""
         self.tools = tools
@@ -89,6 +94,9 @@ class Services:
         """Events numbered so far (the ``seq`` of the last one)."""
         self.listeners: list[Callable[[p.Event], None]] = []
         """Told every event as it is emitted (what :meth:`Session.ask` watches)."""
+        self.on_rollout_failure: Callable[[], None] = lambda: None
+        """Called once when the rollout can no longer be written (the session shuts down)."""
+        self._rollout_failure_reported = False
         self.submissions, self.items = ids
         # The generated ids go on from where a resumed session's left off.
         self._estimator = estimator
@@ -97,22 +105,48 @@ class Services:
         """Number ``msg``, persist it if it is a persisted kind, and send it to the reader.
 
         A terminal event (``turn_complete``, ``turn_aborted``, ``shutdown_complete``) is
-        flushed to the rollout, with everything before it, before anyone can see it.
+        flushed to the rollout, with everything before it, before anyone can see it. When the
+        rollout can no longer be written, an ``error{rollout}`` says so, once, with this
+        event's id: before a terminal event, after any other.
         """
-        self.events_emitted += 1
-        if isinstance(msg, TERMINAL_EVENTS):
+        terminal = isinstance(msg, TERMINAL_EVENTS)
+        if terminal:
             self.recorder.ids(self.submissions, self.items)
+        json_of: EventJson | None = None
+        if self.events.keeps_json:
+            data = to_json(msg)
+            json_of = (data, payload_json(data))
+            self.recorder.event(msg, json_of[1])
+        else:
+            self.recorder.event(msg)
+        if terminal:
+            self._check_rollout(event_id)
+        self.events_emitted += 1
         event = p.Event(event_id, self.events_emitted, msg)
         for listener in self.listeners:
             listener(event)
-        if self.events.keeps_json:
-            data = to_json(msg)
-            text = payload_json(data)
-            self.recorder.event(msg, text)
-            self.events.send(event, (data, text))
+        if json_of is not None:
+            self.events.send(event, json_of)
         else:
-            self.recorder.event(msg)
             self.events.send(event)
+        if not terminal:
+            self._check_rollout(event_id)
+
+    def _check_rollout(self, event_id: str) -> None:
+        writer = self.recorder.writer
+        if writer is None or writer.failure is None or self._rollout_failure_reported:
+            return
+        self._rollout_failure_reported = True
+        failure = writer.failure
+        self.emit(
+            event_id,
+            p.ErrorEvent(
+                f"the rollout file {writer.path} cannot be written ({failure.strerror}); "
+                "it keeps every line up to here, and the session shuts down",
+                ErrorCode.ROLLOUT,
+            ),
+        )
+        self.on_rollout_failure()
 
     def record(self, item: p.ResponseItem, *, from_model: bool = False) -> None:
         """Append an item to the history and the rollout."""
@@ -180,7 +214,8 @@ class Services:
         return self._estimator
 
     def configured(self, *, resumed: bool) -> None:
-        """Emit ``session_configured``, the first event of every session."""
+        """Emit ``session_configured``, the first event of every session (then a ``warning``
+        when the rollout file could not be locked)."""
         writer = self.recorder.writer
         defaults = self.state.defaults
         self.emit(
@@ -196,6 +231,8 @@ class Services:
                 resumed=resumed,
             ),
         )
+        if writer is not None and writer.warning is not None:
+            self.emit(SESSION_EVENT_ID, p.WarningEvent(writer.warning))
 
 
 def base_instructions(config: Config) -> str:

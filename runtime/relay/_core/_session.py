@@ -46,6 +46,7 @@ from ._services import Services
 from ._slot import TaskSlot
 from ._state import SessionState
 from ._tools import ToolRegistry
+from ._work_state import pin_label, pin_refusal
 from ._writer import RolloutWriter
 
 TaskFactories = Mapping[str, Callable[[Any], SessionTask]]
@@ -105,6 +106,7 @@ class Session(metaclass=NoPublicConstructor):
         self._slot = TaskSlot(services, task_group, compactor, self._refresh_idle)
         self._asking: dict[str, AnswerCollector] = {}
         self._closed = False
+        self._shutting_down = False
         self._finished = anyio.Event()
         self._unprocessed = 0
         self._idle = anyio.Event()
@@ -113,6 +115,13 @@ class Session(metaclass=NoPublicConstructor):
         self._sub_send, self._sub_recv = anyio.create_memory_object_stream[
             p.Submission | _RawSubmission
         ](math.inf)
+        services.on_rollout_failure = self._rollout_failed
+
+    def _rollout_failed(self) -> None:
+        # Nothing more can be recorded, so nothing more should run: the session shuts down as
+        # for a shutdown op (a running task ends ``shutdown``, ``shutdown_complete`` last).
+        if not (self._closed or self._shutting_down):
+            self._enqueue(p.Submission("rollout", p.Shutdown()))
 
     # ------------------------------------------------------------------ what it is
 
@@ -205,6 +214,7 @@ class Session(metaclass=NoPublicConstructor):
             | p.Compact
             | p.Interrupt
             | p.OverrideTurnContext
+            | p.Unpin
             | p.Shutdown
             | p.CustomOp,
         ):
@@ -396,11 +406,9 @@ class Session(metaclass=NoPublicConstructor):
         slot = self._slot
         match op:
             case p.UserTurn():
-                if op.pin:
-                    text = user_message_of(op.items).text()
-                    self.state.work_state.pin(text)
-                    services.emit(sub_id, p.WorkStateNoted("pinned", text))
                 settings = self._update_defaults(op)
+                if op.pin:
+                    self._pin(sub_id, user_message_of(op.items).text(), settings.model)
                 await slot.offer(sub_id, self._factory(op), settings, op.on_busy, op.items)
             case p.UserInput():
                 defaults = self.state.defaults
@@ -412,6 +420,13 @@ class Session(metaclass=NoPublicConstructor):
                 slot.start_queued()
             case p.OverrideTurnContext():
                 self._update_defaults(op)
+            case p.Unpin(text=text):
+                released = self.state.work_state.unpin(text)
+                if text is not None and not released:
+                    message = f"invalid op: unpin: no pinned message is {pin_label(text)}"
+                    services.emit(sub_id, p.ErrorEvent(message, ErrorCode.INVALID_OP))
+                for gone in released:
+                    services.emit(sub_id, p.WorkStateNoted("unpinned", gone))
             case p.Shutdown():
                 await self._shutdown(sub_id)
             case p.CustomOp():
@@ -423,6 +438,16 @@ class Session(metaclass=NoPublicConstructor):
     def _factory(self, op: p.Op) -> Callable[[], SessionTask]:
         make = self._tasks[_op_type(op)]
         return lambda: make(op)
+
+    def _pin(self, sub_id: str, text: str, model: str) -> None:
+        """Pin ``text``, unless the pinned messages would take too much of the window."""
+        record = self.state.work_state
+        refusal = pin_refusal(text, record.pinned, self._services.budget(model).window)
+        if refusal is not None:
+            self._services.emit(sub_id, p.WarningEvent(refusal))
+            return
+        record.pin(text)
+        self._services.emit(sub_id, p.WorkStateNoted("pinned", text))
 
     def _update_defaults(self, op: p.UserTurn | p.OverrideTurnContext) -> TurnSettings:
         """Apply the settings ``op`` carries to the defaults; returns the new defaults."""
@@ -437,6 +462,7 @@ class Session(metaclass=NoPublicConstructor):
         return state.defaults
 
     async def _shutdown(self, sub_id: str) -> None:
+        self._shutting_down = True
         await self._slot.shut_down()
         self._closed = True
         services = self._services

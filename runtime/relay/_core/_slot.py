@@ -34,6 +34,7 @@ from ._input import user_message_of
 from ._port import Compactor, SessionTask, TaskContext
 from ._services import Services
 from ._task import StopTurn, TaskHandle, TaskStatus
+from ._work_state import pins_overflow_advice
 
 logger = logging.getLogger("relay")
 
@@ -237,8 +238,12 @@ def report_failure(port: TaskContext, kind: str, error: Exception) -> None:
     an ``error`` naming the kind and the exception."""
     if isinstance(error, ContextWindowExceeded):
         port.compaction.window_full(error)
-        compacts = port.view.budget.limit is not None
-        port.emit(p.ErrorEvent(overflow_advice(error, compacts), ErrorCode.CONTEXT_WINDOW_EXCEEDED))
+        view = port.view
+        advice = overflow_advice(error, view.budget.limit is not None)
+        pins = pins_overflow_advice(view.work_state.pinned, view.budget.window)
+        if pins is not None:
+            advice = f"{advice} {pins}"
+        port.emit(p.ErrorEvent(advice, ErrorCode.CONTEXT_WINDOW_EXCEEDED))
     elif isinstance(error, ModelError):
         port.emit(p.ErrorEvent(error.message, error.code))
     else:

@@ -151,7 +151,7 @@ class CompactionSupport:
             trigger=trigger,
             event=point,
         )
-        return await run_compact_hooks(hooks, info, self.emit)
+        return await run_compact_hooks(hooks, info, self.emit, services.secrets)
 
     @property
     def background(self) -> BackgroundJob | None:

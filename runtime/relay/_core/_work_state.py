@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
+from .._base._tokens import approx_tokens
+
 #: Headings of the built-in kinds, in the order the rendered record lists them.
 KIND_HEADINGS: Mapping[str, str] = {
     "read": "Files read",
@@ -95,6 +97,12 @@ class WorkState:
         if text not in self.pinned:
             self.pinned.append(text)
 
+    def unpin(self, text: str | None = None) -> list[str]:
+        """Release the pinned message ``text`` (every one when None); returns what was released."""
+        released = [t for t in self.pinned if text is None or t == text]
+        self.pinned = [t for t in self.pinned if t not in released]
+        return released
+
     def is_empty(self) -> bool:
         """Whether there is nothing to carry."""
         return not self.entries and not self.pinned
@@ -144,6 +152,57 @@ def work_state_budget(configured: int, window: int | None, ratio: float = 1.0) -
     return max(0, min(configured, int(window / WINDOW_SHARE / max(1.0, ratio))))
 
 
+#: The pinned messages together take at most this share of the model's context window.
+PIN_SHARE_PERCENT = 25
+
+
+def pin_label(text: str) -> str:
+    """A pinned message as a message names it: its first line, cut, quoted."""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return repr(first if len(first) <= 60 else first[:59] + "…")
+
+
+def pinned_tokens(pinned: Sequence[str]) -> int:
+    """The estimated tokens of the pinned messages."""
+    return sum(approx_tokens(text) for text in pinned)
+
+
+def pin_refusal(text: str, pinned: Sequence[str], window: int | None) -> str | None:
+    """Why ``text`` cannot be pinned beside ``pinned`` (None: it can).
+
+    Pinned messages are in every history a compaction makes: together they may take
+    :data:`PIN_SHARE_PERCENT` of the context ``window`` at most, so that a compaction always
+    leaves room for the rest. With no known window there is nothing to measure them against.
+    """
+    if window is None:
+        return None
+    share = window * PIN_SHARE_PERCENT // 100
+    tokens = approx_tokens(text)
+    held = pinned_tokens([t for t in pinned if t != text])
+    if tokens + held <= share:
+        return None
+    beside = f" beside the {held} tokens already pinned" if held else ""
+    return (
+        f"The message {pin_label(text)} was not pinned: it is about {tokens} tokens{beside}, "
+        f"and pinned messages may take {share} tokens ({PIN_SHARE_PERCENT} % of the model's "
+        f"{window}-token window). It was sent as an ordinary message."
+    )
+
+
+def pins_overflow_advice(pinned: Sequence[str], window: int | None) -> str | None:
+    """What to say when a full window is the pinned messages' doing (None: it is not)."""
+    tokens = pinned_tokens(pinned)
+    if not pinned or window is None or tokens * 100 <= window * PIN_SHARE_PERCENT:
+        return None
+    names = ", ".join(pin_label(text) for text in pinned)
+    return (
+        f"The pinned messages ({names}) take about {tokens} tokens of the model's "
+        f"{window}-token window, and every compaction keeps them: release them with the unpin "
+        'op ({"type": "unpin"}, or {"type": "unpin", "text": ...} for one), or use a model '
+        "with a larger window."
+    )
+
+
 def kind_heading(kind: str) -> str:
     """The heading of the entries of ``kind`` (``Files read``; ``My kind`` for ``my_kind``)."""
     return KIND_HEADINGS.get(kind, kind.replace("_", " ").capitalize())
@@ -165,6 +224,7 @@ def work_state_lines(record: WorkState) -> list[str]:
 
 __all__ = [
     "KIND_HEADINGS",
+    "PIN_SHARE_PERCENT",
     "WorkEntry",
     "WorkState",
     "command_run",
@@ -172,6 +232,10 @@ __all__ = [
     "dir_listed",
     "file_read",
     "kind_heading",
+    "pin_label",
+    "pin_refusal",
+    "pinned_tokens",
+    "pins_overflow_advice",
     "tool_failed",
     "work_state_budget",
     "work_state_lines",

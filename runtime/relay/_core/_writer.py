@@ -8,7 +8,13 @@ in flight wrote after its last flush. Files are created 0600 in directories crea
 A writer holds an exclusive lock (``flock``) on its file from open to close, so two sessions,
 in one process or two, never append to the same rollout: the second gets
 :class:`RolloutLockedError`. The lock goes with the file's last descriptor, so a process that
-dies in any way releases it.
+dies in any way releases it. On a file system that has no locks (``ENOLCK``, an NFS mount
+without its lock service) the writer goes on without one and says so in :attr:`warning`.
+
+A write that fails (a full disk, a file past its size limit) never raises: the writer takes
+back the part of a line it had written, so that the file ends with its last whole line, writes
+nothing more, and keeps the error in :attr:`failure` for the session to report. A new file
+that never got a whole line is removed when the writer closes: no empty rollout is left.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import os
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from .._base._errors import RolloutError, RolloutLockedError
 
@@ -91,11 +97,23 @@ def _make_private_dirs(directory: Path) -> None:
             continue
 
 
-def _lock(fd: int, path: Path) -> None:
-    """Take the exclusive lock on ``fd`` or close it and raise."""
+#: Lock errors of a file system that has no locks (rather than of a file in use).
+_NO_LOCKS = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS})
+#: Pending lines are handed to the operating system once they are this long, in bytes.
+_BUFFER_BYTES = 8 * 1024
+
+
+def _lock(fd: int, path: Path) -> str | None:
+    """Take the exclusive lock on ``fd``; returns a warning when the file system has no locks.
+    Otherwise closes ``fd`` and raises."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
+        if exc.errno in _NO_LOCKS:
+            return (
+                f"rollout file {path} cannot be locked ({exc.strerror}): the session goes on "
+                "without the lock, so nothing stops another session from appending to it"
+            )
         os.close(fd)
         if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
             raise RolloutLockedError(
@@ -103,14 +121,29 @@ def _lock(fd: int, path: Path) -> None:
                 " session has ended"
             ) from exc
         raise RolloutError(f"cannot lock rollout file {path}: {exc.strerror}") from exc
+    return None
 
 
 class RolloutWriter:
     """Appends rollout lines to one file."""
 
-    def __init__(self, path: Path, file: IO[str]) -> None:
+    def __init__(
+        self, path: Path, fd: int, *, created: bool = False, warning: str | None = None
+    ) -> None:
         self.path = path
-        self._file = file
+        self.warning = warning
+        """Why the file is not locked, when it is not (its file system has no locks)."""
+        self.failure: OSError | None = None
+        """The error that stopped the writing (a full disk, a file too large), once one did:
+        nothing is written after it."""
+        self._fd: int | None = fd
+        self._created = created
+        # Lines not yet handed to the operating system, encoded (so that text no file can
+        # hold fails its own write, not the flush of the lines around it).
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        # The size of the file up to its last whole line.
+        self._size = os.fstat(fd).st_size
         self._stamps = _Stamps()
 
     @classmethod
@@ -122,8 +155,12 @@ class RolloutWriter:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
         except OSError as exc:
             raise RolloutError(f"cannot create rollout file {path}: {exc.strerror}") from exc
-        _lock(fd, path)
-        return cls(path, os.fdopen(fd, "a", encoding="utf-8"))
+        try:
+            warning = _lock(fd, path)
+        except RolloutError:
+            _remove(path)  # nothing was written to it: leave no empty file behind
+            raise
+        return cls(path, fd, created=True, warning=warning)
 
     @classmethod
     def append_to(cls, path: Path) -> RolloutWriter:
@@ -137,22 +174,21 @@ class RolloutWriter:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND)
         except OSError as exc:
             raise RolloutError(f"cannot open rollout file {path}: {exc.strerror}") from exc
-        _lock(fd, path)
-        file = os.fdopen(fd, "a", encoding="utf-8")
-        writer = cls(path, file)
+        warning = _lock(fd, path)
+        writer = cls(path, fd, warning=warning)
         writer._end_partial_line()
         return writer
 
     def _end_partial_line(self) -> None:
         # A crash mid-write leaves a line without its newline; start on a fresh line so the
         # next record is not glued to the broken one.
+        if not self._size:
+            return
         with self.path.open("rb") as existing:
-            existing.seek(0, os.SEEK_END)
-            if existing.tell() == 0:
-                return
-            existing.seek(-1, os.SEEK_END)
+            existing.seek(self._size - 1)
             if existing.read(1) != b"\n":
-                self._file.write("\n")
+                self._pending.append(b"\n")
+                self._pending_bytes += 1
 
     def write(self, kind: RolloutType, payload: Any) -> None:
         """Append one line (buffered until :meth:`flush`)."""
@@ -160,16 +196,59 @@ class RolloutWriter:
 
     def write_json(self, kind: RolloutType, payload: str) -> None:
         """Append one line whose payload is already JSON text (buffered until :meth:`flush`)."""
-        self._file.write(
-            f'{{"timestamp":"{self._stamps.now()}","type":{_type_json(kind)},"payload":{payload}}}\n'
-        )
+        if self.failure is not None or self._fd is None:
+            return
+        stamp = self._stamps.now()
+        line = f'{{"timestamp":"{stamp}","type":{_type_json(kind)},"payload":{payload}}}\n'
+        data = line.encode("utf-8")
+        self._pending.append(data)
+        self._pending_bytes += len(data)
+        if self._pending_bytes >= _BUFFER_BYTES:
+            self.flush()
 
     def flush(self) -> None:
-        """Hand everything written so far to the operating system."""
-        self._file.flush()
+        """Hand everything written so far to the operating system.
+
+        A write that fails sets :attr:`failure` and takes back the part of a line it wrote.
+        """
+        if not self._pending:
+            return
+        data = b"".join(self._pending)
+        self._pending.clear()
+        self._pending_bytes = 0
+        if self.failure is not None or self._fd is None:
+            return
+        fd = self._fd
+        view = memoryview(data)
+        written = 0
+        try:
+            while written < len(data):
+                written += os.write(fd, view[written:])
+        except OSError as exc:
+            self.failure = exc
+            # Keep the whole lines that made it; take back the part of a line that follows.
+            whole = data.rfind(b"\n", 0, written) + 1
+            try:
+                os.ftruncate(fd, self._size + whole)
+            except OSError:
+                pass  # the reader drops a partial last line, with a note
+            self._size += whole
+            return
+        self._size += written
 
     def close(self) -> None:
-        """Flush and close the file."""
-        if not self._file.closed:
-            self._file.flush()
-            self._file.close()
+        """Flush and close the file. A new file that never got a whole line is removed."""
+        if self._fd is None:
+            return
+        self.flush()
+        fd, self._fd = self._fd, None
+        if self._created and self._size == 0:
+            _remove(self.path)  # while the lock is still held
+        os.close(fd)
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass

@@ -10,7 +10,7 @@ import anyio
 
 from .._base import _protocol as p
 from .._base._codec import to_json
-from .._base._errors import ScriptError
+from .._base._errors import ErrorCode, ScriptError
 from .._core._session import Session
 from ._op_script import OpLine, Sleep, Step, WaitCounter, WaitFor
 
@@ -25,7 +25,8 @@ class ScriptRunner:
     instead of hanging. The runner keeps no event: each condition of the script is counted as
     its events arrive, so a long run holds a few counters rather than everything it has read.
     :meth:`stop` ends the script early: no further step runs and the session shuts down, its
-    events still read to the last.
+    events still read to the last. A session that shuts itself down (its rollout can no longer
+    be written: ``error{rollout}``) ends the script the same way.
     """
 
     def __init__(
@@ -67,6 +68,8 @@ class ScriptRunner:
                 if self.lines is not None:
                     self.lines(json_line(event, msg, text))
                 self.sink(event, msg)
+                if isinstance(event.msg, p.ErrorEvent) and event.msg.code == ErrorCode.ROLLOUT:
+                    self._steps.cancel()  # the session is shutting down by itself
                 if counted:
                     self._wake.set()
                     self._wake = anyio.Event()
@@ -142,6 +145,10 @@ class ScriptRunner:
 
     async def _run_steps(self, steps: Iterable[Step]) -> None:
         for step in steps:
+            if self._steps.cancel_called:
+                # Stopped while the last step was ending: a cancellation is only delivered at
+                # the next wait, and the next step may need none.
+                return
             if self.session.closed:
                 raise ScriptError(
                     f"{self.script_name} line {step.line}: the session has already shut down"

@@ -4,21 +4,20 @@ A corpus is a folder; each sub-folder with an ``ops.jsonl`` is a case (``docs/ev
 
 - ``ops.jsonl``: the op script;
 - ``model.json``: the model script (absent: the configured provider answers);
-- ``fixture/``: the files the tools work on (copied afresh for every run);
+- ``fixture/``: the files the tools work on (copied afresh for every run; see ``_fixture.py``);
 - ``probes.json``: ``{"facts": [...], "questions": [{"ask": ..., "expect": REGEX}]}``; a fact
   is a string, or a list of the forms it may take (any one present keeps it).
 
 A matrix (``--matrix FILE``, else ``CORPUS/matrix.toml``) is TOML with one ``[[configuration]]``
 table per configuration: a ``name`` and any configuration keys, laid over the base
 configuration (``--config``, ``-c``). Every case runs under every configuration ``--repeats``
-times, in parallel sessions. The scoring is in ``runtime/_eval_score.py``.
+times, in parallel sessions. The scoring is in ``_score.py``.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import shutil
 import sys
 import tempfile
 import tomllib
@@ -32,7 +31,14 @@ import attrs
 
 from .._base import _protocol as p
 from .._base._codec import encode_response_item
-from .._base._config import Config, config_from_dict, parse_override, resolve_api_key, unknown_keys
+from .._base._config import (
+    Config,
+    config_from_dict,
+    parse_override,
+    resolve_api_key,
+    take_api_key,
+    unknown_keys,
+)
 from .._base._errors import ConfigError, RelayError, ScriptError
 from .._base._model import CompactRequest, ModelClient, ModelEvent, Prompt
 from .._core._hooks import CompactHook, HookInput
@@ -42,11 +48,14 @@ from .._drive._runner import ScriptRunner
 from .._models._responses import request_body
 from .._models._scripted import ScriptedModel
 from .._open import open_session
+from ._fixture import Fixture, copy_fixture, scan_fixture
 from ._score import (
     Fact,
+    PatternTimeout,
     RunRecord,
     TimelineStep,
     answer_matches,
+    check_expect,
     count_rereads,
     fact_name,
     missing_facts,
@@ -58,6 +67,8 @@ from ._score import (
 
 #: Sessions run at once unless ``--parallel`` says otherwise.
 DEFAULT_PARALLEL = 8
+#: The longest name of a configuration, in characters.
+NAME_MAX = 64
 
 
 @attrs.frozen
@@ -75,7 +86,7 @@ class Case:
     name: str
     steps: tuple[Step, ...]
     model_script: Path | None
-    fixture: Path | None
+    fixture: Fixture | None
     facts: tuple[tuple[str, ...], ...]
     questions: tuple[Question, ...]
 
@@ -117,13 +128,19 @@ def load_case(folder: Path) -> Case:
         for q in questions
     ):
         raise ScriptError(f"{probes_file}: each question needs an ask and an expect string")
+    for number, question in enumerate(questions, 1):
+        wrong = check_expect(question["expect"])
+        if wrong is not None:
+            raise ScriptError(
+                f"{probes_file}: question {number}: expect {question['expect']!r} is not a "
+                f"regular expression: {wrong}"
+            )
     model = folder / "model.json"
-    fixture = folder / "fixture"
     return Case(
         name=folder.name,
         steps=tuple(steps),
         model_script=model if model.exists() else None,
-        fixture=fixture if fixture.is_dir() else None,
+        fixture=scan_fixture(folder / "fixture"),
         facts=tuple(tuple(f) for f in forms),
         questions=tuple(Question(q["ask"], q["expect"]) for q in questions),
     )
@@ -169,6 +186,9 @@ def load_matrix(path: Path | None) -> list[Configuration]:
         name = table.get("name")
         if not isinstance(name, str) or not name:
             raise ConfigError(f"{path}: configuration {number} has no name")
+        wrong = name_problem(name)
+        if wrong is not None:
+            raise ConfigError(f"{path}: configuration {number}: {wrong}")
         if name in {c.name for c in out}:
             raise ConfigError(f"{path}: configuration name {name!r} is used twice")
         overrides = {k: v for k, v in table.items() if k != "name"}
@@ -179,6 +199,26 @@ def load_matrix(path: Path | None) -> list[Configuration]:
             )
         out.append(Configuration(name, overrides))
     return out
+
+
+def name_problem(name: str) -> str | None:
+    """What makes ``name`` unusable as a configuration's name, or None.
+
+    A name is shown in the table, the reports and the plot, and may be used for a file of its
+    own: 1 to :data:`NAME_MAX` printable characters, no ``/`` or ``\\``, not ``.`` or ``..``.
+    """
+    shown = repr(name if len(name) <= 40 else name[:37] + "...")
+    if len(name) > NAME_MAX:
+        return f"the name {shown} is longer than {NAME_MAX} characters ({len(name)})"
+    bad = next((c for c in name if not c.isprintable()), None)
+    if bad is not None:
+        return f"the name {shown} has a control character ({bad!r}); a name is printable text"
+    for separator in ("/", "\\"):
+        if separator in name:
+            return f"the name {shown} has a {separator!r}; a name is no path"
+    if name in {".", ".."} or not name.strip():
+        return f"the name {shown} is not a name"
+    return None
 
 
 def base_config_data(path: str | None, overrides: Sequence[str]) -> dict[str, Any]:
@@ -241,6 +281,8 @@ class ProbeModel:
         self.missing: dict[str, None] = {}
         self.seen: dict[str, None] = {}
         self.questions = questions
+        self.failures: list[str] = []
+        """What went wrong in the reader (an ``expect`` given up)."""
 
     def _note(self, body: Mapping[str, Any]) -> None:
         absent = set(missing_facts(body, self.facts))
@@ -280,9 +322,15 @@ class ProbeModel:
         items = body.get("input", [])
         asked = _user_text(items[-1]) if items else None
         expect = self.questions.get(asked) if asked is not None else None
-        if expect is not None and self.scripted and _spent(self.inner):
+        if asked is not None and expect is not None and self.scripted and _spent(self.inner):
             context = json.dumps(items[:-1], ensure_ascii=False)
-            target = ScriptedModel({"responses": [oracle_answer(context, expect)]})
+            try:
+                answer = oracle_answer(context, expect)
+            except PatternTimeout as exc:
+                number = list(self.questions).index(asked) + 1
+                self.failures.append(f"question {number}: {exc}")
+                answer = "I no longer know."
+            target = ScriptedModel({"responses": [answer]})
         async with target.stream(prompt) as events:
             yield events
 
@@ -336,15 +384,11 @@ async def run_case(
     case: Case, configuration: Configuration, base: Mapping[str, Any], repeat: int, scratch: Path
 ) -> RunRecord:
     """Run one case under one configuration once; a failure is recorded, never raised."""
-    where = scratch / f"{configuration.name}.{case.name}.{repeat}".replace("/", "_")
-    where.mkdir(parents=True)
+    # The folder's name owes nothing to the case's or the configuration's.
+    where = Path(tempfile.mkdtemp(prefix=f"run-{repeat}-", dir=scratch))
     data = merged(base, configuration.overrides)
     data["rollout"] = {"enabled": False}
-    if case.fixture is not None:
-        shutil.copytree(case.fixture, where / "work")
-        data["cwd"] = str(where / "work")
-    else:
-        data["cwd"] = str(where)
+    data["cwd"] = str(where / "work" if case.fixture is not None else where)
     timeline: list[TimelineStep] = []
     failures: list[str] = []
     latencies: list[int] = []
@@ -378,6 +422,8 @@ async def run_case(
             WaitFor(line=0, type="turn_complete", match={"turn_id": qid}),
         ]
     try:
+        if case.fixture is not None:
+            copy_fixture(case.fixture, where / "work")
         config = config_from_dict(data)
         async with AsyncExitStack() as stack:
             inner = await stack.enter_async_context(_open_model(config, case))
@@ -400,10 +446,14 @@ async def run_case(
         failures.append(f"{type(exc).__name__}: {exc}")
     except BaseExceptionGroup as group:
         failures.append(f"{type(group).__name__}: {group}")
-    answered = sum(
-        answer_matches(answers[qid], q.expect)
-        for qid, q in zip(questions, case.questions, strict=True)
-    )
+    if probe is not None:
+        failures += probe.failures
+    answered = 0
+    for number, (qid, question) in enumerate(zip(questions, case.questions, strict=True), 1):
+        try:
+            answered += answer_matches(answers[qid], question.expect)
+        except PatternTimeout as exc:
+            failures.append(f"question {number}: {exc}")
     return RunRecord(
         case=case.name,
         config=configuration.name,
@@ -553,6 +603,9 @@ def eval_command(args: Any) -> int:
         configurations = load_matrix(matrix if args.matrix or matrix.exists() else None)
         base = base_config_data(args.config, args.overrides)
         check_configurations(cases, configurations, base)
+        # The command owns its process: the keys leave its environment before any run starts.
+        for configuration in configurations:
+            take_api_key(config_from_dict(merged(base, configuration.overrides)).provider())
     except (ConfigError, ScriptError, OSError) as exc:
         print(f"relay eval: {exc}", file=sys.stderr)
         return 2

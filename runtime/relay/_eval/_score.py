@@ -10,12 +10,12 @@ a scripted corpus is the same bytes every time. Wall-clock compaction latency is
 from __future__ import annotations
 
 import json
-import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
+import regex
 
 #: A step of a run's timeline: a tool call's ``(name, arguments)``, or ``None`` for a compaction.
 TimelineStep = tuple[str, str] | None
@@ -113,18 +113,67 @@ def canonical_arguments(arguments: str) -> str:
         return arguments
 
 
+#: How long one match of an ``expect`` pattern may take, in seconds, before it is given up.
+MATCH_TIMEOUT_S = 1.0
+
+
+class PatternTimeout(Exception):
+    """An ``expect`` pattern took longer than :data:`MATCH_TIMEOUT_S` to match: it backtracks
+    too much on the text (a nested quantifier such as ``(a+)+``, overlapping alternatives)."""
+
+
+def check_expect(pattern: str) -> str | None:
+    """Why ``pattern`` is not a regular expression, or None when it is one."""
+    try:
+        regex.compile(pattern, _FLAGS)
+    except regex.error as exc:
+        return str(exc)
+    return None
+
+
+_FLAGS = regex.IGNORECASE | regex.VERSION0
+
+
+def _given_up(pattern: str) -> PatternTimeout:
+    shown = pattern if len(pattern) <= 60 else pattern[:57] + "..."
+    return PatternTimeout(
+        f"matching expect {shown!r} took longer than {MATCH_TIMEOUT_S:g} s and was given up "
+        "(the pattern backtracks too much: a nested quantifier such as (a+)+, or alternatives "
+        "that overlap)"
+    )
+
+
 def answer_matches(answer: str | None, pattern: str) -> bool:
-    """Whether an answer contains the expected pattern (a regular expression, any case)."""
-    return answer is not None and re.search(pattern, answer, re.IGNORECASE) is not None
+    """Whether an answer contains the expected pattern (a regular expression, any case).
+
+    The match runs for at most :data:`MATCH_TIMEOUT_S`.
+
+    Raises:
+        PatternTimeout: it ran longer.
+    """
+    if answer is None:
+        return False
+    try:
+        return regex.search(pattern, answer, _FLAGS, timeout=MATCH_TIMEOUT_S) is not None
+    except TimeoutError:
+        raise _given_up(pattern) from None
 
 
 def oracle_answer(context: str, pattern: str) -> str:
     """The scripted reader's answer: every line of its context that holds the expected pattern.
 
     It answers right exactly when the answer is still in the context, which is what a question
-    measures on a scripted case.
+    measures on a scripted case. The search runs for at most :data:`MATCH_TIMEOUT_S`.
+
+    Raises:
+        PatternTimeout: it ran longer.
     """
-    found = [m.group(0) for m in re.finditer(pattern, context, re.IGNORECASE)]
+    try:
+        found = [
+            m.group(0) for m in regex.finditer(pattern, context, _FLAGS, timeout=MATCH_TIMEOUT_S)
+        ]
+    except TimeoutError:
+        raise _given_up(pattern) from None
     return "; ".join(dict.fromkeys(found)) if found else "I no longer know."
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import secrets
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -217,12 +218,18 @@ class ModelScript:
     next_response: int = 0
     next_compact: int = 0
     served: int = 0
+    #: Starts every response id (``resp-PREFIX-N``): drawn anew for each script, so that the ids
+    #: of two processes serving one session (before and after a resume) do not repeat, as a
+    #: real server's do not. Empty: ``resp-N``.
+    id_prefix: str = attrs.field(factory=lambda: secrets.token_hex(4))
     usage: UsageEstimator = attrs.field(factory=lambda: UsageEstimator(), eq=False, repr=False)
 
     def plan(self, body: Mapping[str, Any], *, purpose: str = "turn") -> ReplyPlan:
         """The plan for the next ``POST /responses`` with this request body."""
         self.served += 1
-        response_id = f"resp-{self.served}"
+        response_id = (
+            f"resp-{self.id_prefix}-{self.served}" if self.id_prefix else f"resp-{self.served}"
+        )
         if self.next_response < len(self.responses):
             reply = self.responses[self.next_response]
             self.next_response += 1

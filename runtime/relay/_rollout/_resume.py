@@ -259,6 +259,8 @@ def restore_work_record(lines: Iterable[RolloutLine]) -> tuple[WorkState, dict[s
             case EventMsgLine(msg=p.WorkStateNoted(kind=kind, text=text, key=key)):
                 if kind == "pinned":
                     record.pin(text)
+                elif kind == "unpinned":
+                    record.unpin(text)
                 else:
                     record.add(WorkEntry(kind, text, key))
             case _:
@@ -266,13 +268,20 @@ def restore_work_record(lines: Iterable[RolloutLine]) -> tuple[WorkState, dict[s
     return record, outputs
 
 
-def resumed_config(config: Config, state: ResumedState, *, chosen: Collection[str] = ()) -> Config:
+def resumed_config(
+    config: Config,
+    state: ResumedState,
+    *,
+    chosen: Collection[str] = (),
+    api_key: str | None = None,
+) -> Config:
     """``config`` with the model and provider the resumed session recorded.
 
     ``chosen`` names the keys (``model``, ``model_provider``) the caller chose on purpose;
     those are kept. A recorded provider is checked as the session would build it, so a
     rollout that cannot go on as it was recorded fails here, naming the provider, instead of
-    going on with another model.
+    going on with another model. ``api_key``, a key passed by value, stands for the one the
+    provider's variable would hold.
 
     Raises:
         ConfigError: the recorded provider is not defined by ``config``, or its API key is
@@ -284,7 +293,7 @@ def resumed_config(config: Config, state: ResumedState, *, chosen: Collection[st
         return attrs.evolve(config, model=model)
     resumed = attrs.evolve(config, model=model, model_provider=name)
     try:
-        resolve_api_key(resumed.provider())
+        resolve_api_key(resumed.provider(), api_key)
     except ConfigError as exc:
         raise ConfigError(
             f"the session was recorded with model_provider {name!r}, which cannot be used "

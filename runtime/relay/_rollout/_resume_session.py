@@ -44,6 +44,7 @@ async def resume_session(
     hooks: Iterable[CompactHook] = (),
     model_name: str | None = None,
     first_events: Iterable[tuple[str, p.EventMsg]] = (),
+    api_key: str | None = None,
 ) -> AsyncIterator[Session]:
     """Resume the session recorded in a rollout file and append to that file.
 
@@ -55,7 +56,8 @@ async def resume_session(
     :class:`~relay.ConfigError` naming it, never a switch to another model. With a
     ``config``, its provider is used (see :func:`resumed_config` to apply the recorded one
     to a config of your own) and the model of the latest ``turn_context``. ``model_name``
-    replaces that model.
+    replaces that model. ``api_key`` is the provider's key passed by value, as for
+    :func:`~relay.open_session` (the environment is left as it is either way).
 
     The session continues with the history, reference context, turn defaults, window and
     token usage it had as of the last completed write (see :func:`reconstruct`); the first
@@ -82,7 +84,7 @@ async def resume_session(
         rollout = await anyio.to_thread.run_sync(partial(read_rollout, source, for_resume=True))
     state = reconstruct(rollout)
     if config is None:
-        config = resumed_config(Config(), state)
+        config = resumed_config(Config(), state, api_key=api_key)
     if model_name is not None:
         defaults = state.defaults
         state = attrs.evolve(
@@ -105,6 +107,7 @@ async def resume_session(
         estimator=estimator,
         hooks=hooks,
         resume=state,
+        api_key=api_key,
     ) as session:
         yield session
 

@@ -38,8 +38,9 @@ import httpx2
 from .._base._config import ProviderConfig
 from .._base._errors import ConfigError
 from .._base._model import ModelClient
+from ._body import read_error_answer
 from ._errors import refuse_foreign_redirect
-from ._sdk import AsyncOpenAI, DefaultAsyncHttpxClient
+from ._sdk import DefaultAsyncHttpxClient, SdkClient
 from ._sse import ServerSentEvent, SseDecoder
 from .chat import ChatClient, ChatStreamParser, chat_messages, chat_request_body
 from .responses import ResponsesClient
@@ -72,8 +73,9 @@ def needs_tls(base_url: str, proxies: Mapping[str, str]) -> bool:
 
 
 def _guarded(http_client: httpx2.AsyncClient | None, base_url: str) -> httpx2.AsyncClient:
-    """``http_client`` (by default the SDK's own kind) refusing redirects to another origin:
-    a request carries the conversation and the provider's ``http_headers``."""
+    """``http_client`` (by default the SDK's own kind) refusing redirects to another origin
+    (a request carries the conversation and the provider's ``http_headers``), and reading
+    the body of an error answer with bounds (:func:`~._body.read_error_answer`)."""
     if http_client is not None:
         client = http_client
     elif needs_tls(base_url, urllib.request.getproxies()):
@@ -82,8 +84,10 @@ def _guarded(http_client: httpx2.AsyncClient | None, base_url: str) -> httpx2.As
         # Loading the CA bundle costs more than the rest of the client: skip it when no
         # connection can use it.
         client = DefaultAsyncHttpxClient(verify=False)
-    if refuse_foreign_redirect not in client.event_hooks["response"]:
-        client.event_hooks["response"].append(refuse_foreign_redirect)
+    hooks = client.event_hooks["response"]
+    for hook in (refuse_foreign_redirect, read_error_answer):
+        if hook not in hooks:
+            hooks.append(hook)
     return client
 
 
@@ -113,12 +117,13 @@ async def open_http_client(
         raise ConfigError(f"provider {provider.name!r} has no base_url")
     first_s = provider.stream_first_event_timeout_ms / 1000
     read_s = max(first_s, provider.stream_idle_timeout_ms / 1000)
-    sdk = AsyncOpenAI(
+    sdk = SdkClient(
         base_url=provider.base_url,
         api_key=api_key or "unused",
         max_retries=0,
-        # The read timeout bounds the wait for the response headers, which come before the
-        # first event; the event reader enforces the first-event and idle timeouts themselves.
+        # The deadlines are cancel scopes around their spans (the first event, the whole
+        # request: ``base.py``), and the idle timeout is the event reader's; the client's
+        # per-read timeout is a backstop that never comes first.
         timeout=httpx2.Timeout(read_s, connect=min(first_s, _CONNECT_TIMEOUT_S)),
         default_headers=dict(provider.http_headers) or None,
         default_query=dict(provider.query_params) or None,

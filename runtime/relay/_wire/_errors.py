@@ -47,6 +47,23 @@ class ForeignRedirect(OpenAIError):
         self.target = target
 
 
+class ErrorAnswer(APIStatusError):
+    """An answer with an error status (4xx, 5xx), whose body relay read with its bounds
+    (:func:`~relay._wire._body.read_error_answer`) before the SDK could read all of it.
+
+    Attributes:
+        body: as the SDK gives it: the error object of a JSON body, else the text.
+        late: the body did not arrive within ``within_s`` of the status line.
+    """
+
+    def __init__(
+        self, response: httpx2.Response, body: object, *, late: bool, within_s: float
+    ) -> None:
+        super().__init__(f"Error code: {response.status_code}", response=response, body=body)
+        self.late = late
+        self.within_s = within_s
+
+
 def origin_of(url: httpx2.URL) -> str:
     """``scheme://host[:port]`` of ``url``: what a redirect may not leave."""
     port = f":{url.port}" if url.port is not None else ""
@@ -86,6 +103,11 @@ def translate(exc: BaseException, *, secret: str | None) -> ModelError:
         case APIStatusError():
             code, message, kind = _error_fields(exc.body)
             status = exc.status_code
+            if isinstance(exc, ErrorAnswer) and exc.late:
+                message = (
+                    f"HTTP {status}; the model server did not send its error body within "
+                    f"{exc.within_s:g} s"
+                )
             text = _cut(redact(message or _body_text(exc.body) or f"HTTP {status}", secret))
             retry_after = _retry_after(exc.response.headers)
             if retry_after is None:

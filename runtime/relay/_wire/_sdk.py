@@ -22,6 +22,7 @@ dropped and the SDK is imported as usual: slower, never wrong.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import sys
@@ -114,7 +115,7 @@ def is_deferred(name: str) -> bool:
 load()
 
 # Imported after ``load()`` on purpose: these names are what it made cheap to import.
-from openai._base_client import DefaultAsyncHttpxClient  # noqa: E402
+from openai._base_client import DefaultAsyncHttpxClient, get_platform  # noqa: E402
 from openai._client import AsyncOpenAI  # noqa: E402
 from openai._exceptions import (  # noqa: E402
     APIConnectionError,
@@ -133,6 +134,27 @@ __all__ = [
     "AsyncOpenAI",
     "DefaultAsyncHttpxClient",
     "OpenAIError",
+    "SdkClient",
     "is_deferred",
     "load",
 ]
+
+
+@functools.cache
+def _this_platform() -> Any:
+    return get_platform()
+
+
+class SdkClient(AsyncOpenAI):
+    """The SDK's client, told the platform it reports (``X-Stainless-OS``) when it is made.
+
+    Left to itself, the SDK finds the platform in a worker thread at its first request, so
+    inside that request's deadlines: under a virtual clock (trio's autojump clock in tests)
+    the thread's real duration lets the clock jump to the nearest deadline, which then
+    expires at once. relay finds it once per process, without a thread (a few milliseconds,
+    then cached), and every request's deadlines measure the server alone.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._platform = _this_platform()

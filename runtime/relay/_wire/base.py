@@ -1,11 +1,18 @@
-"""What both wires share: the event reader of a streamed body (idle timeout, failures
-translated) and the SDK client with its provider and secret."""
+"""What both wires share: the deadlines of a streamed request, the event reader of its body
+(idle timeout, failures translated) and the SDK client with its provider and secret.
+
+A streamed request has three deadlines (docs/session.md), each one cancel scope around its
+span: ``stream_max_duration_ms`` around the whole request, from sending it to the end of the
+answer; ``stream_first_event_timeout_ms`` from sending it to its first event (the connection,
+the response headers, an error body, the first event); and the idle timeout between two
+events. The error body of an error status has a bound of its own (:mod:`._body`).
+"""
 
 from __future__ import annotations
 
 import collections
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import anyio
@@ -17,6 +24,7 @@ from .._base._errors import ModelError, StreamError
 from .._base._model import ModelEvent
 from .._base._secret import redact
 from .._models._responses import PURPOSE_HEADER, with_server_counts
+from ._body import body_too_large, open_body
 from ._errors import FAILURES, redact_error, translate, with_message
 from ._sdk import APIStatusError, AsyncOpenAI
 from ._sse import ServerSentEvent, SseDecoder, TooLarge
@@ -24,34 +32,24 @@ from ._sse import ServerSentEvent, SseDecoder, TooLarge
 #: How long to wait for the end of a stream after its terminal event.
 _DRAIN_S = 1.0
 
-#: Bound on closing a response, which runs shielded from cancellation.
-_CLOSE_S = 0.5
-
 #: How much of a body that is not an event stream an error quotes.
 _QUOTED_BYTES = 200
 
 
-def body_too_large(limit: int) -> str:
-    """The error message for a response body past ``limit`` bytes, once decompressed."""
-    return (
-        f"the model server's answer is larger than {limit} bytes once decompressed "
-        "(max_response_bytes)"
+def first_event_timeout(provider: ProviderConfig, what: str = "event") -> StreamError:
+    """The error of a request whose first ``what`` did not come in time."""
+    return StreamError(
+        f"first-event timeout: no {what} from the model server within "
+        f"{provider.stream_first_event_timeout_ms} ms of the request"
     )
 
 
-async def read_bounded(response: httpx2.Response, limit: int) -> bytes:
-    """The whole (decompressed) body of a streamed ``response``, at most ``limit`` bytes.
-
-    Raises:
-        StreamError: the body is larger.
-    """
-    body = bytearray()
-    async with _open_body(response) as chunks:
-        async for chunk in chunks:
-            body += chunk
-            if len(body) > limit:
-                raise StreamError(body_too_large(limit))
-    return bytes(body)
+def took_too_long(provider: ProviderConfig) -> StreamError:
+    """The error of a request that outlasted ``stream_max_duration_ms``."""
+    return StreamError(
+        f"the model server's answer took longer than {provider.stream_max_duration_ms} ms "
+        "(stream_max_duration_ms)"
+    )
 
 
 class EventReader:
@@ -59,6 +57,8 @@ class EventReader:
 
     Not an async generator on purpose: it holds no frame that would need finalising when the
     caller stops early. Chat streams end with a ``[DONE]`` frame; nothing after it is read.
+    The wait for the first event is the caller's to bound (:meth:`wait_first`); the idle
+    timeout runs between events.
     """
 
     def __init__(
@@ -68,15 +68,9 @@ class EventReader:
         idle_s: float,
         secret: str | None,
         provider: ProviderConfig | None = None,
-        first_by: float | None = None,
-        first_s: float | None = None,
     ):
         self._chunks = chunks
         self._idle_s = idle_s
-        # Until the first event, the deadline is ``first_by`` (the request was sent
-        # ``first_s`` before it): a local server is silent while it reads the prompt.
-        self._first_by = first_by
-        self._first_s = first_s
         self._secret = secret
         limits = provider or ProviderConfig(name="")
         self._decoder = SseDecoder(
@@ -86,46 +80,47 @@ class EventReader:
         self._body_size = 0
         self._pending: collections.deque[ServerSentEvent] = collections.deque()
         self._ended = False
+        self.answered = False
+        """Set by the wire once the answer is complete: what follows it may be drained."""
 
     def __aiter__(self) -> EventReader:
         return self
 
+    async def wait_first(self) -> None:
+        """Read until the first event has arrived (or the stream ended), without a deadline
+        of its own: the caller's scope bounds the wait."""
+        await self._fill()
+
+    async def _fill(self) -> None:
+        """Read until an event is pending or the stream ended."""
+        while not self._pending and not self._ended:
+            try:
+                chunk = await self._chunks.__anext__()
+            except StopAsyncIteration:
+                self._ended = True
+            except FAILURES as exc:
+                raise translate(exc, secret=self._secret) from exc
+            else:
+                self._body_size += len(chunk)
+                if self._body_size > self._max_body:
+                    raise StreamError(body_too_large(self._max_body))
+                try:
+                    self._pending.extend(self._decoder.feed(chunk))
+                except UnicodeDecodeError as exc:
+                    raise translate(exc, secret=self._secret) from exc
+                except TooLarge as exc:
+                    raise StreamError(str(exc)) from exc
+
     async def __anext__(self) -> Mapping[str, Any]:
         # The idle timeout runs from the previous event: keep-alive comments do not reset it.
-        first = self._first_by is not None
-        deadline = (
-            self._first_by if self._first_by is not None else anyio.current_time() + self._idle_s
-        )
-        with anyio.move_on_at(deadline) as idle:
-            while not self._pending:
-                if self._ended:
-                    raise StopAsyncIteration
-                try:
-                    chunk = await self._chunks.__anext__()
-                except StopAsyncIteration:
-                    self._ended = True
-                except FAILURES as exc:
-                    raise translate(exc, secret=self._secret) from exc
-                else:
-                    self._body_size += len(chunk)
-                    if self._body_size > self._max_body:
-                        raise StreamError(body_too_large(self._max_body))
-                    try:
-                        self._pending.extend(self._decoder.feed(chunk))
-                    except UnicodeDecodeError as exc:
-                        raise translate(exc, secret=self._secret) from exc
-                    except TooLarge as exc:
-                        raise StreamError(str(exc)) from exc
+        with anyio.move_on_after(self._idle_s) as idle:
+            await self._fill()
         if idle.cancelled_caught:
-            if first:
-                raise StreamError(
-                    "first-event timeout: no event from the model server within "
-                    f"{(self._first_s or 0) * 1000:g} ms of the request"
-                )
             raise StreamError(
                 f"idle timeout: no event from the model server for {self._idle_s * 1000:g} ms"
             )
-        self._first_by = None
+        if not self._pending:
+            raise StopAsyncIteration
         sse = self._pending.popleft()
         if sse.data == "[DONE]":
             self._ended = True
@@ -159,21 +154,6 @@ class EventReader:
                 pass
 
 
-@asynccontextmanager
-async def _open_body(response: httpx2.Response) -> AsyncIterator[AsyncIterator[bytes]]:
-    """The body of a streamed response; on exit the byte iterator and the response are
-    closed, whatever happened, so that the connection is released."""
-    chunks = response.aiter_bytes()
-    try:
-        yield chunks
-    finally:
-        with anyio.move_on_after(_CLOSE_S, shield=True):
-            try:
-                await chunks.aclose()
-            finally:
-                await response.aclose()
-
-
 class WireClient:
     """What both wires share: the SDK client, the provider and the secret to keep out."""
 
@@ -187,6 +167,14 @@ class WireClient:
         """The provider this client talks to."""
         return self._provider
 
+    def _deadlines(self) -> tuple[float, float]:
+        """When a request sent now must have its first event, and when its whole answer."""
+        sent = anyio.current_time()
+        return (
+            sent + self._provider.stream_first_event_timeout_ms / 1000,
+            sent + self._provider.stream_max_duration_ms / 1000,
+        )
+
     @asynccontextmanager
     async def _stream(
         self,
@@ -195,11 +183,51 @@ class WireClient:
         purpose: str,
         play: Callable[[EventReader], AsyncGenerator[ModelEvent]],
     ) -> AsyncIterator[AsyncIterator[ModelEvent]]:
-        """POST ``body`` to ``path`` as a streamed request; yields ``play``'s model events."""
-        first_s = self._provider.stream_first_event_timeout_ms / 1000
-        first_by = anyio.current_time() + first_s
+        """POST ``body`` to ``path`` as a streamed request; yields ``play``'s model events.
+
+        ``play`` sets :attr:`EventReader.answered` once the answer is complete; what follows
+        is then drained, after the request's deadline.
+        """
+        provider = self._provider
+        first_by, end_by = self._deadlines()
+        async with AsyncExitStack() as stack:
+            with anyio.CancelScope(deadline=end_by) as whole:
+                with anyio.move_on_at(first_by) as first:
+                    response = await self._post(path, body, purpose)
+                    # The SDK hands back the raw response: its own event iterator leaves async
+                    # generators unclosed when a stream ends early (or at ``[DONE]``), and
+                    # every layer here must be closed when the caller leaves.
+                    chunks = await stack.enter_async_context(open_body(response))
+                    await self._check_event_stream(response, chunks)
+                    reader = EventReader(
+                        chunks,
+                        idle_s=provider.stream_idle_timeout_ms / 1000,
+                        secret=self._secret,
+                        provider=provider,
+                    )
+                    await reader.wait_first()
+                if first.cancelled_caught:
+                    raise first_event_timeout(provider)
+                events = play(reader)
+                try:
+                    yield events
+                except ModelError as exc:
+                    capped = self.capped(exc)
+                    if capped is exc:
+                        raise
+                    raise capped from exc
+                finally:
+                    await events.aclose()
+            if whole.cancelled_caught:
+                raise took_too_long(provider)
+            if reader.answered:
+                await reader.drain()
+
+    async def _post(self, path: str, body: Mapping[str, Any], purpose: str) -> httpx2.Response:
+        """Send ``body`` to ``path`` as a streamed request; the response, once its headers
+        have come (an error status is raised, translated)."""
         try:
-            response = await self._sdk.post(
+            return await self._sdk.post(
                 path,
                 body=dict(body),
                 cast_to=httpx2.Response,
@@ -211,29 +239,6 @@ class WireClient:
             if isinstance(exc, APIStatusError):
                 error = with_server_counts(error, exc.body)
             raise self.capped(error) from exc
-        # The SDK hands back the raw response: its own event iterator leaves async
-        # generators unclosed when a stream ends early (or at ``[DONE]``), and every layer
-        # here must be closed when the caller leaves.
-        async with _open_body(response) as chunks:
-            await self._check_event_stream(response, chunks)
-            reader = EventReader(
-                chunks,
-                idle_s=self._provider.stream_idle_timeout_ms / 1000,
-                secret=self._secret,
-                provider=self._provider,
-                first_by=first_by,
-                first_s=first_s,
-            )
-            events = play(reader)
-            try:
-                yield events
-            except ModelError as exc:
-                capped = self.capped(exc)
-                if capped is exc:
-                    raise
-                raise capped from exc
-            finally:
-                await events.aclose()
 
     async def _check_event_stream(
         self, response: httpx2.Response, chunks: AsyncIterator[bytes]

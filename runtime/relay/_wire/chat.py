@@ -45,7 +45,7 @@ class ChatClient(WireClient):
                 raise
         for model_event in parser.finish():
             yield model_event
-        await reader.drain()
+        reader.answered = True
 
     async def compact(self, request: CompactRequest) -> Any:
         """Chat servers have no remote compaction; always raises."""

@@ -6,6 +6,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+import anyio
 import httpx2
 
 from .._base import _json
@@ -17,8 +18,9 @@ from .._models._responses import (
     compact_request_body,
     request_body,
 )
+from ._body import read_bounded
 from ._errors import FAILURES, translate
-from .base import EventReader, WireClient, read_bounded
+from .base import EventReader, WireClient, first_event_timeout, took_too_long
 
 
 class ResponsesClient(WireClient):
@@ -36,27 +38,37 @@ class ResponsesClient(WireClient):
             if parser.completed:
                 break
         parser.finish()
-        await reader.drain()
+        reader.answered = True
 
     async def compact(self, request: CompactRequest) -> Any:
         """``POST /responses/compact``, once; returns the JSON body of the answer, unchecked.
 
         Retries belong to the caller (:meth:`relay.lowlevel.TaskContext.remote_compact`), as for
         streams. Every string of the answer is redacted: an answer that fails validation is
-        quoted in the error that reports it.
+        quoted in the error that reports it. The answer's headers must come within
+        ``stream_first_event_timeout_ms`` of the request (the server works out the whole
+        answer before it sends them), and the whole answer within ``stream_max_duration_ms``.
         """
+        provider = self._provider
+        first_by, end_by = self._deadlines()
         try:
-            response = await self._sdk.post(
-                "/responses/compact",
-                body=compact_request_body(request),
-                cast_to=httpx2.Response,
-                stream=True,
-                options={"headers": {PURPOSE_HEADER: "compact"}},
-            )
-            # Read with a bound: the SDK would hold whatever the server sends.
-            body = await read_bounded(response, self._provider.max_response_bytes)
+            with anyio.CancelScope(deadline=end_by) as whole:
+                with anyio.move_on_at(first_by) as first:
+                    response = await self._sdk.post(
+                        "/responses/compact",
+                        body=compact_request_body(request),
+                        cast_to=httpx2.Response,
+                        stream=True,
+                        options={"headers": {PURPOSE_HEADER: "compact"}},
+                    )
+                if first.cancelled_caught:
+                    raise first_event_timeout(provider, "answer")
+                # Read with a bound: the SDK would hold whatever the server sends.
+                body = await read_bounded(response, provider.max_response_bytes)
         except FAILURES as exc:
             raise self.capped(translate(exc, secret=self._secret)) from exc
+        if whole.cancelled_caught:
+            raise took_too_long(provider)
         try:
             answer: object = _json.loads(body)
         except ValueError:

@@ -29,6 +29,7 @@ from ._history import keep_recent_messages as keep_recent_messages
 from ._history import kept_message_budget as kept_message_budget
 from ._history import mask_old_outputs as mask_old_outputs
 from ._history import mask_placeholder as mask_placeholder
+from ._history import mask_reference as mask_reference
 from ._history import masking_suffices as masking_suffices
 from ._history import render_work_state as render_work_state
 from ._policy import Backend as Backend
@@ -66,6 +67,7 @@ __all__ = [
     "kept_message_budget",
     "mask_old_outputs",
     "mask_placeholder",
+    "mask_reference",
     "masking_suffices",
     "place_initial_context",
     "render_work_state",

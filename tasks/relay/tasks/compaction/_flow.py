@@ -26,6 +26,7 @@ from relay.lowlevel import (
     HookTrigger,
     Injection,
     Placement,
+    pins_overflow_advice,
 )
 
 from ._history import carry_work_state
@@ -37,17 +38,26 @@ CUT_SUMMARY_WARNING = (
 )
 
 
-def still_over_window(tokens: int, window: int, *, installed: bool) -> str:
-    """The error of a compaction that leaves the context over the window."""
+def still_over_window(
+    tokens: int, window: int, *, installed: bool, pinned: Sequence[str] = ()
+) -> str:
+    """The error of a compaction that leaves the context over the window; it names the
+    pinned messages when they are what fills it."""
     done = (
         "It was compacted as far as it goes"
         if installed
         else "Nothing was changed: compacting would not make it smaller"
     )
-    return (
+    what = (
         f"The compacted conversation, about {tokens} tokens with the instructions, tools and "
         f"initial context, still does not fit the model's context window ({window} tokens). "
-        f"{done}. Use a larger window (a model with one, or a server started with one), "
+        f"{done}."
+    )
+    pins = pins_overflow_advice(pinned, window)
+    if pins is not None:
+        return f"{what} {pins}"
+    return (
+        f"{what} Use a larger window (a model with one, or a server started with one), "
         "shorten the instructions or project document, or start a new session."
     )
 
@@ -153,7 +163,9 @@ async def install_result(
             ctx.emit(relay.ItemCompleted(turn_id, relay.ContextCompactionItem(item_id, receipt)))
         ctx.emit(
             relay.ErrorEvent(
-                still_over_window(needed, window, installed=shrank),
+                still_over_window(
+                    needed, window, installed=shrank, pinned=ctx.view.work_state.pinned
+                ),
                 relay.ErrorCode.CONTEXT_WINDOW_EXCEEDED,
             )
         )

@@ -5,6 +5,7 @@ work-state record goes (docs/compaction.md). Tested without an event loop.
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
@@ -233,16 +234,27 @@ def mask_placeholder(tool: str, output: str, reference: str) -> str:
     )
 
 
+def mask_reference(call_id: str, output: str) -> str:
+    """The reference of a masked output: its call id and a digest of the output.
+
+    A call id alone does not name one output (servers and models reuse them); the digest
+    does, and stays the same when the same output is masked again after a resume.
+    """
+    digest = hashlib.sha256(output.encode("utf-8", errors="surrogatepass")).hexdigest()
+    return f"{call_id}#{digest[:12]}"
+
+
 def mask_old_outputs(
     items: Sequence[relay.ResponseItem],
     keep_recent_tokens: int,
     estimate: Callable[[relay.ResponseItem], int] = item_tokens,
-) -> tuple[list[relay.ResponseItem], list[str]]:
+) -> tuple[list[relay.ResponseItem], dict[str, str]]:
     """``items`` with tool outputs older than the newest ``keep_recent_tokens`` masked.
 
     Walks from the newest item back, summing estimates; every tool output that lies wholly
     before that suffix, is not masked yet and would shrink is replaced by its placeholder.
-    Returns the new items and the call ids masked (the references), oldest first.
+    Returns the new items and the originals of what was masked, by reference
+    (:func:`mask_reference`), oldest first.
     """
     names = {
         item.call_id: item.name
@@ -250,7 +262,7 @@ def mask_old_outputs(
         if isinstance(item, relay.FunctionCall | ll.CustomToolCall)
     }
     out = list(items)
-    masked: list[str] = []
+    masked: list[tuple[str, str]] = []
     recent = 0
     for index in range(len(items) - 1, -1, -1):
         item = items[index]
@@ -261,13 +273,13 @@ def mask_old_outputs(
             continue
         if item.output.startswith(MASK_MARKER):
             continue
-        placeholder = mask_placeholder(names.get(item.call_id, "tool"), item.output, item.call_id)
+        reference = mask_reference(item.call_id, item.output)
+        placeholder = mask_placeholder(names.get(item.call_id, "tool"), item.output, reference)
         if len(placeholder) >= len(item.output):
             continue
         out[index] = attrs.evolve(item, output=placeholder)
-        masked.append(item.call_id)
-    masked.reverse()
-    return out, masked
+        masked.append((reference, item.output))
+    return out, dict(reversed(masked))
 
 
 def masking_suffices(tokens_after: int, limit: int, margin_percent: int) -> bool:

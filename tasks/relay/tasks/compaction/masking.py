@@ -14,7 +14,6 @@ from relay.lowlevel import (
     BackendResult,
     CompactionFailed,
     CompactionRequest,
-    CustomToolCallOutput,
     Placement,
 )
 
@@ -33,17 +32,10 @@ class MaskingBackend:
     async def compact(self, ctx: BackendContext, request: CompactionRequest) -> BackendResult:
         del request
         history = ctx.view.history
-        items, references = mask_old_outputs(history, ctx.view.config.mask_keep_recent_tokens)
-        if not references:
+        items, originals = mask_old_outputs(history, ctx.view.config.mask_keep_recent_tokens)
+        if not originals:
             raise CompactionFailed(
                 f"{self.error_prefix}no tool output is old enough to mask",
                 relay.ErrorCode.INTERNAL,
             )
-        masked = set(references)
-        originals = {
-            item.call_id: item.output
-            for item in history
-            if isinstance(item, relay.FunctionCallOutput | CustomToolCallOutput)
-            and item.call_id in masked
-        }
         return BackendResult(items, placement=Placement.IN_PLACE, masked_outputs=originals)
