@@ -81,6 +81,8 @@ class EventMsgLine:
     """RFC 3339 time of the write."""
     msg: p.EventMsg
     """The event message."""
+    seq: int | None = None
+    """The event's ``seq``, which a writer with an epoch records (else None)."""
 
 
 @attrs.frozen
@@ -196,6 +198,10 @@ class Rollout:
     """Problems found, in line order."""
     path: Path | None = None
     """The file it was read from."""
+    epoch: int | None = None
+    """The newest epoch a line says it was written in (None: no line says one)."""
+    last_seq: int | None = None
+    """The highest event ``seq`` a line records (None: no line records one)."""
 
     @property
     def name(self) -> str:

@@ -10,6 +10,9 @@ frozen class per line ``type``, and never raises for what a file contains:
   with a note naming its line number. A line without a timestamp is kept, with a note.
 - A ``compacted`` line whose ``replacement_history`` does not decode is kept without it (it is
   then rebuilt like an old-style line) and noted; likewise a bad receipt or window field.
+- A line that says it was written in an older epoch than a line before it (a host that had
+  lost the session and wrote on: ``docs/rollout.md``, Epochs) is skipped with a note. A line
+  that says no epoch belongs to the epoch in force.
 - ``session_meta`` must come before any other well-formed line. A rollout without it parses
   (``meta`` is None, with a note): it can still be shown, but not resumed, since nothing says
   which session it belongs to.
@@ -136,7 +139,7 @@ def _parse(lines: Iterable[bytes], path: Path | None, *, for_resume: bool) -> Ro
     for number, chunk in enumerate(lines, 1):
         # Only the last line can lack its newline: then a crash may have cut it short.
         record = parser.record(number, chunk, last_unterminated=not chunk.endswith(b"\n"))
-        if record is None:
+        if record is None or not parser.in_epoch(number, record):
             continue
         if keep is None:
             parser.add(number, parser.decode(number, record))
@@ -154,6 +157,26 @@ class _Parser:
     meta: SessionMeta | None = None
     # Whether a well-formed line was left undecoded (it still counts as "a line before").
     skipped: bool = False
+    # The newest epoch a line said, and the highest event seq one recorded.
+    epoch: int | None = None
+    last_seq: int | None = None
+
+    def in_epoch(self, number: int, record: Mapping[str, Any]) -> bool:
+        """Whether a line counts: it says no epoch, or none older than the newest so far."""
+        epoch = _counter(record.get("epoch"))
+        if epoch is not None:
+            if self.epoch is not None and epoch < self.epoch:
+                self.note(
+                    number,
+                    f"written in epoch {epoch} after epoch {self.epoch} began (by a host that "
+                    "had lost the session); ignored",
+                )
+                return False
+            self.epoch = epoch
+        seq = _counter(record.get("seq"))
+        if seq is not None and (self.last_seq is None or seq > self.last_seq):
+            self.last_seq = seq
+        return True
 
     def note(self, number: int, message: str, *, truncated: bool = False) -> None:
         self.notes.append(RolloutNote(number, message, truncated))
@@ -229,7 +252,7 @@ class _Parser:
             self.note(1, "no session_meta line: the rollout is empty")
         # Notes are made in two passes (JSON, then payloads); report them in line order.
         notes = sorted(self.notes, key=lambda note: note.line)
-        return Rollout(self.meta, tuple(self.lines), tuple(notes), path)
+        return Rollout(self.meta, tuple(self.lines), tuple(notes), path, self.epoch, self.last_seq)
 
     def _line(self, number: int, record: Mapping[str, Any]) -> RolloutLine:
         kind, payload = record["type"], record["payload"]
@@ -243,7 +266,12 @@ class _Parser:
             case "response_item":
                 return ResponseItemLine(number, timestamp, _response_item(payload))
             case "event_msg":
-                return EventMsgLine(number, timestamp, _decode(payload, p.EventMsg, kind))
+                return EventMsgLine(
+                    number,
+                    timestamp,
+                    _decode(payload, p.EventMsg, kind),
+                    _counter(record.get("seq")),
+                )
             case "turn_context":
                 return self._turn_context(number, timestamp, payload)
             case "world_state":
@@ -385,6 +413,13 @@ def _decode_record(chunk: bytes) -> Mapping[str, Any]:
     if not isinstance(record["type"], str):
         raise _Malformed("'type' is not a string")
     return record
+
+
+def _counter(value: Any) -> int | None:
+    """An epoch or seq of a line's envelope: a positive int, or None."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
 
 
 def _response_item(payload: Any) -> p.ResponseItem:

@@ -25,6 +25,7 @@ from .._base._tokens import TokenEstimator
 from .._core._hooks import CompactHook
 from .._core._session import Session
 from .._core._tools import Tool
+from .._core._writer import Epoch
 from .._open import open_session
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ async def resume_session(
     model_name: str | None = None,
     first_events: Iterable[tuple[str, p.EventMsg]] = (),
     api_key: str | None = None,
+    epoch: Epoch | None = None,
 ) -> AsyncIterator[Session]:
     """Resume the session recorded in a rollout file and append to that file.
 
@@ -66,8 +68,10 @@ async def resume_session(
     the id ``"resume"``, right after ``session_configured`` (the first event of every
     session, here with ``resumed`` set), then ``first_events`` (``(event id, message)``: what
     a host that resumes a session elsewhere knows of its move). Generated submission and item
-    ids go on from the rollout's. The other arguments are those of :func:`~relay.open_session`
-    (the session id comes from the file), which this is otherwise like.
+    ids go on from the rollout's. ``epoch`` is the epoch the resumed session writes in (a
+    host taking it over from another; ``docs/rollout.md``, Epochs). The other arguments are
+    those of :func:`~relay.open_session` (the session id comes from the file), which this is
+    otherwise like.
 
     Raises:
         RolloutError: the file cannot be read, or it has no ``session_meta`` line.
@@ -108,6 +112,7 @@ async def resume_session(
         hooks=hooks,
         resume=state,
         api_key=api_key,
+        epoch=epoch,
     ) as session:
         yield session
 
