@@ -73,11 +73,12 @@ async def test_a_writer_with_an_epoch_marks_its_lines_and_numbers_events_from_it
     recorded = {
         line["seq"]: line["payload"]["type"] for line in lines if line["type"] == "event_msg"
     }
-    live = {e.seq: type(e.msg) for e in events}
+    live = {e.seq: e for e in events}
     assert recorded[101] == "session_configured"
-    for seq, kind in recorded.items():
-        if seq in live:
-            assert type_tag(live[seq]) == kind
+    for line in lines:
+        if line["type"] == "event_msg" and line["seq"] in live:
+            event = live[line["seq"]]
+            assert (type_tag(type(event.msg)), event.id) == (line["payload"]["type"], line["id"])
     assert all("seq" not in line for line in lines if line["type"] != "event_msg")
     # The epoch comes before the payload, where a writer finds it without decoding the line.
     raw = path.read_bytes().splitlines()
@@ -188,9 +189,27 @@ def test_the_reader_ignores_an_older_epoch_after_a_newer_one_began() -> None:
         "line 4: written in epoch 1 after epoch 2 began (by a host that had lost the session); "
         "ignored"
     ]
-    assert (rollout.epoch, rollout.last_seq) == (2, 22)
+    assert (rollout.epoch, rollout.last_seq, rollout.unfinished_turn) == (2, 22, None)
     # A resume reads through the same rule.
     assert parse_rollout(text + "\n", for_resume=True).notes == rollout.notes
+
+
+def test_the_reader_names_the_turn_a_session_stopped_in() -> None:
+    def event(payload: dict[str, Any]) -> str:
+        return json.dumps({"timestamp": "t", "type": "event_msg", "payload": payload})
+
+    started = {"type": "turn_started", "turn_id": "t2", "started_at": 12.5}
+    text = "\n".join(
+        [
+            json.dumps({"timestamp": "t", "type": "session_meta", "payload": {"id": "s"}}),
+            event({"type": "turn_started", "turn_id": "t1", "started_at": 10.0}),
+            event({"type": "turn_aborted", "turn_id": "t1", "reason": "interrupted"}),
+            event(started),
+            event({"type": "user_message", "message": "hi"}),
+        ]
+    )
+    assert parse_rollout(text + "\n").unfinished_turn == ("t2", 12.5)
+    assert parse_rollout(text + "\n", for_resume=True).unfinished_turn == ("t2", 12.5)
 
 
 def test_a_newer_writer_passes_over_a_line_an_older_one_slipped_in(tmp_path: Path) -> None:

@@ -97,16 +97,26 @@ class RolloutRecorder:
         )
         self.writer.flush()
 
-    def event(self, msg: p.EventMsg, text: str | None = None, *, seq: int | None = None) -> None:
+    def event(
+        self,
+        msg: p.EventMsg,
+        text: str | None = None,
+        *,
+        seq: int | None = None,
+        event_id: str | None = None,
+    ) -> None:
         """An ``event_msg`` line for a persisted kind; a terminal event flushes the file.
 
-        ``text``, when given, is the message's JSON text, already made; ``seq`` is the event's
-        (written into the line by a writer with an epoch).
+        ``text``, when given, is the message's JSON text, already made; ``seq`` and
+        ``event_id`` are the event's (written into the line by a writer with an epoch).
         """
         if self.writer is None or not isinstance(msg, PERSISTED_EVENTS):
             return
         self.writer.write_json(
-            "event_msg", payload_json(to_json(msg)) if text is None else text, seq=seq
+            "event_msg",
+            payload_json(to_json(msg)) if text is None else text,
+            seq=seq,
+            event_id=event_id,
         )
         if isinstance(msg, self._flushed):
             self.writer.flush()

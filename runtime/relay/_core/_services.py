@@ -121,9 +121,9 @@ class Services:
         if self.events.keeps_json:
             data = to_json(msg)
             json_of = (data, payload_json(data))
-            self.recorder.event(msg, json_of[1], seq=seq)
+            self.recorder.event(msg, json_of[1], seq=seq, event_id=event_id)
         else:
-            self.recorder.event(msg, seq=seq)
+            self.recorder.event(msg, seq=seq, event_id=event_id)
         if terminal:
             self._check_rollout(event_id)
             # An error{rollout} went first: its line was not written, and this event follows it.

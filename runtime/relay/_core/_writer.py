@@ -258,10 +258,17 @@ class RolloutWriter:
         """Append one line (buffered until :meth:`flush`)."""
         self.write_json(kind, _ENCODER.encode(payload))
 
-    def write_json(self, kind: RolloutType, payload: str, *, seq: int | None = None) -> None:
+    def write_json(
+        self,
+        kind: RolloutType,
+        payload: str,
+        *,
+        seq: int | None = None,
+        event_id: str | None = None,
+    ) -> None:
         """Append one line whose payload is already JSON text (buffered until :meth:`flush`).
 
-        A writer with an epoch writes it into the line, and ``seq`` (an event's) with it.
+        A writer with an epoch writes it into the line, and an event's ``seq`` and id with it.
         """
         if self.failure is not None or self._fd is None:
             return
@@ -269,6 +276,8 @@ class RolloutWriter:
         marks = self._epoch_json
         if marks and seq is not None:
             marks = f'{marks},"seq":{seq}'
+            if event_id is not None:
+                marks = f'{marks},"id":{_ENCODER.encode(event_id)}'
         line = f'{{"timestamp":"{stamp}","type":{_type_json(kind)}{marks},"payload":{payload}}}\n'
         data = line.encode("utf-8")
         self._pending.append(data)

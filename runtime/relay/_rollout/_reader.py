@@ -160,6 +160,8 @@ class _Parser:
     # The newest epoch a line said, and the highest event seq one recorded.
     epoch: int | None = None
     last_seq: int | None = None
+    # The turn started last, while no turn event has ended it.
+    unfinished: tuple[str, float | None] | None = None
 
     def in_epoch(self, number: int, record: Mapping[str, Any]) -> bool:
         """Whether a line counts: it says no epoch, or none older than the newest so far."""
@@ -176,7 +178,19 @@ class _Parser:
         seq = _counter(record.get("seq"))
         if seq is not None and (self.last_seq is None or seq > self.last_seq):
             self.last_seq = seq
+        if record["type"] == "event_msg":
+            self._follow_turns(record["payload"])
         return True
+
+    def _follow_turns(self, payload: Any) -> None:
+        kind = payload.get("type") if isinstance(payload, dict) else None
+        if kind == "turn_started":
+            turn_id, started_at = payload.get("turn_id"), payload.get("started_at")
+            if isinstance(turn_id, str):
+                since = started_at if isinstance(started_at, int | float) else None
+                self.unfinished = (turn_id, None if isinstance(since, bool) else since)
+        elif kind in ("turn_complete", "turn_aborted"):
+            self.unfinished = None
 
     def note(self, number: int, message: str, *, truncated: bool = False) -> None:
         self.notes.append(RolloutNote(number, message, truncated))
@@ -252,7 +266,15 @@ class _Parser:
             self.note(1, "no session_meta line: the rollout is empty")
         # Notes are made in two passes (JSON, then payloads); report them in line order.
         notes = sorted(self.notes, key=lambda note: note.line)
-        return Rollout(self.meta, tuple(self.lines), tuple(notes), path, self.epoch, self.last_seq)
+        return Rollout(
+            self.meta,
+            tuple(self.lines),
+            tuple(notes),
+            path,
+            self.epoch,
+            self.last_seq,
+            self.unfinished,
+        )
 
     def _line(self, number: int, record: Mapping[str, Any]) -> RolloutLine:
         kind, payload = record["type"], record["payload"]
@@ -266,11 +288,13 @@ class _Parser:
             case "response_item":
                 return ResponseItemLine(number, timestamp, _response_item(payload))
             case "event_msg":
+                event_id = record.get("id")
                 return EventMsgLine(
                     number,
                     timestamp,
                     _decode(payload, p.EventMsg, kind),
                     _counter(record.get("seq")),
+                    event_id if isinstance(event_id, str) else None,
                 )
             case "turn_context":
                 return self._turn_context(number, timestamp, payload)
