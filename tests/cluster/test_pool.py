@@ -7,6 +7,7 @@ pool needs asyncio (Ray's futures are asyncio futures), so each test runs its ow
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -42,9 +43,11 @@ def run_async(fn: Callable[[], Awaitable[None]]) -> None:
 async def eventually(probe: Callable[[], Awaitable[Any]], within_s: float = 60.0) -> Any:
     """The first true value of ``probe``, asked again until it comes (Ray gives no event)."""
     with anyio.fail_after(within_s):
-        while not (found := await probe()):
+        while True:  # a probe of Ray's state, which sends no event
+            found = await probe()
+            if found:
+                return found
             await anyio.sleep(0.1)
-    return found
 
 
 async def new_hosts(pool: Any, known: list[str]) -> str | None:
@@ -56,7 +59,7 @@ def assert_numbered_on(events: list[relay.Event]) -> None:
     """Each event once, in order: by one from the last, but at a move (the new epoch's
     session_configured), where the numbers jump forward."""
     assert events[0].seq == 1
-    for before, event in zip(events, events[1:], strict=False):
+    for before, event in itertools.pairwise(events):
         if isinstance(event.msg, relay.SessionConfigured):
             assert event.seq > before.seq
         else:

@@ -315,3 +315,11 @@ def test_the_listing_shows_hosts_sessions_and_problems() -> None:
         "",
         "host relay-host-1 on node 77aa01b2 does not see the shared dir",
     ]
+
+
+def test_an_empty_listing_has_its_headings() -> None:
+    assert listing_lines({"hosts": [], "sessions": []}, 0.0) == [
+        "HOST  NODE  STATE  SESSIONS  LEASE RENEWED",
+        "",
+        "SESSION  HOST  EPOCH  STATE  LAST EVENT",
+    ]

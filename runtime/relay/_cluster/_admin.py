@@ -133,7 +133,7 @@ async def _ls(args: argparse.Namespace) -> int:
 
 
 def _table(heads: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads)]
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(heads)]
     return [
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         for row in [heads, *rows]
@@ -148,7 +148,9 @@ def listing_lines(listing: dict[str, Any], now: float) -> list[str]:
             (h["node"] or "")[:12],
             h["state"],
             str(h["sessions"]),
-            f"{h['renewed_s_ago']:.1f} s ago" if h["renewed_s_ago"] is not None else "",
+            f"{h['renewed_s_ago']:.1f} s ago"
+            if h["renewed_s_ago"] is not None and h["state"] != "lost"
+            else "",
         )
         for h in listing["hosts"]
     ]

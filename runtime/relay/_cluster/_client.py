@@ -475,6 +475,8 @@ class ClusterClient:
         if session.followed_at is None:
             session.followed_at = followed["last"]
         first, since = followed["first"], followed["after"]
+        # Nothing up to ``since`` is for this caller (it follows from there).
+        session._queued_seq = max(session._queued_seq, since)
         if since + 1 < first and session.rollout_path is not None:
             stream = handle.replay.options(num_returns="streaming").remote(
                 session.id, session.rollout_path, since, first

@@ -26,19 +26,23 @@ from ._registry import remote_registry_class
 DOWN_GRACE_S = 10.0
 
 
-def _registry_options(ray: Any, prefix: str, detached: bool) -> dict[str, Any]:
-    """The registry runs beside the process that starts it (on the head, as a rule), and
-    reserves no CPU."""
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+#: The resource Ray gives the head node alone.
+HEAD_RESOURCE = "node:__internal_head__"
 
-    node = ray.get_runtime_context().get_node_id()
+
+def _registry_options(ray: Any, prefix: str, detached: bool) -> dict[str, Any]:
+    """The registry runs on the head node, whose loss ends the cluster anyway, so that it adds
+    no failure of its own; it reserves no CPU."""
+    on_head = any(
+        node.get("Alive") and HEAD_RESOURCE in node.get("Resources", {}) for node in ray.nodes()
+    )
     return {
         "name": registry_name(prefix),
         "lifetime": "detached" if detached else None,
         "max_restarts": 0,
         "max_concurrency": 100_000,
         "num_cpus": 0,
-        "scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=True),
+        "resources": {HEAD_RESOURCE: 0.001} if on_head else {},
     }
 
 

@@ -21,6 +21,7 @@ which Ray runs as soon as the cluster has room for it. Callers learn of moves by
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
 from pathlib import Path
@@ -58,6 +59,8 @@ START_WAIT_S = 120.0
 CHECK_WAIT_S = 10.0
 #: The registry's own name in the storage check.
 REGISTRY = "registry"
+#: The longest pause between two tries at starting a replacement host.
+REPLACE_PAUSE_S = 10.0
 #: Ended sessions ``relay cluster ls`` still shows.
 ENDED_KEPT = 200
 
@@ -121,6 +124,7 @@ class Registry:
         self._next_host = 0
         self._tasks: set[asyncio.Task[Any]] = set()
         self._monitoring = False
+        self._closing = False
         self._readable: dict[tuple[str, str], str | None] = {}
 
     # ------------------------------------------------------------------ plumbing
@@ -354,15 +358,22 @@ class Registry:
 
     async def _replace(self, lost: HostRecord) -> None:
         """A host in the lost one's place in its placement group: Ray starts it once the
-        cluster has room (at once, when the lost host's node is still there)."""
-        record = self._create_host(lost.group, lost.bundle, lost.cpus)
-        try:
-            await self._started(record)
-        except actor_errors(self._ray):
-            record.state = "lost"
-            record.problem = "it died while starting"
+        cluster has room (at once, when the lost host's node is still there). While the
+        group's bundle is being placed again (its node died), a start fails: it is tried
+        again, less and less often, as long as the deployment runs."""
+        pause = 1.0
+        while not self._closing:
+            record = self._create_host(lost.group, lost.bundle, lost.cpus)
+            try:
+                await self._started(record)
+            except actor_errors(self._ray):
+                # Not a host that ever served: it leaves no trace in the listing.
+                self._hosts.pop(record.name, None)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, REPLACE_PAUSE_S)
+                continue
+            await self._check_storage([record])
             return
-        await self._check_storage([record])
 
     async def _move(self, key: str, lost: HostRecord, lease_ends: float, noticed_at: float) -> None:
         session = self._sessions.get(key)
@@ -541,7 +552,17 @@ class Registry:
             }
             for s in self._sessions.values()
         ]
-        return {"hosts": hosts, "sessions": sessions, "settings": await self.settings()}
+        context = self._ray.get_runtime_context() if self._ray is not None else None
+        registry = {
+            "node": context.get_node_id() if context is not None else None,
+            "pid": os.getpid(),
+        }
+        return {
+            "hosts": hosts,
+            "sessions": sessions,
+            "settings": await self.settings(),
+            "registry": registry,
+        }
 
     async def kill_host(self, name: str) -> None:
         """End host ``name`` as a node loss would: its sessions move."""
@@ -554,6 +575,7 @@ class Registry:
         placement groups. The registry itself is ended by whoever called this."""
         from ray.util.placement_group import remove_placement_group
 
+        self._closing = True  # no replacements from here on
         live = [r for r in self._hosts.values() if r.state != "lost"]
         for record in live:
             record.state = "lost"  # no moves from here on
