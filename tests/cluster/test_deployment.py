@@ -99,7 +99,10 @@ def test_hosts_spread_over_the_nodes_and_outlive_the_command(
     cluster: LocalCluster, shared: Path
 ) -> None:
     result = ok(up(cluster, "spread", shared, "--hosts", "3"))
-    assert "3 host(s) up in namespace 'spread'" in result.stdout
+    assert "3 host(s) up in namespace 'spread' (3 started now)" in result.stdout
+    # up again: the hosts are there, none is added.
+    again = ok(up(cluster, "spread", shared, "--hosts", "3"))
+    assert "3 host(s) up in namespace 'spread' (0 started now)" in again.stdout
     hosts = listing(cluster, "spread")["hosts"]
     assert [h["state"] for h in hosts] == ["serving"] * 3
     # One host per node: a placement group with SPREAD.

@@ -97,9 +97,9 @@ async def _up(args: argparse.Namespace) -> int:
     )
     settings = result["settings"]
     print(
-        f"relay: {len(result['hosts'])} host(s) up in namespace {args.namespace!r}: "
-        f"{', '.join(result['hosts'])}; rollouts in {settings['rollout_dir']}, "
-        f"lease {settings['lease_s']:g} s"
+        f"relay: {len(result['hosts'])} host(s) up in namespace {args.namespace!r} "
+        f"({len(result['started'])} started now): {', '.join(result['hosts'])}; rollouts in "
+        f"{settings['rollout_dir']}, lease {settings['lease_s']:g} s"
     )
     if settings["rollout_dir"] != rollout_dir and args.rollout_dir:
         print(

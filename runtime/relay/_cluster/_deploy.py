@@ -30,13 +30,17 @@ DOWN_GRACE_S = 10.0
 HEAD_RESOURCE = "node:__internal_head__"
 
 
-def _registry_options(ray: Any, prefix: str, detached: bool) -> dict[str, Any]:
+def _registry_options(
+    ray: Any, prefix: str, detached: bool, namespace: str | None = None
+) -> dict[str, Any]:
     """The registry runs on the head node, whose loss ends the cluster anyway, so that it adds
     no failure of its own; it reserves no CPU."""
     on_head = any(
         node.get("Alive") and HEAD_RESOURCE in node.get("Resources", {}) for node in ray.nodes()
     )
+    placed = {"namespace": namespace} if namespace is not None else {}
     return {
+        **placed,
         "name": registry_name(prefix),
         "lifetime": "detached" if detached else None,
         "max_restarts": 0,
@@ -63,9 +67,10 @@ async def up(
     rollout_dir: str,
     prefix: str = DEFAULT_PREFIX,
 ) -> dict[str, Any]:
-    """Start a lasting deployment in ``namespace`` (Ray is connected in it), or add ``hosts``
-    hosts to the one running there. Returns what :meth:`Registry.add_hosts` says, with the
-    deployment's settings (those of the running one, when there is one).
+    """Start a lasting deployment of ``hosts`` hosts in ``namespace`` (Ray is connected), or
+    start the hosts the one running there lacks to have that many serving. Returns the hosts
+    serving, those started, the storage problems and the deployment's settings (those of the
+    running one, when there is one).
 
     Raises:
         ConfigError: bad settings, or the cluster cannot place the hosts.
@@ -83,14 +88,28 @@ async def up(
     if registry is None:
         registry = (
             remote_registry_class(ray)
-            .options(**_registry_options(ray, prefix, detached=True), get_if_exists=True)
-            .remote(prefix, lease_s, rollout_dir, True)
+            .options(
+                **_registry_options(ray, prefix, detached=True, namespace=namespace),
+                get_if_exists=True,
+            )
+            .remote(prefix, lease_s, rollout_dir, True, namespace)
         )
-    added = await registry.add_hosts.remote(hosts, host_cpus)
-    if "error" in added:
-        raise ConfigError(added["error"])
-    added["settings"] = await registry.settings.remote()
-    return dict(added)
+    listing = await registry.listing.remote()
+    running = [h["name"] for h in listing["hosts"] if h["state"] in ("serving", "checking")]
+    started: list[str] = []
+    problems: list[str] = []
+    if len(running) < hosts:
+        added = await registry.add_hosts.remote(hosts - len(running), host_cpus)
+        if "error" in added:
+            raise ConfigError(added["error"])
+        started, problems = list(added["hosts"]), list(added["problems"])
+    listing = await registry.listing.remote()
+    return {
+        "hosts": [h["name"] for h in listing["hosts"] if h["state"] == "serving"],
+        "started": started,
+        "problems": problems,
+        "settings": listing["settings"],
+    }
 
 
 async def down(*, namespace: str, prefix: str = DEFAULT_PREFIX) -> dict[str, int]:

@@ -109,8 +109,11 @@ class Registry:
         lease_s: float,
         rollout_dir: str,
         detached: bool,
+        namespace: str | None = None,
     ) -> None:
         self.prefix = prefix
+        self.namespace = namespace
+        """The Ray namespace of the deployment's named actors (None: the job's)."""
         self.lease_s = lease_s
         self.rollout_dir = rollout_dir
         self.detached = detached
@@ -195,9 +198,11 @@ class Registry:
 
         name = host_name(self.prefix, self._next_host)
         self._next_host += 1
+        placed = {"namespace": self.namespace} if self.namespace is not None else {}
         handle = (
             remote_host_class(self._ray)
             .options(
+                **placed,
                 name=name,
                 lifetime="detached" if self.detached else None,
                 max_restarts=0,
