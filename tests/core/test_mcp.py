@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -124,10 +125,9 @@ async def test_a_server_that_never_answers_is_given_up_after_its_startup_timeout
     async with testing.open_test_session({}, config=config(mcp_servers=servers)) as t:
         pass
     (warning,) = t.recorder.of_type(relay.WarningEvent)
-    assert warning.message == (
-        "MCP server 'mute' did not start: did not start within 0.3 s. "
-        "The end of its standard error:\n  hanging"
-    )
+    gave_up = "MCP server 'mute' did not start: did not start within 0.3 s"
+    # On a loaded machine the timeout may come before the server said anything.
+    assert warning.message in (gave_up, f"{gave_up}. The end of its standard error:\n  hanging")
 
 
 async def test_an_http_server_that_cannot_be_reached_or_has_no_token_is_a_warning(
@@ -143,12 +143,12 @@ async def test_an_http_server_that_cannot_be_reached_or_has_no_token_is_a_warnin
     }
     async with testing.open_test_session({}, config=config(mcp_servers=servers)) as t:
         pass
-    assert [w.message for w in t.recorder.of_type(relay.WarningEvent)] == [
-        f"MCP server 'closed' did not start: ConnectError: all attempts to connect to "
-        f"127.0.0.1:{port} failed",
+    closed, secret = [w.message for w in t.recorder.of_type(relay.WarningEvent)]
+    assert closed.startswith("MCP server 'closed' did not start: ConnectError: ")
+    assert secret == (
         "MCP server 'secret' did not start: the environment variable MCP_NO_TOKEN (its "
-        "bearer_token_env_var) is unset or empty",
-    ]
+        "bearer_token_env_var) is unset or empty"
+    )
 
 
 async def test_a_disabled_server_is_not_started() -> None:
@@ -537,13 +537,47 @@ async def test_an_http_server_that_went_away_fails_the_call_with_a_clear_output(
         await t.turns("again")
     found = outputs(t.recorder)
     assert found["c1"] == "up"
-    refused = f"ConnectError: all attempts to connect to 127.0.0.1:{url.split(':')[2][:-4]} failed"
-    assert found["c2"] == (
+    # What the HTTP client says of a refused connection is its own.
+    refused = r"ConnectError: [^\n]+"
+    assert re.fullmatch(
         f"error: MCP server 'web' is unreachable: {refused} during the call; it is started "
-        "again at the next call"
+        "again at the next call",
+        found["c2"],
     )
-    assert found["c3"] == (
-        f"error: MCP server 'web' is unreachable: {refused} and did not start again: {refused}"
+    assert re.fullmatch(
+        f"error: MCP server 'web' is unreachable: {refused} and did not start again: {refused}",
+        found["c3"],
+    )
+
+
+@pytest.mark.slow
+async def test_an_http_server_killed_during_a_call_fails_it_and_the_next_call_says_why(
+    http_server: tuple[str, Path, subprocess.Popen[bytes]],
+) -> None:
+    url, log, proc = http_server
+    await listening(url)
+    script = {
+        "responses": [
+            call("mcp__web__slow", "c1", seconds=60, tag="k1"),
+            call("mcp__web__echo", "c2", text="anyone?"),
+            "Done.",
+        ]
+    }
+    servers = {"web": McpServerConfig(url=url, startup_timeout_sec=5)}
+    async with testing.open_test_session(script, config=config(mcp_servers=servers)) as t:
+        await t.turn("go")
+        await logged(log, "slow k1 started")
+        proc.kill()
+        proc.wait(timeout=DEADLINE)
+        await t.wait_for(testing.turn_ended)
+    found = outputs(t.recorder)
+    assert found["c1"] == (
+        "error: MCP server 'web' is unreachable: the connection closed during the call; it is "
+        "started again at the next call"
+    )
+    assert found["c2"].startswith(
+        "error: MCP server 'web' is unreachable: the connection closed and did not start "
+        "again: ConnectError: "
     )
 
 

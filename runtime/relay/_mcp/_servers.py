@@ -124,13 +124,15 @@ class Connection:
             return f"is unreachable: {self.lost}"
         return f"stopped{_status(link)}"
 
-    async def seen_gone(self) -> None:
-        """Wait (bounded) until its end is known: the exit status of a stdio server."""
+    async def give_up(self, why: str) -> None:
+        """Take it for gone and have its task end it; wait (bounded) for what says how it
+        went (a stdio server's exit status, the error that ended an HTTP transport), else
+        ``why``."""
+        self.stop.set()
         with anyio.move_on_after(_GONE_WAIT):
-            if self.link is not None:
-                await self.link.exited.wait()
-            else:
-                await self.ended.wait()
+            await (self.link.exited if self.link is not None else self.ended).wait()
+        if self.lost is None:
+            self.lost = why
 
 
 class McpServer:
@@ -188,7 +190,7 @@ class McpServer:
                 raise
             if not started:
                 failure = error if isinstance(error, StartFailed) else self._failure(error)
-            elif not started[0].stop.is_set():
+            elif started[0].lost is None:
                 started[0].lost = _describe(error)
                 logger.info("MCP server %s went away: %s", self.name, started[0].lost)
         finally:
@@ -352,9 +354,7 @@ class McpServer:
             finally:
                 connection.calls.discard(scope)
         if gone or scope.cancelled_caught:
-            if connection.lost is None and not connection.stop.is_set():
-                connection.lost = "the connection closed"
-            await connection.seen_gone()
+            await connection.give_up("the connection closed")
             raise ToolError(
                 f"MCP server {self.name!r} {connection.gone()} during the call; it is started "
                 f"again at the next call{_last_words(connection.link, CALL_LINES)}"

@@ -40,6 +40,9 @@ GRACE_SECONDS = 2.0
 STDERR_LINES = 20
 #: The longest line a server may write on its standard output; a longer one ends the link.
 MAX_LINE_BYTES = 64 * 1024 * 1024
+#: How long the end of a server's standard error is waited for once it has exited (a process
+#: it started may hold it open).
+STDERR_WAIT_SECONDS = 1.0
 #: The longest line of standard error kept (the rest of it is cut).
 MAX_STDERR_LINE = 2000
 
@@ -223,7 +226,7 @@ async def open_stdio(
                     await link._stop()
                     if link.exited.is_set():
                         # What the server said last, before the reader is stopped.
-                        with anyio.move_on_after(0.5):
+                        with anyio.move_on_after(STDERR_WAIT_SECONDS):
                             await link.stderr_done.wait()
                 tg.cancel_scope.cancel()
 
