@@ -761,9 +761,11 @@ def console_main() -> None:
 
     # What went wrong reaches the user as an event (`error`, `warning`) and a line on stderr;
     # the log records behind it, tracebacks included, are for embedders who configure logging.
-    relay_logger = logging.getLogger("relay")
-    relay_logger.addHandler(logging.NullHandler())
-    relay_logger.propagate = False
+    # The MCP SDK's too ("client" is the name its client session logs under).
+    for name in ("relay", "mcp", "client"):
+        quiet = logging.getLogger(name)
+        quiet.addHandler(logging.NullHandler())
+        quiet.propagate = False
     _hold_standard_descriptors()
     try:
         status = main()
