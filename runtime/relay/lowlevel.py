@@ -9,7 +9,8 @@ Embedders need only :mod:`relay` (sessions, ops, events, items, configuration, e
   with, its :class:`CompactionRequest` and :class:`BackendResult`;
 - the shape of a summarised history and token estimates, as plain functions;
 - the model client protocol and its events;
-- the session's state, what a resumed session starts from, and the codec of the protocol.
+- the session's state, what a resumed session starts from, and the codec of the protocol;
+- the configuration tables :mod:`relay` leaves out (:class:`OtelConfig`, the ``[otel]`` table).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ._base._codec import encode_response_item as encode_response_item
 from ._base._codec import from_json as from_json
 from ._base._codec import to_json as to_json
 from ._base._config import BUILTIN_PROVIDERS as BUILTIN_PROVIDERS
+from ._base._config import OtelConfig as OtelConfig
 from ._base._errors import ScriptError as ScriptError
 from ._base._errors import StreamError as StreamError
 from ._base._model import CUT_AT_LIMIT as CUT_AT_LIMIT
@@ -147,6 +149,7 @@ __all__ = [
     "ModelClient",
     "ModelEvent",
     "Other",
+    "OtelConfig",
     "OutputItemDone",
     "OutputText",
     "OutputTextDelta",
