@@ -26,7 +26,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -46,6 +46,10 @@ from ._core._summary import compaction_prompt
 from ._core._tools import CONTEXT_TOOLS, Tool, builtin_registry, recall_tool
 from ._core._writer import RolloutWriter
 from ._models._scripted import ScriptedModel
+from ._otel import session_tracer
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 #: relay's own task factories, by op type.
 BUILTIN_TASKS: Mapping[str, str] = {
@@ -181,6 +185,7 @@ async def open_session(
     tasks: Mapping[str, TaskFactory | str] | None = None,
     compactor: Callable[[], Compactor] | None = None,
     api_key: str | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> AsyncIterator[Session]:
     """Open a session that runs until the block exits or a ``shutdown`` op ends it.
 
@@ -221,6 +226,9 @@ async def open_session(
             ``relay.tasks.compaction``).
         api_key: the provider's API key, passed by value instead of read from the
             environment (surrounding whitespace is stripped).
+        tracer_provider: the OpenTelemetry tracer provider the session's spans go to
+            (default: the global one; see ``docs/observability.md``). Without
+            ``opentelemetry-api`` installed, a session has no spans.
 
     Raises:
         ConfigError: the configuration is invalid (unknown provider, missing or invalid API
@@ -271,10 +279,14 @@ async def open_session(
         )
         if config.features.tool_output_masking:
             registry.register(recall_tool(state.outputs))
-        client = model
+        # Tracing is an observer of the session's events and a wrapper of its model client.
+        tracer = session_tracer(config, tracer_provider, resume.spans if resume else ())
+        client = model if tracer is None else tracer.wrap(model)
+        if tracer is not None:
+            stack.callback(tracer.close)
 
         def services() -> Services:
-            return Services(
+            shared = Services(
                 config,
                 session_id=sid,
                 model=client,
@@ -288,6 +300,9 @@ async def open_session(
                 ids=(resume.submissions, resume.items) if resume is not None else (0, 0),
                 secrets=secrets,
             )
+            if tracer is not None:
+                tracer.attach(shared)
+            return shared
 
         async with run_session(
             config,
