@@ -49,6 +49,10 @@ from ._core._summary import compaction_prompt
 from ._core._tools import CONTEXT_TOOLS, Tool, builtin_registry, recall_tool
 from ._core._writer import RolloutWriter
 from ._models._scripted import ScriptedModel
+from ._otel import session_tracer
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 if TYPE_CHECKING:
     from ._mcp._servers import OpenMcpServers
@@ -188,6 +192,7 @@ async def open_session(
     compactor: Callable[[], Compactor] | None = None,
     api_key: str | None = None,
     mcp_servers: Mapping[str, McpServerConfig | Mapping[str, Any]] | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> AsyncIterator[Session]:
     """Open a session that runs until the block exits or a ``shutdown`` op ends it.
 
@@ -235,6 +240,9 @@ async def open_session(
             opens, at once, each within its ``startup_timeout_sec``; one that does not start
             is a ``warning`` event, and the session goes on without its tools. They stop when
             the session ends. This needs the ``mcp`` extra (``relay-runtime[mcp]``).
+        tracer_provider: the OpenTelemetry tracer provider the session's spans go to
+            (default: the global one; see ``docs/observability.md``). Without
+            ``opentelemetry-api`` installed, a session has no spans.
 
     Raises:
         ConfigError: the configuration is invalid (unknown provider, missing or invalid API
@@ -308,10 +316,14 @@ async def open_session(
                 (MCP_EVENT_ID, p.WarningEvent(secrets.redact(warning)))
                 for warning in mcp_start.warnings
             ]
-        client = model
+        # Tracing is an observer of the session's events and a wrapper of its model client.
+        tracer = session_tracer(config, tracer_provider, resume.spans if resume else ())
+        client = model if tracer is None else tracer.wrap(model)
+        if tracer is not None:
+            stack.callback(tracer.close)
 
         def services() -> Services:
-            return Services(
+            shared = Services(
                 config,
                 session_id=sid,
                 model=client,
@@ -325,6 +337,9 @@ async def open_session(
                 ids=(resume.submissions, resume.items) if resume is not None else (0, 0),
                 secrets=secrets,
             )
+            if tracer is not None:
+                tracer.attach(shared)
+            return shared
 
         async with run_session(
             config,

@@ -12,6 +12,7 @@ Embedders need only :mod:`relay` (sessions, ops, events, items, configuration, e
 - the session's state, what a resumed session starts from, and the codec of the protocol;
 - the table of an MCP server (:class:`McpServerConfig`), which :func:`relay.open_session` also
   takes as a plain dict.
+- the configuration tables :mod:`relay` leaves out (:class:`OtelConfig`, the ``[otel]`` table).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ._base._codec import encode_response_item as encode_response_item
 from ._base._codec import from_json as from_json
 from ._base._codec import to_json as to_json
 from ._base._config import BUILTIN_PROVIDERS as BUILTIN_PROVIDERS
+from ._base._config import OtelConfig as OtelConfig
 from ._base._errors import ScriptError as ScriptError
 from ._base._errors import StreamError as StreamError
 from ._base._mcp_config import McpServerConfig as McpServerConfig
@@ -151,6 +153,7 @@ __all__ = [
     "ModelClient",
     "ModelEvent",
     "Other",
+    "OtelConfig",
     "OutputItemDone",
     "OutputText",
     "OutputTextDelta",

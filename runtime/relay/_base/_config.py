@@ -137,6 +137,15 @@ class RolloutConfig:
 
 
 @attrs.frozen
+class OtelConfig:
+    """OpenTelemetry traces (``docs/observability.md``)."""
+
+    record_content: bool = False
+    """Record prompts, answers, tool arguments and tool outputs on the spans, redacted of the
+    API key; also switched on by ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``."""
+
+
+@attrs.frozen
 class Config:
     """Everything that configures a session. Build it in code or with :func:`load_config`.
 
@@ -220,6 +229,8 @@ class Config:
     """Built-in tools switched on or off."""
     rollout: RolloutConfig = RolloutConfig()
     """Persistence."""
+    otel: OtelConfig = OtelConfig()
+    """OpenTelemetry traces."""
     tasks: Mapping[str, str] = attrs.field(factory=dict)
     """Task factories by op type, added to relay's or in place of them:
     ``"package.module:attribute"``, or ``"path/to/file.py:attribute"`` (in a configuration
@@ -541,23 +552,3 @@ def _resolve_paths(data: dict[str, Any], base: Path) -> None:
                 source, sep, attribute = spec.rpartition(":")
                 if sep and source.endswith(".py") and not Path(source).is_absolute():
                     tasks[op_type] = f"{base / source}:{attribute}"
-
-
-#: Context windows of well-known models, used when ``model_context_window`` is unset.
-_KNOWN_WINDOWS: tuple[tuple[str, int], ...] = (
-    ("gpt-5", 272_000),
-    ("gpt-4.1", 1_047_576),
-    ("gpt-4o", 128_000),
-    ("o3", 200_000),
-    ("o4-mini", 200_000),
-)
-
-
-def context_window_for(model: str, configured: int | None) -> int | None:
-    """The context window of ``model``: the configured value, else a known default."""
-    if configured is not None:
-        return configured
-    for prefix, window in _KNOWN_WINDOWS:
-        if model.startswith(prefix):
-            return window
-    return None

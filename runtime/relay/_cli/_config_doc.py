@@ -20,6 +20,7 @@ from .._base._config import (
     Features,
     HookCommand,
     Hooks,
+    OtelConfig,
     ProviderConfig,
     RolloutConfig,
 )
@@ -69,6 +70,7 @@ EXAMPLES: Mapping[str, str] = {
     "features.tool_output_masking": "[features]\ntool_output_masking = true",
     "rollout.enabled": "[rollout]\nenabled = false",
     "rollout.dir": '[rollout]\ndir = "/var/lib/relay/sessions"',
+    "otel.record_content": "[otel]\nrecord_content = true",
     "tasks": '[tasks]\nreview = "my_tasks.review:review_task"',
     "hooks.pre_compact": '[[hooks.pre_compact]]\ncommand = ["python3", "hooks/check.py"]',
     "hooks.post_compact": '[[hooks.post_compact]]\ncommand = ["logger", "relay compacted"]',
@@ -146,6 +148,7 @@ _TABLES: tuple[tuple[str, type, str], ...] = (
     ("", Config, "Top-level keys"),
     ("features.", Features, "`[features]`"),
     ("rollout.", RolloutConfig, "`[rollout]`"),
+    ("otel.", OtelConfig, "`[otel]`"),
     ("hooks.", Hooks, "`[hooks]`"),
     ("hooks.*[].", HookCommand, "`[[hooks.pre_compact]]` and `[[hooks.post_compact]]` entries"),
     ("model_providers.*.", ProviderConfig, "`[model_providers.NAME]`"),
@@ -153,7 +156,7 @@ _TABLES: tuple[tuple[str, type, str], ...] = (
 )
 
 #: Keys documented by a table of their own rather than as one value.
-_SUBTABLES = frozenset({"features", "rollout", "hooks", "model_providers", "mcp_servers"})
+_SUBTABLES = frozenset({"features", "rollout", "otel", "hooks", "model_providers", "mcp_servers"})
 
 
 def toml_type(hint: Any) -> str:
@@ -200,6 +203,10 @@ def _default(field: attrs.Attribute[Any]) -> str:
 
 #: What a table's section says before its keys.
 _INTROS: Mapping[str, str] = {
+    "otel.": (
+        "OpenTelemetry traces of a session (`observability.md`): they are sent to the tracer "
+        "provider of the program (or `relay run --otel`); this table says what they hold.\n"
+    ),
     "features.": (
         "Each feature is a switch (`token_budget = true`), or a table in the form Codex writes "
         "(`[features.token_budget]` with `enabled = true`); a table without `enabled` leaves "

@@ -19,12 +19,12 @@ import anyio
 
 from .._base import _protocol as p
 from .._base._codec import to_json
-from .._base._config import Config, ProviderConfig, context_window_for
+from .._base._config import Config, ProviderConfig
 from .._base._errors import ConfigError, ErrorCode
 from .._base._model import ModelClient
 from .._base._secret import NO_SECRETS, Secrets
 from .._base._templates import template
-from .._base._tokens import ApproxEstimator, TokenEstimator
+from .._base._tokens import ApproxEstimator, TokenEstimator, context_window_for
 from .._version import __version__
 from ._budget import TokenBudget, token_budget
 from ._context import WorldState, world_state
