@@ -103,10 +103,15 @@ def _register_tag_unstructure(cls: type, *, omit_defaults: bool = False) -> None
 
 
 def _tagged_unstructure(cls: type) -> Callable[[Any], dict[str, Any]]:
-    tag = type_tag(cls)
     base: Callable[[Any], dict[str, Any]] = cattrs.gen.make_dict_unstructure_fn(
         cls, converter, _cattrs_omit_if_default=_tagged[cls]
     )
+    return _with_tag(cls, base)
+
+
+def _with_tag(cls: type, base: Callable[[Any], dict[str, Any]]) -> Callable[[Any], dict[str, Any]]:
+    """``base`` with the ``"type"`` of ``cls`` first."""
+    tag = type_tag(cls)
 
     def unstructure(obj: Any) -> dict[str, Any]:
         out = {"type": tag}
@@ -214,6 +219,16 @@ converter.register_unstructure_hook_factory(
         converter,
         background=cattrs.gen.override(omit_if_default=True),
         snapshot_age_ms=cattrs.gen.override(omit_if_default=True),
+    ),
+)
+# A session without MCP servers says nothing of them.
+converter.register_unstructure_hook_factory(
+    lambda cls: cls is p.SessionConfigured,
+    lambda cls: _with_tag(
+        cls,
+        cattrs.gen.make_dict_unstructure_fn(
+            cls, converter, mcp_servers=cattrs.gen.override(omit_if_default=True)
+        ),
     ),
 )
 _register_tagged_union(p.InputItem)

@@ -353,6 +353,10 @@ class SessionConfigured:
     """The version of relay running the session."""
     resumed: bool = False
     """Whether the session continues a rollout (``relay resume``, :func:`relay.resume_session`)."""
+    mcp_servers: Mapping[str, int] = attrs.field(factory=dict, hash=False)
+    """The MCP servers that started, each with the number of its tools the model is offered
+    (left out of the JSON form when there is none; a server that did not start is a
+    ``warning``)."""
 
 
 @attrs.frozen
@@ -365,6 +369,8 @@ class TurnStarted:
     """The context window of the turn's model, if known."""
     started_at: float
     """Unix seconds."""
+    auto_compact_token_limit: int | None = None
+    """The context usage at which the turn compacts on its own, if it ever does."""
 
 
 @attrs.frozen

@@ -8,18 +8,19 @@ called: a program that never resumes does not pay for them at start-up.
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from datetime import datetime
 from functools import partial
 from os import PathLike
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import attrs
 
 from .._base import _protocol as p
 from .._base._config import Config
+from .._base._mcp_config import McpServerConfig
 from .._base._model import ModelClient
 from .._base._tokens import TokenEstimator
 from .._core._hooks import CompactHook
@@ -29,6 +30,8 @@ from .._core._writer import Epoch
 from .._open import open_session
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
+
     from ._lines import Rollout
 
 
@@ -47,6 +50,8 @@ async def resume_session(
     first_events: Iterable[tuple[str, p.EventMsg]] = (),
     api_key: str | None = None,
     epoch: Epoch | None = None,
+    mcp_servers: Mapping[str, McpServerConfig | Mapping[str, Any]] | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> AsyncIterator[Session]:
     """Resume the session recorded in a rollout file and append to that file.
 
@@ -69,9 +74,11 @@ async def resume_session(
     session, here with ``resumed`` set), then ``first_events`` (``(event id, message)``: what
     a host that resumes a session elsewhere knows of its move). Generated submission and item
     ids go on from the rollout's. ``epoch`` is the epoch the resumed session writes in (a
-    host taking it over from another; ``docs/rollout.md``, Epochs). The other arguments are
-    those of :func:`~relay.open_session` (the session id comes from the file), which this is
-    otherwise like.
+    host taking it over from another; ``docs/rollout.md``, Epochs). When the session is
+    traced, its span links to the spans of the earlier runs the rollout recorded
+    (``docs/observability.md``). The other arguments are those of
+    :func:`~relay.open_session` (the session id comes from the file), which this is
+    otherwise like: the MCP servers of ``config`` and ``mcp_servers`` start again.
 
     Raises:
         RolloutError: the file cannot be read, or it has no ``session_meta`` line.
@@ -113,6 +120,8 @@ async def resume_session(
         resume=state,
         api_key=api_key,
         epoch=epoch,
+        mcp_servers=mcp_servers,
+        tracer_provider=tracer_provider,
     ) as session:
         yield session
 
