@@ -199,30 +199,49 @@ def test_a_killed_run_leaves_its_sessions_and_another_process_finishes_them(
             time.sleep(0.1)
         run.kill()  # SIGKILL: the driver is gone, its sessions are not
         run.wait()
+        rest = tmp_path / "rest.jsonl"
+        rest.write_text(REST + "\n", encoding="utf-8")
+        # One attach per session, all at once: as many client processes as sessions.
+        attaches = []
         for path in files:
             events = json_lines(path.read_text())
             session_id = events[0]["msg"]["session_id"]
             last = events[-1]["seq"]
-            attached = cluster.relay(
-                "cluster",
-                "attach",
-                session_id,
-                "--address",
-                cluster.address,
-                "--namespace",
-                "outlive",
-                "--from",
-                str(last),
-                input=REST + "\n",
-            )
-            ok(attached)
-            more = json_lines(attached.stdout)
+            with rest.open("rb") as stdin:
+                attaches.append(
+                    (
+                        events,
+                        cluster.spawn(
+                            [
+                                "python",
+                                "-m",
+                                "relay",
+                                "cluster",
+                                "attach",
+                                session_id,
+                                "--address",
+                                cluster.address,
+                                "--namespace",
+                                "outlive",
+                                "--from",
+                                str(last),
+                            ],
+                            stdin=stdin,
+                        ),
+                    )
+                )
+        for events, process in attaches:
+            stdout, stderr = process.communicate(timeout=180)
+            assert process.returncode == 0, stderr[-3000:]
+            more = json_lines(stdout)
             both = events + more
             # Every event once, in order, no gap: the driver's file, then the attach's.
             assert [e["seq"] for e in both] == list(range(1, len(both) + 1))
             assert more[-1]["msg"]["type"] == "shutdown_complete"
             kinds = [e["msg"]["type"] for e in both]
             assert kinds.count("turn_complete") == 2
+            # The run named no rollout directory: the deployment's shared one holds it.
+            assert Path(events[0]["msg"]["rollout_path"]).is_relative_to(shared)
             rollout = read_rollout(events[0]["msg"]["rollout_path"])
             recorded = [line for line in rollout.lines if isinstance(line, EventMsgLine)]
             assert isinstance(recorded[-1].msg, relay.ShutdownComplete)

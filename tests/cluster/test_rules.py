@@ -31,6 +31,7 @@ from relay._cluster._leases import (
 )
 from relay._cluster._ledger import OUTSTANDING, RECENT, Ledger, Loss, choose_host
 from relay._cluster._ray import placement_problem
+from relay._cluster._registry import in_deployment
 
 
 def event(seq: int, msg: relay.EventMsg | None = None, event_id: str = "t") -> relay.Event:
@@ -270,6 +271,16 @@ def test_paths_are_made_absolute_where_the_caller_is(tmp_path: Path) -> None:
     assert made.rollout.dir == str(tmp_path / "shared/sessions")
     relative_cwd = for_hosts(relay.Config(cwd="work"), cwd=str(tmp_path))
     assert relative_cwd.cwd == str(tmp_path / "work")
+
+
+def test_a_session_without_a_rollout_dir_writes_in_the_deployments(tmp_path: Path) -> None:
+    shared = str(tmp_path / "shared")
+    # A host's own $RELAY_HOME is not the directory the storage check found shared.
+    placed = in_deployment(relay.Config(), shared)
+    assert placed.rollout.dir == shared
+    own = str(tmp_path / "elsewhere")
+    kept = in_deployment(relay.Config(rollout=relay.RolloutConfig(dir=own)), shared)
+    assert kept.rollout.dir == own
 
 
 def test_the_listing_shows_hosts_sessions_and_problems() -> None:

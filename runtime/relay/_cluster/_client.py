@@ -252,6 +252,12 @@ class ClusterSession:
         return self._taken_seq
 
     @property
+    def queued(self) -> int:
+        """The ``seq`` of the last event that reached this process (taken or waiting for the
+        reader; a dropped run counts by its last ``seq``)."""
+        return self._queued_seq
+
+    @property
     def closed(self) -> bool:
         """Whether the session has shut down (``shutdown_complete`` arrived)."""
         return self._closed

@@ -447,6 +447,7 @@ class Registry:
         self._start_monitor()
         if key in self._sessions and self._sessions[key].state != "ended":
             return {"error": f"session {key} is already open"}
+        config = in_deployment(config, self.rollout_dir)
         problem = await self._unreadable_paths(config)
         if problem is not None:
             return {"error": problem}
@@ -605,6 +606,16 @@ class Registry:
         return {"hosts": len(live), "sessions": ended}
 
 
+def in_deployment(config: Config, rollout_dir: str) -> Config:
+    """``config`` for a session of the deployment whose shared rollout directory is
+    ``rollout_dir``: a session that names no directory of its own writes there (the one the
+    storage check found shared), not in its host's ``$RELAY_HOME``, which is another directory
+    on every node."""
+    if config.rollout.dir is not None:
+        return config
+    return attrs.evolve(config, rollout=attrs.evolve(config.rollout, dir=rollout_dir))
+
+
 async def _each(records: list[HostRecord], call: Any) -> list[Any]:
     """``call(record)`` on every record at once, each bounded by :data:`CHECK_WAIT_S`; an
     error (or no answer) in place of a result."""
@@ -641,4 +652,11 @@ def remote_registry_class(ray: Any) -> Any:
     return ray.remote(Registry)
 
 
-__all__ = ["PLACEMENT_WAIT_S", "HostRecord", "Registry", "SessionRecord", "remote_registry_class"]
+__all__ = [
+    "PLACEMENT_WAIT_S",
+    "HostRecord",
+    "Registry",
+    "SessionRecord",
+    "in_deployment",
+    "remote_registry_class",
+]
