@@ -30,7 +30,7 @@ from relay._cluster._leases import (
     shared_group,
 )
 from relay._cluster._ledger import OUTSTANDING, RECENT, Ledger, Loss, choose_host
-from relay._cluster._ray import placement_problem
+from relay._cluster._ray import placement_problem, stream_options
 from relay._cluster._registry import in_deployment
 
 
@@ -281,6 +281,16 @@ def test_a_session_without_a_rollout_dir_writes_in_the_deployments(tmp_path: Pat
     own = str(tmp_path / "elsewhere")
     kept = in_deployment(relay.Config(rollout=relay.RolloutConfig(dir=own)), shared)
     assert kept.rollout.dir == own
+
+
+def test_a_stream_is_bounded_ahead_only_where_ray_allows_it_for_an_async_actor() -> None:
+    # Ray 2.50 refuses the bound for an async actor: the stream would fail, and no event
+    # would reach the caller.
+    assert stream_options("2.50.0", 4) == {}
+    assert stream_options("2.60.0", 4) == {"_generator_backpressure_num_objects": 4}
+    assert stream_options("2.61.0rc1", 4) == {"_generator_backpressure_num_objects": 4}
+    assert stream_options("3.0.0", 4) == {"_generator_backpressure_num_objects": 4}
+    assert stream_options("nightly", 4) == {}
 
 
 def test_the_listing_shows_hosts_sessions_and_problems() -> None:

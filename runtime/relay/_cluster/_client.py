@@ -44,6 +44,7 @@ from ._ray import (
     import_ray,
     registry_name,
     relay_error,
+    stream_options,
 )
 
 #: Batches a host may send ahead of a caller that does not read them.
@@ -510,17 +511,18 @@ class ClusterClient:
 
     async def _pump(self, host: str) -> None:
         try:
-            handle = self.host_handle(host)
-            stream = handle.stream.options(_generator_backpressure_num_objects=STREAM_AHEAD)
-            async for ref in stream.remote(self._id):
+            try:
+                handle = self.host_handle(host)
+            except ValueError:
+                return  # it was gone before the stream started
+            options = stream_options(self.ray.__version__, STREAM_AHEAD)
+            async for ref in handle.stream.options(**options).remote(self._id):
                 for key, epoch, dropped, texts in await ref:
                     session = self._sessions.get(key)
                     if session is not None:
                         session._deliver(epoch, dropped, texts)
         except actor_errors(self.ray):
             pass  # the host is gone; the registry moves its sessions
-        except ValueError:
-            pass  # it was gone before the stream started
         finally:
             self._pumps.discard(host)
 

@@ -31,6 +31,24 @@ def import_ray() -> Any:
     return ray
 
 
+#: The first Ray tried whose async actors take a bound on a stream's unread items
+#: (``_generator_backpressure_num_objects``); Ray 2.50 refuses it for an async actor.
+STREAM_BOUND_SINCE = (2, 60)
+
+
+def stream_options(version: str, ahead: int) -> dict[str, Any]:
+    """The options of a host's event stream under Ray ``version``: at most ``ahead`` batches
+    sent ahead of a caller that does not read them, where that Ray allows it for an async
+    actor (elsewhere the caller's own queue is the bound: ``docs/cluster.md``)."""
+    try:
+        major, minor = (int(part) for part in version.split(".")[:2])
+    except ValueError:
+        return {}
+    if (major, minor) < STREAM_BOUND_SINCE:
+        return {}
+    return {"_generator_backpressure_num_objects": ahead}
+
+
 def actor_errors(ray: Any) -> tuple[type[BaseException], ...]:
     """The errors of a call whose actor died or cannot be reached."""
     return (ray.exceptions.RayActorError,)
@@ -88,6 +106,7 @@ __all__ = [
     "DEFAULT_NAMESPACE",
     "DEFAULT_PREFIX",
     "MISSING_RAY",
+    "STREAM_BOUND_SINCE",
     "actor_errors",
     "cpus",
     "group_name",
@@ -96,5 +115,6 @@ __all__ = [
     "placement_problem",
     "registry_name",
     "relay_error",
+    "stream_options",
     "within",
 ]
