@@ -188,17 +188,25 @@ class LocalCluster:
 
     def node_processes(self, node: Node) -> list[int]:
         """The raylet of ``node`` and every process it started (the node, as a machine)."""
+        # A raylet is known by the resource its node alone has (``node_<label>``): Ray 2.50
+        # runs every raylet under the head's temp dir, whatever ``--temp-dir`` said.
         raylet = None
         for pid in self.pids():
             line = _cmdline(pid)
-            if "raylet/raylet" in line and str(node.temp) in line:
+            if "raylet/raylet" in line and f"node_{node.label}" in _resources(line):
                 raylet = pid
         if raylet is None:
             return []
+        # Every descendant, whatever the depth (Ray 2.50 starts workers a level further down).
         family = [raylet]
-        for pid in self.pids():
-            if _parent(pid) in family:
-                family.append(pid)
+        others = [pid for pid in self.pids() if pid != raylet]
+        grown = True
+        while grown:
+            grown = False
+            for pid in others:
+                if pid not in family and _parent(pid) in family:
+                    family.append(pid)
+                    grown = True
         return family
 
     def freeze(self, pids: list[int]) -> None:
@@ -231,6 +239,14 @@ class LocalCluster:
 
 def _quoted(arg: str) -> str:
     return "'" + arg.replace("'", "'\\''") + "'"
+
+
+def _resources(cmdline: str) -> list[str]:
+    """The names of the resources a raylet's command line gives its node."""
+    for arg in cmdline.split():
+        if arg.startswith("--static_resource_list="):
+            return arg.split("=", 1)[1].split(",")[0::2]
+    return []
 
 
 def _cmdline(pid: int) -> str:
