@@ -3,7 +3,8 @@
 ``python -m bench._cluster_client ADDRESS NAMESPACE SESSIONS TURNS ROOT``: connects to the
 deployment, opens ``SESSIONS`` sessions, prints ``ready``, waits for a line on standard input,
 runs ``TURNS`` turns in every session at once (each turn after the last of its session), prints
-``{"turns": N, "start": T0, "end": T1}`` (wall clock) and shuts its sessions down.
+``{"turns": N, "start": T0, "end": T1, "cpu": S}`` (wall clock; ``cpu``: this process's CPU
+seconds over the turns) and shuts its sessions down.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ async def _main(address: str, namespace: str, sessions: int, turns: int, root: s
         print("ready", flush=True)
         await anyio.to_thread.run_sync(sys.stdin.readline)
         start = time.time()
+        cpu = time.process_time()
 
         async def one(session: ClusterSession) -> None:
             events = aiter(session.events())
@@ -44,7 +46,11 @@ async def _main(address: str, namespace: str, sessions: int, turns: int, root: s
             for session in opened:
                 tg.start_soon(one, session)
         end = time.time()
-        print(json.dumps({"turns": sessions * turns, "start": start, "end": end}), flush=True)
+        cpu = time.process_time() - cpu
+        print(
+            json.dumps({"turns": sessions * turns, "start": start, "end": end, "cpu": cpu}),
+            flush=True,
+        )
 
 
 def main() -> None:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import attrs
 
 import relay
 
@@ -111,7 +112,48 @@ async def _pool_turns(root: Path, count: int) -> list[float]:
     return out
 
 
-def _throughput_processes(ray: Any, root: Path, hosts: int, sessions: int, turns: int) -> float:
+def _cpu_s(pid: int) -> float:
+    """The CPU seconds (user and system) process ``pid`` has used."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@attrs.frozen
+class Run:
+    """One throughput run: turns per second, and the CPU seconds the callers and the hosts
+    used over its wall time."""
+
+    turns: int
+    wall_s: float
+    caller_cpu_s: float
+    host_cpu_s: float = 0.0
+
+    @property
+    def rate(self) -> float:
+        return self.turns / self.wall_s
+
+    @property
+    def busy_cores(self) -> float:
+        """CPU time over wall time: how many cores the callers and hosts kept busy."""
+        return (self.caller_cpu_s + self.host_cpu_s) / self.wall_s
+
+    def cpu_ms_per_turn(self) -> float:
+        return (self.caller_cpu_s + self.host_cpu_s) * 1000 / self.turns
+
+
+def _host_pids(address: str, namespace: str) -> list[int]:
+    from relay.cluster import connect
+
+    async def pids() -> list[int]:
+        async with connect(address, namespace=namespace) as client:
+            listing = await client.listing()
+        return [h["pid"] for h in listing["hosts"] if h["state"] == "serving"]
+
+    return anyio.run(pids, backend="asyncio")
+
+
+def _throughput_processes(ray: Any, root: Path, hosts: int, sessions: int, turns: int) -> Run:
     """Turns per second on a deployment of ``hosts`` hosts, the sessions shared among as many
     client processes, all started at once."""
     from relay._cluster._deploy import down, up
@@ -155,6 +197,8 @@ def _throughput_processes(ray: Any, root: Path, hosts: int, sessions: int, turns
             assert client.stdout is not None
             if client.stdout.readline().strip() != "ready":
                 raise RuntimeError("a cluster client did not start")
+        host_pids = _host_pids(address, namespace)
+        host_cpu = [_cpu_s(pid) for pid in host_pids]
         for client in clients:
             assert client.stdin is not None
             client.stdin.write("go\n")
@@ -163,6 +207,8 @@ def _throughput_processes(ray: Any, root: Path, hosts: int, sessions: int, turns
         for client in clients:
             assert client.stdout is not None
             results.append(json.loads(client.stdout.readline()))
+        host_cpu = [_cpu_s(pid) - before for pid, before in zip(host_pids, host_cpu, strict=True)]
+        for client in clients:
             client.wait(timeout=120)
     finally:
         for client in clients:
@@ -170,7 +216,14 @@ def _throughput_processes(ray: Any, root: Path, hosts: int, sessions: int, turns
                 client.kill()
         anyio.run(partial(down, namespace=namespace), backend="asyncio")
     total = sum(r["turns"] for r in results)
-    return total / (max(r["end"] for r in results) - min(r["start"] for r in results))
+    wall = max(r["end"] for r in results) - min(r["start"] for r in results)
+    return Run(total, wall, sum(r["cpu"] for r in results), sum(host_cpu))
+
+
+def _local_run(root: Path, sessions: int, turns: int) -> Run:
+    cpu = time.process_time()
+    rate = anyio.run(_local_throughput, root, sessions, turns, backend="asyncio")
+    return Run(sessions * turns, sessions * turns / rate, time.process_time() - cpu)
 
 
 async def _local_throughput(root: Path, sessions: int, turns: int) -> float:
@@ -379,29 +432,49 @@ def run(opts: Options) -> list[Figure]:
                 )
             )
             load = f"{sessions} sessions × {per_session} turns"
-            in_process = [
-                anyio.run(_local_throughput, root, sessions, per_session, backend="asyncio")
-                for _ in range(repeat)
-            ]
+            local_runs = [_local_run(root, sessions, per_session) for _ in range(repeat)]
+            in_process = [one.rate for one in local_runs]
             figures.append(Figure(GROUP, f"{load}, in process (1 caller)", "turns/s", in_process))
-            rates: dict[int, list[float]] = {}
+            runs: dict[int, list[Run]] = {}
             for hosts in (1, 2, 4):
-                rates[hosts] = [
+                runs[hosts] = [
                     _throughput_processes(ray, root, hosts, sessions, per_session)
                     for _ in range(repeat)
                 ]
-            one_host = statistics.median(rates[1])
+            one_host = statistics.median(one.rate for one in runs[1])
             for hosts in (1, 2, 4):
                 figures.append(
                     Figure(
                         GROUP,
                         f"{load}, {hosts} host(s), {hosts} client process(es)",
                         "turns/s",
-                        rates[hosts],
+                        [one.rate for one in runs[hosts]],
                         ref_name="1 host, 1 caller" if hosts > 1 else "in process",
                         ref_value=one_host if hosts > 1 else statistics.median(in_process),
                         ratio_target=SCALING if hosts == 4 else None,
-                        note="2 shared cores: see docs/cluster.md" if hosts == 4 else "",
+                        note=f"{os.cpu_count()} cores: see docs/cluster.md" if hosts == 4 else "",
+                    )
+                )
+            # CPU time beside wall time: how many cores each run kept busy, and what a turn
+            # cost in CPU (callers and hosts; Ray's own processes are not counted).
+            labelled = [("in process", local_runs)] + [
+                (f"{hosts} host(s), {hosts} caller(s)", runs[hosts]) for hosts in (1, 2, 4)
+            ]
+            for label, measured in labelled:
+                figures.append(
+                    Figure(
+                        GROUP,
+                        f"{load}, {label}: CPU time ÷ wall time",
+                        "cores",
+                        [one.busy_cores for one in measured],
+                    )
+                )
+                figures.append(
+                    Figure(
+                        GROUP,
+                        f"{load}, {label}: CPU time per turn",
+                        "ms",
+                        [one.cpu_ms_per_turn() for one in measured],
                     )
                 )
             idle = opts.count(500, 10)
