@@ -98,8 +98,26 @@ def shared() -> Iterator[Path]:
 def test_hosts_spread_over_the_nodes_and_outlive_the_command(
     cluster: LocalCluster, shared: Path
 ) -> None:
-    result = ok(up(cluster, "spread", shared, "--hosts", "3"))
+    # A relative rollout directory is the one where the command was given, not the hosts'.
+    result = ok(
+        cluster.relay(
+            "cluster",
+            "up",
+            "--address",
+            cluster.address,
+            "--namespace",
+            "spread",
+            "--rollout-dir",
+            shared.name,
+            "--lease-seconds",
+            str(LEASE),
+            "--hosts",
+            "3",
+            cwd=shared.parent,
+        )
+    )
     assert "3 host(s) up in namespace 'spread' (3 started now)" in result.stdout
+    assert listing(cluster, "spread")["settings"]["rollout_dir"] == str(shared)
     # up again: the hosts are there, none is added.
     again = ok(up(cluster, "spread", shared, "--hosts", "3"))
     assert "3 host(s) up in namespace 'spread' (0 started now)" in again.stdout
@@ -123,7 +141,7 @@ def test_hosts_spread_over_the_nodes_and_outlive_the_command(
 
 
 def test_a_request_the_cluster_cannot_satisfy_fails_naming_the_cpus(
-    cluster: LocalCluster, shared: Path
+    cluster: LocalCluster, shared: Path, tmp_path: Path
 ) -> None:
     too_many = up(cluster, "greedy", shared, "--hosts", "4")
     assert too_many.returncode == 2
@@ -131,6 +149,24 @@ def test_a_request_the_cluster_cannot_satisfy_fails_naming_the_cpus(
         "relay: cannot place 4 host(s) of 1 CPU each: that asks for 4 CPUs, and the cluster "
         "has 3 of its 3 CPUs available" in too_many.stderr
     )
+    # relay cluster run with hosts of its own (no deployment in its namespace): the same.
+    script = tmp_path / "script.jsonl"
+    script.write_text(REST + "\n", encoding="utf-8")
+    run = cluster.relay(
+        "cluster",
+        "run",
+        str(script),
+        "--address",
+        cluster.address,
+        "--namespace",
+        "nothing-up",
+        "--actors",
+        "4",
+        "--out",
+        str(tmp_path / "events"),
+    )
+    assert run.returncode == 2
+    assert "asks for 4 CPUs, and the cluster has 3 of its 3 CPUs available" in run.stderr
     # Room for the CPUs in all, but not free now: the request waits 10 s at most, then fails.
     ok(up(cluster, "first", shared, "--hosts", "2"))
     try:
