@@ -1,16 +1,18 @@
-"""A caller that does not read its session's events: what waits for it in its own process is
-bounded, and the reader is told what was dropped. Batches are fed as a host's stream delivers
-them (no Ray)."""
+"""The caller's side without Ray: a caller that does not read its session's events keeps a
+bounded queue and is told what was dropped (batches fed as a host's stream delivers them), and
+``connect`` without an address."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import anyio
+import pytest
 
 import relay
+from relay._cluster import _client as client_module
 from relay._cluster._buffers import DROPPED_EVENT_ID, READER_EVENTS
-from relay._cluster._client import ClusterSession
+from relay._cluster._client import ClusterSession, connect
 from relay._cluster._host import event_text
 
 
@@ -80,3 +82,27 @@ def test_a_batch_of_an_older_epoch_is_not_taken() -> None:
     made._deliver(1, None, texts(1, 2))
     made._deliver(0, None, texts(3, 4))
     assert [e.seq for e in read_all(made)] == [1, 2]
+
+
+def test_connect_without_an_address_names_it_and_starts_no_ray(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    started: list[Any] = []
+
+    class NoRay:
+        def is_initialized(self) -> bool:
+            return False
+
+        def init(self, **kwargs: Any) -> None:
+            started.append(kwargs)  # a local Ray instance, with no deployment in it
+
+    monkeypatch.setattr(client_module, "import_ray", NoRay)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+
+    async def main() -> None:
+        async with connect(namespace="relay"):
+            pass
+
+    with pytest.raises(relay.ConfigError, match="needs the Ray cluster's address"):
+        anyio.run(main, backend="asyncio")
+    assert started == []

@@ -592,15 +592,24 @@ async def connect(
 ) -> AsyncIterator[ClusterClient]:
     """Connect to the deployment that ``relay cluster up`` started in ``namespace``.
 
-    Connects to Ray at ``address`` first unless this process is connected already; run on
-    asyncio (Ray's futures are asyncio futures). Any number of processes may connect at once.
+    Connects to Ray at ``address`` (else ``$RAY_ADDRESS``) first unless this process is
+    connected already; run on asyncio (Ray's futures are asyncio futures). Any number of
+    processes may connect at once.
 
     Raises:
-        ConfigError: Ray is not installed or cannot be reached, or no deployment runs there.
+        ConfigError: Ray is not installed or cannot be reached, no address is given (a Ray
+            instance of this process's own would hold no deployment), or no deployment runs
+            there.
     """
     ray = import_ray()
     own = not ray.is_initialized()
     if own:
+        address = address or os.environ.get("RAY_ADDRESS") or None
+        if address is None:
+            raise ConfigError(
+                "connect needs the Ray cluster's address (or RAY_ADDRESS) when this process "
+                "is not connected to Ray already"
+            )
         try:
             ray.init(
                 address=address,
