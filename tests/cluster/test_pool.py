@@ -370,3 +370,47 @@ def test_an_op_submitted_as_its_host_dies_is_refused_or_reported_never_dropped(
         assert (resumed.aborted_turn, resumed.unhandled) in {("late", ()), (None, ("late",))}
     started = [e.id for e in outcome["events"] if isinstance(e.msg, relay.TurnStarted)]
     assert started.count("late") <= 1
+
+
+def test_a_host_forgets_a_caller_that_went_silent_and_keeps_the_live_one(
+    ray_address: str, tmp_path: Path
+) -> None:
+    """Ray does not end a stream whose caller died: the host forgets a caller it has not heard
+    from for three leases, with what waited for it; a live caller renews its place."""
+    outcome: dict[str, Any] = {}
+
+    async def main() -> None:
+        async with open_session_pool(1, config_for(tmp_path), lease_s=1.0) as pool:
+            async with pool.open_session() as session:
+                watcher = Watcher(session)
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(watcher.read)
+                    host = pool.client.host_handle(session.host)
+                    # A caller that follows the session, starts its stream, and dies: it never
+                    # reads and never renews.
+                    await host.follow.remote("dead-caller", session.id, session.epoch, None)
+                    dead_stream = host.stream.remote("dead-caller")
+                    turn_id = await session.submit(turn("one"))
+                    await watcher.wait_for(is_(relay.TurnComplete, turn_id))
+                    outcome["before"] = await host.callers.remote()
+                    outcome["after"] = await eventually(
+                        lambda: _fewer_than(host, outcome["before"]), within_s=30
+                    )
+                    # The live caller kept its place: its events still come.
+                    turn_id = await session.submit(turn("two"))
+                    await watcher.wait_for(is_(relay.TurnComplete, turn_id))
+                    outcome["live"] = await host.callers.remote()
+                    del dead_stream
+                    await session.shutdown()
+            outcome["events"] = watcher.events
+
+    run_async(main)
+    assert outcome["before"] == 2
+    assert outcome["after"] == 1
+    assert outcome["live"] == 1
+    assert_numbered_on(outcome["events"])
+
+
+async def _fewer_than(host: Any, count: int) -> int | None:
+    now: int = await host.callers.remote()
+    return now if now < count else None

@@ -510,6 +510,7 @@ class ClusterClient:
             self._tg.start_soon(self._pump, host)
 
     async def _pump(self, host: str) -> None:
+        forgotten = False
         try:
             try:
                 handle = self.host_handle(host)
@@ -521,10 +522,30 @@ class ClusterClient:
                     session = self._sessions.get(key)
                     if session is not None:
                         session._deliver(epoch, dropped, texts)
+            # The host ended the stream: it had not heard from this caller for too long.
+            forgotten = True
         except actor_errors(self.ray):
             pass  # the host is gone; the registry moves its sessions
         finally:
             self._pumps.discard(host)
+        if forgotten:
+            # Follow its sessions there again, from the last event each has (the rest of what
+            # the host no longer keeps comes from the rollout).
+            for session in list(self._sessions.values()):
+                if session.host == host and not session._ended:
+                    self._tg.start_soon(self._follow, session, session._queued_seq)
+
+    async def _keep_places(self, every_s: float) -> None:
+        """Renew this caller's place on every host it follows sessions on (a host forgets a
+        caller it has not heard from for three leases: ``_leases.caller_timeout``)."""
+        errors: tuple[type[BaseException], ...] = (*actor_errors(self.ray), ValueError)
+        while True:
+            await anyio.sleep(every_s)
+            for host in list(self._pumps):
+                try:
+                    await self.host_handle(host).keep.remote(self._id)
+                except errors:
+                    continue  # gone: the registry moves its sessions
 
     async def _watch_moves(self) -> None:
         errors = actor_errors(self.ray)
@@ -568,7 +589,9 @@ class ClusterClient:
     async def _start(self) -> None:
         found = await self._registry.moves.remote(2**62, 0)
         self._version = found["version"]
+        settings = await self._registry.settings.remote()
         self._tg.start_soon(self._watch_moves)
+        self._tg.start_soon(self._keep_places, float(settings["lease_s"]))
 
 
 @asynccontextmanager

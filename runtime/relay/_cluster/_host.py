@@ -40,7 +40,7 @@ from .._base._config import Config
 from .._base._errors import ClosedSessionError, RolloutLockedError
 from .._core._writer import Epoch
 from ._buffers import Outbox, Ring
-from ._leases import first_seq_after, grant, renew_every
+from ._leases import caller_timeout, expired, first_seq_after, grant, renew_every
 from ._ray import actor_errors, import_ray
 
 if TYPE_CHECKING:
@@ -85,6 +85,10 @@ class _Caller:
     outboxes: dict[str, Outbox] = attrs.field(factory=dict)
     epochs: dict[str, int] = attrs.field(factory=dict)
     wake: asyncio.Event = attrs.field(factory=asyncio.Event)
+    seen_at: float = attrs.field(factory=time.monotonic)
+    """When the caller last called (its renewals included)."""
+    gone: bool = False
+    """Forgotten for its silence: its stream ends."""
 
 
 def event_text(event: p.Event, msg_json: str | None) -> str:
@@ -138,6 +142,7 @@ class SessionHost:
         errors = actor_errors(self._ray)
         while not self._ending:
             await asyncio.sleep(renew_every(self._lease_s))
+            self._forget_silent_callers()
             if time.monotonic() >= self._lease_until:
                 self._end("its lease ran out before it could renew it")
                 return
@@ -157,6 +162,20 @@ class SessionHost:
                 return
             self._lease_until = sent + self._lease_s
             self._granted(reply["grants"])
+
+    def _forget_silent_callers(self) -> None:
+        """Drop what waits for callers not heard from for :func:`caller_timeout`: a caller that
+        died keeps no outbox here, and its stream ends."""
+        seen = {caller_id: caller.seen_at for caller_id, caller in self._callers.items()}
+        for caller_id in expired(seen, caller_timeout(self._lease_s), time.monotonic()):
+            caller = self._callers.pop(caller_id)
+            for key in caller.outboxes:
+                hosted = self._sessions.get(key)
+                if hosted is not None:
+                    hosted.callers.pop(caller_id, None)
+            caller.outboxes.clear()
+            caller.gone = True
+            caller.wake.set()
 
     def _report(self) -> dict[str, tuple[int, str, float, bool, bool]]:
         report: dict[str, tuple[int, str, float, bool, bool]] = {}
@@ -344,7 +363,7 @@ class SessionHost:
         between ``after`` and it were no longer kept here (the rollout has the recorded ones).
         """
         hosted = self._get(key, epoch)
-        caller = self._callers.setdefault(caller_id, _Caller())
+        caller = self._caller(caller_id)
         outbox = Outbox()
         last = hosted.last[0] if hosted.last is not None else 0
         if after is None:
@@ -366,17 +385,41 @@ class SessionHost:
             hosted.callers.pop(caller_id, None)
         caller = self._callers.get(caller_id)
         if caller is not None:
+            caller.seen_at = time.monotonic()
             caller.outboxes.pop(key, None)
             caller.epochs.pop(key, None)
 
+    async def keep(self, caller_id: str) -> bool:
+        """A caller renews its place here; False when it had been forgotten (it then follows
+        its sessions again)."""
+        caller = self._callers.get(caller_id)
+        if caller is None:
+            return False
+        caller.seen_at = time.monotonic()
+        return True
+
+    async def callers(self) -> int:
+        """How many callers this host keeps events for."""
+        return len(self._callers)
+
+    def _caller(self, caller_id: str) -> _Caller:
+        caller = self._callers.get(caller_id)
+        if caller is None:
+            caller = self._callers[caller_id] = _Caller()
+        caller.seen_at = time.monotonic()
+        return caller
+
     async def stream(self, caller_id: str) -> AsyncIterator[list[Any]]:
         """The events of every session the caller follows here, in batches of
-        ``(session, epoch, dropped, [event JSON])``; it runs until the caller lets go of it."""
-        caller = self._callers.setdefault(caller_id, _Caller())
+        ``(session, epoch, dropped, [event JSON])``; it runs until the caller lets go of it,
+        or until the host forgets the caller for its silence."""
+        caller = self._caller(caller_id)
         try:
             while True:
                 await caller.wake.wait()
                 caller.wake.clear()
+                if caller.gone:
+                    return
                 batch: list[Any] = []
                 for key, outbox in list(caller.outboxes.items()):
                     if outbox:
@@ -390,12 +433,13 @@ class SessionHost:
                 if batch:
                     yield batch
         finally:
-            # The caller let go (or died): nothing is kept for it any more.
+            # The caller let go (or was forgotten): nothing is kept for it any more.
             for key in caller.outboxes:
                 hosted = self._sessions.get(key)
                 if hosted is not None:
                     hosted.callers.pop(caller_id, None)
-            self._callers.pop(caller_id, None)
+            if self._callers.get(caller_id) is caller:
+                del self._callers[caller_id]
 
     async def replay(
         self, key: str, rollout_path: str, after: int, before: int

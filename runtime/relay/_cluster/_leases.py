@@ -6,6 +6,9 @@ storage check, the log of moves. No Ray, no event loop (``docs/cluster.md``, Lea
   stops writing before the registry can give its sessions to another host.
 - **Epochs.** Every placement of a session on a host is an epoch: 1 at open, one more at each
   move. The rollout records it (``docs/rollout.md``, Epochs).
+- **Callers.** A client renews its place on every host it follows sessions on once a lease; a
+  host forgets a caller it has not heard from for three leases (a dead caller's stream is never
+  ended by Ray), and a caller that was only slow follows its sessions again.
 - **Seq grants.** Events are numbered per session across hosts. A host may number a session's
   events up to the limit the registry granted it; a move starts the new epoch right after
   that limit (or after the highest ``seq`` in the rollout, if higher), so no number a lost host
@@ -32,6 +35,12 @@ MOVES_KEPT = 10_000
 def renew_every(lease_s: float) -> float:
     """How often a host renews its lease."""
     return lease_s / 3
+
+
+def caller_timeout(lease_s: float) -> float:
+    """How long a host keeps what waits for a caller it has not heard from: three leases.
+    Ray does not end a stream whose caller died, so a host learns of it only by silence."""
+    return 3 * lease_s
 
 
 def check_every(lease_s: float) -> float:
@@ -146,6 +155,7 @@ __all__ = [
     "MOVES_KEPT",
     "Move",
     "MoveLog",
+    "caller_timeout",
     "check_every",
     "check_lease",
     "expired",
