@@ -539,13 +539,20 @@ class ClusterClient:
         """Renew this caller's place on every host it follows sessions on (a host forgets a
         caller it has not heard from for three leases: ``_leases.caller_timeout``)."""
         errors: tuple[type[BaseException], ...] = (*actor_errors(self.ray), ValueError)
-        while True:
-            await anyio.sleep(every_s)
-            for host in list(self._pumps):
+
+        async def keep(host: str) -> None:
+            # At once on every host, each bounded: a frozen host holds up no other renewal.
+            with anyio.move_on_after(every_s):
                 try:
                     await self.host_handle(host).keep.remote(self._id)
                 except errors:
-                    continue  # gone: the registry moves its sessions
+                    pass  # gone: the registry moves its sessions
+
+        while True:
+            await anyio.sleep(every_s)
+            async with anyio.create_task_group() as tg:
+                for host in list(self._pumps):
+                    tg.start_soon(keep, host)
 
     async def _watch_moves(self) -> None:
         errors = actor_errors(self.ray)
