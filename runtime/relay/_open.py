@@ -181,6 +181,7 @@ async def open_session(
     tasks: Mapping[str, TaskFactory | str] | None = None,
     compactor: Callable[[], Compactor] | None = None,
     api_key: str | None = None,
+    compact_model: ModelClient | None = None,
 ) -> AsyncIterator[Session]:
     """Open a session that runs until the block exits or a ``shutdown`` op ends it.
 
@@ -221,6 +222,8 @@ async def open_session(
             ``relay.tasks.compaction``).
         api_key: the provider's API key, passed by value instead of read from the
             environment (surrounding whitespace is stripped).
+        compact_model: a model client for compaction summaries, instead of the one
+            ``config.compact_model_provider`` names (by default the session's own client).
 
     Raises:
         ConfigError: the configuration is invalid (unknown provider, missing or invalid API
@@ -255,6 +258,12 @@ async def open_session(
         else:
             key = _known_key(provider, api_key)
         secrets = Secrets.of([key], [provider.env_key])
+        if compact_model is None and config.separate_compaction_provider:
+            summarizer = config.compaction_provider()
+            compact_model, compact_key = await _open_model(config, summarizer, stack, None)
+            secrets = Secrets.of(
+                [*secrets.values, compact_key], [*secrets.variables, summarizer.env_key]
+            )
         rollout: RolloutWriter | None = None
         if config.rollout.enabled:
             if resume is not None and resume.rollout_path is not None:
@@ -287,6 +296,7 @@ async def open_session(
                 hooks=hooks,
                 ids=(resume.submissions, resume.items) if resume is not None else (0, 0),
                 secrets=secrets,
+                compact_model=compact_model,
             )
 
         async with run_session(

@@ -158,6 +158,13 @@ class Config:
     """Name of a provider table."""
     model_script: str | None = None
     """Model script for the ``scripted`` provider."""
+    compact_model: str | None = None
+    """The model that writes the local backend's summaries; unset: the session's model.
+    Turns, and the remote backends' requests, stay on the session's model."""
+    compact_model_provider: str | None = None
+    """The provider table ``compact_model`` is served by; unset: ``model_provider``. Another
+    provider than the session's makes every compaction a local summary: a remote
+    compaction's items are its own provider's."""
     model_context_window: int | None = None
     """Context window in tokens; overrides the model default."""
     model_auto_compact_token_limit: int | None = None
@@ -233,6 +240,27 @@ class Config:
                 f"unknown model_provider {self.model_provider!r} "
                 f"(known: {', '.join(sorted(providers))})"
             ) from None
+
+    def compaction_provider(self) -> ProviderConfig:
+        """The provider table compaction summaries go to."""
+        if self.compact_model_provider is None:
+            return self.provider()
+        providers = {**BUILTIN_PROVIDERS, **self.model_providers}
+        try:
+            return providers[self.compact_model_provider]
+        except KeyError:
+            raise ConfigError(
+                f"unknown compact_model_provider {self.compact_model_provider!r} "
+                f"(known: {', '.join(sorted(providers))})"
+            ) from None
+
+    @property
+    def separate_compaction_provider(self) -> bool:
+        """Whether summaries go to a provider other than the session's."""
+        return (
+            self.compact_model_provider is not None
+            and self.compact_model_provider != self.model_provider
+        )
 
     def max_output_tokens(self, provider: ProviderConfig) -> int | None:
         """The answer limit requests to ``provider`` carry: its own, else the global one."""

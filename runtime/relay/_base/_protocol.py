@@ -293,6 +293,9 @@ class CompactionReceipt:
     """The summary was cut off at the answer limit: the new history holds what arrived."""
     counted_before: bool = False
     """``tokens_before`` rests on the server's count of the last request."""
+    model: str | None = None
+    """The model that wrote the summary, when one did (``compact_model``, else the
+    session's)."""
 
 
 def receipt_figures(receipt: CompactionReceipt) -> str:
@@ -353,6 +356,10 @@ class SessionConfigured:
     """The version of relay running the session."""
     resumed: bool = False
     """Whether the session continues a rollout (``relay resume``, :func:`relay.resume_session`)."""
+    compact_model: str | None = None
+    """The model that writes compaction summaries, when it is not the session's."""
+    compact_model_provider: str | None = None
+    """Its provider, when it is not the session's."""
 
 
 @attrs.frozen

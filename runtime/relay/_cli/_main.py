@@ -593,6 +593,7 @@ def _run_command(args: argparse.Namespace) -> int:
         # The command owns its process: the key leaves its environment, /proc/PID/environ
         # included, before any process is started (a library leaves its host's alone).
         take_api_key(config.provider())
+        take_api_key(config.compaction_provider())
     except (ConfigError, ScriptError, RolloutError) as exc:
         _print_error(exc)
         return EXIT_USAGE

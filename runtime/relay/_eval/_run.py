@@ -605,7 +605,9 @@ def eval_command(args: Any) -> int:
         check_configurations(cases, configurations, base)
         # The command owns its process: the keys leave its environment before any run starts.
         for configuration in configurations:
-            take_api_key(config_from_dict(merged(base, configuration.overrides)).provider())
+            laid = config_from_dict(merged(base, configuration.overrides))
+            take_api_key(laid.provider())
+            take_api_key(laid.compaction_provider())
     except (ConfigError, ScriptError, OSError) as exc:
         print(f"relay eval: {exc}", file=sys.stderr)
         return 2

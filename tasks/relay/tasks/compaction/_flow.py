@@ -124,6 +124,7 @@ async def run_compaction(
         tokens_after=support.estimate(history),
         duration_ms=round((anyio.current_time() - started) * 1000),
         cut=result.cut,
+        model=result.model,
         counted_before=counted_before,
     )
     return await install_result(
