@@ -111,7 +111,7 @@ _OMITTED_DEFAULTS: dict[type, tuple[str, ...]] = {
 
 def _tagged_unstructure(cls: type) -> Callable[[Any], dict[str, Any]]:
     tag = type_tag(cls)
-    overrides = {
+    overrides: dict[str, Any] = {
         name: cattrs.gen.override(omit_if_default=True) for name in _OMITTED_DEFAULTS.get(cls, ())
     }
     base: Callable[[Any], dict[str, Any]] = cattrs.gen.make_dict_unstructure_fn(
