@@ -191,6 +191,10 @@ class Config:
     max_identical_tool_calls: int = 10
     """Tool calls in a row, the same tool with the same arguments and the same output, that
     end a turn with ``error{tool_loop}``; half as many are warned about (0: no limit)."""
+    recent_reads_token_budget: int = 0
+    """After a compaction, the latest output of each file ``read_file`` read is placed back,
+    newest first, each whole or not at all, within this many tokens (never more than a tenth
+    of the model's context window, when it is known); 0: none."""
     work_state_token_budget: int = 2_000
     """Tokens the work-state record may take in the history after a compaction; never more
     than a tenth of the model's context window, when it is known."""
@@ -512,9 +516,9 @@ def _check_limits(config: Config) -> None:
     for key in ("max_auto_compactions_per_turn", "work_state_token_budget"):
         if getattr(config, key) <= 0:
             raise ConfigError(f"{key} must be positive, got {getattr(config, key)}")
-    for key in ("max_steps_per_turn", "max_identical_tool_calls"):
+    for key in ("max_steps_per_turn", "max_identical_tool_calls", "recent_reads_token_budget"):
         if getattr(config, key) < 0:
-            raise ConfigError(f"{key} must be >= 0 (0: no limit), got {getattr(config, key)}")
+            raise ConfigError(f"{key} must be >= 0, got {getattr(config, key)}")
     if config.mask_trigger_tokens is not None and config.mask_trigger_tokens <= 0:
         raise ConfigError(f"mask_trigger_tokens must be positive, got {config.mask_trigger_tokens}")
     if config.mask_keep_recent_tokens < 0:

@@ -51,6 +51,7 @@ EXAMPLES: Mapping[str, str] = {
     "max_auto_compactions_per_turn": "max_auto_compactions_per_turn = 2",
     "max_steps_per_turn": "max_steps_per_turn = 500",
     "max_identical_tool_calls": "max_identical_tool_calls = 0",
+    "recent_reads_token_budget": "recent_reads_token_budget = 2000",
     "work_state_token_budget": "work_state_token_budget = 4000",
     "mask_keep_recent_tokens": "mask_keep_recent_tokens = 8000",
     "mask_margin_percent": "mask_margin_percent = 20",

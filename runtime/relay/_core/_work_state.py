@@ -13,6 +13,8 @@ its arguments.
 from __future__ import annotations
 
 import hashlib
+import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
 import attrs
@@ -24,6 +26,7 @@ KIND_HEADINGS: Mapping[str, str] = {
     "read": "Files read",
     "list": "Directories listed",
     "command": "Commands run",
+    "line": "Lines that stood out",
     "error": "Tool errors",
 }
 
@@ -65,6 +68,46 @@ def command_run(argv: Sequence[str], exit_code: int | None, output: str = "") ->
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     last = f"; last line: {lines[-1][:200]}" if lines else ""
     return WorkEntry("command", f"{shown} → {outcome}{last}")
+
+
+#: An output shorter than this many lines has no pattern to break.
+STANDOUT_MIN_LINES = 20
+#: At most this many lines of one output stand out; an output with more unlike lines than
+#: this has no pattern either (a source file: every line is its own).
+STANDOUT_MAX = 3
+
+_NUMBER = re.compile(r"0x[0-9a-fA-F]+|[0-9a-fA-F]{8,}|\d+(?:[.,]\d+)*")
+
+
+def line_shape(line: str) -> str:
+    """A line with its numbers (decimal, hex, long hex ids) and runs of spaces made alike: the
+    shape that lines a program prints in a loop share."""
+    return " ".join(_NUMBER.sub("#", line).split())
+
+
+def standout_lines(output: str) -> list[str]:
+    """The lines of a long, repetitive output that break its pattern: those whose shape
+    (:func:`line_shape`) appears once, when there are at most :data:`STANDOUT_MAX` of them.
+
+    A build log of a thousand ``step N took M ms`` lines states its one ``peak memory`` or
+    ``ERROR`` line this way. An output shorter than :data:`STANDOUT_MIN_LINES` lines, or with
+    more unlike lines than that (a source file, prose), has none.
+    """
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    if len(lines) < STANDOUT_MIN_LINES:
+        return []
+    shapes = Counter(line_shape(line) for line in lines)
+    alone = [line for line in lines if shapes[line_shape(line)] == 1]
+    return alone if len(alone) <= STANDOUT_MAX else []
+
+
+def lines_that_stood_out(source: str, output: str) -> list[WorkEntry]:
+    """An entry for each line of ``output`` that stood out (:func:`standout_lines`), named by
+    where it came from (a path, a command)."""
+    return [
+        WorkEntry("line", f"{source}: {line[:200]}", key=f"{source}\n{line[:200]}")
+        for line in standout_lines(output)
+    ]
 
 
 def tool_failed(tool: str, message: str) -> WorkEntry:
@@ -232,10 +275,13 @@ __all__ = [
     "dir_listed",
     "file_read",
     "kind_heading",
+    "line_shape",
+    "lines_that_stood_out",
     "pin_label",
     "pin_refusal",
     "pinned_tokens",
     "pins_overflow_advice",
+    "standout_lines",
     "tool_failed",
     "work_state_budget",
     "work_state_lines",

@@ -43,6 +43,7 @@ from .._base._errors import ConfigError, RelayError, ScriptError
 from .._base._model import CompactRequest, ModelClient, ModelEvent, Prompt
 from .._core._hooks import CompactHook, HookInput
 from .._core._session import Session
+from .._core._summary import summary_prefix
 from .._drive._op_script import OpLine, Step, WaitFor, parse_op_script
 from .._drive._runner import ScriptRunner
 from .._models._responses import request_body
@@ -89,6 +90,8 @@ class Case:
     fixture: Fixture | None
     facts: tuple[tuple[str, ...], ...]
     questions: tuple[Question, ...]
+    kinds: tuple[str, ...] = ()
+    """The kind of each fact, in the order of ``facts`` (``fact`` when the probes name none)."""
 
 
 @attrs.frozen
@@ -118,11 +121,14 @@ def load_case(folder: Path) -> Case:
         raise ScriptError(f"{probes_file}: expected an object with facts and questions")
     facts = probes.get("facts", [])
     questions = probes.get("questions", [])
-    forms = [[f] if isinstance(f, str) else f for f in facts] if isinstance(facts, list) else None
-    if forms is None or not all(
-        isinstance(f, list) and f and all(isinstance(x, str) and x for x in f) for f in forms
-    ):
-        raise ScriptError(f"{probes_file}: each fact must be a non-empty string or a list of them")
+    parsed = [parse_fact(f) for f in facts] if isinstance(facts, list) else [None]
+    if any(f is None for f in parsed):
+        raise ScriptError(
+            f"{probes_file}: each fact must be a non-empty string, a list of them, or an "
+            'object {"kind": ..., "forms": [...]} (or "text": ...)'
+        )
+    forms = [f[1] for f in parsed if f is not None]
+    kinds = [f[0] for f in parsed if f is not None]
     if not isinstance(questions, list) or not all(
         isinstance(q, dict) and isinstance(q.get("ask"), str) and isinstance(q.get("expect"), str)
         for q in questions
@@ -143,7 +149,34 @@ def load_case(folder: Path) -> Case:
         fixture=scan_fixture(folder / "fixture"),
         facts=tuple(tuple(f) for f in forms),
         questions=tuple(Question(q["ask"], q["expect"]) for q in questions),
+        kinds=tuple(kinds),
     )
+
+
+#: The kind of a fact whose probes name none.
+DEFAULT_KIND = "fact"
+
+
+def parse_fact(data: Any) -> tuple[str, list[str]] | None:
+    """A fact of ``probes.json`` as ``(kind, forms)``, or None when it is not one.
+
+    A fact is a string, a list of the forms it may take, or an object with a ``kind`` and
+    either ``forms`` (a list) or ``text`` (one form).
+    """
+    kind = DEFAULT_KIND
+    if isinstance(data, dict):
+        if set(data) - {"kind", "forms", "text"} or not isinstance(data.get("kind"), str):
+            return None
+        kind = data["kind"]
+        if not kind or ("forms" in data and "text" in data):
+            return None
+        data = data["forms"] if "forms" in data else data.get("text")
+    forms = [data] if isinstance(data, str) else data
+    if not isinstance(forms, list) or not forms:
+        return None
+    if not all(isinstance(form, str) and form for form in forms):
+        return None
+    return kind, list(forms)
 
 
 def load_corpus(corpus: Path) -> list[Case]:
@@ -269,8 +302,15 @@ class ProbeModel:
         questions: Mapping[str, str],
         *,
         scripted: bool,
+        kinds: Sequence[str] = (),
     ) -> None:
         self.inner = inner
+        self.kinds = {fact_name(f): k for f, k in zip(facts, kinds, strict=False)}
+        self.by_kind: dict[str, list[int]] = {}
+        """Per fact kind: ``[checked, kept]``."""
+        self.summaries: list[str] = []
+        """The summary each compaction installed, in order (what the first request after it
+        carries as a summary)."""
         self.summarizer: ModelClient = ScriptedModel() if scripted else inner
         self.scripted = scripted
         self.facts = facts
@@ -308,6 +348,14 @@ class ProbeModel:
         self.checked += len(known)
         self.kept += len(known) - len(lost)
         self.missing.update(dict.fromkeys(lost))
+        for fact in known:
+            name = fact_name(fact)
+            counts = self.by_kind.setdefault(self.kinds.get(name, DEFAULT_KIND), [0, 0])
+            counts[0] += 1
+            counts[1] += name not in lost
+        self.summaries += [
+            s for s in summaries_in(body.get("input", [])) if s not in self.summaries
+        ]
 
     @asynccontextmanager
     async def stream(self, prompt: Prompt) -> AsyncIterator[AsyncIterator[ModelEvent]]:
@@ -336,6 +384,16 @@ class ProbeModel:
 
     async def compact(self, request: CompactRequest) -> Any:
         return await self.summarizer.compact(request)
+
+
+def summaries_in(items: Sequence[Any]) -> list[str]:
+    """The summaries a request's input carries (user messages that hand a summary over)."""
+    return [
+        text.removeprefix(prefix)
+        for item in items
+        if (text := _user_text(item)) is not None
+        and text.startswith(prefix := summary_prefix() + "\n")
+    ]
 
 
 def _user_text(item: Any) -> str | None:
@@ -432,6 +490,7 @@ async def run_case(
                 case.facts,
                 {q.ask: q.expect for q in case.questions},
                 scripted=case.model_script is not None,
+                kinds=case.kinds,
             )
             watch = CompactHook(point="pre_compact", function=probe.before_compaction)
             session = await stack.enter_async_context(
@@ -468,6 +527,8 @@ async def run_case(
         rereads=count_rereads(timeline),
         failure=failures[0] if failures else None,
         latencies_ms=tuple(latencies),
+        by_kind=tuple((k, c[0], c[1]) for k, c in probe.by_kind.items()) if probe else (),
+        summaries=tuple(probe.summaries) if probe else (),
     )
 
 

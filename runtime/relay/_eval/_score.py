@@ -51,6 +51,10 @@ class RunRecord:
     """Why the run failed (an error event, an exception), or None."""
     latencies_ms: tuple[int, ...] = attrs.field(default=(), eq=False)
     """Wall-clock duration of each compaction; not part of the deterministic summary."""
+    by_kind: tuple[tuple[str, int, int], ...] = ()
+    """Per fact kind: ``(kind, facts looked for, facts found)``."""
+    summaries: tuple[str, ...] = attrs.field(default=(), eq=False)
+    """The summaries the run's compactions installed (a real model's differ between runs)."""
 
 
 #: A fact: a string, or its alternatives (any one present keeps it; the first names it).
@@ -204,6 +208,17 @@ def _repeat_figures(runs: Sequence[RunRecord]) -> dict[str, float | None]:
     }
 
 
+def _kinds(runs: Sequence[RunRecord]) -> list[str]:
+    """The fact kinds the runs looked for, in order of first appearance."""
+    return list(dict.fromkeys(kind for r in runs for kind, _, _ in r.by_kind))
+
+
+def _kind_retention(runs: Sequence[RunRecord], kind: str) -> float | None:
+    checked = sum(c for r in runs for k, c, _ in r.by_kind if k == kind)
+    kept = sum(f for r in runs for k, _, f in r.by_kind if k == kind)
+    return kept / checked if checked else None
+
+
 FIGURES = ("retention", "accuracy", "input_tokens", "compactions", "rereads", "failures")
 
 
@@ -228,6 +243,12 @@ def summarize(records: Sequence[RunRecord], configs: Sequence[str]) -> dict[str,
         out[name] = {
             "repeats": len(repeats),
             **{figure: spread([f[figure] for f in per_repeat]) for figure in FIGURES},
+            "retention_by_kind": {
+                kind: spread(
+                    [_kind_retention([r for r in mine if r.repeat == n], kind) for n in repeats]
+                )
+                for kind in _kinds(mine)
+            },
             "cases": cases,
         }
     return out
@@ -277,6 +298,30 @@ def render_table(summary: Mapping[str, Any], latency: Mapping[str, Any] | None =
         row += [_cell(fig["rereads"], "count"), _cell(fig["failures"], "count")]
         rows.append(row)
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = [
+        "  ".join(
+            cell.ljust(w) if i == 0 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in rows
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    by_kind = render_kind_table(summary)
+    return "\n".join(lines) + (f"\n\n{by_kind}" if by_kind else "")
+
+
+def render_kind_table(summary: Mapping[str, Any]) -> str:
+    """Retention per fact kind, a row per configuration (empty when no kind was looked for)."""
+    kinds = list(
+        dict.fromkeys(kind for fig in summary.values() for kind in fig.get("retention_by_kind", {}))
+    )
+    if not kinds:
+        return ""
+    rows = [["retention by kind", *kinds]]
+    for name, fig in summary.items():
+        per = fig.get("retention_by_kind", {})
+        rows.append([name, *(_cell(per[k], "percent") if k in per else "–" for k in kinds)])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = [
         "  ".join(
             cell.ljust(w) if i == 0 else cell.rjust(w)
