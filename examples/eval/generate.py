@@ -90,6 +90,14 @@ tools = { shell = true }
 model_auto_compact_token_limit = 3000
 recent_reads_token_budget = 1000
 features = { work_state = true }
+
+[[configuration]]
+name = "local+work_state+reads+masking"
+tools = { shell = true }
+model_auto_compact_token_limit = 3000
+recent_reads_token_budget = 1000
+mask_keep_recent_tokens = 400
+features = { work_state = true, tool_output_masking = true }
 """
 
 

@@ -28,6 +28,7 @@ KIND_HEADINGS: Mapping[str, str] = {
     "command": "Commands run",
     "line": "Lines that stood out",
     "error": "Tool errors",
+    "answer": "The model's latest answer",
 }
 
 
@@ -108,6 +109,22 @@ def lines_that_stood_out(source: str, output: str) -> list[WorkEntry]:
         WorkEntry("line", f"{source}: {line[:200]}", key=f"{source}\n{line[:200]}")
         for line in standout_lines(output)
     ]
+
+
+#: The longest answer the record keeps whole, in characters; a longer one keeps its end, where
+#: an answer states what it concluded.
+ANSWER_CHARS = 600
+
+
+def latest_answer(text: str) -> WorkEntry | None:
+    """The model's latest answer to the user (one entry, replaced by the next): what it last
+    concluded or decided, in its own words."""
+    flat = " ".join(text.split())
+    if not flat:
+        return None
+    if len(flat) > ANSWER_CHARS:
+        flat = "…" + flat[-(ANSWER_CHARS - 1) :]
+    return WorkEntry("answer", flat, key="latest")
 
 
 def tool_failed(tool: str, message: str) -> WorkEntry:
@@ -275,6 +292,7 @@ __all__ = [
     "dir_listed",
     "file_read",
     "kind_heading",
+    "latest_answer",
     "line_shape",
     "lines_that_stood_out",
     "pin_label",
