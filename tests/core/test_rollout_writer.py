@@ -224,3 +224,29 @@ async def test_an_unchanged_turn_context_is_made_once(
     assert len({c["instructions_hash"] for c in contexts}) == 1
     # Made for the first turn and again when the model changed, not for every turn.
     assert hashed == 2
+
+
+async def test_turn_started_records_the_auto_compaction_limit(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The limit a turn compacts at is in its ``turn_started`` line, so that a reader of the
+    rollout (``relay show --html``) can draw it: the configured limit, or 90 % of the window."""
+    limits: list[Any] = []
+    for fields in [
+        {"model_auto_compact_token_limit": 2000},
+        {"model_context_window": 10_000},
+        {},
+    ]:
+        config = relay.Config(rollout=relay.RolloutConfig(dir=str(tmp_path / "s")), **fields)
+        async with testing.open_test_session({"responses": ["ok"]}, config=config) as t:
+            path = t.session.rollout.path  # type: ignore[union-attr]
+            await t.turn("hello", id="t1")
+            await t.wait_for(relay.TurnComplete)
+        started = [
+            line["payload"]
+            for line in read_lines(path)
+            if line["payload"].get("type") == "turn_started"
+        ]
+        limits.append(started[0]["auto_compact_token_limit"])
+        assert t.recorder.of_type(relay.TurnStarted)[0].auto_compact_token_limit == limits[-1]
+    assert limits == [2000, 9000, None]

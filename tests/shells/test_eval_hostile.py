@@ -191,6 +191,7 @@ def test_a_configuration_name_that_is_no_name_is_exit_2(
 # ------------------------------------------------------------------------------ expect
 
 
+@pytest.mark.slow  # a process of its own, and a second of matching
 @pytest.mark.parametrize("pattern", ["(a+)+$", "(a|aa)+$", r"(\w|a)+$", "(a*)*b"])
 def test_an_expect_that_backtracks_for_ever_is_given_up(pattern: str) -> None:
     """Before, each of these took longer than the age of the universe on 60 characters (the

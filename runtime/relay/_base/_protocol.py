@@ -372,6 +372,8 @@ class TurnStarted:
     """The context window of the turn's model, if known."""
     started_at: float
     """Unix seconds."""
+    auto_compact_token_limit: int | None = None
+    """The context usage at which the turn compacts on its own, if it ever does."""
 
 
 @attrs.frozen

@@ -169,6 +169,11 @@ def _parser() -> argparse.ArgumentParser:
 
     show = commands.add_parser("show", help="print a rollout file as a readable transcript")
     show.add_argument("rollout", help="the rollout file")
+    show.add_argument(
+        "--html",
+        action="store_true",
+        help="write a self-contained HTML page of the session's timeline instead",
+    )
 
     mock = commands.add_parser("mock-server", help="serve a model script over HTTP on loopback")
     mock.add_argument("--script", required=True, help="model script")
@@ -699,6 +704,8 @@ def _show_command(args: argparse.Namespace) -> int:
         print(f"relay: {exc}", file=sys.stderr)
         return EXIT_USAGE
     _print_notes(rollout)
+    if args.html:
+        return _write_page(rollout)
     try:
         for line in render_transcript(rollout):
             sys.stdout.write(line + "\n")
@@ -708,6 +715,20 @@ def _show_command(args: argparse.Namespace) -> int:
     except OSError as failure:
         _output_failed(failure)
         return EXIT_FAILED
+    return EXIT_OK
+
+
+def _write_page(rollout: Rollout) -> int:
+    """``relay show --html``: the timeline page on standard output (docs/timeline.md)."""
+    from ._timeline import condense, read_timeline
+    from ._timeline_page import render_page
+
+    page = render_page(condense(read_timeline(rollout)))
+    try:
+        sys.stdout.buffer.write(page.encode("utf-8", "replace"))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _discard_stdout()
     return EXIT_OK
 
 

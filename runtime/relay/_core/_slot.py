@@ -144,7 +144,12 @@ class TaskSlot:
         self._changed()
         services.emit(
             turn_id,
-            p.TurnStarted(turn_id, services.context_window(settings.model), services.wall_time()),
+            p.TurnStarted(
+                turn_id,
+                services.context_window(settings.model),
+                services.wall_time(),
+                services.budget(settings.model).limit,
+            ),
         )
         self._tg.start_soon(self._run, handle, port, name=f"relay task {turn_id}")
 

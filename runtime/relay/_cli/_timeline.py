@@ -1,0 +1,656 @@
+"""A session's timeline, read from its rollout: the data of ``relay show --html``.
+
+:func:`read_timeline` walks the parsed lines of a rollout once and collects what a person looks
+for: the turns and how each ended, the context in use at every ``token_count`` against the
+window and the auto-compaction limit, every compaction with its receipt and summary, the tool
+calls (those whose outputs a masking replaced, and those ``recall`` brought back, marked), the
+errors, the aborted turns, the warnings and the work-state record as it stood at the end.
+
+:func:`condense` keeps a long session's page small: past :data:`FULL_TURNS` turns, stretches of
+uneventful turns are collapsed into one entry each, and past :data:`MAX_POINTS` model calls the
+chart's points are sampled (every point next to a compaction or an error is kept). The result's
+JSON form (:func:`timeline_json`) is the page's embedded data, documented in docs/timeline.md.
+
+Pure functions of the parsed rollout: nothing here reads a file or a clock.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import attrs
+
+from .._base import _protocol as p
+from .._core._summary import summary_prefix
+from .._rollout._lines import (
+    CompactedLine,
+    EventMsgLine,
+    OpLine,
+    ResponseItemLine,
+    Rollout,
+    RolloutLine,
+)
+from .._rollout._resume import restore_work_record
+
+#: The version of the embedded data's shape; a change that breaks a reader changes it.
+FORMAT = "relay-timeline/1"
+#: Up to this many turns, every turn is listed; beyond, uneventful stretches are collapsed.
+FULL_TURNS = 1_000
+#: Up to this many model calls, every one is a point of the chart; beyond, they are sampled.
+MAX_POINTS = 2_000
+#: Turns listed on each side of an eventful turn, and at each end, when collapsing.
+CONTEXT_TURNS = 2
+#: A run of uneventful turns shorter than this is listed rather than collapsed.
+MIN_STRETCH = 5
+#: Characters of a user message kept as a turn's ``input``.
+INPUT_CHARS = 200
+#: Above this many characters of summaries in all, each summary is cut to SUMMARY_CHARS.
+SUMMARIES_BUDGET = 1_000_000
+SUMMARY_CHARS = 4_000
+
+
+@attrs.frozen
+class Session:
+    """Which session the timeline shows."""
+
+    id: str | None
+    model: str | None
+    model_provider: str | None
+    cwd: str | None
+    created: str | None
+    relay_version: str | None
+    rollout: str
+    model_context_window: int | None
+    """The window at the end (of the last turn), when known."""
+    auto_compact_token_limit: int | None
+    """The limit of the last turn that recorded one."""
+    resumed: int
+    """How many times the session was resumed in this file."""
+
+
+@attrs.frozen
+class Turn:
+    """One turn (one task: a user turn, a ``compact``, a custom op)."""
+
+    id: str
+    started: str | None
+    ended: str | None
+    outcome: str
+    """``completed``, ``failed`` (it ended after an ``error``), ``aborted`` or ``unfinished``
+    (the session stopped before it ended)."""
+    reason: str | None
+    """Why it was aborted (``interrupted``, ``replaced``, ``shutdown``, ...)."""
+    duration_ms: int | None
+    input: str | None
+    """The start of its first user message, or the type of its custom op."""
+    model_calls: int = 0
+    tool_calls: int = 0
+    compactions: int = 0
+    errors: int = 0
+
+
+@attrs.frozen
+class Stretch:
+    """Consecutive uneventful turns, collapsed into one entry."""
+
+    at: int
+    """Where it goes among the listed turns: before ``turns[at]`` (at the end when equal to
+    their number)."""
+    first: str
+    last: str
+    turns: int
+    started: str | None
+    ended: str | None
+    model_calls: int
+    tool_calls: int
+
+
+@attrs.frozen
+class ModelCall:
+    """One ``token_count``: the context a model call used (or, ``estimated``, what relay
+    estimates after a compaction installed its history)."""
+
+    index: int
+    """Its number among all ``token_count`` events of the rollout, from 0."""
+    turn_id: str | None
+    time: str | None
+    input_tokens: int
+    """The response's ``input_tokens`` (``last_token_usage``), likewise below."""
+    output_tokens: int
+    total_tokens: int
+    context_tokens: int
+    """Tokens in the context: the response's ``total_tokens``, what the chart draws."""
+    session_tokens: int
+    """Tokens used by the session so far (``total_token_usage.total_tokens``)."""
+    window: int | None
+    limit: int | None
+    """The auto-compaction limit of its turn."""
+    estimated: bool
+
+
+@attrs.frozen
+class Compaction:
+    """One installed compaction (a ``compacted`` line)."""
+
+    number: int
+    """1, 2, … in the order of the file."""
+    turn_id: str | None
+    time: str | None
+    backend: str | None
+    trigger: str | None
+    tokens_before: int | None
+    tokens_after: int | None
+    counted_before: bool
+    duration_ms: int | None
+    background: bool
+    cut: bool
+    window_number: int | None
+    masked_outputs: int
+    summary: str | None
+    """The summary a local or remote-V2 backend wrote (without the summary prefix); None for
+    a masking, a fresh window or an opaque remote item."""
+    summary_cut: bool
+    at_call: int
+    """How many ``token_count`` events came before it (where the chart marks it)."""
+
+
+@attrs.frozen
+class ToolCall:
+    """A tool call the model made."""
+
+    turn_id: str | None
+    time: str | None
+    name: str
+    call_id: str
+    masked: bool
+    """A later masking replaced its output with a placeholder."""
+    recalled: bool
+    """A ``recall`` call brought its masked output back."""
+    masked_by: int | None
+    """The number of the compaction that masked it."""
+    reference: str | None
+    """For a ``recall`` call: the reference it asked for."""
+
+
+@attrs.frozen
+class ErrorEntry:
+    """An ``error`` event."""
+
+    turn_id: str | None
+    time: str | None
+    code: str
+    message: str
+    at_call: int
+
+
+@attrs.frozen
+class Interrupt:
+    """A ``turn_aborted`` event."""
+
+    turn_id: str
+    time: str | None
+    reason: str
+    duration_ms: int
+    at_call: int
+
+
+@attrs.frozen
+class WarningEntry:
+    """A ``warning`` event."""
+
+    turn_id: str | None
+    time: str | None
+    message: str
+
+
+@attrs.frozen
+class Counts:
+    """Totals over the whole rollout (before any collapsing or sampling)."""
+
+    turns: int
+    model_calls: int
+    """``token_count`` events: model calls and the estimates after compactions."""
+    estimates: int
+    """Of those, the estimates after compactions."""
+    compactions: int
+    tool_calls: int
+    masked: int
+    recalled: int
+    errors: int
+    interrupts: int
+    warnings: int
+
+
+@attrs.frozen
+class Timeline:
+    """Everything the page shows."""
+
+    session: Session
+    counts: Counts
+    turns: tuple[Turn, ...]
+    collapsed: tuple[Stretch, ...]
+    model_calls: tuple[ModelCall, ...]
+    sampled: bool
+    compactions: tuple[Compaction, ...]
+    tool_calls: tuple[ToolCall, ...]
+    errors: tuple[ErrorEntry, ...]
+    interrupts: tuple[Interrupt, ...]
+    warnings: tuple[WarningEntry, ...]
+    work_state: dict[str, Any]
+    notes: tuple[str, ...]
+    format: str = FORMAT
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@attrs.define
+class _OpenTurn:
+    id: str
+    started: str | None
+    input: str | None = None
+    model_calls: int = 0
+    tool_calls: int = 0
+    compactions: int = 0
+    errors: int = 0
+
+    def close(
+        self, ended: str | None, outcome: str, reason: str | None, duration_ms: int | None
+    ) -> Turn:
+        if outcome == "completed" and self.errors:
+            outcome = "failed"
+        return Turn(
+            self.id,
+            self.started,
+            ended,
+            outcome,
+            reason,
+            duration_ms,
+            self.input,
+            self.model_calls,
+            self.tool_calls,
+            self.compactions,
+            self.errors,
+        )
+
+
+@attrs.define
+class _Reader:
+    rollout: Rollout
+    turns: list[Turn] = attrs.field(factory=list)
+    open: _OpenTurn | None = None
+    calls: list[ModelCall] = attrs.field(factory=list)
+    compactions: list[Compaction] = attrs.field(factory=list)
+    tools: list[dict[str, Any]] = attrs.field(factory=list)
+    errors: list[ErrorEntry] = attrs.field(factory=list)
+    interrupts: list[Interrupt] = attrs.field(factory=list)
+    warnings: list[WarningEntry] = attrs.field(factory=list)
+    configured: list[p.SessionConfigured] = attrs.field(factory=list)
+    window: int | None = None
+    limit: int | None = None
+    # Tool calls by call id, newest last: what a masking or a recall refers to.
+    by_call_id: dict[str, list[int]] = attrs.field(factory=dict)
+
+    @property
+    def turn_id(self) -> str | None:
+        return self.open.id if self.open is not None else None
+
+    def end_open_turn(self) -> None:
+        if self.open is not None:
+            self.turns.append(self.open.close(None, "unfinished", None, None))
+            self.open = None
+
+    def line(self, line: RolloutLine) -> None:
+        match line:
+            case EventMsgLine(msg=msg, timestamp=time):
+                self.event(msg, time)
+            case ResponseItemLine(item=p.FunctionCall() | p.CustomToolCall() as item):
+                self.tool_call(item, line.timestamp)
+            case CompactedLine():
+                self.compacted(line)
+            case OpLine() if self.open is not None and self.open.id == line.id:
+                self.open.input = self.open.input or line.op_type
+            case _:
+                pass
+
+    def event(self, msg: p.EventMsg, time: str | None) -> None:
+        match msg:
+            case p.SessionConfigured():
+                self.end_open_turn()
+                self.configured.append(msg)
+                self.window = msg.model_context_window
+            case p.TurnStarted():
+                self.end_open_turn()
+                self.open = _OpenTurn(msg.turn_id, time)
+                self.window = msg.model_context_window
+                self.limit = msg.auto_compact_token_limit
+            case p.TurnComplete(turn_id=turn_id, duration_ms=ms):
+                self.close(turn_id, time, "completed", None, ms)
+            case p.TurnAborted(turn_id=turn_id, reason=reason, duration_ms=ms):
+                self.interrupts.append(Interrupt(turn_id, time, reason.value, ms, len(self.calls)))
+                self.close(turn_id, time, "aborted", reason.value, ms)
+            case p.ShutdownComplete():
+                self.end_open_turn()
+            case p.UserMessage(message=message) if self.open and self.open.input is None:
+                text = " ".join(message.split())
+                cut = len(text) > INPUT_CHARS
+                self.open.input = text[: INPUT_CHARS - 1] + "…" if cut else text
+            case p.TokenCount(info=p.TokenUsageInfo() as info):
+                last = info.last_token_usage
+                if info.model_context_window is not None:
+                    self.window = info.model_context_window
+                self.calls.append(
+                    ModelCall(
+                        len(self.calls),
+                        self.turn_id,
+                        time,
+                        last.input_tokens,
+                        last.output_tokens,
+                        last.total_tokens,
+                        last.total_tokens,
+                        info.total_token_usage.total_tokens,
+                        info.model_context_window,
+                        self.limit,
+                        info.estimated,
+                    )
+                )
+                if self.open is not None and not info.estimated:
+                    self.open.model_calls += 1
+            case p.ErrorEvent(message=message, code=code):
+                self.errors.append(
+                    ErrorEntry(self.turn_id, time, code.value, message, len(self.calls))
+                )
+                if self.open is not None:
+                    self.open.errors += 1
+            case p.WarningEvent(message=message):
+                self.warnings.append(WarningEntry(self.turn_id, time, message))
+            case _:
+                pass
+
+    def close(
+        self, turn_id: str, time: str | None, outcome: str, reason: str | None, ms: int
+    ) -> None:
+        if self.open is None or self.open.id != turn_id:
+            # An end without its start (a file cut at its beginning): a turn of its own.
+            self.end_open_turn()
+            self.open = _OpenTurn(turn_id, None)
+        self.turns.append(self.open.close(time, outcome, reason, ms))
+        self.open = None
+
+    def tool_call(self, item: p.FunctionCall | p.CustomToolCall, time: str | None) -> None:
+        reference: str | None = None
+        if item.name == "recall":
+            reference = _recall_reference(item)
+        self.by_call_id.setdefault(item.call_id, []).append(len(self.tools))
+        self.tools.append(
+            {
+                "turn_id": self.turn_id,
+                "time": time,
+                "name": item.name,
+                "call_id": item.call_id,
+                "masked": False,
+                "recalled": False,
+                "masked_by": None,
+                "reference": reference,
+            }
+        )
+        if self.open is not None:
+            self.open.tool_calls += 1
+        if reference is not None:
+            target = self.latest_call(reference.rpartition("#")[0] or reference)
+            if target is not None:
+                target["recalled"] = True
+
+    def latest_call(self, call_id: str) -> dict[str, Any] | None:
+        found = self.by_call_id.get(call_id)
+        return self.tools[found[-1]] if found else None
+
+    def compacted(self, line: CompactedLine) -> None:
+        number = len(self.compactions) + 1
+        for reference in line.masked_outputs:
+            target = self.latest_call(reference.rpartition("#")[0] or reference)
+            if target is not None and not target["masked"]:
+                target["masked"] = True
+                target["masked_by"] = number
+        receipt = line.receipt
+        self.compactions.append(
+            Compaction(
+                number=number,
+                turn_id=self.turn_id,
+                time=line.timestamp,
+                backend=receipt.backend if receipt else None,
+                trigger=receipt.trigger.value if receipt else None,
+                tokens_before=receipt.tokens_before if receipt else None,
+                tokens_after=receipt.tokens_after if receipt else None,
+                counted_before=receipt.counted_before if receipt else False,
+                duration_ms=receipt.duration_ms if receipt else None,
+                background=receipt.background if receipt else False,
+                cut=receipt.cut if receipt else False,
+                window_number=line.window_number,
+                masked_outputs=len(line.masked_outputs),
+                summary=_summary(line),
+                summary_cut=False,
+                at_call=len(self.calls),
+            )
+        )
+        if self.open is not None:
+            self.open.compactions += 1
+
+
+def _recall_reference(item: p.FunctionCall | p.CustomToolCall) -> str | None:
+    text = item.arguments if isinstance(item, p.FunctionCall) else item.input
+    try:
+        args = json.loads(text)
+    except ValueError:
+        return None
+    reference = args.get("reference") if isinstance(args, dict) else None
+    return reference if isinstance(reference, str) and reference else None
+
+
+def _summary(line: CompactedLine) -> str | None:
+    """The summary a compaction installed, without the opening every summary shares: only
+    the local backend writes one (a remote backend's is an opaque item, and a masking or a
+    fresh window has none)."""
+    prefix = summary_prefix() + "\n"
+    text = line.message
+    if text.startswith(prefix):
+        text = text[len(prefix) :]
+    return text if text.strip() else None
+
+
+def read_timeline(rollout: Rollout) -> Timeline:
+    """The whole timeline of ``rollout``, nothing collapsed or sampled."""
+    reader = _Reader(rollout)
+    for line in rollout.lines:
+        reader.line(line)
+    if reader.open is not None:
+        reader.end_open_turn()
+    meta = rollout.meta
+    first = reader.configured[0] if reader.configured else None
+    last = reader.configured[-1] if reader.configured else None
+    session = Session(
+        id=meta.id if meta else (first.session_id if first else None),
+        model=last.model if last else (meta.model if meta else None),
+        model_provider=last.model_provider if last else (meta.model_provider if meta else None),
+        cwd=last.cwd if last else (meta.cwd if meta else None),
+        created=meta.created if meta else None,
+        relay_version=last.relay_version if last else (meta.relay_version if meta else None),
+        rollout=rollout.name,
+        model_context_window=reader.window,
+        auto_compact_token_limit=reader.limit,
+        resumed=sum(1 for configured in reader.configured if configured.resumed),
+    )
+    tools = tuple(ToolCall(**fields) for fields in reader.tools)
+    record, _ = restore_work_record(rollout.lines)
+    return Timeline(
+        session=session,
+        counts=Counts(
+            turns=len(reader.turns),
+            model_calls=len(reader.calls),
+            estimates=sum(1 for call in reader.calls if call.estimated),
+            compactions=len(reader.compactions),
+            tool_calls=len(tools),
+            masked=sum(1 for tool in tools if tool.masked),
+            recalled=sum(1 for tool in tools if tool.recalled),
+            errors=len(reader.errors),
+            interrupts=len(reader.interrupts),
+            warnings=len(reader.warnings),
+        ),
+        turns=tuple(reader.turns),
+        collapsed=(),
+        model_calls=tuple(reader.calls),
+        sampled=False,
+        compactions=tuple(reader.compactions),
+        tool_calls=tools,
+        errors=tuple(reader.errors),
+        interrupts=tuple(reader.interrupts),
+        warnings=tuple(reader.warnings),
+        work_state=record.to_json(),
+        notes=tuple(str(note) for note in rollout.notes),
+    )
+
+
+# --------------------------------------------------------------------------- condensing
+
+
+def _eventful(turn: Turn) -> bool:
+    return bool(turn.compactions or turn.errors) or turn.outcome != "completed"
+
+
+def kept_turns(turns: Sequence[Turn]) -> list[bool]:
+    """Which turns a long timeline lists: every eventful one (a compaction, an error, not
+    completed), :data:`CONTEXT_TURNS` around each and at both ends; a run of fewer than
+    :data:`MIN_STRETCH` other turns is listed too."""
+    keep = [False] * len(turns)
+    for index, turn in enumerate(turns):
+        if _eventful(turn) or index < CONTEXT_TURNS or index >= len(turns) - CONTEXT_TURNS:
+            for near in range(max(0, index - CONTEXT_TURNS), index + CONTEXT_TURNS + 1):
+                if near < len(turns):
+                    keep[near] = True
+    start = None
+    for index in range(len(turns) + 1):
+        if index < len(turns) and not keep[index]:
+            start = index if start is None else start
+            continue
+        if start is not None and index - start < MIN_STRETCH:
+            keep[start:index] = [True] * (index - start)
+        start = None
+    return keep
+
+
+def _stretch(at: int, turns: Sequence[Turn]) -> Stretch:
+    return Stretch(
+        at=at,
+        first=turns[0].id,
+        last=turns[-1].id,
+        turns=len(turns),
+        started=turns[0].started,
+        ended=turns[-1].ended,
+        model_calls=sum(turn.model_calls for turn in turns),
+        tool_calls=sum(turn.tool_calls for turn in turns),
+    )
+
+
+def sample_calls(calls: Sequence[ModelCall], marks: Iterable[int], limit: int) -> list[ModelCall]:
+    """At most about ``limit`` of ``calls``: the first, the last, those at ``marks`` and right
+    before each (a compaction's drop, an error), and the lowest and highest of each stretch in
+    between, so the chart keeps its shape."""
+    if len(calls) <= limit:
+        return list(calls)
+    chosen = {0, len(calls) - 1}
+    for mark in marks:
+        chosen.update(index for index in (mark - 1, mark) if 0 <= index < len(calls))
+    chosen.update(call.index for call in calls if call.estimated)
+    buckets = max(1, (limit - len(chosen)) // 2)
+    size = -(-len(calls) // buckets)
+    for start in range(0, len(calls), size):
+        bucket = calls[start : start + size]
+        chosen.add(min(bucket, key=lambda call: call.context_tokens).index)
+        chosen.add(max(bucket, key=lambda call: call.context_tokens).index)
+    return [calls[index] for index in sorted(chosen)]
+
+
+def condense(
+    timeline: Timeline, *, full_turns: int = FULL_TURNS, max_points: int = MAX_POINTS
+) -> Timeline:
+    """``timeline`` made to fit a page: see the module doc. A short session is unchanged."""
+    turns: list[Turn] = list(timeline.turns)
+    stretches: list[Stretch] = []
+    if len(turns) > full_turns:
+        keep = kept_turns(turns)
+        listed: list[Turn] = []
+        run: list[Turn] = []
+        for turn, kept in zip(turns, keep, strict=True):
+            if kept:
+                if run:
+                    stretches.append(_stretch(len(listed), run))
+                    run = []
+                listed.append(turn)
+            else:
+                run.append(turn)
+        if run:
+            stretches.append(_stretch(len(listed), run))
+        turns = listed
+    shown = {turn.id for turn in turns}
+    tools = tuple(
+        tool
+        for tool in timeline.tool_calls
+        if tool.turn_id is None or tool.turn_id in shown or not stretches
+    )
+    marks = [c.at_call for c in timeline.compactions] + [e.at_call for e in timeline.errors]
+    marks += [i.at_call for i in timeline.interrupts]
+    calls = sample_calls(timeline.model_calls, marks, max_points)
+    compactions = timeline.compactions
+    if sum(len(c.summary or "") for c in compactions) > SUMMARIES_BUDGET:
+        compactions = tuple(_cut_summary(c) for c in compactions)
+    return attrs.evolve(
+        timeline,
+        turns=tuple(turns),
+        collapsed=tuple(stretches),
+        model_calls=tuple(calls),
+        sampled=len(calls) < len(timeline.model_calls),
+        compactions=compactions,
+        tool_calls=tools,
+    )
+
+
+def _cut_summary(compaction: Compaction) -> Compaction:
+    summary = compaction.summary
+    if summary is None or len(summary) <= SUMMARY_CHARS:
+        return compaction
+    return attrs.evolve(compaction, summary=summary[:SUMMARY_CHARS] + "…", summary_cut=True)
+
+
+def timeline_json(timeline: Timeline) -> dict[str, Any]:
+    """The timeline as JSON data (docs/timeline.md)."""
+    data: dict[str, Any] = attrs.asdict(timeline, value_serializer=_plain)
+    return {"format": data.pop("format"), **data}
+
+
+def _plain(instance: Any, field: Any, value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+__all__ = [
+    "FORMAT",
+    "FULL_TURNS",
+    "MAX_POINTS",
+    "Compaction",
+    "Counts",
+    "ErrorEntry",
+    "Interrupt",
+    "ModelCall",
+    "Session",
+    "Stretch",
+    "Timeline",
+    "ToolCall",
+    "Turn",
+    "WarningEntry",
+    "condense",
+    "kept_turns",
+    "read_timeline",
+    "sample_calls",
+    "timeline_json",
+]
