@@ -210,6 +210,11 @@ def add_eval_command(commands: Any) -> None:
     )
     ev.add_argument("--json", help="write the report as JSON to this file")
     ev.add_argument("--plot", help="plot retention against input tokens to this image file")
+    ev.add_argument(
+        "--html",
+        help="write one self-contained page: the table, the plots, and per case the summaries "
+        "each configuration produced beside the facts it lost",
+    )
 
 
 def _config(args: argparse.Namespace) -> Config:

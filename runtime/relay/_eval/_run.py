@@ -50,6 +50,7 @@ from .._models._responses import request_body
 from .._models._scripted import ScriptedModel
 from .._open import open_session
 from ._fixture import Fixture, copy_fixture, scan_fixture
+from ._page import kind_plot, page_data, render_page, retention_plot
 from ._score import (
     Fact,
     PatternTimeout,
@@ -572,39 +573,10 @@ async def run_matrix(
 def report(records: Sequence[RunRecord], configurations: Sequence[Configuration]) -> dict[str, Any]:
     """The deterministic report: the summary and every run's figures, latency left out."""
     names = [c.name for c in configurations]
-    runs = [{k: v for k, v in attrs.asdict(r).items() if k != "latencies_ms"} for r in records]
+    # A real model's summaries and timings differ between runs: the page shows them (--html).
+    left_out = {"latencies_ms", "summaries"}
+    runs = [{k: v for k, v in attrs.asdict(r).items() if k not in left_out} for r in records]
     return {"configurations": summarize(records, names), "runs": runs}
-
-
-def plot(summary: Mapping[str, Any], out: Path) -> None:
-    """Retention against input tokens, one point per configuration with its spread as bars."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, fig_ in summary.items():
-        tokens, kept = fig_["input_tokens"], fig_["retention"]
-        if kept["mean"] is None:
-            continue
-        ax.errorbar(
-            tokens["mean"],
-            kept["mean"] * 100,
-            xerr=[[tokens["mean"] - tokens["min"]], [tokens["max"] - tokens["mean"]]],
-            yerr=[[(kept["mean"] - kept["min"]) * 100], [(kept["max"] - kept["mean"]) * 100]],
-            fmt="o",
-            capsize=4,
-            label=name,
-        )
-    ax.set_xlabel("input tokens over the corpus")
-    ax.set_ylabel("facts retained after compaction (%)")
-    ax.set_ylim(0, 105)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
-    fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
 
 
 def _progress_bar(stream: Any) -> Callable[[int, int], None] | None:
@@ -642,13 +614,13 @@ def check_configurations(
 
 def eval_command(args: Any) -> int:
     """``relay eval``: returns the exit status (0 every run completed, 1 a run failed, 2 usage)."""
-    if args.plot:
+    if args.plot or args.html:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
             print(
-                "relay eval: --plot needs matplotlib, from the bench extra: "
-                "pip install 'relay-runtime[bench]'",
+                f"relay eval: {'--plot' if args.plot else '--html'} needs matplotlib, from the "
+                "bench extra: pip install 'relay-runtime[bench]'",
                 file=sys.stderr,
             )
             return 2
@@ -699,5 +671,14 @@ def eval_command(args: Any) -> int:
         timing = out.with_name(out.stem + ".timing.json")
         timing.write_text(json.dumps(latency, indent=2) + "\n", encoding="utf-8")
     if args.plot:
-        plot(data["configurations"], Path(args.plot))
+        Path(args.plot).write_bytes(retention_plot(data["configurations"]))
+    if args.html:
+        summary = data["configurations"]
+        plots = {
+            "Retention by fact kind": kind_plot(summary),
+            "Retention against input tokens": retention_plot(summary),
+        }
+        shown = {**data, "corpus": {"cases": len(cases)}, "repeats": args.repeats}
+        html = render_page(page_data(shown, records, latency), plots)
+        Path(args.html).write_text(html, encoding="utf-8")
     return 1 if any(r.failure for r in records) else 0

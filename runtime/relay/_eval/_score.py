@@ -278,8 +278,14 @@ def _cell(figure: Mapping[str, float | None], kind: str) -> str:
     return f"{mean:,.0f} ±{width / 2:,.0f}" if width else f"{mean:,.0f}"
 
 
-def render_table(summary: Mapping[str, Any], latency: Mapping[str, Any] | None = None) -> str:
-    """The summary as a fixed-width table (mean ±half the spread over repeats)."""
+def render_table(
+    summary: Mapping[str, Any],
+    latency: Mapping[str, Any] | None = None,
+    *,
+    with_kinds: bool = True,
+) -> str:
+    """The summary as a fixed-width table (mean ±half the spread over repeats), followed
+    (``with_kinds``) by the table of retention by fact kind."""
     header = ["configuration", "retention", "accuracy", "input tokens", "compactions"]
     if latency is not None:
         header.append("latency ms")
@@ -306,7 +312,7 @@ def render_table(summary: Mapping[str, Any], latency: Mapping[str, Any] | None =
         for row in rows
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    by_kind = render_kind_table(summary)
+    by_kind = render_kind_table(summary) if with_kinds else ""
     return "\n".join(lines) + (f"\n\n{by_kind}" if by_kind else "")
 
 
