@@ -1,8 +1,8 @@
 """``python -m bench``: run the suite and print the table.
 
 Options: ``--quick`` (tiny sizes, a couple of repetitions, no Codex: for the smoke test),
-``--repeat N``, ``--only GROUP[,GROUP...]`` (turns, peer, compaction, background, masking,
-rollout, long, scale,
+``--repeat N``, ``--only GROUP[,GROUP...]`` (turns, tracing, peer, compaction, background,
+masking, rollout, long, scale,
 process, cluster; ``--quick`` leaves cluster out unless it is named, since it starts a Ray
 instance),
 ``--markdown FILE`` (also write the table as Markdown), ``--plots DIR`` (PNG plots; default
@@ -24,6 +24,7 @@ from ._core import Figure, Options
 
 GROUPS = (
     "turns",
+    "tracing",
     "peer",
     "compaction",
     "background",
@@ -44,6 +45,10 @@ def _runner(name: str) -> Callable[[Options], list[Figure]]:
         from . import turns
 
         return turns.run
+    if name == "tracing":
+        from . import otel
+
+        return otel.run
     if name == "peer":
         from . import peer_agents
 

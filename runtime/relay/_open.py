@@ -3,8 +3,9 @@
 The core (:mod:`relay._core`) runs a session with what it is handed. Choosing those parts is
 done here, once per session: the model client (the embedded scripted model, or an HTTP client
 for the configured provider), the tools (the enabled built-ins, the context tools, ``recall``,
-the embedder's own), the rollout writer, the state (new, or resumed), the task factories of the
-ops (relay's own from ``relay.tasks``, each replaceable) and the compactor.
+the embedder's own, those of the MCP servers it starts and stops), the rollout writer, the
+state (new, or resumed), the task factories of the ops (relay's own from ``relay.tasks``, each
+replaceable) and the compactor.
 
 relay's own tasks are named here by where they live, as an embedder names its own
 (``"module:attribute"``), and loaded when a session opens: the core and this face never import
@@ -26,12 +27,14 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ._base._config import Config, ProviderConfig, relay_home, resolve_api_key
+from ._base import _protocol as p
+from ._base._config import Config, ProviderConfig, config_from_dict, relay_home, resolve_api_key
 from ._base._errors import ConfigError
+from ._base._mcp_config import McpServerConfig, check_mcp_server
 from ._base._model import ModelClient
 from ._base._protocol import BUILTIN_OP_TYPES
 from ._base._secret import Secrets
@@ -46,6 +49,13 @@ from ._core._summary import compaction_prompt
 from ._core._tools import CONTEXT_TOOLS, Tool, builtin_registry, recall_tool
 from ._core._writer import RolloutWriter
 from ._models._scripted import ScriptedModel
+from ._otel import session_tracer
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
+
+if TYPE_CHECKING:
+    from ._mcp._servers import OpenMcpServers
 
 #: relay's own task factories, by op type.
 BUILTIN_TASKS: Mapping[str, str] = {
@@ -182,6 +192,8 @@ async def open_session(
     compactor: Callable[[], Compactor] | None = None,
     api_key: str | None = None,
     compact_model: ModelClient | None = None,
+    mcp_servers: Mapping[str, McpServerConfig | Mapping[str, Any]] | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> AsyncIterator[Session]:
     """Open a session that runs until the block exits or a ``shutdown`` op ends it.
 
@@ -224,6 +236,16 @@ async def open_session(
             environment (surrounding whitespace is stripped).
         compact_model: a model client for compaction summaries, instead of the one
             ``config.compact_model_provider`` names (by default the session's own client).
+        mcp_servers: MCP servers whose tools the model may call, by name, added to
+            ``config.mcp_servers`` (or in place of one of the same name): each a
+            :class:`~relay.lowlevel.McpServerConfig` or a plain table of the keys a
+            ``[mcp_servers.NAME]`` table holds (docs/tools.md). They start before the session
+            opens, at once, each within its ``startup_timeout_sec``; one that does not start
+            is a ``warning`` event, and the session goes on without its tools. They stop when
+            the session ends. This needs the ``mcp`` extra (``relay-runtime[mcp]``).
+        tracer_provider: the OpenTelemetry tracer provider the session's spans go to
+            (default: the global one; see ``docs/observability.md``). Without
+            ``opentelemetry-api`` installed, a session has no spans.
 
     Raises:
         ConfigError: the configuration is invalid (unknown provider, missing or invalid API
@@ -243,6 +265,10 @@ async def open_session(
                 "the task (open_session(tasks=...), [tasks] in the configuration, relay "
                 "--task, or an installed package's entry point) to resume it"
             )
+    servers = mcp_server_tables(config, mcp_servers)
+    if mcp_servers:
+        config = attrs.evolve(config, mcp_servers=servers)
+    open_mcp = _mcp_starter(servers)
     make_compactor = compactor or load_object(BUILTIN_COMPACTOR, what="compactor")
     registry = builtin_registry(config.tools)
     if config.features.token_budget:
@@ -280,10 +306,35 @@ async def open_session(
         )
         if config.features.tool_output_masking:
             registry.register(recall_tool(state.outputs))
-        client = model
+        first = list(resume.first_events) if resume is not None else []
+        started: Mapping[str, int] = {}
+        if open_mcp is not None:
+            mcp_start = await stack.enter_async_context(
+                open_mcp(
+                    servers,
+                    cwd=state.defaults.cwd,
+                    hidden_env=secrets.variables,
+                    taken=registry.names(),
+                )
+            )
+            for tool in mcp_start.tools:
+                registry.register(tool)
+            started = mcp_start.counts
+            secrets = Secrets.of([*secrets.values, *mcp_start.secrets], secrets.variables)
+            first += [
+                (MCP_EVENT_ID, p.WarningEvent(secrets.redact(warning)))
+                for warning in mcp_start.warnings
+            ]
+        # Tracing is an observer of the session's events and a wrapper of its model client.
+        tracer = session_tracer(config, tracer_provider, resume.spans if resume else ())
+        client = model if tracer is None else tracer.wrap(model)
+        if tracer is not None and compact_model is not None:
+            compact_model = tracer.wrap(compact_model)
+        if tracer is not None:
+            stack.callback(tracer.close)
 
         def services() -> Services:
-            return Services(
+            shared = Services(
                 config,
                 session_id=sid,
                 model=client,
@@ -298,6 +349,9 @@ async def open_session(
                 secrets=secrets,
                 compact_model=compact_model,
             )
+            if tracer is not None:
+                tracer.attach(shared)
+            return shared
 
         async with run_session(
             config,
@@ -305,9 +359,56 @@ async def open_session(
             tasks=factories,
             compactor=make_compactor,
             resumed=resume is not None,
-            first=resume.first_events if resume is not None else (),
+            first=first,
+            mcp_servers=started,
         ) as session:
             yield session
+
+
+#: The event id of what starting the MCP servers reports (before any submission).
+MCP_EVENT_ID = "mcp"
+
+
+def mcp_server_tables(
+    config: Config, given: Mapping[str, McpServerConfig | Mapping[str, Any]] | None
+) -> dict[str, McpServerConfig]:
+    """The MCP servers of a session: ``config.mcp_servers``, then ``given`` (a plain table is
+    read as a configuration file's is), each one checked.
+
+    Raises:
+        ConfigError: a table is invalid (the message names it and the key).
+    """
+    servers = dict(config.mcp_servers)
+    if given:
+        plain = {n: t for n, t in given.items() if not isinstance(t, McpServerConfig)}
+        made = config_from_dict({"mcp_servers": plain}).mcp_servers if plain else {}
+        for name, table in given.items():
+            servers[name] = table if isinstance(table, McpServerConfig) else made[name]
+    for name, server in servers.items():
+        check_mcp_server(name, server)
+    return servers
+
+
+def _mcp_starter(servers: Mapping[str, McpServerConfig]) -> OpenMcpServers | None:
+    """What starts the enabled ``servers`` (None when there is none), once the ``mcp`` SDK is
+    known to be there.
+
+    Raises:
+        ConfigError: a server is configured and the ``mcp`` extra is not installed.
+    """
+    enabled = [name for name, server in servers.items() if server.enabled]
+    if not enabled:
+        return None
+    try:
+        import mcp  # noqa: F401  (the extra; the adapter imports it too)
+
+        from ._mcp._servers import open_mcp_servers
+    except ImportError as exc:
+        raise ConfigError(
+            f"MCP servers are configured ({', '.join(enabled)}) and the mcp package is not "
+            f"installed ({exc.name or 'mcp'} is missing): pip install 'relay-runtime[mcp]'"
+        ) from None
+    return open_mcp_servers
 
 
 def _default_clock() -> datetime:
@@ -344,6 +445,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "custom_op_types",
     "load_object",
+    "mcp_server_tables",
     "open_session",
     "task_factories",
 ]

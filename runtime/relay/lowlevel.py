@@ -9,7 +9,10 @@ Embedders need only :mod:`relay` (sessions, ops, events, items, configuration, e
   with, its :class:`CompactionRequest` and :class:`BackendResult`;
 - the shape of a summarised history and token estimates, as plain functions;
 - the model client protocol and its events;
-- the session's state, what a resumed session starts from, and the codec of the protocol.
+- the session's state, what a resumed session starts from, and the codec of the protocol;
+- the table of an MCP server (:class:`McpServerConfig`), which :func:`relay.open_session` also
+  takes as a plain dict.
+- the configuration tables :mod:`relay` leaves out (:class:`OtelConfig`, the ``[otel]`` table).
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ from ._base._codec import encode_response_item as encode_response_item
 from ._base._codec import from_json as from_json
 from ._base._codec import to_json as to_json
 from ._base._config import BUILTIN_PROVIDERS as BUILTIN_PROVIDERS
+from ._base._config import OtelConfig as OtelConfig
 from ._base._errors import ScriptError as ScriptError
 from ._base._errors import StreamError as StreamError
+from ._base._mcp_config import McpServerConfig as McpServerConfig
 from ._base._model import CUT_AT_LIMIT as CUT_AT_LIMIT
 from ._base._model import CompactRequest as CompactRequest
 from ._base._model import Completed as Completed
@@ -144,9 +149,11 @@ __all__ = [
     "InputImage",
     "InputText",
     "JobState",
+    "McpServerConfig",
     "ModelClient",
     "ModelEvent",
     "Other",
+    "OtelConfig",
     "OutputItemDone",
     "OutputText",
     "OutputTextDelta",

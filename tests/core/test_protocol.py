@@ -117,7 +117,15 @@ EVENTS: dict[type, Any] = {
     p.SessionResumed: p.SessionResumed("host-0", "host-1", "t1", ("sub-2",), 40),
     p.WorkStateNoted: p.WorkStateNoted("read", "src/a.py (12 bytes, sha256 0123abcd)", "src/a.py"),
     p.SessionConfigured: p.SessionConfigured(
-        "s-1", "gpt-test", "scripted", 128_000, "/work", "/tmp/r.jsonl", "1.0", resumed=True
+        "s-1",
+        "gpt-test",
+        "scripted",
+        128_000,
+        "/work",
+        "/tmp/r.jsonl",
+        "1.0",
+        resumed=True,
+        mcp_servers={"docs": 4},
     ),
     p.ShutdownComplete: p.ShutdownComplete(),
 }

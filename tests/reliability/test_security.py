@@ -631,9 +631,10 @@ async def test_hook_commands_run_from_argv_with_a_timeout_that_kills_the_group(
         os.close(pidfd)
 
 
-def test_relay_starts_processes_only_for_the_shell_tool_and_hook_commands() -> None:
+def test_relay_starts_processes_only_for_the_shell_tool_hook_commands_and_mcp_servers() -> None:
     """No command line is built from model input: the shell tool's argv is the model's own,
-    and hook argv comes from the configuration (its input goes to stdin, as JSON)."""
+    hook argv comes from the configuration (its input goes to stdin, as JSON), and so does an
+    MCP server's (the model's calls go to it as JSON-RPC messages)."""
     starts = re.compile(
         r"open_process|run_process|subprocess\.(run|Popen|call|check_call|check_output)"
         r"|os\.(system|popen|exec\w*|spawn\w*|posix_spawn\w*)|create_subprocess|shell\s*=\s*True"
@@ -654,10 +655,17 @@ def test_relay_starts_processes_only_for_the_shell_tool_and_hook_commands() -> N
         and "open_command(" in path.read_text(encoding="utf-8")
         and path.name != "_process.py"
     )
-    assert users == ["runtime/relay/_core/_hooks.py", "runtime/relay/_core/_tools.py"]
+    assert users == [
+        "runtime/relay/_core/_hooks.py",
+        "runtime/relay/_core/_tools.py",
+        "runtime/relay/_mcp/_stdio.py",
+    ]
     hooks = (ROOT / "runtime" / "relay" / "_core" / "_hooks.py").read_text(encoding="utf-8")
     assert "argv = list(hook.command)" in hooks
     assert "stdin=subprocess.PIPE" in hooks
+    servers = (ROOT / "runtime" / "relay" / "_mcp" / "_servers.py").read_text(encoding="utf-8")
+    assert servers.count("open_stdio(") == 1
+    assert "argv = [config.command, *config.args]" in servers
 
 
 async def test_the_shell_tool_cannot_read_the_api_key(

@@ -104,19 +104,25 @@ def _register_tag_unstructure(cls: type, *, omit_defaults: bool = False) -> None
 
 #: Fields of tagged classes left out of their JSON form while they hold their default.
 _OMITTED_DEFAULTS: dict[type, tuple[str, ...]] = {
-    # A session's first event names a compaction model only when it has one of its own.
-    p.SessionConfigured: ("compact_model", "compact_model_provider"),
+    # A session's first event names a compaction model only when it has one of its own, and
+    # says nothing of MCP servers when it has none.
+    p.SessionConfigured: ("mcp_servers", "compact_model", "compact_model_provider"),
 }
 
 
 def _tagged_unstructure(cls: type) -> Callable[[Any], dict[str, Any]]:
-    tag = type_tag(cls)
     overrides: dict[str, Any] = {
         name: cattrs.gen.override(omit_if_default=True) for name in _OMITTED_DEFAULTS.get(cls, ())
     }
     base: Callable[[Any], dict[str, Any]] = cattrs.gen.make_dict_unstructure_fn(
         cls, converter, _cattrs_omit_if_default=_tagged[cls], **overrides
     )
+    return _with_tag(cls, base)
+
+
+def _with_tag(cls: type, base: Callable[[Any], dict[str, Any]]) -> Callable[[Any], dict[str, Any]]:
+    """``base`` with the ``"type"`` of ``cls`` first."""
+    tag = type_tag(cls)
 
     def unstructure(obj: Any) -> dict[str, Any]:
         out = {"type": tag}

@@ -20,6 +20,8 @@ import attrs
 import cattrs
 
 from ._errors import ConfigError
+from ._features import features_in_tables
+from ._mcp_config import McpServerConfig, check_mcp_server, resolve_mcp_paths
 from ._suggest import did_you_mean
 from ._util import field_types
 
@@ -135,6 +137,15 @@ class RolloutConfig:
 
 
 @attrs.frozen
+class OtelConfig:
+    """OpenTelemetry traces (``docs/observability.md``)."""
+
+    record_content: bool = False
+    """Record prompts, answers, tool arguments and tool outputs on the spans, redacted of the
+    API key; also switched on by ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``."""
+
+
+@attrs.frozen
 class Config:
     """Everything that configures a session. Build it in code or with :func:`load_config`.
 
@@ -229,10 +240,14 @@ class Config:
     """Built-in tools switched on or off."""
     rollout: RolloutConfig = RolloutConfig()
     """Persistence."""
+    otel: OtelConfig = OtelConfig()
+    """OpenTelemetry traces."""
     tasks: Mapping[str, str] = attrs.field(factory=dict)
     """Task factories by op type, added to relay's or in place of them:
     ``"package.module:attribute"``, or ``"path/to/file.py:attribute"`` (in a configuration
     file, relative to it). The factory takes the op and returns a ``relay.SessionTask``."""
+    mcp_servers: Mapping[str, McpServerConfig] = attrs.field(factory=dict)
+    """MCP servers whose tools the model may call, by name (docs/tools.md)."""
 
     def provider(self) -> ProviderConfig:
         """The selected provider table."""
@@ -324,7 +339,7 @@ def _converter() -> cattrs.Converter:
     """The converter of configuration tables, made when a table is first read (a session with
     the default configuration reads none)."""
     converter = cattrs.Converter(forbid_extra_keys=True)
-    for kind in (str, int, bool):
+    for kind in (str, int, bool, float):
         converter.register_structure_hook(kind, _strict(kind))
     converter.register_structure_hook_factory(_is_array, _array_hook)
     return converter
@@ -334,6 +349,8 @@ def _strict(kind: type) -> Any:
     def structure(value: Any, _: Any) -> Any:
         if isinstance(value, bool) and kind is not bool:
             raise TypeError(f"expected {kind.__name__}, got a boolean")
+        if kind is float and isinstance(value, int):
+            return float(value)
         if not isinstance(value, kind):
             raise TypeError(f"expected {kind.__name__}, got {type(value).__name__}")
         return value
@@ -371,15 +388,22 @@ def unknown_keys(data: Mapping[str, Any], cls: type = Config, prefix: str = "") 
         nested = _nested_class(field_types(cls)[key])
         if nested is not None and isinstance(value, Mapping):
             found += unknown_keys(value, nested, f"{path}.")
-        elif key == "model_providers" and isinstance(value, Mapping):
+        elif key in _NAMED_TABLES and isinstance(value, Mapping):
             for name, table in value.items():
                 if isinstance(table, Mapping):
-                    found += unknown_keys(table, ProviderConfig, f"{path}.{name}.")
+                    found += unknown_keys(table, _NAMED_TABLES[key], f"{path}.{name}.")
         elif key in {"pre_compact", "post_compact"} and isinstance(value, Sequence):
             for index, table in enumerate(value):
                 if isinstance(table, Mapping):
                     found += unknown_keys(table, HookCommand, f"{path}[{index}].")
     return found
+
+
+#: The keys that hold tables by name, and the class of each table.
+_NAMED_TABLES: Mapping[str, type] = {
+    "model_providers": ProviderConfig,
+    "mcp_servers": McpServerConfig,
+}
 
 
 def _unknown_key_error(keys: Sequence[str], where: str = "") -> ConfigError:
@@ -389,57 +413,6 @@ def _unknown_key_error(keys: Sequence[str], where: str = "") -> ConfigError:
 
 def _nested_class(kind: Any) -> type | None:
     return kind if isinstance(kind, type) and attrs.has(kind) else None
-
-
-#: Keys a feature's table may hold besides ``enabled``, and the top-level key each stands for
-#: (Codex writes ``model_async_compact_threshold_percent`` in ``[features.async_compaction]``).
-FEATURE_TABLE_KEYS: Mapping[str, frozenset[str]] = {
-    "async_compaction": frozenset({"model_async_compact_threshold_percent"}),
-}
-
-
-def features_in_tables(data: Mapping[str, Any]) -> dict[str, Any]:
-    """``data`` with every feature written as a table (``[features.NAME] enabled = true``,
-    Codex's form) written as a switch (``features.NAME = true``); the other keys of the table
-    move to the top level. A table without ``enabled`` leaves its feature off, as in Codex.
-
-    Raises:
-        ConfigError: a table holds a key that is not the feature's, ``enabled`` is not a
-            boolean, or a moved key is also set at the top level to another value.
-    """
-    features = data.get("features")
-    if not isinstance(features, Mapping) or not any(
-        isinstance(value, Mapping) for value in features.values()
-    ):
-        return dict(data)
-    out = dict(data)
-    switches: dict[str, Any] = {}
-    for name, value in features.items():
-        if not isinstance(value, Mapping):
-            switches[name] = value
-            continue
-        allowed = FEATURE_TABLE_KEYS.get(name, frozenset())
-        for key, moved in value.items():
-            where = f"features.{name}.{key}"
-            if key == "enabled":
-                if not isinstance(moved, bool):
-                    raise ConfigError(f"{where} must be true or false, got {moved!r}")
-                continue
-            if key not in allowed:
-                known = ["enabled", *sorted(allowed)]
-                raise ConfigError(
-                    f"unknown config key: {where}{did_you_mean(key, known)} "
-                    f"(a feature table holds: {', '.join(known)})"
-                )
-            if key in data and data[key] != moved:
-                raise ConfigError(
-                    f"{key} is {data[key]!r} at the top level and {moved!r} in "
-                    f"[features.{name}]; set it in one place"
-                )
-            out[key] = moved
-        switches[name] = value.get("enabled", False)
-    out["features"] = switches
-    return out
 
 
 def config_from_dict(data: Mapping[str, Any]) -> Config:
@@ -529,6 +502,8 @@ def _check_limits(config: Config) -> None:
         raise ConfigError(
             f"mask_margin_percent must be from 0 to 99, got {config.mask_margin_percent}"
         )
+    for name, server in config.mcp_servers.items():
+        check_mcp_server(name, server)
     for point in ("pre_compact", "post_compact"):
         for index, hook in enumerate(getattr(config.hooks, point)):
             if hook.timeout_ms <= 0:
@@ -587,7 +562,9 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
 
 def _resolve_paths(data: dict[str, Any], base: Path) -> None:
     """Make the paths a configuration file gives relative to itself absolute: hook arguments
-    that start with ``./`` or ``../``, and task factories named by a ``.py`` file."""
+    that start with ``./`` or ``../``, task factories named by a ``.py`` file, and MCP
+    servers' commands and working directories."""
+    resolve_mcp_paths(data.get("mcp_servers"), base)
     hooks = data.get("hooks")
     for point in ("pre_compact", "post_compact"):
         tables = hooks.get(point) if isinstance(hooks, dict) else None
@@ -607,23 +584,3 @@ def _resolve_paths(data: dict[str, Any], base: Path) -> None:
                 source, sep, attribute = spec.rpartition(":")
                 if sep and source.endswith(".py") and not Path(source).is_absolute():
                     tasks[op_type] = f"{base / source}:{attribute}"
-
-
-#: Context windows of well-known models, used when ``model_context_window`` is unset.
-_KNOWN_WINDOWS: tuple[tuple[str, int], ...] = (
-    ("gpt-5", 272_000),
-    ("gpt-4.1", 1_047_576),
-    ("gpt-4o", 128_000),
-    ("o3", 200_000),
-    ("o4-mini", 200_000),
-)
-
-
-def context_window_for(model: str, configured: int | None) -> int | None:
-    """The context window of ``model``: the configured value, else a known default."""
-    if configured is not None:
-        return configured
-    for prefix, window in _KNOWN_WINDOWS:
-        if model.startswith(prefix):
-            return window
-    return None

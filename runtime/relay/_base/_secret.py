@@ -27,6 +27,7 @@ for JSON, for ``repr`` of a string or of bytes, percent-encoded, and any run of 
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import os
 import urllib.parse
@@ -124,7 +125,8 @@ def _forget(variable: str) -> None:
     os.environ.pop(variable, None)
 
 
-def _forms(secret: str) -> list[str]:
+@functools.lru_cache(maxsize=16)
+def _forms(secret: str) -> tuple[str, ...]:
     forms = {
         secret,
         json.dumps(secret)[1:-1],
@@ -135,18 +137,26 @@ def _forms(secret: str) -> list[str]:
         urllib.parse.quote(secret),
         urllib.parse.quote_plus(secret),
     }
-    return sorted((form for form in forms if form), key=len, reverse=True)
+    return tuple(sorted((form for form in forms if form), key=len, reverse=True))
+
+
+@functools.lru_cache(maxsize=16)
+def _grams(secret: str) -> frozenset[str]:
+    """Every run of :data:`FRAGMENT` characters of every form of ``secret`` (made once per
+    key: a session redacts many texts with the same one)."""
+    return frozenset(
+        form[i : i + FRAGMENT] for form in _forms(secret) for i in range(len(form) - FRAGMENT + 1)
+    )
 
 
 def redact(text: str, secret: str | None) -> str:
     """``text`` with every form of ``secret`` replaced by :data:`REDACTED`."""
     if not secret or not text:
         return text
-    forms = _forms(secret)
-    for form in forms:
+    for form in _forms(secret):
         if form in text:
             text = text.replace(form, REDACTED)
-    grams = {form[i : i + FRAGMENT] for form in forms for i in range(len(form) - FRAGMENT + 1)}
+    grams = _grams(secret)
     if not grams:
         return text
     covered: list[tuple[int, int]] = []

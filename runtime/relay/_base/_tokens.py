@@ -191,3 +191,23 @@ def tools_tokens(tools: Iterable[ToolSpec]) -> int:
     if isinstance(tools, tuple):
         _last_tools = (tools, tokens)
     return tokens
+
+
+#: Context windows of well-known models, used when ``model_context_window`` is unset.
+_KNOWN_WINDOWS: tuple[tuple[str, int], ...] = (
+    ("gpt-5", 272_000),
+    ("gpt-4.1", 1_047_576),
+    ("gpt-4o", 128_000),
+    ("o3", 200_000),
+    ("o4-mini", 200_000),
+)
+
+
+def context_window_for(model: str, configured: int | None) -> int | None:
+    """The context window of ``model``: the configured value, else a known default."""
+    if configured is not None:
+        return configured
+    for prefix, window in _KNOWN_WINDOWS:
+        if model.startswith(prefix):
+            return window
+    return None

@@ -20,9 +20,11 @@ from .._base._config import (
     Features,
     HookCommand,
     Hooks,
+    OtelConfig,
     ProviderConfig,
     RolloutConfig,
 )
+from .._base._mcp_config import McpServerConfig
 from .._base._util import field_types
 from ._protocol_doc import _attribute_docs, _markdown
 
@@ -74,6 +76,7 @@ EXAMPLES: Mapping[str, str] = {
     "features.tool_output_masking": "[features]\ntool_output_masking = true",
     "rollout.enabled": "[rollout]\nenabled = false",
     "rollout.dir": '[rollout]\ndir = "/var/lib/relay/sessions"',
+    "otel.record_content": "[otel]\nrecord_content = true",
     "tasks": '[tasks]\nreview = "my_tasks.review:review_task"',
     "hooks.pre_compact": '[[hooks.pre_compact]]\ncommand = ["python3", "hooks/check.py"]',
     "hooks.post_compact": '[[hooks.post_compact]]\ncommand = ["logger", "relay compacted"]',
@@ -114,19 +117,52 @@ EXAMPLES: Mapping[str, str] = {
     "model_providers.*.max_response_bytes": (
         "[model_providers.local]\nmax_response_bytes = 67108864"
     ),
+    "mcp_servers.*.command": '[mcp_servers.docs]\ncommand = "npx"\nargs = ["-y", "docs-mcp"]',
+    "mcp_servers.*.args": (
+        '[mcp_servers.docs]\ncommand = "python3"\nargs = ["-m", "docs_server", "--verbose"]'
+    ),
+    "mcp_servers.*.env": '[mcp_servers.docs]\ncommand = "docs-mcp"\nenv = { DOCS_LANG = "en" }',
+    "mcp_servers.*.env_vars": (
+        '[mcp_servers.docs]\ncommand = "docs-mcp"\nenv_vars = ["DOCS_TOKEN", "HTTPS_PROXY"]'
+    ),
+    "mcp_servers.*.cwd": '[mcp_servers.docs]\ncommand = "docs-mcp"\ncwd = "/srv/docs"',
+    "mcp_servers.*.url": '[mcp_servers.search]\nurl = "https://mcp.example.com/mcp"',
+    "mcp_servers.*.bearer_token_env_var": (
+        '[mcp_servers.search]\nurl = "https://mcp.example.com/mcp"\n'
+        'bearer_token_env_var = "SEARCH_TOKEN"'
+    ),
+    "mcp_servers.*.http_headers": (
+        '[mcp_servers.search]\nurl = "https://mcp.example.com/mcp"\n'
+        'http_headers = { "X-Team" = "docs" }'
+    ),
+    "mcp_servers.*.startup_timeout_sec": (
+        '[mcp_servers.docs]\ncommand = "docs-mcp"\nstartup_timeout_sec = 30'
+    ),
+    "mcp_servers.*.tool_timeout_sec": (
+        '[mcp_servers.docs]\ncommand = "docs-mcp"\ntool_timeout_sec = 120.5'
+    ),
+    "mcp_servers.*.enabled": '[mcp_servers.docs]\ncommand = "docs-mcp"\nenabled = false',
+    "mcp_servers.*.enabled_tools": (
+        '[mcp_servers.docs]\ncommand = "docs-mcp"\nenabled_tools = ["search", "read_page"]'
+    ),
+    "mcp_servers.*.disabled_tools": (
+        '[mcp_servers.docs]\ncommand = "docs-mcp"\ndisabled_tools = ["delete_page"]'
+    ),
 }
 
 _TABLES: tuple[tuple[str, type, str], ...] = (
     ("", Config, "Top-level keys"),
     ("features.", Features, "`[features]`"),
     ("rollout.", RolloutConfig, "`[rollout]`"),
+    ("otel.", OtelConfig, "`[otel]`"),
     ("hooks.", Hooks, "`[hooks]`"),
     ("hooks.*[].", HookCommand, "`[[hooks.pre_compact]]` and `[[hooks.post_compact]]` entries"),
     ("model_providers.*.", ProviderConfig, "`[model_providers.NAME]`"),
+    ("mcp_servers.*.", McpServerConfig, "`[mcp_servers.NAME]`"),
 )
 
 #: Keys documented by a table of their own rather than as one value.
-_SUBTABLES = frozenset({"features", "rollout", "hooks", "model_providers"})
+_SUBTABLES = frozenset({"features", "rollout", "otel", "hooks", "model_providers", "mcp_servers"})
 
 
 def toml_type(hint: Any) -> str:
@@ -142,7 +178,7 @@ def toml_type(hint: Any) -> str:
         return "array of tables" if attrs.has(inner) else f"array of {toml_type(inner)}s"
     if origin is Mapping:
         return f"table of {toml_type(args[1])}s"
-    names = {str: "string", int: "integer", bool: "boolean"}
+    names = {str: "string", int: "integer", bool: "boolean", float: "number"}
     return names.get(hint, getattr(hint, "__name__", str(hint)))
 
 
@@ -152,7 +188,7 @@ def toml_value(value: Any) -> str:
         return "unset"
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, int | str):
+    if isinstance(value, int | float | str):
         return json.dumps(value)
     if isinstance(value, tuple | list):
         return "[]" if not value else json.dumps(list(value))
@@ -173,6 +209,10 @@ def _default(field: attrs.Attribute[Any]) -> str:
 
 #: What a table's section says before its keys.
 _INTROS: Mapping[str, str] = {
+    "otel.": (
+        "OpenTelemetry traces of a session (`observability.md`): they are sent to the tracer "
+        "provider of the program (or `relay run --otel`); this table says what they hold.\n"
+    ),
     "features.": (
         "Each feature is a switch (`token_budget = true`), or a table in the form Codex writes "
         "(`[features.token_budget]` with `enabled = true`); a table without `enabled` leaves "
@@ -182,6 +222,14 @@ _INTROS: Mapping[str, str] = {
         "error:\n\n"
         "```toml\n[features.async_compaction]\nenabled = true\n"
         "model_async_compact_threshold_percent = 30\n```\n"
+    ),
+    "mcp_servers.*.": (
+        "An MCP server whose tools the model may call, in the form Codex reads: `command` "
+        "(with `args`, `env`, `env_vars`, `cwd`) for a server relay starts and speaks to over "
+        "its standard input and output, or `url` (with `bearer_token_env_var`, `http_headers`) "
+        "for a streamable-HTTP server. The NAME may hold letters, digits, `_` and `-`; the "
+        "model sees the server's tools as `mcp__NAME__TOOL`. This needs the `mcp` extra "
+        "(`pip install 'relay-runtime[mcp]'`); see [tools.md](tools.md).\n"
     ),
 }
 

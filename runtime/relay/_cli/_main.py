@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from .._base._config import Config
     from .._drive._op_script import Step
     from .._drive._runner import ScriptRunner
+    from .._otel._export import Export
     from .._rollout._lines import Rollout
     from ._outcome import RunOutcome
     from ._pretty import PrettyPrinter
@@ -128,6 +129,12 @@ def _parser() -> argparse.ArgumentParser:
             default=[],
             metavar="OP=FACTORY",
             help="serve ops of type OP with FACTORY ('pkg.mod:factory' or 'file.py:factory')",
+        )
+        sub.add_argument(
+            "--otel",
+            action="store_true",
+            help="export OpenTelemetry traces: JSON lines on stderr, or OTLP over HTTP when "
+            "OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_TRACES_EXPORTER says so (needs opentelemetry-sdk)",
         )
         output = sub.add_mutually_exclusive_group()
         output.add_argument(
@@ -434,6 +441,7 @@ async def _run(
     resume: Rollout | None,
     model_name: str | None,
     answer_only: bool = False,
+    tracer_provider: Any = None,
 ) -> _Interrupted:
     """Run the script; returns what ended it early, if anything did. With ``answer_only``, no
     event is written (the caller prints the answer)."""
@@ -477,12 +485,14 @@ async def _run(
         async with anyio.create_task_group() as tg:
             tg.start_soon(watch, signals)
             if resume is None:
-                opened = open_session(config)
+                opened = open_session(config, tracer_provider=tracer_provider)
             else:
                 # Only a resume reads rollouts: `run` leaves the reader unimported.
                 from .._rollout._resume_session import resume_session
 
-                opened = resume_session(resume, config, model_name=model_name)
+                opened = resume_session(
+                    resume, config, model_name=model_name, tracer_provider=tracer_provider
+                )
             async with opened as session:
                 if printer is not None:
                     # A resumed session's record is shown at its checkpoints like a live one's.
@@ -569,11 +579,13 @@ def _run_command(args: argparse.Namespace) -> int:
         ScriptError,
     )
     from .._open import custom_op_types, task_factories
+    from .._otel._export import FLUSH_SECONDS
     from ._outcome import RunOutcome
     from ._pretty import PrettyPrinter
 
     resume: Rollout | None = None
     model_name: str | None = None
+    export: Export | None = None
     try:
         config = _config(args)
         # A task that cannot be loaded is found before anything runs, and the op script is
@@ -604,6 +616,7 @@ def _run_command(args: argparse.Namespace) -> int:
         # included, before any process is started (a library leaves its host's alone).
         take_api_key(config.provider())
         take_api_key(config.compaction_provider())
+        export = _export(args.otel)
     except (ConfigError, ScriptError, RolloutError) as exc:
         _print_error(exc)
         return EXIT_USAGE
@@ -633,6 +646,7 @@ def _run_command(args: argparse.Namespace) -> int:
             resume,
             model_name,
             answer_only,
+            export.provider if export is not None else None,
             backend=_backend(),
         )
     except (ConfigError, RolloutLockedError) as exc:
@@ -651,6 +665,13 @@ def _run_command(args: argparse.Namespace) -> int:
         print("relay: internal error", file=sys.stderr)
         traceback.print_exc()
         return EXIT_FAILED
+    finally:
+        if export is not None and not export.close():
+            print(
+                f"relay: warning: the spans were not all exported within {FLUSH_SECONDS:g} s; "
+                "is the OTLP collector reachable?",
+                file=sys.stderr,
+            )
     signum = ended.signum
     if signum == signal.SIGPIPE:
         print("relay: standard output was closed; the session was shut down", file=sys.stderr)
@@ -683,6 +704,24 @@ def _run_command(args: argparse.Namespace) -> int:
             if error.code == ErrorCode.ROLLOUT:
                 print(f"relay: {error.message}", file=sys.stderr)
     return EXIT_FAILED if outcome.failed else EXIT_OK
+
+
+def _export(flag: bool) -> Export | None:
+    """The SDK set up to export the session's spans: asked for by ``--otel`` (a problem is a
+    usage error) or by ``OTEL_TRACES_EXPORTER`` (a problem is a warning, and no spans)."""
+    from .._base._errors import ConfigError
+    from .._otel._export import exporters, start_export, wanted
+
+    if not wanted(flag, os.environ):
+        return None
+    try:
+        chosen = exporters(os.environ)
+        return start_export(chosen, sys.stderr) if chosen else None
+    except ConfigError as exc:
+        if flag:
+            raise
+        print(f"relay: warning: no traces: {exc}", file=sys.stderr)
+        return None
 
 
 def _print_error(exc: BaseException) -> None:
@@ -767,9 +806,11 @@ def console_main() -> None:
 
     # What went wrong reaches the user as an event (`error`, `warning`) and a line on stderr;
     # the log records behind it, tracebacks included, are for embedders who configure logging.
-    relay_logger = logging.getLogger("relay")
-    relay_logger.addHandler(logging.NullHandler())
-    relay_logger.propagate = False
+    # The MCP SDK's too ("client" is the name its client session logs under).
+    for name in ("relay", "mcp", "client"):
+        quiet = logging.getLogger(name)
+        quiet.addHandler(logging.NullHandler())
+        quiet.propagate = False
     _hold_standard_descriptors()
     try:
         status = main()

@@ -60,9 +60,13 @@ def session_header(msg: p.SessionConfigured) -> str:
     window = f"{msg.model_context_window} tokens" if msg.model_context_window else "window unknown"
     rollout = msg.rollout_path if msg.rollout_path is not None else "no rollout"
     mark = "↺ resumed session" if msg.resumed else "● session"
+    servers = "".join(
+        f" · MCP {name} ({count} tool{'s' if count != 1 else ''})"
+        for name, count in msg.mcp_servers.items()
+    )
     return (
         f"{mark} {msg.session_id} · {msg.model} via {msg.model_provider} ({window}) · "
-        f"cwd {msg.cwd} · {rollout} · relay {msg.relay_version}"
+        f"cwd {msg.cwd} · {rollout} · relay {msg.relay_version}{servers}"
     )
 
 

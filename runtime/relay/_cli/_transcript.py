@@ -21,6 +21,7 @@ from .._rollout._lines import (
     Rollout,
     RolloutLine,
     SessionMetaLine,
+    TraceLine,
     TurnContextLine,
     WorldStateLine,
 )
@@ -197,7 +198,7 @@ class _Transcript:
                     effort = f", effort {new.effort}" if new.effort else ""
                     yield f"  ⚙ settings: model {new.model}, cwd {new.cwd}{effort}"
                 self.settings = new
-            case WorldStateLine() | IdsLine():
+            case WorldStateLine() | IdsLine() | TraceLine():
                 pass
             case OpLine(op=op):
                 fields = ", ".join(f"{key}={value!r}" for key, value in op.items() if key != "type")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import attrs
 
-from .._base._config import Config, ProviderConfig, context_window_for
-from .._base._tokens import calibrated
+from .._base._config import Config, ProviderConfig
+from .._base._tokens import calibrated, context_window_for
 
 #: Room kept for the answer after a compaction when no answer limit is set: a quarter of the
 #: window, at most this many tokens.

@@ -176,6 +176,12 @@ class RolloutRecorder:
                 payload["masked_outputs"] = dict(masked_outputs)
             self.writer.write("compacted", payload)
 
+    def trace(self, trace_id: str, span_id: str) -> None:
+        """A ``trace`` line: the trace and span ids (hex) of this run of the session's span,
+        so that a later resume can link to it. Written by whoever traces the session."""
+        if self.writer is not None:
+            self.writer.write("trace", {"trace_id": trace_id, "span_id": span_id})
+
     def close(self) -> None:
         """Flush and close the file."""
         if self.writer is not None:

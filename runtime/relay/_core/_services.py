@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 
@@ -19,12 +19,12 @@ import anyio
 
 from .._base import _protocol as p
 from .._base._codec import to_json
-from .._base._config import Config, ProviderConfig, context_window_for
+from .._base._config import Config, ProviderConfig
 from .._base._errors import ConfigError, ErrorCode
 from .._base._model import ModelClient
 from .._base._secret import NO_SECRETS, Secrets
 from .._base._templates import template
-from .._base._tokens import ApproxEstimator, TokenEstimator
+from .._base._tokens import ApproxEstimator, TokenEstimator, context_window_for
 from .._version import __version__
 from ._budget import TokenBudget, token_budget
 from ._context import WorldState, world_state
@@ -224,9 +224,10 @@ class Services:
                 self._estimator = estimator
         return self._estimator
 
-    def configured(self, *, resumed: bool) -> None:
-        """Emit ``session_configured``, the first event of every session (then a ``warning``
-        when the rollout file could not be locked)."""
+    def configured(self, *, resumed: bool, mcp_servers: Mapping[str, int] | None = None) -> None:
+        """Emit ``session_configured``, the first event of every session (``mcp_servers``:
+        the MCP servers that started, and their tool counts), then a ``warning`` when the
+        rollout file could not be locked."""
         writer = self.recorder.writer
         defaults = self.state.defaults
         self.emit(
@@ -246,6 +247,7 @@ class Services:
                     if self.config.separate_compaction_provider
                     else None
                 ),
+                mcp_servers=dict(mcp_servers or {}),
             ),
         )
         if writer is not None and writer.warning is not None:

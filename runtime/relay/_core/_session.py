@@ -504,12 +504,15 @@ async def run_session(
     compactor: Callable[[], Compactor],
     resumed: bool,
     first: Iterable[tuple[str, p.EventMsg]] = (),
+    mcp_servers: Mapping[str, int] | None = None,
 ) -> AsyncIterator[Session]:
     """Run a session until the block exits or a ``shutdown`` op ends it.
 
     ``services`` makes the session's shared parts (model, tools, state, rollout writer); the
     rollout's ``session_meta`` line is written unless ``resumed``. ``session_configured`` is
-    the first event, then ``first`` (what a resume reports about its rollout), in order.
+    the first event (listing ``mcp_servers``, the MCP servers that started and their tool
+    counts), then ``first`` (what a resume reports about its rollout, servers that did not
+    start), in order.
     Leaving the block shuts the session down: a running task is aborted (reason
     ``shutdown``) and ``shutdown_complete`` is the last event.
     """
@@ -522,7 +525,7 @@ async def run_session(
                 shared.recorder.session_meta(
                     shared.id, shared.clock(), defaults.cwd, config.model, config.model_provider
                 )
-            shared.configured(resumed=resumed)
+            shared.configured(resumed=resumed, mcp_servers=mcp_servers)
             for event_id, msg in first:
                 shared.emit(event_id, msg)
             tg.start_soon(session._run_loop, name=f"relay session {shared.id}")

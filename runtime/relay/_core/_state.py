@@ -66,6 +66,9 @@ class ResumedState:
     """The number of the last generated submission id; the resumed session goes on after it."""
     items: int = 0
     """The number of the last generated item id; the resumed session goes on after it."""
+    spans: tuple[tuple[str, str], ...] = ()
+    """The trace id and span id (hex) of each earlier run of the session that was traced, as
+    its rollout's ``trace`` lines give them, oldest first."""
     op_types: tuple[str, ...] = ()
     """The types of the custom ops the session ran: a resume needs a task for each."""
     first_events: tuple[tuple[str, p.EventMsg], ...] = ()

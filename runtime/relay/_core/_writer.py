@@ -32,7 +32,7 @@ from .._base._errors import RolloutError, RolloutLockedError
 
 RolloutType = str
 """One of ``session_meta``, ``response_item``, ``event_msg``, ``turn_context``, ``op``,
-``world_state``, ``compacted``."""
+``world_state``, ``compacted``, ``ids``, ``trace``."""
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)

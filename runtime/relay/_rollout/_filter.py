@@ -105,6 +105,8 @@ class ResumeFilter:
     latest: dict[str, _Kept] = attrs.field(factory=dict)
     # The ``work_state_noted`` events since the last compaction that carried the record.
     noted: list[_Kept] = attrs.field(factory=list)
+    # The newest ``trace`` lines (at most LINKED_RUNS): the runs a resumed span links to.
+    traces: list[_Kept] = attrs.field(factory=list)
 
     def take(self, number: int, record: Mapping[str, Any]) -> None:
         position = self.position
@@ -137,6 +139,12 @@ class ResumeFilter:
                 self.latest[event] = self._keep(_Kept(position, number, kind, record, always=True))
             return
         if kind == "world_state":
+            return
+        if kind == "trace":
+            # Read wherever it is: a resumed session's span links to every run's, the newest.
+            self.traces.append(self._keep(_Kept(position, number, kind, record, always=True)))
+            if len(self.traces) > LINKED_RUNS:
+                self._drop(self.traces.pop(0))
             return
         if kind == "op":
             # A resume reads one op of each type: which types of task the session ran.
@@ -267,6 +275,9 @@ def _turn_number(entry: _Kept | Mapping[str, Any]) -> int:
     turn_id = payload.get("turn_id") if isinstance(payload, dict) else None
     return generated_number(turn_id, "sub") if isinstance(turn_id, str) else 0
 
+
+#: The most runs of a session (its newest ``trace`` lines) a resumed session's span links to.
+LINKED_RUNS = 32
 
 #: Events a resume reads wherever they are, one of each: which provider and model the session
 #: announced last, and the highest generated turn id it used.

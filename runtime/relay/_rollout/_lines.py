@@ -172,6 +172,21 @@ class OpLine:
         return str(self.op["type"])
 
 
+@attrs.frozen
+class TraceLine:
+    """The span of one run of the session in a trace (written when the run was traced), so
+    that a resume links its own span to it."""
+
+    number: int
+    """1-based line number."""
+    timestamp: str | None
+    """RFC 3339 time of the write."""
+    trace_id: str
+    """The trace id, 32 hex digits."""
+    span_id: str
+    """The session span's id, 16 hex digits."""
+
+
 RolloutLine: TypeAlias = (
     SessionMetaLine
     | ResponseItemLine
@@ -181,6 +196,7 @@ RolloutLine: TypeAlias = (
     | CompactedLine
     | IdsLine
     | OpLine
+    | TraceLine
 )
 
 

@@ -53,6 +53,7 @@ from ._lines import (
     RolloutNote,
     SessionMeta,
     SessionMetaLine,
+    TraceLine,
     TurnContextLine,
     WorldStateLine,
 )
@@ -264,6 +265,14 @@ class _Parser:
                 if not isinstance(op, dict) or not isinstance(op.get("type"), str):
                     raise _Malformed("op: 'op' is not an op with a type")
                 return OpLine(number, timestamp, _field(fields, "id", str, "op"), op)
+            case "trace":
+                fields = _object(payload, "trace")
+                return TraceLine(
+                    number,
+                    timestamp,
+                    _hex(fields, "trace_id", 32),
+                    _hex(fields, "span_id", 16),
+                )
             case _:
                 raise _Malformed(f"unknown line type {kind!r}")
 
@@ -473,6 +482,13 @@ def _field(fields: Mapping[str, Any], name: str, kind: type, what: str) -> Any:
     return _typed(fields[name], name, kind, what)
 
 
+def _hex(fields: Mapping[str, Any], name: str, digits: int) -> str:
+    value: str = _field(fields, name, str, "trace")
+    if len(value) != digits or value.strip("0123456789abcdef") or not value.strip("0"):
+        raise _Malformed(f"invalid trace: {name!r} is not {digits} lowercase hex digits, not all 0")
+    return value
+
+
 def _optional(fields: Mapping[str, Any], name: str, kind: type, what: str) -> Any:
     value = fields.get(name)
     return None if value is None else _typed(value, name, kind, what)
@@ -506,6 +522,7 @@ __all__ = [
     "RolloutNote",
     "SessionMeta",
     "SessionMetaLine",
+    "TraceLine",
     "TurnContextLine",
     "WorldStateLine",
     "parse_rollout",

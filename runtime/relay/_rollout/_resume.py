@@ -50,7 +50,7 @@ from .._core._summary import (
     summary_prefix,
 )
 from .._core._work_state import WorkEntry, WorkState
-from ._filter import generated_number
+from ._filter import LINKED_RUNS, generated_number
 from ._lines import (
     CompactedLine,
     EventMsgLine,
@@ -61,6 +61,7 @@ from ._lines import (
     RolloutLine,
     RolloutNote,
     SessionMetaLine,
+    TraceLine,
     TurnContextLine,
     WorldStateLine,
 )
@@ -171,7 +172,14 @@ def reconstruct(rollout: Rollout) -> ResumedState:
                     replay.installing = False
                 else:
                     replay.history.response_completed(info.last_token_usage.total_tokens)
-            case SessionMetaLine() | EventMsgLine() | WorldStateLine() | IdsLine() | OpLine():
+            case (
+                SessionMetaLine()
+                | EventMsgLine()
+                | WorldStateLine()
+                | IdsLine()
+                | OpLine()
+                | TraceLine()
+            ):
                 pass
             case _:
                 assert_never(line)
@@ -186,10 +194,13 @@ def reconstruct(rollout: Rollout) -> ResumedState:
     previous_window_id: str | None = None
     window_id: str | None = None
     op_types: dict[str, None] = {}
+    spans: list[tuple[str, str]] = []
     for line in lines:
         match line:
             case OpLine():
                 op_types[line.op_type] = None
+            case TraceLine(trace_id=trace_id, span_id=span_id):
+                spans.append((trace_id, span_id))
             case TurnContextLine(settings=settings):
                 defaults = settings
                 model = settings.model
@@ -236,6 +247,7 @@ def reconstruct(rollout: Rollout) -> ResumedState:
         model_provider=provider,
         submissions=submissions,
         items=items,
+        spans=tuple(spans[-LINKED_RUNS:]),
         op_types=tuple(op_types),
     )
 

@@ -8,18 +8,19 @@ called: a program that never resumes does not pay for them at start-up.
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from datetime import datetime
 from functools import partial
 from os import PathLike
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import attrs
 
 from .._base import _protocol as p
 from .._base._config import Config
+from .._base._mcp_config import McpServerConfig
 from .._base._model import ModelClient
 from .._base._tokens import TokenEstimator
 from .._core._hooks import CompactHook
@@ -28,6 +29,8 @@ from .._core._tools import Tool
 from .._open import open_session
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
+
     from ._lines import Rollout
 
 
@@ -45,6 +48,8 @@ async def resume_session(
     model_name: str | None = None,
     first_events: Iterable[tuple[str, p.EventMsg]] = (),
     api_key: str | None = None,
+    mcp_servers: Mapping[str, McpServerConfig | Mapping[str, Any]] | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> AsyncIterator[Session]:
     """Resume the session recorded in a rollout file and append to that file.
 
@@ -66,8 +71,10 @@ async def resume_session(
     the id ``"resume"``, right after ``session_configured`` (the first event of every
     session, here with ``resumed`` set), then ``first_events`` (``(event id, message)``: what
     a host that resumes a session elsewhere knows of its move). Generated submission and item
-    ids go on from the rollout's. The other arguments are those of :func:`~relay.open_session`
-    (the session id comes from the file), which this is otherwise like.
+    ids go on from the rollout's. When the session is traced, its span links to the spans of
+    the earlier runs the rollout recorded (``docs/observability.md``). The other arguments are
+    those of :func:`~relay.open_session` (the session id comes from the file), which this is
+    otherwise like: the MCP servers of ``config`` and ``mcp_servers`` start again.
 
     Raises:
         RolloutError: the file cannot be read, or it has no ``session_meta`` line.
@@ -108,6 +115,8 @@ async def resume_session(
         hooks=hooks,
         resume=state,
         api_key=api_key,
+        mcp_servers=mcp_servers,
+        tracer_provider=tracer_provider,
     ) as session:
         yield session
 
