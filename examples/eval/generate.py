@@ -85,6 +85,12 @@ model_auto_compact_token_limit = 3000
 features = { token_budget = true }
 
 [[configuration]]
+name = "local+reads"
+tools = { shell = true }
+model_auto_compact_token_limit = 3000
+recent_reads_token_budget = 1000
+
+[[configuration]]
 name = "local+work_state+reads"
 tools = { shell = true }
 model_auto_compact_token_limit = 3000

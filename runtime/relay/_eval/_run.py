@@ -62,10 +62,12 @@ from ._score import (
     fact_name,
     missing_facts,
     oracle_answer,
+    recallable_facts,
     render_table,
     summarize,
     summarize_latency,
 )
+from ._summaries import SharedSummaries, open_shared_summaries
 
 #: Sessions run at once unless ``--parallel`` says otherwise.
 DEFAULT_PARALLEL = 8
@@ -309,6 +311,9 @@ class ProbeModel:
         self.kinds = {fact_name(f): k for f, k in zip(facts, kinds, strict=False)}
         self.by_kind: dict[str, list[int]] = {}
         """Per fact kind: ``[checked, kept]``."""
+        self.recallable = 0
+        """Facts lost from the context that ``recall`` can bring back: the original of a
+        masked output whose reference the request names holds them."""
         self.summaries: list[str] = []
         """The summary each compaction installed, in order (what the first request after it
         carries as a summary)."""
@@ -349,6 +354,11 @@ class ProbeModel:
         self.checked += len(known)
         self.kept += len(known) - len(lost)
         self.missing.update(dict.fromkeys(lost))
+        self.recallable += len(
+            recallable_facts(
+                body, [f for f in known if fact_name(f) in lost], self.session.state.outputs
+            )
+        )
         for fact in known:
             name = fact_name(fact)
             counts = self.by_kind.setdefault(self.kinds.get(name, DEFAULT_KIND), [0, 0])
@@ -440,9 +450,18 @@ def _timeline_step(msg: p.EventMsg) -> TimelineStep | bool:
 
 
 async def run_case(
-    case: Case, configuration: Configuration, base: Mapping[str, Any], repeat: int, scratch: Path
+    case: Case,
+    configuration: Configuration,
+    base: Mapping[str, Any],
+    repeat: int,
+    scratch: Path,
+    summaries: SharedSummaries | None = None,
 ) -> RunRecord:
-    """Run one case under one configuration once; a failure is recorded, never raised."""
+    """Run one case under one configuration once; a failure is recorded, never raised.
+
+    ``summaries``: the compaction model the configuration's summaries go to, shared by the
+    runs (see :mod:`._summaries`); None: the session opens its own.
+    """
     # The folder's name owes nothing to the case's or the configuration's.
     where = Path(tempfile.mkdtemp(prefix=f"run-{repeat}-", dir=scratch))
     data = merged(base, configuration.overrides)
@@ -454,6 +473,7 @@ async def run_case(
     answers: dict[str, str | None] = {}
     probe: ProbeModel | None = None
     tokens = compactions = 0
+    summarizer = summaries.for_run(data["cwd"]) if summaries is not None else None
 
     def sink(event: p.Event, _: dict[str, Any]) -> None:
         msg = event.msg
@@ -495,7 +515,7 @@ async def run_case(
             )
             watch = CompactHook(point="pre_compact", function=probe.before_compaction)
             session = await stack.enter_async_context(
-                open_session(config, model=probe, hooks=[watch])
+                open_session(config, model=probe, hooks=[watch], compact_model=summarizer)
             )
             probe.session = session
             runner = ScriptRunner(session, sink, script_name=case.name)
@@ -521,13 +541,16 @@ async def run_case(
         compactions=compactions,
         facts_checked=probe.checked if probe else 0,
         facts_kept=probe.kept if probe else 0,
+        facts_recallable=probe.recallable if probe else 0,
         missing=tuple(fact_name(f) for f in case.facts if probe and fact_name(f) in probe.missing),
         questions=len(case.questions),
         answered=answered,
         input_tokens=tokens,
         rereads=count_rereads(timeline),
         failure=failures[0] if failures else None,
-        latencies_ms=tuple(latencies),
+        # With a shared compaction model, what a summary took is the model's time, replayed or
+        # not; the receipts' durations would show a remembered answer as instant.
+        latencies_ms=tuple(summarizer.durations_ms if summarizer is not None else latencies),
         by_kind=tuple((k, c[0], c[1]) for k, c in probe.by_kind.items()) if probe else (),
         summaries=tuple(probe.summaries) if probe else (),
     )
@@ -549,24 +572,29 @@ async def run_matrix(
     """
     jobs = [(c, k, n) for c in configurations for k in cases for n in range(repeats)]
     results: list[RunRecord | None] = [None] * len(jobs)
+    laid = {c.name: config_from_dict(merged(base, c.overrides)) for c in configurations}
     limiter = anyio.CapacityLimiter(parallel)
     finished = 0
     if progress is not None:
         progress(0, len(jobs))
     with tempfile.TemporaryDirectory(prefix="relay-eval-") as tmp:
+        async with open_shared_summaries(laid) as shared:
 
-        async def one(index: int) -> None:
-            nonlocal finished
-            configuration, case, repeat = jobs[index]
-            async with limiter:
-                results[index] = await run_case(case, configuration, base, repeat, Path(tmp))
-            finished += 1
-            if progress is not None:
-                progress(finished, len(jobs))
+            async def one(index: int) -> None:
+                nonlocal finished
+                configuration, case, repeat = jobs[index]
+                summarizer = shared.get(configuration.name)
+                async with limiter:
+                    results[index] = await run_case(
+                        case, configuration, base, repeat, Path(tmp), summarizer
+                    )
+                finished += 1
+                if progress is not None:
+                    progress(finished, len(jobs))
 
-        async with anyio.create_task_group() as tg:
-            for index in range(len(jobs)):
-                tg.start_soon(one, index)
+            async with anyio.create_task_group() as tg:
+                for index in range(len(jobs)):
+                    tg.start_soon(one, index)
     return [r for r in results if r is not None]
 
 

@@ -37,6 +37,9 @@ class RunRecord:
     """Facts looked for: the case's facts times the requests checked (one per compaction)."""
     facts_kept: int = 0
     """Of those, the facts found in the request."""
+    facts_recallable: int = 0
+    """Of those not found, the facts ``recall`` can bring back (a masked output's original,
+    whose reference the request names, holds them)."""
     missing: tuple[str, ...] = ()
     """Facts absent from at least one first request after a compaction, in the case's order."""
     questions: int = 0
@@ -77,6 +80,27 @@ def missing_facts(request: Mapping[str, Any], facts: Sequence[Fact]) -> list[str
         for fact in facts
         if not any(
             form in text or _escaped(form) in text
+            for form in ((fact,) if isinstance(fact, str) else fact)
+        )
+    ]
+
+
+def recallable_facts(
+    request: Mapping[str, Any], facts: Sequence[Fact], originals: Mapping[str, str]
+) -> list[str]:
+    """The names of ``facts`` that the original of a masked output holds, whose reference the
+    request names: ``recall`` brings them back, though the context lacks them."""
+    text = json.dumps(
+        [request.get("instructions"), request.get("input"), request.get("messages")],
+        ensure_ascii=False,
+    )
+    named = [output for reference, output in originals.items() if reference in text]
+    return [
+        fact_name(fact)
+        for fact in facts
+        if any(
+            form in output
+            for output in named
             for form in ((fact,) if isinstance(fact, str) else fact)
         )
     ]
@@ -200,6 +224,7 @@ def _repeat_figures(runs: Sequence[RunRecord]) -> dict[str, float | None]:
     asked = sum(r.questions for r in runs)
     return {
         "retention": sum(r.facts_kept for r in runs) / checked if checked else None,
+        "recallable": sum(r.facts_recallable for r in runs) / checked if checked else None,
         "accuracy": sum(r.answered for r in runs) / asked if asked else None,
         "input_tokens": float(sum(r.input_tokens for r in runs)),
         "compactions": float(sum(r.compactions for r in runs)),
@@ -219,7 +244,15 @@ def _kind_retention(runs: Sequence[RunRecord], kind: str) -> float | None:
     return kept / checked if checked else None
 
 
-FIGURES = ("retention", "accuracy", "input_tokens", "compactions", "rereads", "failures")
+FIGURES = (
+    "retention",
+    "recallable",
+    "accuracy",
+    "input_tokens",
+    "compactions",
+    "rereads",
+    "failures",
+)
 
 
 def summarize(records: Sequence[RunRecord], configs: Sequence[str]) -> dict[str, Any]:
@@ -286,7 +319,7 @@ def render_table(
 ) -> str:
     """The summary as a fixed-width table (mean ±half the spread over repeats), followed
     (``with_kinds``) by the table of retention by fact kind."""
-    header = ["configuration", "retention", "accuracy", "input tokens", "compactions"]
+    header = ["configuration", "retention", "recallable", "accuracy", "input tokens", "compactions"]
     if latency is not None:
         header.append("latency ms")
     header += ["re-reads", "failures"]
@@ -295,6 +328,7 @@ def render_table(
         row = [
             name,
             _cell(fig["retention"], "percent"),
+            _cell(fig["recallable"], "percent"),
             _cell(fig["accuracy"], "percent"),
             _cell(fig["input_tokens"], "tokens"),
             _cell(fig["compactions"], "count"),
