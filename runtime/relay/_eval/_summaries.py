@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -90,10 +89,10 @@ class SharedSummaries:
             await waiting.wait()
         done = self._pending[key] = anyio.Event()
         try:
-            started = time.monotonic()
+            started = anyio.current_time()
             async with self.inner.stream(prompt) as events:
                 collected = [event async for event in events]
-            duration = round((time.monotonic() - started) * 1000)
+            duration = round((anyio.current_time() - started) * 1000)
             self.answers[key] = _Answer(collected, duration)
             self.computed += 1
             return collected, duration, False
