@@ -152,3 +152,14 @@ async def test_a_compaction_keeps_the_stood_out_line_the_latest_answer_and_the_r
     assert "Decision: raise LIMIT after a test." in after
     assert "--- app.py ---\nLIMIT = 7" in after
     assert "--- build.log ---" not in after, "the log is over the budget"
+
+
+def test_a_command_keeps_the_last_lines_of_its_output() -> None:
+    from relay._core._work_state import command_run
+
+    one = command_run(["sh", "check.sh"], 0, "checking...\n\ncheck: 2 issues in 1 files\n")
+    assert one.text == "sh check.sh → exit 0; last lines: checking... | check: 2 issues in 1 files"
+    timed = command_run(["make"], None, "a\nb\nc\nresult: ok\nelapsed 0.4s\n")
+    assert timed.text == "make → timed out; last lines: c | result: ok | elapsed 0.4s"
+    assert command_run(["true"], 0, "").text == "true → exit 0"
+    assert command_run(["echo"], 0, "hi").text == "echo → exit 0; last line: hi"

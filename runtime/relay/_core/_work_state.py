@@ -61,13 +61,23 @@ def dir_listed(path: str, entries: int) -> WorkEntry:
     return WorkEntry("list", f"{path} ({entries} entries)", key=path)
 
 
+#: The last lines of a command's output its entry keeps: a runner states its result near the
+#: end, often with a line of timing or a prompt after it.
+COMMAND_TAIL_LINES = 3
+
+
 def command_run(argv: Sequence[str], exit_code: int | None, output: str = "") -> WorkEntry:
     """A command run, with its exit code (None: it was killed at its timeout) and the last
-    line of its output, where test runners, linters and builds state their result."""
+    lines of its output (:data:`COMMAND_TAIL_LINES`, each cut to 200 characters), where test
+    runners, linters and builds state their result."""
     shown = " ".join(argv)
     outcome = "timed out" if exit_code is None else f"exit {exit_code}"
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    last = f"; last line: {lines[-1][:200]}" if lines else ""
+    lines = [line.strip()[:200] for line in output.splitlines() if line.strip()]
+    tail = lines[-COMMAND_TAIL_LINES:]
+    if len(tail) > 1:
+        last = f"; last lines: {' | '.join(tail)}"
+    else:
+        last = f"; last line: {tail[0]}" if tail else ""
     return WorkEntry("command", f"{shown} → {outcome}{last}")
 
 
