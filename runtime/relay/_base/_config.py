@@ -251,26 +251,21 @@ class Config:
 
     def provider(self) -> ProviderConfig:
         """The selected provider table."""
-        providers = {**BUILTIN_PROVIDERS, **self.model_providers}
-        try:
-            return providers[self.model_provider]
-        except KeyError:
-            raise ConfigError(
-                f"unknown model_provider {self.model_provider!r} "
-                f"(known: {', '.join(sorted(providers))})"
-            ) from None
+        return self._provider_table("model_provider", self.model_provider)
 
     def compaction_provider(self) -> ProviderConfig:
         """The provider table compaction summaries go to."""
         if self.compact_model_provider is None:
             return self.provider()
+        return self._provider_table("compact_model_provider", self.compact_model_provider)
+
+    def _provider_table(self, key: str, name: str) -> ProviderConfig:
         providers = {**BUILTIN_PROVIDERS, **self.model_providers}
         try:
-            return providers[self.compact_model_provider]
+            return providers[name]
         except KeyError:
             raise ConfigError(
-                f"unknown compact_model_provider {self.compact_model_provider!r} "
-                f"(known: {', '.join(sorted(providers))})"
+                f"unknown {key} {name!r} (known: {', '.join(sorted(providers))})"
             ) from None
 
     @property

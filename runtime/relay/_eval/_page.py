@@ -133,11 +133,7 @@ def kind_plot(summary: Mapping[str, Any]) -> bytes:
     ax.set_ylim(0, 105)
     ax.legend(fontsize=8, ncol=2)
     ax.set_title("Retention by fact kind")
-    fig.tight_layout()
-    out = io.BytesIO()
-    fig.savefig(out, format="png")
-    plt.close(fig)
-    return out.getvalue()
+    return _png(fig)
 
 
 def retention_plot(summary: Mapping[str, Any]) -> bytes:
@@ -165,6 +161,13 @@ def retention_plot(summary: Mapping[str, Any]) -> bytes:
     ax.set_ylabel("retention (%)")
     ax.set_ylim(-5, 105)
     ax.set_title("Retention against input tokens")
+    return _png(fig)
+
+
+def _png(fig: Any) -> bytes:
+    """A matplotlib figure as PNG bytes; the figure is closed."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     out = io.BytesIO()
     fig.savefig(out, format="png")

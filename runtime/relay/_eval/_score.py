@@ -337,17 +337,8 @@ def render_table(
             row.append(_cell(latency[name]["compaction_latency_ms"], "tokens"))
         row += [_cell(fig["rereads"], "count"), _cell(fig["failures"], "count")]
         rows.append(row)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = [
-        "  ".join(
-            cell.ljust(w) if i == 0 else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        )
-        for row in rows
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
     by_kind = render_kind_table(summary) if with_kinds else ""
-    return "\n".join(lines) + (f"\n\n{by_kind}" if by_kind else "")
+    return _fixed_width(rows) + (f"\n\n{by_kind}" if by_kind else "")
 
 
 def render_kind_table(summary: Mapping[str, Any]) -> str:
@@ -361,6 +352,12 @@ def render_kind_table(summary: Mapping[str, Any]) -> str:
     for name, fig in summary.items():
         per = fig.get("retention_by_kind", {})
         rows.append([name, *(_cell(per[k], "percent") if k in per else "–" for k in kinds)])
+    return _fixed_width(rows)
+
+
+def _fixed_width(rows: Sequence[Sequence[str]]) -> str:
+    """A header row and rows as columns: the first left-aligned, the others right-aligned,
+    with a rule under the header."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = [
         "  ".join(
