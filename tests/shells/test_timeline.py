@@ -423,6 +423,12 @@ def test_the_example_page_is_the_page_of_the_example_rollout() -> None:
 VARIES = {"time", "started", "ended", "created", "id", "cwd", "rollout", "duration_ms"}
 
 
+#: How far a token figure may move with the machine: every request carries the environment
+#: context (the checkout's path, the shell, the date and the zone), whose length differs from
+#: one clone to the next, and the session's figures add up several requests.
+TOKEN_SLACK = 256
+
+
 def steady(data: Any) -> Any:
     """``data`` without what :data:`VARIES`."""
     if isinstance(data, dict):
@@ -430,6 +436,46 @@ def steady(data: Any) -> Any:
     if isinstance(data, list):
         return [steady(v) for v in data]
     return data
+
+
+def is_token_figure(key: str) -> bool:
+    return key.endswith("_tokens") or key.startswith("tokens_")
+
+
+def settle(made: Any, committed: Any) -> Any:
+    """``made``, each token figure near ``committed``'s (see :data:`TOKEN_SLACK`) taken from it."""
+    if isinstance(made, dict) and isinstance(committed, dict):
+        return {
+            key: (
+                committed[key]
+                if key in committed
+                and is_token_figure(key)
+                and isinstance(value, int)
+                and isinstance(committed[key], int)
+                and abs(value - committed[key]) <= TOKEN_SLACK
+                else settle(value, committed.get(key))
+            )
+            for key, value in made.items()
+        }
+    if isinstance(made, list) and isinstance(committed, list) and len(made) == len(committed):
+        return [settle(a, b) for a, b in zip(made, committed, strict=True)]
+    return made
+
+
+def test_settle_takes_only_near_token_figures() -> None:
+    committed = {"input_tokens": 307, "tokens_after": 380, "turns": [{"total_tokens": 10}], "n": 3}
+    made = {
+        "input_tokens": 312,
+        "tokens_after": 380 + TOKEN_SLACK + 1,
+        "turns": [{"total_tokens": 11}],
+        "n": 4,
+    }
+    assert settle(made, committed) == {
+        "input_tokens": 307,
+        "tokens_after": 380 + TOKEN_SLACK + 1,
+        "turns": [{"total_tokens": 10}],
+        "n": 4,
+    }
 
 
 @pytest.mark.slow  # runs the example in a relay process
@@ -446,7 +492,7 @@ def test_the_example_rollout_is_what_the_example_makes(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     made = read_page(page_of(tmp_path / "auto_compact.rollout.jsonl")).data()
     committed = read_page(EXAMPLE_PAGE.read_text()).data()
-    assert steady(made) == steady(committed)
+    assert steady(settle(made, committed)) == steady(committed)
     assert [t["id"] for t in made["turns"]] == ["t1", "t2", "t3"]
 
 
