@@ -57,7 +57,7 @@ CASES = 24
 LOG_LINES = 240
 
 MATRIX = """\
-# The four configurations docs/eval.md compares. Every one runs with the shell tool on and a
+# The configurations docs/eval.md compares. Every one runs with the shell tool on and a
 # threshold that makes the long build log trigger an automatic compaction mid-turn.
 
 [[configuration]]
@@ -83,6 +83,27 @@ name = "token_budget"
 tools = { shell = true }
 model_auto_compact_token_limit = 3000
 features = { token_budget = true }
+
+[[configuration]]
+name = "local+reads"
+tools = { shell = true }
+model_auto_compact_token_limit = 3000
+recent_reads_token_budget = 1000
+
+[[configuration]]
+name = "local+work_state+reads"
+tools = { shell = true }
+model_auto_compact_token_limit = 3000
+recent_reads_token_budget = 1000
+features = { work_state = true }
+
+[[configuration]]
+name = "local+work_state+reads+masking"
+tools = { shell = true }
+model_auto_compact_token_limit = 3000
+recent_reads_token_budget = 1000
+mask_keep_recent_tokens = 400
+features = { work_state = true, tool_output_masking = true }
 """
 
 
@@ -183,14 +204,20 @@ def probes(case: dict[str, Any]) -> dict[str, Any]:
     """The facts and the questions of a case."""
     return {
         "facts": [
-            case["source"],
-            case["constant"],
-            case["result"],
+            {"kind": "path", "text": case["source"]},
+            {"kind": "constant", "text": case["constant"]},
+            {"kind": "check_result", "text": case["result"]},
             # The shell tool's form, and the work-state record's.
-            [f"[exit code {case['status']}]", f"tools/check.sh → exit {case['status']}"],
-            case["planted"],
-            case["constraint"],
-            case["decision"],
+            {
+                "kind": "exit_status",
+                "forms": [
+                    f"[exit code {case['status']}]",
+                    f"tools/check.sh → exit {case['status']}",
+                ],
+            },
+            {"kind": "log_line", "text": case["planted"]},
+            {"kind": "constraint", "text": case["constraint"]},
+            {"kind": "decision", "text": case["decision"]},
         ],
         "questions": [
             {

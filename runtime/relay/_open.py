@@ -192,6 +192,7 @@ async def open_session(
     compactor: Callable[[], Compactor] | None = None,
     api_key: str | None = None,
     epoch: Epoch | None = None,
+    compact_model: ModelClient | None = None,
     mcp_servers: Mapping[str, McpServerConfig | Mapping[str, Any]] | None = None,
     tracer_provider: TracerProvider | None = None,
 ) -> AsyncIterator[Session]:
@@ -237,6 +238,8 @@ async def open_session(
         epoch: the epoch the session writes its rollout in, when hosts take it over from one
             another (``docs/rollout.md``, Epochs); its events are numbered from the epoch's
             ``first_seq``.
+        compact_model: a model client for compaction summaries, instead of the one
+            ``config.compact_model_provider`` names (by default the session's own client).
         mcp_servers: MCP servers whose tools the model may call, by name, added to
             ``config.mcp_servers`` (or in place of one of the same name): each a
             :class:`~relay.lowlevel.McpServerConfig` or a plain table of the keys a
@@ -285,6 +288,12 @@ async def open_session(
         else:
             key = _known_key(provider, api_key)
         secrets = Secrets.of([key], [provider.env_key])
+        if compact_model is None and config.separate_compaction_provider:
+            summarizer = config.compaction_provider()
+            compact_model, compact_key = await _open_model(config, summarizer, stack, None)
+            secrets = Secrets.of(
+                [*secrets.values, compact_key], [*secrets.variables, summarizer.env_key]
+            )
         rollout: RolloutWriter | None = None
         if config.rollout.enabled:
             if resume is not None and resume.rollout_path is not None:
@@ -323,6 +332,8 @@ async def open_session(
         # Tracing is an observer of the session's events and a wrapper of its model client.
         tracer = session_tracer(config, tracer_provider, resume.spans if resume else ())
         client = model if tracer is None else tracer.wrap(model)
+        if tracer is not None and compact_model is not None:
+            compact_model = tracer.wrap(compact_model)
         if tracer is not None:
             stack.callback(tracer.close)
 
@@ -341,6 +352,7 @@ async def open_session(
                 ids=(resume.submissions, resume.items) if resume is not None else (0, 0),
                 secrets=secrets,
                 first_seq=epoch.first_seq if epoch is not None else 1,
+                compact_model=compact_model,
             )
             if tracer is not None:
                 tracer.attach(shared)

@@ -100,6 +100,18 @@ async def test_configurations_of_a_matrix_are_laid_over_the_base(corpus: Path) -
     assert kept["local", "once"] == 1
 
 
+#: The configurations of the shipped matrix, in order (docs/eval.md).
+MATRIX_NAMES = [
+    "local",
+    "local+work_state",
+    "local+masking",
+    "token_budget",
+    "local+reads",
+    "local+work_state+reads",
+    "local+work_state+reads+masking",
+]
+
+
 def _smoke_corpus(tmp_path: Path) -> Path:
     small = tmp_path / "smoke"
     for case in sorted((CORPUS / "cases").iterdir())[:2]:
@@ -110,12 +122,7 @@ def _smoke_corpus(tmp_path: Path) -> Path:
 async def test_smoke_the_shipped_corpus_under_its_matrix(tmp_path: Path) -> None:
     cases = load_corpus(_smoke_corpus(tmp_path))
     configurations = load_matrix(CORPUS / "matrix.toml")
-    assert [c.name for c in configurations] == [
-        "local",
-        "local+work_state",
-        "local+masking",
-        "token_budget",
-    ]
+    assert [c.name for c in configurations] == MATRIX_NAMES
     first = report(await run_matrix(cases, configurations, {}, repeats=2), configurations)
     figures = first["configurations"]
     assert all(f["failures"]["max"] == 0 for f in figures.values())
@@ -123,6 +130,13 @@ async def test_smoke_the_shipped_corpus_under_its_matrix(tmp_path: Path) -> None
     assert all(f["compactions"]["mean"] == 4 for f in figures.values())
     retention = {name: f["retention"]["mean"] for name, f in figures.items()}
     assert retention["local+work_state"] > retention["local"] > retention["token_budget"]
+    # The record, the lines that stood out and the files placed back keep every planted fact.
+    assert retention["local+work_state+reads"] == 1.0
+    best = figures["local+work_state+reads"]["retention_by_kind"]
+    assert {kind: figure["mean"] for kind, figure in best.items()} == dict.fromkeys(
+        ["path", "constant", "check_result", "exit_status", "log_line", "constraint", "decision"],
+        1.0,
+    )
     assert (
         figures["local+masking"]["input_tokens"]["mean"] < figures["local"]["input_tokens"]["mean"]
     )
@@ -140,14 +154,11 @@ def test_the_command_prints_a_table_and_writes_the_same_json_twice(
         outs.append(out.read_bytes())
         assert json.loads((tmp_path / f"report{n}.timing.json").read_text())["local"]
     assert outs[0] == outs[1]
-    table = capsys.readouterr().out.split("2 case(s) × 4 configuration(s) × 1 repeat(s)\n")
+    heading = f"2 case(s) × {len(MATRIX_NAMES)} configuration(s) × 1 repeat(s)\n"
+    table = capsys.readouterr().out.split(heading)
     assert len(table) == 3
-    assert [line.split()[0] for line in table[2].splitlines()[2:]] == [
-        "local",
-        "local+work_state",
-        "local+masking",
-        "token_budget",
-    ]
+    rows = table[2].split("\n\n")[0].splitlines()[2:]
+    assert [line.split()[0] for line in rows] == MATRIX_NAMES
 
 
 def test_plot_without_matplotlib_names_the_extra(

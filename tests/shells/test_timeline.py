@@ -168,7 +168,10 @@ def test_the_page_data_matches_its_rollout(eventful: Path) -> None:
     record = reconstruct(read_rollout(eventful)).work_state.to_json()
     assert data["work_state"] == record
     assert data["work_state"]["pinned"] == ["Fetch the build log."]
-    assert [e["key"] for e in data["work_state"]["entries"]] == ["notes.txt"]
+    assert [(e["kind"], e["key"]) for e in data["work_state"]["entries"]] == [
+        ("read", "notes.txt"),
+        ("answer", "latest"),  # the model's latest answer
+    ]
 
 
 def test_the_tables_say_the_figures_as_text(eventful: Path) -> None:

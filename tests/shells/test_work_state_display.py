@@ -107,8 +107,9 @@ async def test_a_custom_tool_adds_entries_and_relay_show_prints_them_at_the_chec
     assert noted == [
         relay.WorkStateNoted("deploy", "staging ← build 40", "staging"),
         relay.WorkStateNoted("deploy", "staging ← build 41", "staging"),
+        relay.WorkStateNoted("answer", "Deployed.", "latest"),
     ]
-    assert [e.text for e in done.record.entries] == ["staging ← build 41"]
+    assert [e.text for e in done.record.entries] == ["staging ← build 41", "Deployed."]
     placed = done.placed()
     assert len(placed) == 1 and "Deploy:\n- staging ← build 41" in placed[0]
     rollout = next(tmp_path.rglob("*.jsonl"))

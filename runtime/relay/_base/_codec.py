@@ -102,9 +102,20 @@ def _register_tag_unstructure(cls: type, *, omit_defaults: bool = False) -> None
         _tagged[cls] = omit_defaults
 
 
+#: Fields of tagged classes left out of their JSON form while they hold their default.
+_OMITTED_DEFAULTS: dict[type, tuple[str, ...]] = {
+    # A session's first event names a compaction model only when it has one of its own, and
+    # says nothing of MCP servers when it has none.
+    p.SessionConfigured: ("mcp_servers", "compact_model", "compact_model_provider"),
+}
+
+
 def _tagged_unstructure(cls: type) -> Callable[[Any], dict[str, Any]]:
+    overrides: dict[str, Any] = {
+        name: cattrs.gen.override(omit_if_default=True) for name in _OMITTED_DEFAULTS.get(cls, ())
+    }
     base: Callable[[Any], dict[str, Any]] = cattrs.gen.make_dict_unstructure_fn(
-        cls, converter, _cattrs_omit_if_default=_tagged[cls]
+        cls, converter, _cattrs_omit_if_default=_tagged[cls], **overrides
     )
     return _with_tag(cls, base)
 
@@ -219,16 +230,7 @@ converter.register_unstructure_hook_factory(
         converter,
         background=cattrs.gen.override(omit_if_default=True),
         snapshot_age_ms=cattrs.gen.override(omit_if_default=True),
-    ),
-)
-# A session without MCP servers says nothing of them.
-converter.register_unstructure_hook_factory(
-    lambda cls: cls is p.SessionConfigured,
-    lambda cls: _with_tag(
-        cls,
-        cattrs.gen.make_dict_unstructure_fn(
-            cls, converter, mcp_servers=cattrs.gen.override(omit_if_default=True)
-        ),
+        model=cattrs.gen.override(omit_if_default=True),
     ),
 )
 _register_tagged_union(p.InputItem)

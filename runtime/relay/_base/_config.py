@@ -169,6 +169,13 @@ class Config:
     """Name of a provider table."""
     model_script: str | None = None
     """Model script for the ``scripted`` provider."""
+    compact_model: str | None = None
+    """The model that writes the local backend's summaries; unset: the session's model.
+    Turns, and the remote backends' requests, stay on the session's model."""
+    compact_model_provider: str | None = None
+    """The provider table ``compact_model`` is served by; unset: ``model_provider``. Another
+    provider than the session's makes every compaction a local summary: a remote
+    compaction's items are its own provider's."""
     model_context_window: int | None = None
     """Context window in tokens; overrides the model default."""
     model_auto_compact_token_limit: int | None = None
@@ -195,6 +202,10 @@ class Config:
     max_identical_tool_calls: int = 10
     """Tool calls in a row, the same tool with the same arguments and the same output, that
     end a turn with ``error{tool_loop}``; half as many are warned about (0: no limit)."""
+    recent_reads_token_budget: int = 0
+    """After a compaction, the latest output of each file ``read_file`` read is placed back,
+    newest first, each whole or not at all, within this many tokens (never more than a tenth
+    of the model's context window, when it is known); 0: none."""
     work_state_token_budget: int = 2_000
     """Tokens the work-state record may take in the history after a compaction; never more
     than a tenth of the model's context window, when it is known."""
@@ -240,14 +251,30 @@ class Config:
 
     def provider(self) -> ProviderConfig:
         """The selected provider table."""
+        return self._provider_table("model_provider", self.model_provider)
+
+    def compaction_provider(self) -> ProviderConfig:
+        """The provider table compaction summaries go to."""
+        if self.compact_model_provider is None:
+            return self.provider()
+        return self._provider_table("compact_model_provider", self.compact_model_provider)
+
+    def _provider_table(self, key: str, name: str) -> ProviderConfig:
         providers = {**BUILTIN_PROVIDERS, **self.model_providers}
         try:
-            return providers[self.model_provider]
+            return providers[name]
         except KeyError:
             raise ConfigError(
-                f"unknown model_provider {self.model_provider!r} "
-                f"(known: {', '.join(sorted(providers))})"
+                f"unknown {key} {name!r} (known: {', '.join(sorted(providers))})"
             ) from None
+
+    @property
+    def separate_compaction_provider(self) -> bool:
+        """Whether summaries go to a provider other than the session's."""
+        return (
+            self.compact_model_provider is not None
+            and self.compact_model_provider != self.model_provider
+        )
 
     def max_output_tokens(self, provider: ProviderConfig) -> int | None:
         """The answer limit requests to ``provider`` carry: its own, else the global one."""
@@ -457,9 +484,9 @@ def _check_limits(config: Config) -> None:
     for key in ("max_auto_compactions_per_turn", "work_state_token_budget"):
         if getattr(config, key) <= 0:
             raise ConfigError(f"{key} must be positive, got {getattr(config, key)}")
-    for key in ("max_steps_per_turn", "max_identical_tool_calls"):
+    for key in ("max_steps_per_turn", "max_identical_tool_calls", "recent_reads_token_budget"):
         if getattr(config, key) < 0:
-            raise ConfigError(f"{key} must be >= 0 (0: no limit), got {getattr(config, key)}")
+            raise ConfigError(f"{key} must be >= 0, got {getattr(config, key)}")
     if config.mask_trigger_tokens is not None and config.mask_trigger_tokens <= 0:
         raise ConfigError(f"mask_trigger_tokens must be positive, got {config.mask_trigger_tokens}")
     if config.mask_keep_recent_tokens < 0:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from typing import Any, Literal, TypeAlias
+from typing import Literal, TypeAlias
 
 import attrs
 
@@ -40,176 +40,25 @@ from ._items import TokenUsage as TokenUsage
 from ._items import TokenUsageInfo as TokenUsageInfo
 from ._items import ToolCall as ToolCall
 from ._items import ToolOutput as ToolOutput
-from ._items import as_tuple, is_str, items_of, optional_str
+from ._items import as_tuple
 from ._items import assistant_message as assistant_message
 from ._items import user_message as user_message
-
-# --------------------------------------------------------------------------- ops
-
-
-class OnBusy(enum.StrEnum):
-    """What a ``user_turn`` does while a task runs."""
-
-    STEER = "steer"
-    """Add the input to the running turn (rejected while a compaction runs)."""
-    REPLACE = "replace"
-    """Abort the running task and start a new turn."""
-    QUEUE = "queue"
-    """Start a new turn when the running task ends."""
-
-
-@attrs.frozen
-class Text:
-    """Text input."""
-
-    text: str = attrs.field(validator=is_str)
-    """The text."""
-
-
-@attrs.frozen
-class Image:
-    """Image input by URL."""
-
-    image_url: str = attrs.field(validator=is_str)
-    """A URL or a ``data:`` URL."""
-
-
-@attrs.frozen
-class LocalImage:
-    """Image input from a file."""
-
-    path: str = attrs.field(validator=is_str)
-    """Path of the image file."""
-
-
-InputItem: TypeAlias = Text | Image | LocalImage
-
-
-def _non_empty(_: object, attribute: attrs.Attribute[Any], value: tuple[Any, ...]) -> None:
-    if not value:
-        raise ValueError(f"{attribute.name} must not be empty")
-
-
-@attrs.frozen
-class UserTurn:
-    """Start a regular turn with this input, or steer/replace/queue while busy."""
-
-    items: tuple[InputItem, ...] = attrs.field(
-        converter=as_tuple, validator=[items_of(Text, Image, LocalImage), _non_empty]
-    )
-    """The user's input."""
-    model: str | None = attrs.field(default=None, validator=optional_str)
-    """Model for this turn and later ones."""
-    cwd: str | None = attrs.field(default=None, validator=optional_str)
-    """Working directory for this turn and later ones."""
-    effort: str | None = attrs.field(default=None, validator=optional_str)
-    """Reasoning effort for this turn and later ones."""
-    on_busy: OnBusy = attrs.field(default=OnBusy.STEER, converter=OnBusy)
-    """What to do when a task is running."""
-    pin: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
-    """Keep the text of this input verbatim in the history across every compaction."""
-
-
-@attrs.frozen
-class UserInput:
-    """Alias of :class:`UserTurn` without overrides."""
-
-    items: tuple[InputItem, ...] = attrs.field(
-        converter=as_tuple, validator=[items_of(Text, Image, LocalImage), _non_empty]
-    )
-    """The user's input."""
-
-
-@attrs.frozen
-class Compact:
-    """Start a compaction task (replaces a running task)."""
-
-    instructions: str | None = attrs.field(default=None, validator=optional_str)
-    """Extra text appended to the summarization prompt."""
-
-
-@attrs.frozen
-class Interrupt:
-    """Abort the running task with reason ``interrupted``."""
-
-
-@attrs.frozen
-class OverrideTurnContext:
-    """Change the defaults of later turns; never starts a turn."""
-
-    model: str | None = attrs.field(default=None, validator=optional_str)
-    """New default model."""
-    cwd: str | None = attrs.field(default=None, validator=optional_str)
-    """New default working directory."""
-    effort: str | None = attrs.field(default=None, validator=optional_str)
-    """New default reasoning effort."""
-
-
-@attrs.frozen
-class Unpin:
-    """Release a pinned message (``text``), or every one; never starts a turn."""
-
-    text: str | None = attrs.field(default=None, validator=optional_str)
-    """The text of the pinned message, as it was pinned; unset: every pinned message."""
-
-
-@attrs.frozen
-class Shutdown:
-    """Abort the running task, flush the rollout, report ``shutdown_complete`` and stop."""
-
-
-#: The op types relay serves itself; a custom op cannot take one of these names.
-BUILTIN_OP_TYPES = frozenset(
-    {
-        "user_turn",
-        "user_input",
-        "compact",
-        "interrupt",
-        "override_turn_context",
-        "unpin",
-        "shutdown",
-    }
-)
-
-
-def _custom_type(_: object, attribute: attrs.Attribute[Any], value: str) -> None:
-    if not value or value in BUILTIN_OP_TYPES:
-        raise ValueError(f"{attribute.name} must name an op type of one's own, not {value!r}")
-
-
-@attrs.frozen
-class CustomOp:
-    """An op of a type registered with the session (``open_session(tasks=...)``, a
-    configuration file's ``[tasks]``, ``relay run --task``, or the ``relay.tasks`` entry
-    point group); its task gets the fields.
-
-    In JSON, the type is the op's ``type`` and the fields sit beside it:
-    ``{"type": "review", "path": "src/app.py"}`` is ``CustomOp("review", {"path":
-    "src/app.py"})``. ``on_busy`` is the one field relay reads itself.
-    """
-
-    type: str = attrs.field(validator=[is_str, _custom_type])
-    """The op type: the name it was registered under."""
-    fields: Mapping[str, Any] = attrs.field(factory=dict, converter=dict, hash=False)
-    """Its fields, JSON values (the task reads them as ``op.fields``)."""
-    on_busy: OnBusy = attrs.field(default=OnBusy.REPLACE, converter=OnBusy)
-    """What to do when a task is running (``steer`` is refused: the op has no input)."""
-
-
-Op: TypeAlias = (
-    UserTurn | UserInput | Compact | Interrupt | OverrideTurnContext | Unpin | Shutdown | CustomOp
-)
-
-
-@attrs.frozen
-class Submission:
-    """An op with its id."""
-
-    id: str
-    """The submission id; a turn started by it uses it as turn id."""
-    op: Op
-    """The request."""
-
+from ._ops import BUILTIN_OP_TYPES as BUILTIN_OP_TYPES
+from ._ops import Compact as Compact
+from ._ops import CustomOp as CustomOp
+from ._ops import Image as Image
+from ._ops import InputItem as InputItem
+from ._ops import Interrupt as Interrupt
+from ._ops import LocalImage as LocalImage
+from ._ops import OnBusy as OnBusy
+from ._ops import Op as Op
+from ._ops import OverrideTurnContext as OverrideTurnContext
+from ._ops import Shutdown as Shutdown
+from ._ops import Submission as Submission
+from ._ops import Text as Text
+from ._ops import Unpin as Unpin
+from ._ops import UserInput as UserInput
+from ._ops import UserTurn as UserTurn
 
 # --------------------------------------------------------------------------- turn items
 
@@ -293,6 +142,9 @@ class CompactionReceipt:
     """The summary was cut off at the answer limit: the new history holds what arrived."""
     counted_before: bool = False
     """``tokens_before`` rests on the server's count of the last request."""
+    model: str | None = None
+    """The model that wrote the summary, when one did (``compact_model``, else the
+    session's)."""
 
 
 def receipt_figures(receipt: CompactionReceipt) -> str:
@@ -357,6 +209,10 @@ class SessionConfigured:
     """The MCP servers that started, each with the number of its tools the model is offered
     (left out of the JSON form when there is none; a server that did not start is a
     ``warning``)."""
+    compact_model: str | None = None
+    """The model that writes compaction summaries, when it is not the session's."""
+    compact_model_provider: str | None = None
+    """Its provider, when it is not the session's."""
 
 
 @attrs.frozen

@@ -38,6 +38,11 @@ EXAMPLES: Mapping[str, str] = {
     "model": 'model = "gpt-5"',
     "model_provider": 'model_provider = "ollama"',
     "model_script": 'model_script = "examples/hello.model.json"',
+    "compact_model": 'compact_model = "gpt-5-mini"',
+    "compact_model_provider": (
+        'compact_model = "qwen2.5-coder"\ncompact_model_provider = "local"\n\n'
+        '[model_providers.local]\nbase_url = "http://127.0.0.1:8080/v1"\nwire_api = "chat"'
+    ),
     "model_context_window": "model_context_window = 128000",
     "model_auto_compact_token_limit": "model_auto_compact_token_limit = 100000",
     "model_post_turn_compact_threshold_percent": "model_post_turn_compact_threshold_percent = 80",
@@ -48,6 +53,7 @@ EXAMPLES: Mapping[str, str] = {
     "max_auto_compactions_per_turn": "max_auto_compactions_per_turn = 2",
     "max_steps_per_turn": "max_steps_per_turn = 500",
     "max_identical_tool_calls": "max_identical_tool_calls = 0",
+    "recent_reads_token_budget": "recent_reads_token_budget = 2000",
     "work_state_token_budget": "work_state_token_budget = 4000",
     "mask_keep_recent_tokens": "mask_keep_recent_tokens = 8000",
     "mask_margin_percent": "mask_margin_percent = 20",

@@ -276,6 +276,11 @@ def add_eval_command(commands: Any) -> None:
     )
     ev.add_argument("--json", help="write the report as JSON to this file")
     ev.add_argument("--plot", help="plot retention against input tokens to this image file")
+    ev.add_argument(
+        "--html",
+        help="write one self-contained page: the table, the plots, and per case the summaries "
+        "each configuration produced beside the facts it lost",
+    )
 
 
 def _config(args: argparse.Namespace) -> Config:
@@ -669,6 +674,7 @@ def _run_command(args: argparse.Namespace) -> int:
         # The command owns its process: the key leaves its environment, /proc/PID/environ
         # included, before any process is started (a library leaves its host's alone).
         take_api_key(config.provider())
+        take_api_key(config.compaction_provider())
         export = _export(args.otel)
     except (ConfigError, ScriptError, RolloutError) as exc:
         _print_error(exc)

@@ -81,6 +81,8 @@ class BackendResult:
     masked_outputs: Mapping[str, str] = attrs.field(factory=dict)
     """The originals of the tool outputs the new history masked, by reference (written to
     the rollout, so that ``recall`` has them after a resume)."""
+    model: str | None = None
+    """The model that wrote the new history, when a model did (named in the receipt)."""
 
 
 class CompactionFailed(Exception):

@@ -38,7 +38,7 @@ from ._task import StopTurn, TaskHandle
 from ._tools import RECALL_TOOL, ToolContext
 from ._turn import TurnWriter
 from ._view import TaskView
-from ._work_state import WorkEntry
+from ._work_state import WorkEntry, latest_answer
 
 #: Tool outputs are truncated to this many approximate tokens when recorded.
 TOOL_OUTPUT_TOKENS = 10_000
@@ -275,6 +275,10 @@ class TaskContext:
             self._services, self._writer, self.prompt(), record=True, report=True
         )
         self._last_step_called_tools = bool(result.tool_calls)
+        if not result.tool_calls and result.last_agent_message:
+            answer = latest_answer(result.last_agent_message)
+            if answer is not None:
+                self._note(answer)
         return result
 
     async def run_tool(self, call: p.ToolCall) -> str:

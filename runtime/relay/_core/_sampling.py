@@ -179,7 +179,8 @@ async def stream_response(
     usage: p.TokenUsage | None = None
     incomplete: str | None = None
     try:
-        async with services.model.stream(prompt) as events:
+        client = services.compact_model if prompt.purpose == "compact" else services.model
+        async with client.stream(prompt) as events:
             async for event in events:
                 match event:
                     case OutputTextDelta(item_id=item_id, delta=delta):
@@ -338,8 +339,11 @@ def build_prompt(
         items, wire = history.frozen(), history.frozen_wire()
     else:
         items = tuple(normalize_for_prompt(history.items if input is None else input))
+    compacting = purpose == "compact"
+    provider = services.compact_provider if compacting else services.provider
+    chosen = (services.config.compact_model if compacting else None) or model or settings.model
     return Prompt(
-        model=model or settings.model,
+        model=chosen,
         instructions=services.instructions if instructions is None else instructions,
         input=items,
         wire_input=wire,
@@ -347,8 +351,8 @@ def build_prompt(
         parallel_tool_calls=False,
         prompt_cache_key=services.id,
         effort=settings.effort,
-        max_output_tokens=services.config.max_output_tokens(services.provider),
-        purpose="compact" if purpose == "compact" else "turn",
+        max_output_tokens=services.config.max_output_tokens(provider),
+        purpose="compact" if compacting else "turn",
     )
 
 
@@ -434,7 +438,8 @@ async def sample(
 
     Raises the last :class:`~relay.ModelError` when retries run out or it is not retryable.
     """
-    limit = services.provider.stream_max_retries if max_retries is None else max_retries
+    provider = services.compact_provider if prompt.purpose == "compact" else services.provider
+    limit = provider.stream_max_retries if max_retries is None else max_retries
 
     def reconnecting(attempt: int, error: ModelError) -> None:
         detail = error.message

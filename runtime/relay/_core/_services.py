@@ -59,6 +59,7 @@ class Services:
         ids: tuple[int, int] = (0, 0),
         secrets: Secrets = NO_SECRETS,
         first_seq: int = 1,
+        compact_model: ModelClient | None = None,
     ) -> None:
         self.id = session_id
         """The session id."""
@@ -75,6 +76,16 @@ class Services:
         of every tool and hook output (its value)."""
         self.model = model
         """The model client."""
+        self.compact_model = compact_model or model
+        """The client compaction summaries go to (``compact_model_provider``; by default the
+        session's own)."""
+        compact_provider = getattr(self.compact_model, "provider", None)
+        self.compact_provider: ProviderConfig = (
+            compact_provider
+            if isinstance(compact_provider, ProviderConfig)
+            else (config.compaction_provider() if compact_model is not None else self.provider)
+        )
+        """The provider of :attr:`compact_model` (its retry limits apply to summaries)."""
         self.tools = tools
         """The tools the model may call."""
         self.state = state
@@ -238,6 +249,12 @@ class Services:
                 rollout_path=str(writer.path) if writer is not None else None,
                 relay_version=__version__,
                 resumed=resumed,
+                compact_model=self.config.compact_model,
+                compact_model_provider=(
+                    self.config.compact_model_provider
+                    if self.config.separate_compaction_provider
+                    else None
+                ),
                 mcp_servers=dict(mcp_servers or {}),
             ),
         )

@@ -26,7 +26,14 @@ from .._base import _protocol as p
 from .._base._errors import ConfigError
 from .._base._model import ToolSpec
 from ._process import open_command
-from ._work_state import WorkEntry, command_run, dir_listed, file_read, tool_failed
+from ._work_state import (
+    WorkEntry,
+    command_run,
+    dir_listed,
+    file_read,
+    lines_that_stood_out,
+    tool_failed,
+)
 
 logger = logging.getLogger("relay.tools")
 
@@ -248,6 +255,8 @@ async def _read_file(args: Mapping[str, Any], ctx: ToolContext) -> str:
     data, size = await anyio.to_thread.run_sync(_read_head, path, str(raw))
     ctx.note(file_read(readable(str(raw)), size, data))
     text = data.decode("utf-8", errors="replace")
+    for entry in lines_that_stood_out(readable(str(raw)), text):
+        ctx.note(entry)
     if size > len(data):
         text += f"\n[file truncated at {len(data)} bytes of {size}]"
     return text
@@ -352,9 +361,10 @@ async def _shell(args: Mapping[str, Any], ctx: ToolContext) -> str:
         raise ToolError(f"cannot start {argv[0]!r}: {exc.strerror}") from None
     timed_out = scope.cancelled_caught
     output = b"".join(chunks).decode("utf-8", errors="replace")
-    ctx.note(
-        command_run([readable(x) for x in argv], None if timed_out else process.returncode, output)
-    )
+    shown = [readable(x) for x in argv]
+    ctx.note(command_run(shown, None if timed_out else process.returncode, output))
+    for entry in lines_that_stood_out(" ".join(shown), output):
+        ctx.note(entry)
     if size > _SHELL_OUTPUT_LIMIT:
         output += f"\n[output truncated at {_SHELL_OUTPUT_LIMIT} bytes of {size}]"
     if timed_out:

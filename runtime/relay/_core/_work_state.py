@@ -13,6 +13,8 @@ its arguments.
 from __future__ import annotations
 
 import hashlib
+import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
 import attrs
@@ -24,7 +26,9 @@ KIND_HEADINGS: Mapping[str, str] = {
     "read": "Files read",
     "list": "Directories listed",
     "command": "Commands run",
+    "line": "Lines that stood out",
     "error": "Tool errors",
+    "answer": "The model's latest answer",
 }
 
 
@@ -57,14 +61,80 @@ def dir_listed(path: str, entries: int) -> WorkEntry:
     return WorkEntry("list", f"{path} ({entries} entries)", key=path)
 
 
+#: The last lines of a command's output its entry keeps: a runner states its result near the
+#: end, often with a line of timing or a prompt after it.
+COMMAND_TAIL_LINES = 3
+
+
 def command_run(argv: Sequence[str], exit_code: int | None, output: str = "") -> WorkEntry:
     """A command run, with its exit code (None: it was killed at its timeout) and the last
-    line of its output, where test runners, linters and builds state their result."""
+    lines of its output (:data:`COMMAND_TAIL_LINES`, each cut to 200 characters), where test
+    runners, linters and builds state their result."""
     shown = " ".join(argv)
     outcome = "timed out" if exit_code is None else f"exit {exit_code}"
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    last = f"; last line: {lines[-1][:200]}" if lines else ""
+    lines = [line.strip()[:200] for line in output.splitlines() if line.strip()]
+    tail = lines[-COMMAND_TAIL_LINES:]
+    if len(tail) > 1:
+        last = f"; last lines: {' | '.join(tail)}"
+    else:
+        last = f"; last line: {tail[0]}" if tail else ""
     return WorkEntry("command", f"{shown} → {outcome}{last}")
+
+
+#: An output shorter than this many lines has no pattern to break.
+STANDOUT_MIN_LINES = 20
+#: At most this many lines of one output stand out; an output with more unlike lines than
+#: this has no pattern either (a source file: every line is its own).
+STANDOUT_MAX = 3
+
+_NUMBER = re.compile(r"0x[0-9a-fA-F]+|[0-9a-fA-F]{8,}|\d+(?:[.,]\d+)*")
+
+
+def line_shape(line: str) -> str:
+    """A line with its numbers (decimal, hex, long hex ids) and runs of spaces made alike: the
+    shape that lines a program prints in a loop share."""
+    return " ".join(_NUMBER.sub("#", line).split())
+
+
+def standout_lines(output: str) -> list[str]:
+    """The lines of a long, repetitive output that break its pattern: those whose shape
+    (:func:`line_shape`) appears once, when there are at most :data:`STANDOUT_MAX` of them.
+
+    A build log of a thousand ``step N took M ms`` lines states its one ``peak memory`` or
+    ``ERROR`` line this way. An output shorter than :data:`STANDOUT_MIN_LINES` lines, or with
+    more unlike lines than that (a source file, prose), has none.
+    """
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    if len(lines) < STANDOUT_MIN_LINES:
+        return []
+    shapes = Counter(line_shape(line) for line in lines)
+    alone = [line for line in lines if shapes[line_shape(line)] == 1]
+    return alone if len(alone) <= STANDOUT_MAX else []
+
+
+def lines_that_stood_out(source: str, output: str) -> list[WorkEntry]:
+    """An entry for each line of ``output`` that stood out (:func:`standout_lines`), named by
+    where it came from (a path, a command)."""
+    return [
+        WorkEntry("line", f"{source}: {line[:200]}", key=f"{source}\n{line[:200]}")
+        for line in standout_lines(output)
+    ]
+
+
+#: The longest answer the record keeps whole, in characters; a longer one keeps its end, where
+#: an answer states what it concluded.
+ANSWER_CHARS = 600
+
+
+def latest_answer(text: str) -> WorkEntry | None:
+    """The model's latest answer to the user (one entry, replaced by the next): what it last
+    concluded or decided, in its own words."""
+    flat = " ".join(text.split())
+    if not flat:
+        return None
+    if len(flat) > ANSWER_CHARS:
+        flat = "…" + flat[-(ANSWER_CHARS - 1) :]
+    return WorkEntry("answer", flat, key="latest")
 
 
 def tool_failed(tool: str, message: str) -> WorkEntry:
@@ -232,10 +302,14 @@ __all__ = [
     "dir_listed",
     "file_read",
     "kind_heading",
+    "latest_answer",
+    "line_shape",
+    "lines_that_stood_out",
     "pin_label",
     "pin_refusal",
     "pinned_tokens",
     "pins_overflow_advice",
+    "standout_lines",
     "tool_failed",
     "work_state_budget",
     "work_state_lines",

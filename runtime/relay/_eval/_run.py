@@ -43,12 +43,14 @@ from .._base._errors import ConfigError, RelayError, ScriptError
 from .._base._model import CompactRequest, ModelClient, ModelEvent, Prompt
 from .._core._hooks import CompactHook, HookInput
 from .._core._session import Session
+from .._core._summary import summary_prefix
 from .._drive._op_script import OpLine, Step, WaitFor, parse_op_script
 from .._drive._runner import ScriptRunner
 from .._models._responses import request_body
 from .._models._scripted import ScriptedModel
 from .._open import open_session
 from ._fixture import Fixture, copy_fixture, scan_fixture
+from ._page import kind_plot, page_data, render_page, retention_plot
 from ._score import (
     Fact,
     PatternTimeout,
@@ -60,10 +62,12 @@ from ._score import (
     fact_name,
     missing_facts,
     oracle_answer,
+    recallable_facts,
     render_table,
     summarize,
     summarize_latency,
 )
+from ._summaries import SharedSummaries, open_shared_summaries
 
 #: Sessions run at once unless ``--parallel`` says otherwise.
 DEFAULT_PARALLEL = 8
@@ -89,6 +93,8 @@ class Case:
     fixture: Fixture | None
     facts: tuple[tuple[str, ...], ...]
     questions: tuple[Question, ...]
+    kinds: tuple[str, ...] = ()
+    """The kind of each fact, in the order of ``facts`` (``fact`` when the probes name none)."""
 
 
 @attrs.frozen
@@ -118,11 +124,14 @@ def load_case(folder: Path) -> Case:
         raise ScriptError(f"{probes_file}: expected an object with facts and questions")
     facts = probes.get("facts", [])
     questions = probes.get("questions", [])
-    forms = [[f] if isinstance(f, str) else f for f in facts] if isinstance(facts, list) else None
-    if forms is None or not all(
-        isinstance(f, list) and f and all(isinstance(x, str) and x for x in f) for f in forms
-    ):
-        raise ScriptError(f"{probes_file}: each fact must be a non-empty string or a list of them")
+    parsed = [parse_fact(f) for f in facts] if isinstance(facts, list) else [None]
+    if any(f is None for f in parsed):
+        raise ScriptError(
+            f"{probes_file}: each fact must be a non-empty string, a list of them, or an "
+            'object {"kind": ..., "forms": [...]} (or "text": ...)'
+        )
+    forms = [f[1] for f in parsed if f is not None]
+    kinds = [f[0] for f in parsed if f is not None]
     if not isinstance(questions, list) or not all(
         isinstance(q, dict) and isinstance(q.get("ask"), str) and isinstance(q.get("expect"), str)
         for q in questions
@@ -143,7 +152,34 @@ def load_case(folder: Path) -> Case:
         fixture=scan_fixture(folder / "fixture"),
         facts=tuple(tuple(f) for f in forms),
         questions=tuple(Question(q["ask"], q["expect"]) for q in questions),
+        kinds=tuple(kinds),
     )
+
+
+#: The kind of a fact whose probes name none.
+DEFAULT_KIND = "fact"
+
+
+def parse_fact(data: Any) -> tuple[str, list[str]] | None:
+    """A fact of ``probes.json`` as ``(kind, forms)``, or None when it is not one.
+
+    A fact is a string, a list of the forms it may take, or an object with a ``kind`` and
+    either ``forms`` (a list) or ``text`` (one form).
+    """
+    kind = DEFAULT_KIND
+    if isinstance(data, dict):
+        if set(data) - {"kind", "forms", "text"} or not isinstance(data.get("kind"), str):
+            return None
+        kind = data["kind"]
+        if not kind or ("forms" in data and "text" in data):
+            return None
+        data = data["forms"] if "forms" in data else data.get("text")
+    forms = [data] if isinstance(data, str) else data
+    if not isinstance(forms, list) or not forms:
+        return None
+    if not all(isinstance(form, str) and form for form in forms):
+        return None
+    return kind, list(forms)
 
 
 def load_corpus(corpus: Path) -> list[Case]:
@@ -269,8 +305,18 @@ class ProbeModel:
         questions: Mapping[str, str],
         *,
         scripted: bool,
+        kinds: Sequence[str] = (),
     ) -> None:
         self.inner = inner
+        self.kinds = {fact_name(f): k for f, k in zip(facts, kinds, strict=False)}
+        self.by_kind: dict[str, list[int]] = {}
+        """Per fact kind: ``[checked, kept]``."""
+        self.recallable = 0
+        """Facts lost from the context that ``recall`` can bring back: the original of a
+        masked output whose reference the request names holds them."""
+        self.summaries: list[str] = []
+        """The summary each compaction installed, in order (what the first request after it
+        carries as a summary)."""
         self.summarizer: ModelClient = ScriptedModel() if scripted else inner
         self.scripted = scripted
         self.facts = facts
@@ -308,6 +354,19 @@ class ProbeModel:
         self.checked += len(known)
         self.kept += len(known) - len(lost)
         self.missing.update(dict.fromkeys(lost))
+        self.recallable += len(
+            recallable_facts(
+                body, [f for f in known if fact_name(f) in lost], self.session.state.outputs
+            )
+        )
+        for fact in known:
+            name = fact_name(fact)
+            counts = self.by_kind.setdefault(self.kinds.get(name, DEFAULT_KIND), [0, 0])
+            counts[0] += 1
+            counts[1] += name not in lost
+        self.summaries += [
+            s for s in summaries_in(body.get("input", [])) if s not in self.summaries
+        ]
 
     @asynccontextmanager
     async def stream(self, prompt: Prompt) -> AsyncIterator[AsyncIterator[ModelEvent]]:
@@ -336,6 +395,16 @@ class ProbeModel:
 
     async def compact(self, request: CompactRequest) -> Any:
         return await self.summarizer.compact(request)
+
+
+def summaries_in(items: Sequence[Any]) -> list[str]:
+    """The summaries a request's input carries (user messages that hand a summary over)."""
+    return [
+        text.removeprefix(prefix)
+        for item in items
+        if (text := _user_text(item)) is not None
+        and text.startswith(prefix := summary_prefix() + "\n")
+    ]
 
 
 def _user_text(item: Any) -> str | None:
@@ -381,9 +450,18 @@ def _timeline_step(msg: p.EventMsg) -> TimelineStep | bool:
 
 
 async def run_case(
-    case: Case, configuration: Configuration, base: Mapping[str, Any], repeat: int, scratch: Path
+    case: Case,
+    configuration: Configuration,
+    base: Mapping[str, Any],
+    repeat: int,
+    scratch: Path,
+    summaries: SharedSummaries | None = None,
 ) -> RunRecord:
-    """Run one case under one configuration once; a failure is recorded, never raised."""
+    """Run one case under one configuration once; a failure is recorded, never raised.
+
+    ``summaries``: the compaction model the configuration's summaries go to, shared by the
+    runs (see :mod:`._summaries`); None: the session opens its own.
+    """
     # The folder's name owes nothing to the case's or the configuration's.
     where = Path(tempfile.mkdtemp(prefix=f"run-{repeat}-", dir=scratch))
     data = merged(base, configuration.overrides)
@@ -395,6 +473,7 @@ async def run_case(
     answers: dict[str, str | None] = {}
     probe: ProbeModel | None = None
     tokens = compactions = 0
+    summarizer = summaries.for_run(data["cwd"]) if summaries is not None else None
 
     def sink(event: p.Event, _: dict[str, Any]) -> None:
         msg = event.msg
@@ -432,10 +511,11 @@ async def run_case(
                 case.facts,
                 {q.ask: q.expect for q in case.questions},
                 scripted=case.model_script is not None,
+                kinds=case.kinds,
             )
             watch = CompactHook(point="pre_compact", function=probe.before_compaction)
             session = await stack.enter_async_context(
-                open_session(config, model=probe, hooks=[watch])
+                open_session(config, model=probe, hooks=[watch], compact_model=summarizer)
             )
             probe.session = session
             runner = ScriptRunner(session, sink, script_name=case.name)
@@ -461,13 +541,18 @@ async def run_case(
         compactions=compactions,
         facts_checked=probe.checked if probe else 0,
         facts_kept=probe.kept if probe else 0,
+        facts_recallable=probe.recallable if probe else 0,
         missing=tuple(fact_name(f) for f in case.facts if probe and fact_name(f) in probe.missing),
         questions=len(case.questions),
         answered=answered,
         input_tokens=tokens,
         rereads=count_rereads(timeline),
         failure=failures[0] if failures else None,
-        latencies_ms=tuple(latencies),
+        # With a shared compaction model, what a summary took is the model's time, replayed or
+        # not; the receipts' durations would show a remembered answer as instant.
+        latencies_ms=tuple(summarizer.durations_ms if summarizer is not None else latencies),
+        by_kind=tuple((k, c[0], c[1]) for k, c in probe.by_kind.items()) if probe else (),
+        summaries=tuple(probe.summaries) if probe else (),
     )
 
 
@@ -487,63 +572,39 @@ async def run_matrix(
     """
     jobs = [(c, k, n) for c in configurations for k in cases for n in range(repeats)]
     results: list[RunRecord | None] = [None] * len(jobs)
+    laid = {c.name: config_from_dict(merged(base, c.overrides)) for c in configurations}
     limiter = anyio.CapacityLimiter(parallel)
     finished = 0
     if progress is not None:
         progress(0, len(jobs))
     with tempfile.TemporaryDirectory(prefix="relay-eval-") as tmp:
+        async with open_shared_summaries(laid) as shared:
 
-        async def one(index: int) -> None:
-            nonlocal finished
-            configuration, case, repeat = jobs[index]
-            async with limiter:
-                results[index] = await run_case(case, configuration, base, repeat, Path(tmp))
-            finished += 1
-            if progress is not None:
-                progress(finished, len(jobs))
+            async def one(index: int) -> None:
+                nonlocal finished
+                configuration, case, repeat = jobs[index]
+                summarizer = shared.get(configuration.name)
+                async with limiter:
+                    results[index] = await run_case(
+                        case, configuration, base, repeat, Path(tmp), summarizer
+                    )
+                finished += 1
+                if progress is not None:
+                    progress(finished, len(jobs))
 
-        async with anyio.create_task_group() as tg:
-            for index in range(len(jobs)):
-                tg.start_soon(one, index)
+            async with anyio.create_task_group() as tg:
+                for index in range(len(jobs)):
+                    tg.start_soon(one, index)
     return [r for r in results if r is not None]
 
 
 def report(records: Sequence[RunRecord], configurations: Sequence[Configuration]) -> dict[str, Any]:
     """The deterministic report: the summary and every run's figures, latency left out."""
     names = [c.name for c in configurations]
-    runs = [{k: v for k, v in attrs.asdict(r).items() if k != "latencies_ms"} for r in records]
+    # A real model's summaries and timings differ between runs: the page shows them (--html).
+    left_out = {"latencies_ms", "summaries"}
+    runs = [{k: v for k, v in attrs.asdict(r).items() if k not in left_out} for r in records]
     return {"configurations": summarize(records, names), "runs": runs}
-
-
-def plot(summary: Mapping[str, Any], out: Path) -> None:
-    """Retention against input tokens, one point per configuration with its spread as bars."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, fig_ in summary.items():
-        tokens, kept = fig_["input_tokens"], fig_["retention"]
-        if kept["mean"] is None:
-            continue
-        ax.errorbar(
-            tokens["mean"],
-            kept["mean"] * 100,
-            xerr=[[tokens["mean"] - tokens["min"]], [tokens["max"] - tokens["mean"]]],
-            yerr=[[(kept["mean"] - kept["min"]) * 100], [(kept["max"] - kept["mean"]) * 100]],
-            fmt="o",
-            capsize=4,
-            label=name,
-        )
-    ax.set_xlabel("input tokens over the corpus")
-    ax.set_ylabel("facts retained after compaction (%)")
-    ax.set_ylim(0, 105)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize="small")
-    fig.tight_layout()
-    fig.savefig(out)
-    plt.close(fig)
 
 
 def _progress_bar(stream: Any) -> Callable[[int, int], None] | None:
@@ -581,13 +642,13 @@ def check_configurations(
 
 def eval_command(args: Any) -> int:
     """``relay eval``: returns the exit status (0 every run completed, 1 a run failed, 2 usage)."""
-    if args.plot:
+    if args.plot or args.html:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
             print(
-                "relay eval: --plot needs matplotlib, from the bench extra: "
-                "pip install 'relay-runtime[bench]'",
+                f"relay eval: {'--plot' if args.plot else '--html'} needs matplotlib, from the "
+                "bench extra: pip install 'relay-runtime[bench]'",
                 file=sys.stderr,
             )
             return 2
@@ -605,7 +666,9 @@ def eval_command(args: Any) -> int:
         check_configurations(cases, configurations, base)
         # The command owns its process: the keys leave its environment before any run starts.
         for configuration in configurations:
-            take_api_key(config_from_dict(merged(base, configuration.overrides)).provider())
+            laid = config_from_dict(merged(base, configuration.overrides))
+            take_api_key(laid.provider())
+            take_api_key(laid.compaction_provider())
     except (ConfigError, ScriptError, OSError) as exc:
         print(f"relay eval: {exc}", file=sys.stderr)
         return 2
@@ -636,5 +699,14 @@ def eval_command(args: Any) -> int:
         timing = out.with_name(out.stem + ".timing.json")
         timing.write_text(json.dumps(latency, indent=2) + "\n", encoding="utf-8")
     if args.plot:
-        plot(data["configurations"], Path(args.plot))
+        Path(args.plot).write_bytes(retention_plot(data["configurations"]))
+    if args.html:
+        summary = data["configurations"]
+        plots = {
+            "Retention by fact kind": kind_plot(summary),
+            "Retention against input tokens": retention_plot(summary),
+        }
+        shown = {**data, "corpus": {"cases": len(cases)}, "repeats": args.repeats}
+        html = render_page(page_data(shown, records, latency), plots)
+        Path(args.html).write_text(html, encoding="utf-8")
     return 1 if any(r.failure for r in records) else 0

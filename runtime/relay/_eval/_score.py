@@ -37,6 +37,9 @@ class RunRecord:
     """Facts looked for: the case's facts times the requests checked (one per compaction)."""
     facts_kept: int = 0
     """Of those, the facts found in the request."""
+    facts_recallable: int = 0
+    """Of those not found, the facts ``recall`` can bring back (a masked output's original,
+    whose reference the request names, holds them)."""
     missing: tuple[str, ...] = ()
     """Facts absent from at least one first request after a compaction, in the case's order."""
     questions: int = 0
@@ -51,6 +54,10 @@ class RunRecord:
     """Why the run failed (an error event, an exception), or None."""
     latencies_ms: tuple[int, ...] = attrs.field(default=(), eq=False)
     """Wall-clock duration of each compaction; not part of the deterministic summary."""
+    by_kind: tuple[tuple[str, int, int], ...] = ()
+    """Per fact kind: ``(kind, facts looked for, facts found)``."""
+    summaries: tuple[str, ...] = attrs.field(default=(), eq=False)
+    """The summaries the run's compactions installed (a real model's differ between runs)."""
 
 
 #: A fact: a string, or its alternatives (any one present keeps it; the first names it).
@@ -73,6 +80,27 @@ def missing_facts(request: Mapping[str, Any], facts: Sequence[Fact]) -> list[str
         for fact in facts
         if not any(
             form in text or _escaped(form) in text
+            for form in ((fact,) if isinstance(fact, str) else fact)
+        )
+    ]
+
+
+def recallable_facts(
+    request: Mapping[str, Any], facts: Sequence[Fact], originals: Mapping[str, str]
+) -> list[str]:
+    """The names of ``facts`` that the original of a masked output holds, whose reference the
+    request names: ``recall`` brings them back, though the context lacks them."""
+    text = json.dumps(
+        [request.get("instructions"), request.get("input"), request.get("messages")],
+        ensure_ascii=False,
+    )
+    named = [output for reference, output in originals.items() if reference in text]
+    return [
+        fact_name(fact)
+        for fact in facts
+        if any(
+            form in output
+            for output in named
             for form in ((fact,) if isinstance(fact, str) else fact)
         )
     ]
@@ -196,6 +224,7 @@ def _repeat_figures(runs: Sequence[RunRecord]) -> dict[str, float | None]:
     asked = sum(r.questions for r in runs)
     return {
         "retention": sum(r.facts_kept for r in runs) / checked if checked else None,
+        "recallable": sum(r.facts_recallable for r in runs) / checked if checked else None,
         "accuracy": sum(r.answered for r in runs) / asked if asked else None,
         "input_tokens": float(sum(r.input_tokens for r in runs)),
         "compactions": float(sum(r.compactions for r in runs)),
@@ -204,7 +233,26 @@ def _repeat_figures(runs: Sequence[RunRecord]) -> dict[str, float | None]:
     }
 
 
-FIGURES = ("retention", "accuracy", "input_tokens", "compactions", "rereads", "failures")
+def _kinds(runs: Sequence[RunRecord]) -> list[str]:
+    """The fact kinds the runs looked for, in order of first appearance."""
+    return list(dict.fromkeys(kind for r in runs for kind, _, _ in r.by_kind))
+
+
+def _kind_retention(runs: Sequence[RunRecord], kind: str) -> float | None:
+    checked = sum(c for r in runs for k, c, _ in r.by_kind if k == kind)
+    kept = sum(f for r in runs for k, _, f in r.by_kind if k == kind)
+    return kept / checked if checked else None
+
+
+FIGURES = (
+    "retention",
+    "recallable",
+    "accuracy",
+    "input_tokens",
+    "compactions",
+    "rereads",
+    "failures",
+)
 
 
 def summarize(records: Sequence[RunRecord], configs: Sequence[str]) -> dict[str, Any]:
@@ -228,6 +276,12 @@ def summarize(records: Sequence[RunRecord], configs: Sequence[str]) -> dict[str,
         out[name] = {
             "repeats": len(repeats),
             **{figure: spread([f[figure] for f in per_repeat]) for figure in FIGURES},
+            "retention_by_kind": {
+                kind: spread(
+                    [_kind_retention([r for r in mine if r.repeat == n], kind) for n in repeats]
+                )
+                for kind in _kinds(mine)
+            },
             "cases": cases,
         }
     return out
@@ -257,9 +311,15 @@ def _cell(figure: Mapping[str, float | None], kind: str) -> str:
     return f"{mean:,.0f} ±{width / 2:,.0f}" if width else f"{mean:,.0f}"
 
 
-def render_table(summary: Mapping[str, Any], latency: Mapping[str, Any] | None = None) -> str:
-    """The summary as a fixed-width table (mean ±half the spread over repeats)."""
-    header = ["configuration", "retention", "accuracy", "input tokens", "compactions"]
+def render_table(
+    summary: Mapping[str, Any],
+    latency: Mapping[str, Any] | None = None,
+    *,
+    with_kinds: bool = True,
+) -> str:
+    """The summary as a fixed-width table (mean ±half the spread over repeats), followed
+    (``with_kinds``) by the table of retention by fact kind."""
+    header = ["configuration", "retention", "recallable", "accuracy", "input tokens", "compactions"]
     if latency is not None:
         header.append("latency ms")
     header += ["re-reads", "failures"]
@@ -268,6 +328,7 @@ def render_table(summary: Mapping[str, Any], latency: Mapping[str, Any] | None =
         row = [
             name,
             _cell(fig["retention"], "percent"),
+            _cell(fig["recallable"], "percent"),
             _cell(fig["accuracy"], "percent"),
             _cell(fig["input_tokens"], "tokens"),
             _cell(fig["compactions"], "count"),
@@ -276,7 +337,28 @@ def render_table(summary: Mapping[str, Any], latency: Mapping[str, Any] | None =
             row.append(_cell(latency[name]["compaction_latency_ms"], "tokens"))
         row += [_cell(fig["rereads"], "count"), _cell(fig["failures"], "count")]
         rows.append(row)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    by_kind = render_kind_table(summary) if with_kinds else ""
+    return _fixed_width(rows) + (f"\n\n{by_kind}" if by_kind else "")
+
+
+def render_kind_table(summary: Mapping[str, Any]) -> str:
+    """Retention per fact kind, a row per configuration (empty when no kind was looked for)."""
+    kinds = list(
+        dict.fromkeys(kind for fig in summary.values() for kind in fig.get("retention_by_kind", {}))
+    )
+    if not kinds:
+        return ""
+    rows = [["retention by kind", *kinds]]
+    for name, fig in summary.items():
+        per = fig.get("retention_by_kind", {})
+        rows.append([name, *(_cell(per[k], "percent") if k in per else "–" for k in kinds)])
+    return _fixed_width(rows)
+
+
+def _fixed_width(rows: Sequence[Sequence[str]]) -> str:
+    """A header row and rows as columns: the first left-aligned, the others right-aligned,
+    with a rule under the header."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = [
         "  ".join(
             cell.ljust(w) if i == 0 else cell.rjust(w)

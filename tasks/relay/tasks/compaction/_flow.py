@@ -27,9 +27,10 @@ from relay.lowlevel import (
     Injection,
     Placement,
     pins_overflow_advice,
+    work_state_budget,
 )
 
-from ._history import carry_work_state
+from ._history import carry_work_state, recent_reads
 from ._policy import place_initial_context
 
 CUT_SUMMARY_WARNING = (
@@ -70,14 +71,18 @@ def hook_trigger(trigger: relay.CompactionTrigger) -> HookTrigger:
 def with_record(
     support: CompactionSupport, history: Sequence[relay.ResponseItem]
 ) -> list[relay.ResponseItem]:
-    """``history`` with the pinned user messages and (when ``features.work_state`` is on) the
-    rendered work-state record placed in it."""
+    """``history`` with the pinned user messages, (when ``features.work_state`` is on) the
+    rendered work-state record, and (``recent_reads_token_budget``) the files read placed
+    in it."""
     view = support.view
+    budget = work_state_budget(view.config.recent_reads_token_budget, view.budget.window)
+    reads = recent_reads(view.history, budget)
     return carry_work_state(
         history,
         view.work_state,
         support.work_state_budget(),
         include_entries=view.config.features.work_state,
+        also=[reads] if reads is not None else [],
     )
 
 
@@ -124,6 +129,7 @@ async def run_compaction(
         tokens_after=support.estimate(history),
         duration_ms=round((anyio.current_time() - started) * 1000),
         cut=result.cut,
+        model=result.model,
         counted_before=counted_before,
     )
     return await install_result(

@@ -6,6 +6,7 @@ work-state record goes (docs/compaction.md). Tested without an event loop.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
@@ -200,12 +201,13 @@ def carry_work_state(
     budget: int,
     *,
     include_entries: bool,
+    also: Sequence[relay.ResponseItem] = (),
 ) -> list[relay.ResponseItem]:
     """``history`` (a compacted one) with the pinned messages and the record placed in it.
 
     Pinned messages missing verbatim from ``history`` are added as user messages, then the
-    rendered record (when ``include_entries``); both go before a final summary or compaction
-    item so that it stays last, else at the end.
+    rendered record (when ``include_entries``), then ``also`` (the files read, placed back);
+    they go before a final summary or compaction item so that it stays last, else at the end.
     """
     items = list(history)
     present = {
@@ -217,12 +219,74 @@ def carry_work_state(
     text = render_work_state(record.entries, budget) if include_entries else None
     if text is not None:
         added.append(ll.user_message(text))
+    added += also
     if not added:
         return items
     at = len(items)
     if items and (isinstance(items[-1], ll.Compaction) or is_summary(items[-1])):
         at -= 1
     return items[:at] + added + items[at:]
+
+
+RECENT_READS_MARKER = "<recent_reads>"
+
+
+def recent_reads(
+    history: Sequence[relay.ResponseItem],
+    budget: int,
+    count: Callable[[str], int] = approx_tokens,
+) -> relay.ResponseItem | None:
+    """The latest output of each file ``read_file`` read in ``history``, newest first, as one
+    message of at most ``budget`` tokens (None: nothing fits, or nothing was read).
+
+    Each file goes whole or not at all; one that does not fit leaves room for older, smaller
+    ones. Masked outputs and failed reads are passed over: there is nothing to place back.
+    """
+    if budget <= 0:
+        return None
+    paths: dict[str, str] = {}
+    for item in history:
+        if isinstance(item, relay.FunctionCall) and item.name == "read_file":
+            path = _read_path(item.arguments)
+            if path is not None:
+                paths[item.call_id] = path
+    chosen: dict[str, str] = {}
+    used = count(_reads_frame([]))
+    for item in reversed(history):
+        if not isinstance(item, relay.FunctionCallOutput) or item.call_id not in paths:
+            continue
+        path = paths[item.call_id]
+        if path in chosen or item.output.startswith((MASK_MARKER, "error: ")):
+            chosen.setdefault(path, "")  # a newer read stands for this file
+            continue
+        cost = count(f"--- {path} ---\n{item.output}\n")
+        if used + cost > budget:
+            chosen[path] = ""
+            continue
+        chosen[path] = item.output
+        used += cost
+    files = [(path, output) for path, output in chosen.items() if output]
+    return ll.user_message(_reads_frame(files)) if files else None
+
+
+def _read_path(arguments: str) -> str | None:
+    try:
+        data = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return None
+    path = data.get("path") if isinstance(data, dict) else None
+    return path if isinstance(path, str) and path else None
+
+
+def _reads_frame(files: Sequence[tuple[str, str]]) -> str:
+    lines = [
+        RECENT_READS_MARKER,
+        "Files read before the compaction, as read_file returned them then, newest first. "
+        "Read a file again for what it holds now.",
+    ]
+    lines += [f"--- {path} ---\n{output}" for path, output in files]
+    lines.append("</recent_reads>")
+    return "\n".join(lines)
 
 
 def mask_placeholder(tool: str, output: str, reference: str) -> str:

@@ -22,12 +22,16 @@ class Backend(enum.StrEnum):
 def select_backend(config: relay.Config, provider: relay.ProviderConfig) -> str:
     """The backend a compaction uses: the one decision, made here only.
 
-    The token budget when ``features.token_budget`` is on; else remote V2 for a provider that
-    offers it with ``features.remote_compaction_v2``; else remote V1 for a provider that
-    compacts remotely; else the local summary.
+    The token budget when ``features.token_budget`` is on; else the local summary when
+    ``compact_model_provider`` names another provider (a remote compaction is the session's
+    provider's own); else remote V2 for a provider that offers it with
+    ``features.remote_compaction_v2``; else remote V1 for a provider that compacts remotely;
+    else the local summary.
     """
     if config.features.token_budget:
         return Backend.TOKEN_BUDGET
+    if config.separate_compaction_provider:
+        return Backend.LOCAL
     if provider.remote_compaction == "v2" and config.features.remote_compaction_v2:
         return Backend.REMOTE_V2
     if provider.remote_compaction in {"v1", "v2"}:

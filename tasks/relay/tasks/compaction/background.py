@@ -179,6 +179,7 @@ async def install_background(
         tokens_after=support.estimate(history),
         duration_ms=job.duration_ms,
         cut=done.result.cut,
+        model=done.result.model,
         counted_before=counted_before,
         background=True,
         snapshot_age_ms=job.age_ms(anyio.current_time()),

@@ -71,4 +71,5 @@ class LocalBackend:
             message=summary_text(summary),
             notices=(ACCURACY_WARNING,),
             cut=result.incomplete is not None,
+            model=prompt.model,
         )

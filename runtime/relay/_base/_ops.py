@@ -1,0 +1,181 @@
+"""The ops of the protocol: what a client asks a session to do (docs/protocol.md).
+
+Part of the protocol (:mod:`relay._base._protocol` re-exports every name); kept apart so that
+each module of the ground floor stays small.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Any, TypeAlias
+
+import attrs
+
+from ._items import as_tuple, is_str, items_of, optional_str
+
+# --------------------------------------------------------------------------- ops
+
+
+class OnBusy(enum.StrEnum):
+    """What a ``user_turn`` does while a task runs."""
+
+    STEER = "steer"
+    """Add the input to the running turn (rejected while a compaction runs)."""
+    REPLACE = "replace"
+    """Abort the running task and start a new turn."""
+    QUEUE = "queue"
+    """Start a new turn when the running task ends."""
+
+
+@attrs.frozen
+class Text:
+    """Text input."""
+
+    text: str = attrs.field(validator=is_str)
+    """The text."""
+
+
+@attrs.frozen
+class Image:
+    """Image input by URL."""
+
+    image_url: str = attrs.field(validator=is_str)
+    """A URL or a ``data:`` URL."""
+
+
+@attrs.frozen
+class LocalImage:
+    """Image input from a file."""
+
+    path: str = attrs.field(validator=is_str)
+    """Path of the image file."""
+
+
+InputItem: TypeAlias = Text | Image | LocalImage
+
+
+def _non_empty(_: object, attribute: attrs.Attribute[Any], value: tuple[Any, ...]) -> None:
+    if not value:
+        raise ValueError(f"{attribute.name} must not be empty")
+
+
+@attrs.frozen
+class UserTurn:
+    """Start a regular turn with this input, or steer/replace/queue while busy."""
+
+    items: tuple[InputItem, ...] = attrs.field(
+        converter=as_tuple, validator=[items_of(Text, Image, LocalImage), _non_empty]
+    )
+    """The user's input."""
+    model: str | None = attrs.field(default=None, validator=optional_str)
+    """Model for this turn and later ones."""
+    cwd: str | None = attrs.field(default=None, validator=optional_str)
+    """Working directory for this turn and later ones."""
+    effort: str | None = attrs.field(default=None, validator=optional_str)
+    """Reasoning effort for this turn and later ones."""
+    on_busy: OnBusy = attrs.field(default=OnBusy.STEER, converter=OnBusy)
+    """What to do when a task is running."""
+    pin: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    """Keep the text of this input verbatim in the history across every compaction."""
+
+
+@attrs.frozen
+class UserInput:
+    """Alias of :class:`UserTurn` without overrides."""
+
+    items: tuple[InputItem, ...] = attrs.field(
+        converter=as_tuple, validator=[items_of(Text, Image, LocalImage), _non_empty]
+    )
+    """The user's input."""
+
+
+@attrs.frozen
+class Compact:
+    """Start a compaction task (replaces a running task)."""
+
+    instructions: str | None = attrs.field(default=None, validator=optional_str)
+    """Extra text appended to the summarization prompt."""
+
+
+@attrs.frozen
+class Interrupt:
+    """Abort the running task with reason ``interrupted``."""
+
+
+@attrs.frozen
+class OverrideTurnContext:
+    """Change the defaults of later turns; never starts a turn."""
+
+    model: str | None = attrs.field(default=None, validator=optional_str)
+    """New default model."""
+    cwd: str | None = attrs.field(default=None, validator=optional_str)
+    """New default working directory."""
+    effort: str | None = attrs.field(default=None, validator=optional_str)
+    """New default reasoning effort."""
+
+
+@attrs.frozen
+class Unpin:
+    """Release a pinned message (``text``), or every one; never starts a turn."""
+
+    text: str | None = attrs.field(default=None, validator=optional_str)
+    """The text of the pinned message, as it was pinned; unset: every pinned message."""
+
+
+@attrs.frozen
+class Shutdown:
+    """Abort the running task, flush the rollout, report ``shutdown_complete`` and stop."""
+
+
+#: The op types relay serves itself; a custom op cannot take one of these names.
+BUILTIN_OP_TYPES = frozenset(
+    {
+        "user_turn",
+        "user_input",
+        "compact",
+        "interrupt",
+        "override_turn_context",
+        "unpin",
+        "shutdown",
+    }
+)
+
+
+def _custom_type(_: object, attribute: attrs.Attribute[Any], value: str) -> None:
+    if not value or value in BUILTIN_OP_TYPES:
+        raise ValueError(f"{attribute.name} must name an op type of one's own, not {value!r}")
+
+
+@attrs.frozen
+class CustomOp:
+    """An op of a type registered with the session (``open_session(tasks=...)``, a
+    configuration file's ``[tasks]``, ``relay run --task``, or the ``relay.tasks`` entry
+    point group); its task gets the fields.
+
+    In JSON, the type is the op's ``type`` and the fields sit beside it:
+    ``{"type": "review", "path": "src/app.py"}`` is ``CustomOp("review", {"path":
+    "src/app.py"})``. ``on_busy`` is the one field relay reads itself.
+    """
+
+    type: str = attrs.field(validator=[is_str, _custom_type])
+    """The op type: the name it was registered under."""
+    fields: Mapping[str, Any] = attrs.field(factory=dict, converter=dict, hash=False)
+    """Its fields, JSON values (the task reads them as ``op.fields``)."""
+    on_busy: OnBusy = attrs.field(default=OnBusy.REPLACE, converter=OnBusy)
+    """What to do when a task is running (``steer`` is refused: the op has no input)."""
+
+
+Op: TypeAlias = (
+    UserTurn | UserInput | Compact | Interrupt | OverrideTurnContext | Unpin | Shutdown | CustomOp
+)
+
+
+@attrs.frozen
+class Submission:
+    """An op with its id."""
+
+    id: str
+    """The submission id; a turn started by it uses it as turn id."""
+    op: Op
+    """The request."""

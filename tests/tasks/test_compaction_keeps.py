@@ -1,0 +1,165 @@
+"""What a compaction keeps besides its summary, as plain functions: the lines of a long
+repetitive output that stood out, the model's latest answer, the files read placed back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+from hypothesis import given
+from hypothesis import strategies as st
+
+import relay
+from relay import testing
+from relay._core._work_state import (
+    ANSWER_CHARS,
+    STANDOUT_MAX,
+    latest_answer,
+    line_shape,
+    lines_that_stood_out,
+    standout_lines,
+)
+from relay.lowlevel import user_message
+from relay.tasks.compaction import MASK_MARKER
+from relay.tasks.compaction._history import RECENT_READS_MARKER, recent_reads
+
+
+def build_log(lines: int, planted: dict[int, str]) -> str:
+    out = []
+    for n in range(lines):
+        out.append(
+            planted.get(
+                n, f"[{n:04d}] step {n} took {n * 7 % 90} ms, cache {'hit' if n % 3 else 'miss'}"
+            )
+        )
+    return "\n".join(out)
+
+
+def test_the_one_line_unlike_the_others_stands_out() -> None:
+    log = build_log(240, {120: "[0120] peak memory while processing invoices: 600 MiB"})
+    assert standout_lines(log) == ["[0120] peak memory while processing invoices: 600 MiB"]
+
+
+def test_numbers_hex_ids_and_spacing_do_not_make_lines_unlike() -> None:
+    assert line_shape("took  12 ms at 0x7ffe, id deadbeef99") == line_shape(
+        "took 4 ms at 0x1, id 0123456789"
+    )
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        build_log(10, {5: "ERROR disk full"}),  # too short to have a pattern
+        "\n".join(f"def function_{chr(97 + n)}(): return '{chr(97 + n) * n}'" for n in range(26)),
+        build_log(100, {n: f"unique line {chr(65 + n)}" for n in range(STANDOUT_MAX + 1)}),
+    ],
+    ids=["short", "source-file", "too-many"],
+)
+def test_an_output_without_a_pattern_has_no_standout_line(output: str) -> None:
+    assert standout_lines(output) == []
+
+
+@given(st.lists(st.integers(0, 9_999), min_size=20, max_size=200))
+def test_a_purely_repetitive_output_has_none(numbers: list[int]) -> None:
+    assert standout_lines("\n".join(f"step {n} took {n % 97} ms" for n in numbers)) == []
+
+
+def test_stood_out_lines_become_record_entries_named_by_their_source() -> None:
+    log = build_log(60, {30: "WARNING: retries exhausted for shard 7"})
+    (entry,) = lines_that_stood_out("logs/build.log", log)
+    assert (entry.kind, entry.text) == (
+        "line",
+        "logs/build.log: WARNING: retries exhausted for shard 7",
+    )
+
+
+def test_the_latest_answer_is_one_line_and_keeps_its_end() -> None:
+    short = latest_answer("Decision: we add a test first.\n\nThen we fix it.")
+    assert short is not None and short.text == "Decision: we add a test first. Then we fix it."
+    assert short.key == "latest"
+    long = latest_answer("x" * 2_000 + " Decision: keep the API.")
+    assert long is not None and len(long.text) == ANSWER_CHARS
+    assert long.text.endswith("Decision: keep the API.") and long.text.startswith("…")
+    assert latest_answer("  \n ") is None
+
+
+def read(call_id: str, path: str, output: str) -> list[relay.ResponseItem]:
+    return [
+        relay.FunctionCall("read_file", json.dumps({"path": path}), call_id),
+        relay.FunctionCallOutput(call_id, output),
+    ]
+
+
+def test_recent_reads_places_back_the_newest_read_of_each_file_that_fits() -> None:
+    history = [
+        user_message("go"),
+        *read("1", "src/a.py", "A = 1\n"),
+        *read("2", "logs/big.log", "x" * 40_000),  # over the budget: left out
+        *read("3", "src/b.py", "B = 2\n"),
+        *read("4", "src/a.py", "A = 3\n"),  # the newer read of src/a.py
+        *read("5", "gone.py", "error: cannot read gone.py: No such file"),
+    ]
+    message = recent_reads(history, 500)
+    assert isinstance(message, relay.Message)
+    text = message.text()
+    assert text.startswith(RECENT_READS_MARKER)
+    assert "--- src/a.py ---\nA = 3" in text and "A = 1" not in text
+    assert "--- src/b.py ---\nB = 2" in text
+    assert "big.log" not in text and "gone.py" not in text
+    assert text.index("src/a.py") < text.index("src/b.py"), "newest first"
+
+
+def test_masked_outputs_and_a_zero_budget_place_nothing_back() -> None:
+    masked = read("1", "src/a.py", f"{MASK_MARKER} read_file, 9 bytes]")
+    assert recent_reads(masked, 500) is None
+    assert recent_reads(read("1", "src/a.py", "A = 1"), 0) is None
+
+
+# ------------------------------------------------------------------ through a session
+
+
+async def test_a_compaction_keeps_the_stood_out_line_the_latest_answer_and_the_reads(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    work = tmp_path
+    (work / "build.log").write_text(build_log(200, {100: "peak memory: 600 MiB"}))
+    (work / "app.py").write_text("LIMIT = 7\n")
+    script = {
+        "responses": [
+            {"function_call": {"name": "read_file", "arguments": {"path": "build.log"}}},
+            {"function_call": {"name": "read_file", "arguments": {"path": "app.py"}}},
+            "Decision: raise LIMIT after a test.",
+            "the summary",
+            "ok",
+        ]
+    }
+    config = relay.Config(
+        cwd=str(work),
+        features=relay.Features(work_state=True),
+        recent_reads_token_budget=500,
+        rollout=relay.RolloutConfig(enabled=False),
+    )
+    async with testing.open_test_session(script, config=config) as t:
+        await t.turns("look")
+        await t.submit(relay.Compact())
+        await t.wait_for(relay.TurnComplete, 2)
+        await t.turns("go on")
+    after = "\n".join(testing.user_texts(t.model.requests[-1]))
+    assert "build.log: peak memory: 600 MiB" in after
+    assert "Decision: raise LIMIT after a test." in after
+    assert "--- app.py ---\nLIMIT = 7" in after
+    assert "--- build.log ---" not in after, "the log is over the budget"
+
+
+def test_a_command_keeps_the_last_lines_of_its_output() -> None:
+    from relay._core._work_state import command_run
+
+    one = command_run(["sh", "check.sh"], 0, "checking...\n\ncheck: 2 issues in 1 files\n")
+    assert one.text == "sh check.sh → exit 0; last lines: checking... | check: 2 issues in 1 files"
+    timed = command_run(["make"], None, "a\nb\nc\nresult: ok\nelapsed 0.4s\n")
+    assert timed.text == "make → timed out; last lines: c | result: ok | elapsed 0.4s"
+    assert command_run(["true"], 0, "").text == "true → exit 0"
+    assert command_run(["echo"], 0, "hi").text == "echo → exit 0; last line: hi"
