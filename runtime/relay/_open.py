@@ -47,7 +47,7 @@ from ._core._session import Session, TaskFactories, run_session
 from ._core._state import ResumedState, SessionState
 from ._core._summary import compaction_prompt
 from ._core._tools import CONTEXT_TOOLS, Tool, builtin_registry, recall_tool
-from ._core._writer import RolloutWriter
+from ._core._writer import Epoch, RolloutWriter
 from ._models._scripted import ScriptedModel
 from ._otel import session_tracer
 
@@ -191,6 +191,7 @@ async def open_session(
     tasks: Mapping[str, TaskFactory | str] | None = None,
     compactor: Callable[[], Compactor] | None = None,
     api_key: str | None = None,
+    epoch: Epoch | None = None,
     compact_model: ModelClient | None = None,
     mcp_servers: Mapping[str, McpServerConfig | Mapping[str, Any]] | None = None,
     tracer_provider: TracerProvider | None = None,
@@ -234,6 +235,9 @@ async def open_session(
             ``relay.tasks.compaction``).
         api_key: the provider's API key, passed by value instead of read from the
             environment (surrounding whitespace is stripped).
+        epoch: the epoch the session writes its rollout in, when hosts take it over from one
+            another (``docs/rollout.md``, Epochs); its events are numbered from the epoch's
+            ``first_seq``.
         compact_model: a model client for compaction summaries, instead of the one
             ``config.compact_model_provider`` names (by default the session's own client).
         mcp_servers: MCP servers whose tools the model may call, by name, added to
@@ -293,10 +297,10 @@ async def open_session(
         rollout: RolloutWriter | None = None
         if config.rollout.enabled:
             if resume is not None and resume.rollout_path is not None:
-                rollout = RolloutWriter.append_to(resume.rollout_path)
+                rollout = RolloutWriter.append_to(resume.rollout_path, epoch=epoch)
             else:
                 root = Path(config.rollout.dir) if config.rollout.dir else relay_home() / "sessions"
-                rollout = RolloutWriter.create(root, sid, now())
+                rollout = RolloutWriter.create(root, sid, now(), epoch=epoch)
             stack.callback(rollout.close)
         defaults = TurnSettings(model=config.model, cwd=config.cwd or os.getcwd(), effort=None)
         state = (
@@ -347,6 +351,7 @@ async def open_session(
                 hooks=hooks,
                 ids=(resume.submissions, resume.items) if resume is not None else (0, 0),
                 secrets=secrets,
+                first_seq=epoch.first_seq if epoch is not None else 1,
                 compact_model=compact_model,
             )
             if tracer is not None:

@@ -114,6 +114,7 @@ from ._core._work_state import WorkState as WorkState
 from ._core._work_state import kind_heading as kind_heading
 from ._core._work_state import pins_overflow_advice as pins_overflow_advice
 from ._core._work_state import work_state_budget as work_state_budget
+from ._core._writer import Epoch as Epoch
 
 __all__ = [
     "ANSWER_ROOM",
@@ -142,6 +143,7 @@ __all__ = [
     "CustomToolCall",
     "CustomToolCallOutput",
     "DecodeError",
+    "Epoch",
     "GhostSnapshot",
     "HookPoint",
     "HookTrigger",

@@ -1,12 +1,20 @@
-"""One local Ray instance for every cluster test (starting one takes seconds)."""
+"""One local Ray instance for the cluster tests that need one node (starting one takes
+seconds), and clusters of separate raylets in a network namespace for those of a deployment
+(``netns.py``)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+from .netns import LocalCluster, unavailable
 
 # Read when Ray is imported. Loopback only: Ray binds to the machine's address unless told this
 # is a one-machine run; no usage report, no token to set up.
@@ -27,3 +35,40 @@ def ray_address() -> Iterator[str]:
         yield str(context.address_info["gcs_address"])
     finally:
         ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    """A head and two worker nodes (1 CPU each) in a network namespace, for a module."""
+    with local_cluster(["a", "b", "c"]) as made:
+        yield made
+
+
+@pytest.fixture
+def fresh_cluster() -> Iterator[Callable[..., LocalCluster]]:
+    """Makes a cluster for one test (nodes by label; ``hidden``: nodes without the mount)."""
+    with ExitStack() as stack:
+
+        def make(labels: list[str], hidden: dict[str, Path] | None = None) -> LocalCluster:
+            return stack.enter_context(local_cluster(labels, hidden or {}))
+
+        yield make
+
+
+@contextmanager
+def local_cluster(
+    labels: list[str], hidden: dict[str, Path] | None = None
+) -> Iterator[LocalCluster]:
+    reason = unavailable()
+    if reason is not None:
+        pytest.skip(f"a cluster of separate raylets cannot run here: {reason}")
+    root = Path(tempfile.mkdtemp(prefix="rt-", dir="/tmp"))
+    made = LocalCluster(root)
+    try:
+        made.create()
+        for label in labels:
+            made.start_node(label, hidden=(hidden or {}).get(label))
+        yield made
+    finally:
+        made.destroy()
+        shutil.rmtree(root, ignore_errors=True)

@@ -65,17 +65,33 @@ class _Parser(argparse.ArgumentParser):
 
 
 def add_cluster_command(commands: Any) -> None:
-    """Register ``relay cluster run`` on the ``relay`` command's subparsers."""
+    """Register ``relay cluster run|up|ls|attach|down`` on the ``relay`` command's subparsers."""
     cluster = commands.add_parser("cluster", help="run sessions on a Ray cluster")
     actions = cluster.add_subparsers(
         dest="cluster_command", metavar="COMMAND", required=True, parser_class=type(cluster)
     )
+
+    def where(sub: argparse.ArgumentParser, address_help: str) -> None:
+        sub.add_argument("--address", help=address_help)
+        sub.add_argument(
+            "--namespace",
+            default="relay",
+            help="Ray namespace of the deployment (default relay)",
+        )
+
     run = actions.add_parser("run", help="run op scripts as sessions on a Ray cluster")
     run.add_argument("scripts", nargs="+", metavar="SCRIPT", help="op scripts (JSON Lines)")
-    run.add_argument(
-        "--address", help="Ray cluster to connect to (default: start a local one for the run)"
+    where(
+        run,
+        "Ray cluster to connect to (default $RAY_ADDRESS, else start a local one for the run); "
+        "the hosts of a deployment up there are used",
     )
-    run.add_argument("--actors", type=int, default=2, help="session hosts to start (default 2)")
+    run.add_argument(
+        "--actors",
+        type=int,
+        default=2,
+        help="session hosts to start when no deployment is up (default 2)",
+    )
     run.add_argument(
         "--out",
         default="relay-cluster-events",
@@ -97,6 +113,49 @@ def add_cluster_command(commands: Any) -> None:
     run.add_argument(
         "--rollout-dir", help="directory for rollout files; on a cluster, one every node reaches"
     )
+
+    cluster_address = "Ray cluster to connect to (default $RAY_ADDRESS)"
+    start = actions.add_parser(
+        "up", help="start a registry and session hosts that outlive the command"
+    )
+    where(start, cluster_address)
+    start.add_argument("--hosts", type=int, default=2, help="session hosts to start (default 2)")
+    start.add_argument(
+        "--host-cpus", type=float, default=1.0, help="CPUs Ray reserves per host (default 1)"
+    )
+    start.add_argument(
+        "--rollout-dir",
+        help="the shared directory for rollout files (default $RELAY_HOME/sessions)",
+    )
+    start.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=10.0,
+        help="how long a host that stops renewing keeps its sessions (default 10)",
+    )
+    listing = actions.add_parser("ls", help="list the deployment's hosts and sessions")
+    where(listing, cluster_address)
+    listing.add_argument("--json", action="store_true", help="print the listing as JSON")
+    attach = actions.add_parser(
+        "attach",
+        help="stream a session's events and submit ops read from standard input",
+    )
+    attach.add_argument("session", metavar="SESSION_ID", help="the session to attach to")
+    where(attach, cluster_address)
+    attach.add_argument(
+        "--from",
+        dest="from_seq",
+        type=int,
+        metavar="N",
+        help="the events after seq N (older ones from the rollout; default: what is new)",
+    )
+    attach.add_argument(
+        "--shutdown",
+        action="store_true",
+        help="shut the session down once the script has run (default: leave it running)",
+    )
+    stop = actions.add_parser("down", help="shut the deployment's sessions down and end it")
+    where(stop, cluster_address)
 
 
 def _parser() -> argparse.ArgumentParser:

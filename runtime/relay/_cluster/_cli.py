@@ -1,22 +1,25 @@
 """``relay cluster run``: many op scripts as sessions on a Ray cluster (see ``docs/cluster.md``).
 
-Each script runs in its own session of a :class:`~relay.cluster.SessionPool`, and its events
-go to their own JSON Lines file. A progress bar on standard error (when it is a terminal) counts
-finished sessions; a summary table on standard output ends the run.
+Each script runs in its own session, and its events go to their own JSON Lines file. When a
+deployment is up in ``--namespace`` (``relay cluster up``), the sessions go to its hosts and
+outlive this command: killed, it leaves them running, and ``relay cluster attach`` finishes
+them. Otherwise the run starts hosts of its own (``--actors``), which end with it. A progress
+bar on standard error (when it is a terminal) counts finished sessions; a summary table on
+standard output ends the run.
 
 Exit codes, as for ``relay run``: 0 every session ran its script to the end; 1 at least one
 failed (each failure is named on standard error); 2 bad usage (unreadable script or config,
-Ray missing or unreachable), nothing run.
+Ray missing or unreachable, a cluster without room for the hosts), nothing run.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import IO
 
@@ -24,19 +27,22 @@ import anyio
 import attrs
 
 from .._base import _protocol as p
-from .._base._codec import to_json
 from .._base._config import Config, load_config
 from .._base._errors import ConfigError, RelayError, ScriptError
 from .._drive._op_script import Step, parse_op_script
-from ._pool import import_ray, open_session_pool
+from ._client import ClusterClient, client_of
+from ._command import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    LOCAL_CPUS,
+    event_line,
+    init_ray,
+    ray_address,
+)
+from ._deploy import existing_registry, open_session_pool
+from ._ray import DEFAULT_PREFIX, import_ray
 from ._script import run_op_script
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-
-#: CPUs of the local Ray instance a run starts when no address is given.
-LOCAL_CPUS = 2
 
 
 @attrs.define
@@ -77,17 +83,24 @@ def summary_table(tally: _Tally, seconds: float) -> str:
     return f"{line}\n{row}"
 
 
-def _load(args: argparse.Namespace) -> tuple[Config, list[tuple[str, list[Step]]]]:
+def load_session_config(args: argparse.Namespace) -> Config:
+    """The sessions' configuration from the command line, paths absolute where it was given."""
     config = load_config(args.config, args.overrides)
     if args.model_script:
-        config = attrs.evolve(config, model_script=args.model_script)
+        config = attrs.evolve(config, model_script=str(Path(args.model_script).absolute()))
     if args.rollout_dir:
-        config = attrs.evolve(config, rollout=attrs.evolve(config.rollout, dir=args.rollout_dir))
+        rollout = attrs.evolve(config.rollout, dir=str(Path(args.rollout_dir).absolute()))
+        config = attrs.evolve(config, rollout=rollout)
     config.provider()
     if config.model_provider == "scripted" and config.model_script:
         from .._models._script import load_model_script
 
         load_model_script(config.model_script)
+    return config
+
+
+def _load(args: argparse.Namespace) -> tuple[Config, list[tuple[str, list[Step]]]]:
+    config = load_session_config(args)
     if args.actors < 1:
         raise ConfigError("--actors must be at least 1")
     if args.parallel < 1:
@@ -104,6 +117,26 @@ def _load(args: argparse.Namespace) -> tuple[Config, list[tuple[str, list[Step]]
     return config, scripts
 
 
+@asynccontextmanager
+async def _sessions_for(
+    args: argparse.Namespace, config: Config, local: bool
+) -> AsyncIterator[tuple[ClusterClient, Config]]:
+    """The deployment up in the namespace, else hosts of the run's own."""
+    ray = import_ray()
+    registry = None if local else existing_registry(ray, args.namespace, DEFAULT_PREFIX)
+    if registry is not None:
+        print(
+            f"relay: running on the hosts of the deployment in namespace {args.namespace!r}",
+            file=sys.stderr,
+        )
+        async with client_of(ray, registry, args.namespace) as client:
+            yield client, config
+        return
+    host_cpus = min(1.0, LOCAL_CPUS / args.actors) if local else 1.0
+    async with open_session_pool(args.actors, config, host_cpus=host_cpus) as pool:
+        yield pool.client, pool.config
+
+
 async def _run_all(
     args: argparse.Namespace, config: Config, scripts: list[tuple[str, list[Step]]], local: bool
 ) -> _Tally:
@@ -111,9 +144,8 @@ async def _run_all(
     tally = _Tally(total=len(scripts))
     bar = sys.stderr.isatty()
     limiter = anyio.CapacityLimiter(args.parallel)
-    host_cpus = min(1.0, LOCAL_CPUS / args.actors) if local else 1.0
 
-    async with open_session_pool(args.actors, config, host_cpus=host_cpus) as pool:
+    async with _sessions_for(args, config, local) as (client, config):
 
         async def one(index: int, name: str, steps: list[Step]) -> None:
             label = Path(name).name
@@ -123,16 +155,15 @@ async def _run_all(
                     with path.open("w", encoding="utf-8") as sink_file:
 
                         def sink(event: p.Event) -> None:
-                            line = json.dumps(
-                                to_json(event), ensure_ascii=False, separators=(",", ":")
-                            )
-                            sink_file.write(line + "\n")
+                            sink_file.write(event_line(event) + "\n")
                             if isinstance(event.msg, p.TurnStarted):
                                 tally.turns += 1
                             elif isinstance(event.msg, p.SessionResumed):
                                 tally.failovers += 1
+                            elif isinstance(event.msg, p.TurnComplete):
+                                sink_file.flush()
 
-                        async with pool.open_session() as session:
+                        async with client.open_session(config) as session:
                             await run_op_script(session, steps, sink, script_name=label)
             except RelayError as exc:
                 tally.failures += 1
@@ -151,9 +182,14 @@ async def _run_all(
 
 
 def cluster_command(args: argparse.Namespace) -> int:
-    """``relay cluster run``."""
+    """``relay cluster ...``."""
+    if args.cluster_command != "run":
+        from ._admin import admin_command
+
+        return admin_command(args)
     try:
         config, scripts = _load(args)
+        address = ray_address(args)
         ray = import_ray()
         Path(args.out).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -162,27 +198,18 @@ def cluster_command(args: argparse.Namespace) -> int:
     except (ConfigError, ScriptError) as exc:
         print(f"relay: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    local = args.address is None
-    if local:
-        # A run's own instance listens on loopback only (Ray takes the machine's address else).
-        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    local = address is None
     try:
-        if local:
-            ray.init(
-                num_cpus=LOCAL_CPUS,
-                include_dashboard=False,
-                log_to_driver=False,
-                logging_level="WARNING",
-            )
-        else:
-            ray.init(address=args.address, log_to_driver=False, logging_level="WARNING")
+        init_ray(ray, address, args.namespace)
     except Exception as exc:
         print(f"relay: cannot start or reach Ray: {exc}", file=sys.stderr)
         return EXIT_USAGE
     started = time.perf_counter()
     try:
         tally = asyncio.run(_run_all(args, config, scripts, local))
+    except ConfigError as exc:
+        print(f"relay: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except RelayError as exc:
         print(f"relay: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -190,3 +217,6 @@ def cluster_command(args: argparse.Namespace) -> int:
         ray.shutdown()
     print(summary_table(tally, time.perf_counter() - started))
     return EXIT_OK if tally.failures == 0 else EXIT_FAILED
+
+
+__all__ = ["cluster_command", "load_session_config", "summary_table"]

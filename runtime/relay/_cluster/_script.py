@@ -1,4 +1,4 @@
-"""Op scripts through a session pool: what ``relay cluster run`` does with each script.
+"""Op scripts in a session on a deployment: what ``relay cluster run`` does with each script.
 
 The steps are those of ``relay run`` (``docs/cli.md``): ops submitted in order, ``wait_for``
 counted on the pooled session's events, ``sleep_ms``; a failover in between changes nothing
@@ -18,21 +18,25 @@ from .._base._codec import to_json
 from .._base._errors import ScriptError
 from .._base._util import single_exception
 from .._drive._op_script import OpLine, Sleep, Step, WaitFor, matches
-from ._pool import HostLostError, PooledSession
+from ._client import ClusterSession, HostLostError
 
 
 async def run_op_script(
-    session: PooledSession,
+    session: ClusterSession,
     steps: Sequence[Step],
     sink: Callable[[p.Event], None],
     *,
     script_name: str = "script",
+    shut_down: bool = True,
 ) -> None:
-    """Run an op script in a pooled session, as ``relay run`` does in a local one.
+    """Run an op script in a session on a deployment, as ``relay run`` does in a local one.
 
-    Every event reaches ``sink`` in order. ``wait_for`` counts events from the start of the
-    session; one that can no longer be met (the session is idle and every event has arrived)
-    raises :class:`ScriptError`. After the last step the session is shut down once idle.
+    Every event reaches ``sink`` in order. ``wait_for`` counts the events emitted since the
+    caller began to follow the session (from its start, for a session it opened; replayed
+    events of an attached session do not count); one that can no longer be met
+    (the session is idle and every event has arrived) raises :class:`ScriptError`. After the
+    last step the session is shut down once idle; with ``shut_down=False`` it is left running
+    once idle and every event it emitted has reached ``sink``.
     """
     seen: list[dict[str, Any]] = []
     changed = anyio.Event()
@@ -42,7 +46,8 @@ async def run_op_script(
         nonlocal changed
         try:
             async for event in session.events():
-                seen.append(to_json(event.msg))
+                if event.seq > (session.followed_at or 0):
+                    seen.append(to_json(event.msg))
                 sink(event)
                 changed.set()
                 changed = anyio.Event()
@@ -63,25 +68,32 @@ async def run_op_script(
                 tg.start_soon(_first, tg, partial(_append, idle_at, session.wait_idle))
             if idle_at and count(wait) < wait.count:
                 # Idle: once every event it emitted has arrived, nothing more will come.
-                while session.events_from_host < idle_at[0] and not done.is_set():
+                while session.taken_seq < idle_at[0] and not done.is_set():
                     waiting = changed
                     await waiting.wait()
                 if count(wait) < wait.count:
                     raise _unmet(script_name, wait, count(wait))
 
+    async def caught_up(seq: int) -> None:
+        while session.taken_seq < seq and not done.is_set():
+            waiting = changed
+            await waiting.wait()
+
     try:
-        await _run_steps(session, steps, script_name, consume, wait_for, done)
+        await _run_steps(session, steps, script_name, consume, wait_for, done, caught_up, shut_down)
     except BaseExceptionGroup as group:
         raise single_exception(group) from None
 
 
 async def _run_steps(
-    session: PooledSession,
+    session: ClusterSession,
     steps: Sequence[Step],
     script_name: str,
     consume: Callable[[], Coroutine[Any, Any, None]],
     wait_for: Callable[[WaitFor], Awaitable[None]],
     done: anyio.Event,
+    caught_up: Callable[[int], Awaitable[None]],
+    shut_down: bool,
 ) -> None:
     shutdown_sent = False
     async with anyio.create_task_group() as tg:
@@ -108,7 +120,11 @@ async def _run_steps(
                 case _:
                     assert_never(step)
         if not shutdown_sent:
-            await session.wait_idle()
+            idle = await session.wait_idle()
+            if not shut_down:
+                await caught_up(idle)
+                tg.cancel_scope.cancel()
+                return
             await session.shutdown()
         await done.wait()
 

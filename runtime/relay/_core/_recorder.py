@@ -43,6 +43,9 @@ TERMINAL_EVENTS = (p.TurnComplete, p.TurnAborted, p.ShutdownComplete)
 #: Events flushed at once besides the terminal ones: a session's start is on disk as soon as
 #: it is announced, so it can be found (and resumed) even if the process dies next.
 FLUSHED_EVENTS = (*TERMINAL_EVENTS, p.SessionConfigured)
+#: What a writer with an epoch flushes besides: a turn's start, so that the host that takes
+#: the session over knows the turn that was running whenever a reader saw it start.
+FLUSHED_IN_EPOCHS = (*FLUSHED_EVENTS, p.TurnStarted)
 
 
 def to_json_world(world: WorldState) -> dict[str, Any]:
@@ -57,6 +60,9 @@ class RolloutRecorder:
         self.writer = writer
         """The file writer, when persistence is on."""
         self._ids = ids
+        self._flushed = (
+            FLUSHED_IN_EPOCHS if writer is not None and writer.epoch is not None else FLUSHED_EVENTS
+        )
         # A turn's context is most often the one before it: its payload is made once.
         self._context: tuple[Any, ...] = ()
         self._context_json = ""
@@ -91,15 +97,28 @@ class RolloutRecorder:
         )
         self.writer.flush()
 
-    def event(self, msg: p.EventMsg, text: str | None = None) -> None:
+    def event(
+        self,
+        msg: p.EventMsg,
+        text: str | None = None,
+        *,
+        seq: int | None = None,
+        event_id: str | None = None,
+    ) -> None:
         """An ``event_msg`` line for a persisted kind; a terminal event flushes the file.
 
-        ``text``, when given, is the message's JSON text, already made.
+        ``text``, when given, is the message's JSON text, already made; ``seq`` and
+        ``event_id`` are the event's (written into the line by a writer with an epoch).
         """
         if self.writer is None or not isinstance(msg, PERSISTED_EVENTS):
             return
-        self.writer.write_json("event_msg", payload_json(to_json(msg)) if text is None else text)
-        if isinstance(msg, FLUSHED_EVENTS):
+        self.writer.write_json(
+            "event_msg",
+            payload_json(to_json(msg)) if text is None else text,
+            seq=seq,
+            event_id=event_id,
+        )
+        if isinstance(msg, self._flushed):
             self.writer.flush()
 
     def note(self, msg: p.EventMsg) -> None:

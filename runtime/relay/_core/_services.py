@@ -58,6 +58,7 @@ class Services:
         hooks: Iterable[CompactHook] = (),
         ids: tuple[int, int] = (0, 0),
         secrets: Secrets = NO_SECRETS,
+        first_seq: int = 1,
         compact_model: ModelClient | None = None,
     ) -> None:
         self.id = session_id
@@ -102,7 +103,10 @@ class Services:
         self.events = EventStream()
         """The event stream to the session's reader."""
         self.events_emitted = 0
-        """Events numbered so far (the ``seq`` of the last one)."""
+        """Events numbered so far."""
+        self.last_seq = first_seq - 1
+        """The ``seq`` of the last event (numbering starts at ``first_seq``: 1, or where an
+        epoch's starts)."""
         self.listeners: list[Callable[[p.Event], None]] = []
         """Told every event as it is emitted (what :meth:`Session.ask` watches)."""
         self.on_rollout_failure: Callable[[], None] = lambda: None
@@ -123,17 +127,21 @@ class Services:
         terminal = isinstance(msg, TERMINAL_EVENTS)
         if terminal:
             self.recorder.ids(self.submissions, self.items)
+        seq = self.last_seq + 1
         json_of: EventJson | None = None
         if self.events.keeps_json:
             data = to_json(msg)
             json_of = (data, payload_json(data))
-            self.recorder.event(msg, json_of[1])
+            self.recorder.event(msg, json_of[1], seq=seq, event_id=event_id)
         else:
-            self.recorder.event(msg)
+            self.recorder.event(msg, seq=seq, event_id=event_id)
         if terminal:
             self._check_rollout(event_id)
+            # An error{rollout} went first: its line was not written, and this event follows it.
+            seq = self.last_seq + 1
         self.events_emitted += 1
-        event = p.Event(event_id, self.events_emitted, msg)
+        self.last_seq = seq
+        event = p.Event(event_id, seq, msg)
         for listener in self.listeners:
             listener(event)
         if json_of is not None:

@@ -72,6 +72,9 @@ class SessionStatistics:
     background_compaction: str | None = None
     """Where the session's background compaction is (``running``, ``ready`` or ``failed``),
     when there is one that no turn has taken yet."""
+    last_seq: int = 0
+    """The ``seq`` of the last event (``events_emitted`` unless the numbering started later:
+    an epoch's, ``docs/rollout.md``)."""
 
 
 @attrs.frozen
@@ -196,6 +199,7 @@ class Session(metaclass=NoPublicConstructor):
             events_emitted=self._services.events_emitted,
             history_items=len(self.state.history),
             background_compaction=job.state.value if job is not None else None,
+            last_seq=self._services.last_seq,
         )
 
     # ------------------------------------------------------------------ submitting

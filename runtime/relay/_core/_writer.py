@@ -23,10 +23,14 @@ import errno
 import fcntl
 import json
 import os
+import re
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import attrs
 
 from .._base._errors import RolloutError, RolloutLockedError
 
@@ -77,6 +81,43 @@ class _Stamps:
         return self._text
 
 
+def _always() -> bool:
+    return True
+
+
+@attrs.frozen
+class Epoch:
+    """One writer's turn at a session's rollout: its number, where its event numbering starts,
+    and whether the lease it writes under still holds.
+
+    A session moved to another host starts a new epoch, numbered above every earlier one. The
+    rollout records each line's epoch; a writer whose epoch is no longer the newest, or whose
+    lease ran out, writes nothing more, and a reader ignores lines of an older epoch that come
+    after a newer one began.
+    """
+
+    number: int
+    """The epoch, from 1."""
+    first_seq: int = 1
+    """The ``seq`` of the session's first event in this epoch."""
+    holds: Callable[[], bool] = _always
+    """Whether the writer may still write (its lease has not run out); checked before every
+    hand-over of lines to the operating system."""
+    take_over: bool = False
+    """Whether a resume in this epoch goes on when an older writer still holds the file's
+    lock (that writer is fenced by the epoch instead)."""
+
+
+#: The start of a line a writer with an epoch writes: its epoch comes before its payload.
+_EPOCH_OF_LINE = re.compile(rb'^\{"timestamp":"[^"]*","type":"[a-z_]+","epoch":(\d+)')
+
+
+def epoch_of_line(line: bytes) -> int | None:
+    """The epoch a rollout line says it was written in, or None (no epoch: the one in force)."""
+    match = _EPOCH_OF_LINE.match(line)
+    return int(match.group(1)) if match else None
+
+
 def rollout_path(root: Path, session_id: str, created: datetime) -> Path:
     """``root/YYYY/MM/DD/rollout-<timestamp>-<session id>.jsonl``."""
     created = created.astimezone(UTC)
@@ -103,9 +144,10 @@ _NO_LOCKS = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOS
 _BUFFER_BYTES = 8 * 1024
 
 
-def _lock(fd: int, path: Path) -> str | None:
-    """Take the exclusive lock on ``fd``; returns a warning when the file system has no locks.
-    Otherwise closes ``fd`` and raises."""
+def _lock(fd: int, path: Path, take_over: Epoch | None = None) -> str | None:
+    """Take the exclusive lock on ``fd``; returns a warning when the file system has no locks,
+    or when ``take_over`` goes on without the lock another writer holds. Otherwise closes
+    ``fd`` and raises."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
@@ -114,8 +156,15 @@ def _lock(fd: int, path: Path) -> str | None:
                 f"rollout file {path} cannot be locked ({exc.strerror}): the session goes on "
                 "without the lock, so nothing stops another session from appending to it"
             )
+        held = exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES)
+        if held and take_over is not None:
+            return (
+                f"rollout file {path} is still locked by the writer of an earlier epoch; epoch "
+                f"{take_over.number} takes it over without the lock, and that writer can no "
+                "longer add a line that counts"
+            )
         os.close(fd)
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+        if held:
             raise RolloutLockedError(
                 f"rollout file {path} is in use by another session; resume it once that"
                 " session has ended"
@@ -128,14 +177,24 @@ class RolloutWriter:
     """Appends rollout lines to one file."""
 
     def __init__(
-        self, path: Path, fd: int, *, created: bool = False, warning: str | None = None
+        self,
+        path: Path,
+        fd: int,
+        *,
+        created: bool = False,
+        warning: str | None = None,
+        epoch: Epoch | None = None,
     ) -> None:
         self.path = path
         self.warning = warning
-        """Why the file is not locked, when it is not (its file system has no locks)."""
+        """Why the file is not locked, when it is not (its file system has no locks, or a
+        writer of a newer epoch took it over)."""
         self.failure: OSError | None = None
-        """The error that stopped the writing (a full disk, a file too large), once one did:
-        nothing is written after it."""
+        """The error that stopped the writing (a full disk, a file too large, a newer epoch),
+        once one did: nothing is written after it."""
+        self.epoch = epoch
+        """The epoch this writer writes in, when it takes part in epochs."""
+        self._epoch_json = f',"epoch":{epoch.number}' if epoch is not None else ""
         self._fd: int | None = fd
         self._created = created
         # Lines not yet handed to the operating system, encoded (so that text no file can
@@ -147,7 +206,9 @@ class RolloutWriter:
         self._stamps = _Stamps()
 
     @classmethod
-    def create(cls, root: Path, session_id: str, created: datetime) -> RolloutWriter:
+    def create(
+        cls, root: Path, session_id: str, created: datetime, *, epoch: Epoch | None = None
+    ) -> RolloutWriter:
         """Create a new rollout file (0600) under ``root`` (directories 0700)."""
         path = rollout_path(root, session_id, created)
         try:
@@ -160,11 +221,14 @@ class RolloutWriter:
         except RolloutError:
             _remove(path)  # nothing was written to it: leave no empty file behind
             raise
-        return cls(path, fd, created=True, warning=warning)
+        return cls(path, fd, created=True, warning=warning, epoch=epoch)
 
     @classmethod
-    def append_to(cls, path: Path) -> RolloutWriter:
+    def append_to(cls, path: Path, *, epoch: Epoch | None = None) -> RolloutWriter:
         """Open an existing rollout file to append to it (used by resume).
+
+        When ``epoch`` says ``take_over``, a lock still held by another writer does not stop
+        this one: the older writer is fenced by the epoch instead (see the module doc).
 
         Raises:
             RolloutLockedError: another session is appending to it.
@@ -174,8 +238,8 @@ class RolloutWriter:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND)
         except OSError as exc:
             raise RolloutError(f"cannot open rollout file {path}: {exc.strerror}") from exc
-        warning = _lock(fd, path)
-        writer = cls(path, fd, warning=warning)
+        warning = _lock(fd, path, epoch if epoch is not None and epoch.take_over else None)
+        writer = cls(path, fd, warning=warning, epoch=epoch)
         writer._end_partial_line()
         return writer
 
@@ -194,12 +258,27 @@ class RolloutWriter:
         """Append one line (buffered until :meth:`flush`)."""
         self.write_json(kind, _ENCODER.encode(payload))
 
-    def write_json(self, kind: RolloutType, payload: str) -> None:
-        """Append one line whose payload is already JSON text (buffered until :meth:`flush`)."""
+    def write_json(
+        self,
+        kind: RolloutType,
+        payload: str,
+        *,
+        seq: int | None = None,
+        event_id: str | None = None,
+    ) -> None:
+        """Append one line whose payload is already JSON text (buffered until :meth:`flush`).
+
+        A writer with an epoch writes it into the line, and an event's ``seq`` and id with it.
+        """
         if self.failure is not None or self._fd is None:
             return
         stamp = self._stamps.now()
-        line = f'{{"timestamp":"{stamp}","type":{_type_json(kind)},"payload":{payload}}}\n'
+        marks = self._epoch_json
+        if marks and seq is not None:
+            marks = f'{marks},"seq":{seq}'
+            if event_id is not None:
+                marks = f'{marks},"id":{_ENCODER.encode(event_id)}'
+        line = f'{{"timestamp":"{stamp}","type":{_type_json(kind)}{marks},"payload":{payload}}}\n'
         data = line.encode("utf-8")
         self._pending.append(data)
         self._pending_bytes += len(data)
@@ -219,6 +298,8 @@ class RolloutWriter:
         if self.failure is not None or self._fd is None:
             return
         fd = self._fd
+        if self.epoch is not None and not self._still_writes(fd):
+            return
         view = memoryview(data)
         written = 0
         try:
@@ -235,6 +316,40 @@ class RolloutWriter:
             self._size += whole
             return
         self._size += written
+
+    def _still_writes(self, fd: int) -> bool:
+        """Whether this writer's epoch may still write; if not, it is fenced (:attr:`failure`).
+
+        Lines another writer appended since this one's last are read: one of a newer epoch
+        fences this writer; those of an older epoch (a fenced writer's, which the reader
+        ignores) are passed over.
+        """
+        epoch = self.epoch
+        assert epoch is not None
+        if not epoch.holds():
+            self._fence(f"the lease of epoch {epoch.number} ran out before it could write")
+            return False
+        try:
+            size = os.fstat(fd).st_size
+        except OSError:
+            return True  # the write itself will say what is wrong
+        if size == self._size:
+            return True
+        newest = 0
+        with self.path.open("rb") as existing:
+            existing.seek(self._size)
+            for line in existing.read(size - self._size).splitlines():
+                newest = max(newest, epoch_of_line(line) or 0)
+        if newest > epoch.number:
+            self._fence(f"epoch {newest} of the session began after epoch {epoch.number}")
+            return False
+        self._size = size
+        return True
+
+    def _fence(self, why: str) -> None:
+        self.failure = OSError(
+            errno.ESTALE, f"{why}: the session moved on, and this writer adds nothing more"
+        )
 
     def close(self) -> None:
         """Flush and close the file. A new file that never got a whole line is removed."""

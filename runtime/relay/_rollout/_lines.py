@@ -81,6 +81,10 @@ class EventMsgLine:
     """RFC 3339 time of the write."""
     msg: p.EventMsg
     """The event message."""
+    seq: int | None = None
+    """The event's ``seq``, which a writer with an epoch records (else None)."""
+    event_id: str | None = None
+    """The event's id, recorded with its ``seq``."""
 
 
 @attrs.frozen
@@ -212,6 +216,13 @@ class Rollout:
     """Problems found, in line order."""
     path: Path | None = None
     """The file it was read from."""
+    epoch: int | None = None
+    """The newest epoch a line says it was written in (None: no line says one)."""
+    last_seq: int | None = None
+    """The highest event ``seq`` a line records (None: no line records one)."""
+    unfinished_turn: tuple[str, float | None] | None = None
+    """The turn whose ``turn_started`` is the last turn event, with its ``started_at``: the
+    turn that was running when the session stopped writing (None: every turn ended)."""
 
     @property
     def name(self) -> str:

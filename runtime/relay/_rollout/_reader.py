@@ -10,6 +10,9 @@ frozen class per line ``type``, and never raises for what a file contains:
   with a note naming its line number. A line without a timestamp is kept, with a note.
 - A ``compacted`` line whose ``replacement_history`` does not decode is kept without it (it is
   then rebuilt like an old-style line) and noted; likewise a bad receipt or window field.
+- A line that says it was written in an older epoch than a line before it (a host that had
+  lost the session and wrote on: ``docs/rollout.md``, Epochs) is skipped with a note. A line
+  that says no epoch belongs to the epoch in force.
 - ``session_meta`` must come before any other well-formed line. A rollout without it parses
   (``meta`` is None, with a note): it can still be shown, but not resumed, since nothing says
   which session it belongs to.
@@ -137,7 +140,7 @@ def _parse(lines: Iterable[bytes], path: Path | None, *, for_resume: bool) -> Ro
     for number, chunk in enumerate(lines, 1):
         # Only the last line can lack its newline: then a crash may have cut it short.
         record = parser.record(number, chunk, last_unterminated=not chunk.endswith(b"\n"))
-        if record is None:
+        if record is None or not parser.in_epoch(number, record):
             continue
         if keep is None:
             parser.add(number, parser.decode(number, record))
@@ -155,6 +158,40 @@ class _Parser:
     meta: SessionMeta | None = None
     # Whether a well-formed line was left undecoded (it still counts as "a line before").
     skipped: bool = False
+    # The newest epoch a line said, and the highest event seq one recorded.
+    epoch: int | None = None
+    last_seq: int | None = None
+    # The turn started last, while no turn event has ended it.
+    unfinished: tuple[str, float | None] | None = None
+
+    def in_epoch(self, number: int, record: Mapping[str, Any]) -> bool:
+        """Whether a line counts: it says no epoch, or none older than the newest so far."""
+        epoch = _counter(record.get("epoch"))
+        if epoch is not None:
+            if self.epoch is not None and epoch < self.epoch:
+                self.note(
+                    number,
+                    f"written in epoch {epoch} after epoch {self.epoch} began (by a host that "
+                    "had lost the session); ignored",
+                )
+                return False
+            self.epoch = epoch
+        seq = _counter(record.get("seq"))
+        if seq is not None and (self.last_seq is None or seq > self.last_seq):
+            self.last_seq = seq
+        if record["type"] == "event_msg":
+            self._follow_turns(record["payload"])
+        return True
+
+    def _follow_turns(self, payload: Any) -> None:
+        kind = payload.get("type") if isinstance(payload, dict) else None
+        if kind == "turn_started":
+            turn_id, started_at = payload.get("turn_id"), payload.get("started_at")
+            if isinstance(turn_id, str):
+                since = started_at if isinstance(started_at, int | float) else None
+                self.unfinished = (turn_id, None if isinstance(since, bool) else since)
+        elif kind in ("turn_complete", "turn_aborted"):
+            self.unfinished = None
 
     def note(self, number: int, message: str, *, truncated: bool = False) -> None:
         self.notes.append(RolloutNote(number, message, truncated))
@@ -230,7 +267,15 @@ class _Parser:
             self.note(1, "no session_meta line: the rollout is empty")
         # Notes are made in two passes (JSON, then payloads); report them in line order.
         notes = sorted(self.notes, key=lambda note: note.line)
-        return Rollout(self.meta, tuple(self.lines), tuple(notes), path)
+        return Rollout(
+            self.meta,
+            tuple(self.lines),
+            tuple(notes),
+            path,
+            self.epoch,
+            self.last_seq,
+            self.unfinished,
+        )
 
     def _line(self, number: int, record: Mapping[str, Any]) -> RolloutLine:
         kind, payload = record["type"], record["payload"]
@@ -244,7 +289,14 @@ class _Parser:
             case "response_item":
                 return ResponseItemLine(number, timestamp, _response_item(payload))
             case "event_msg":
-                return EventMsgLine(number, timestamp, _decode(payload, p.EventMsg, kind))
+                event_id = record.get("id")
+                return EventMsgLine(
+                    number,
+                    timestamp,
+                    _decode(payload, p.EventMsg, kind),
+                    _counter(record.get("seq")),
+                    event_id if isinstance(event_id, str) else None,
+                )
             case "turn_context":
                 return self._turn_context(number, timestamp, payload)
             case "world_state":
@@ -394,6 +446,13 @@ def _decode_record(chunk: bytes) -> Mapping[str, Any]:
     if not isinstance(record["type"], str):
         raise _Malformed("'type' is not a string")
     return record
+
+
+def _counter(value: Any) -> int | None:
+    """An epoch or seq of a line's envelope: a positive int, or None."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
 
 
 def _response_item(payload: Any) -> p.ResponseItem:

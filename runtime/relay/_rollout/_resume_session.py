@@ -26,6 +26,7 @@ from .._base._tokens import TokenEstimator
 from .._core._hooks import CompactHook
 from .._core._session import Session
 from .._core._tools import Tool
+from .._core._writer import Epoch
 from .._open import open_session
 
 if TYPE_CHECKING:
@@ -48,6 +49,7 @@ async def resume_session(
     model_name: str | None = None,
     first_events: Iterable[tuple[str, p.EventMsg]] = (),
     api_key: str | None = None,
+    epoch: Epoch | None = None,
     mcp_servers: Mapping[str, McpServerConfig | Mapping[str, Any]] | None = None,
     tracer_provider: TracerProvider | None = None,
 ) -> AsyncIterator[Session]:
@@ -71,9 +73,11 @@ async def resume_session(
     the id ``"resume"``, right after ``session_configured`` (the first event of every
     session, here with ``resumed`` set), then ``first_events`` (``(event id, message)``: what
     a host that resumes a session elsewhere knows of its move). Generated submission and item
-    ids go on from the rollout's. When the session is traced, its span links to the spans of
-    the earlier runs the rollout recorded (``docs/observability.md``). The other arguments are
-    those of :func:`~relay.open_session` (the session id comes from the file), which this is
+    ids go on from the rollout's. ``epoch`` is the epoch the resumed session writes in (a
+    host taking it over from another; ``docs/rollout.md``, Epochs). When the session is
+    traced, its span links to the spans of the earlier runs the rollout recorded
+    (``docs/observability.md``). The other arguments are those of
+    :func:`~relay.open_session` (the session id comes from the file), which this is
     otherwise like: the MCP servers of ``config`` and ``mcp_servers`` start again.
 
     Raises:
@@ -115,6 +119,7 @@ async def resume_session(
         hooks=hooks,
         resume=state,
         api_key=api_key,
+        epoch=epoch,
         mcp_servers=mcp_servers,
         tracer_provider=tracer_provider,
     ) as session:

@@ -1,0 +1,61 @@
+"""What the ``relay cluster`` commands share: exit codes, connecting to Ray, event lines."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any
+
+from .._base import _protocol as p
+from .._base._codec import to_json
+from .._base._errors import ConfigError
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+#: CPUs of the local Ray instance a run starts when no address is given.
+LOCAL_CPUS = 2
+
+
+def event_line(event: p.Event) -> str:
+    """An event as one JSON line (without its newline)."""
+    return json.dumps(to_json(event), ensure_ascii=False, separators=(",", ":"))
+
+
+def ray_address(args: argparse.Namespace) -> str | None:
+    """The Ray cluster the command talks to: ``--address``, else ``$RAY_ADDRESS`` (set for a
+    Ray job), else None."""
+    address: str | None = args.address or os.environ.get("RAY_ADDRESS") or None
+    if address == "auto":
+        raise ConfigError("name the Ray cluster's address (--address HOST:PORT), not 'auto'")
+    return address
+
+
+def init_ray(ray: Any, address: str | None, namespace: str | None) -> None:
+    """Connect to the Ray cluster at ``address`` (None: start a local one on loopback)."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if address is None:
+        # A run's own instance listens on loopback only (Ray takes the machine's address else).
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        ray.init(
+            num_cpus=LOCAL_CPUS,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level="WARNING",
+            namespace=namespace,
+        )
+    else:
+        ray.init(address=address, log_to_driver=False, logging_level="WARNING", namespace=namespace)
+
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "LOCAL_CPUS",
+    "event_line",
+    "init_ray",
+    "ray_address",
+]
