@@ -70,6 +70,28 @@ def down(cluster: LocalCluster, namespace: str) -> None:
     ok(cluster.relay("cluster", "down", "--address", cluster.address, "--namespace", namespace))
 
 
+def open_sessions(
+    cluster: LocalCluster, namespace: str, model: Path | str, shared: Path, *options: str
+) -> subprocess.CompletedProcess[str]:
+    """The test driver's ``open`` on the deployment in ``namespace`` (``options`` before it)."""
+    return cluster.command(
+        [
+            "python",
+            DRIVER,
+            "open",
+            "--address",
+            cluster.address,
+            "--namespace",
+            namespace,
+            *options,
+            "--model",
+            str(model),
+            "--rollout-dir",
+            str(shared),
+        ]
+    )
+
+
 def write_model(path: Path, *, nap: float | None = None, answers: int = 2) -> Path:
     responses: list[dict[str, Any]] = [{"text": f"answer {n}"} for n in range(answers)]
     if nap is not None:
@@ -298,25 +320,7 @@ def test_an_attach_from_an_early_seq_reads_the_rest_from_the_rollout(
     ok(up(cluster, "replay", shared, "--hosts", "1"))
     try:
         model = write_model(tmp_path / "model.json", answers=20)
-        opened = ok(
-            cluster.command(
-                [
-                    "python",
-                    DRIVER,
-                    "open",
-                    "--address",
-                    cluster.address,
-                    "--namespace",
-                    "replay",
-                    "--turns",
-                    "12",
-                    "--model",
-                    str(model),
-                    "--rollout-dir",
-                    str(shared),
-                ]
-            )
-        )
+        opened = ok(open_sessions(cluster, "replay", model, shared, "--turns", "12"))
         (session,) = json_lines(opened.stdout)
         # 12 turns are more events than a host keeps: from seq 3, the older ones come from the
         # rollout (the kinds it records), the latest from the host, each once.
@@ -442,25 +446,8 @@ def open_busy(
     cluster: LocalCluster, namespace: str, shared: Path, model: Path, count: int
 ) -> list[dict[str, Any]]:
     opened = ok(
-        cluster.command(
-            [
-                "python",
-                DRIVER,
-                "open",
-                "--address",
-                cluster.address,
-                "--namespace",
-                namespace,
-                "--count",
-                str(count),
-                "--turns",
-                "2",
-                "--busy",
-                "--model",
-                str(model),
-                "--rollout-dir",
-                str(shared),
-            ]
+        open_sessions(
+            cluster, namespace, str(model), shared, "--count", str(count), "--turns", "2", "--busy"
         )
     )
     return json_lines(opened.stdout)
@@ -555,25 +542,7 @@ def test_a_node_without_the_shared_mount_gets_no_sessions_and_is_named(
     assert f"relay: {unshared[0]['problem']}" in result.stderr
     model = write_model(tmp_path / "model.json")
     sessions = json_lines(
-        ok(
-            cluster.command(
-                [
-                    "python",
-                    DRIVER,
-                    "open",
-                    "--address",
-                    cluster.address,
-                    "--namespace",
-                    "mounts",
-                    "--count",
-                    "6",
-                    "--model",
-                    str(model),
-                    "--rollout-dir",
-                    str(shared),
-                ]
-            )
-        ).stdout
+        ok(open_sessions(cluster, "mounts", model, shared, "--count", "6")).stdout
     )
     assert unshared[0]["name"] not in {s["host"] for s in sessions}
 
@@ -583,21 +552,7 @@ def test_a_model_script_a_host_cannot_read_is_an_error_at_open(
 ) -> None:
     ok(up(cluster, "paths", shared, "--hosts", "2"))
     try:
-        opened = cluster.command(
-            [
-                "python",
-                DRIVER,
-                "open",
-                "--address",
-                cluster.address,
-                "--namespace",
-                "paths",
-                "--model",
-                str(tmp_path / "nowhere.json"),
-                "--rollout-dir",
-                str(shared),
-            ]
-        )
+        opened = open_sessions(cluster, "paths", str(tmp_path / "nowhere.json"), shared)
         assert opened.returncode != 0
         assert "cannot read the model script" in opened.stderr
         assert "every host must, since a session moves between them" in opened.stderr
@@ -614,25 +569,7 @@ def test_a_lost_host_is_replaced_when_the_cluster_has_room(
     cluster = fresh_cluster(["a", "b"])
     ok(up(cluster, "elastic", shared, "--hosts", "2"))
     model = write_model(tmp_path / "model.json")
-    ok(
-        cluster.command(
-            [
-                "python",
-                DRIVER,
-                "open",
-                "--address",
-                cluster.address,
-                "--namespace",
-                "elastic",
-                "--count",
-                "2",
-                "--model",
-                str(model),
-                "--rollout-dir",
-                str(shared),
-            ]
-        )
-    )
+    ok(open_sessions(cluster, "elastic", model, shared, "--count", "2"))
     hosts = listing(cluster, "elastic")["hosts"]
     worker = cluster.nodes[1]
     on_worker = next(h for h in hosts if h["pid"] in cluster.node_processes(worker))
@@ -669,24 +606,6 @@ def test_a_lost_host_is_replaced_when_the_cluster_has_room(
         time.sleep(0.3)
     assert fresh[0]["pid"] in cluster.node_processes(added)
     sessions = json_lines(
-        ok(
-            cluster.command(
-                [
-                    "python",
-                    DRIVER,
-                    "open",
-                    "--address",
-                    cluster.address,
-                    "--namespace",
-                    "elastic",
-                    "--count",
-                    "1",
-                    "--model",
-                    str(model),
-                    "--rollout-dir",
-                    str(shared),
-                ]
-            )
-        ).stdout
+        ok(open_sessions(cluster, "elastic", model, shared, "--count", "1")).stdout
     )
     assert sessions[0]["host"] == fresh[0]["name"]

@@ -74,7 +74,12 @@ class Ring:
         events.append((seq, text))
         self._bytes += len(text)
         while len(events) > 1 and (len(events) > self._max_events or self._bytes > self._max_bytes):
-            self._bytes -= len(events.popleft()[1])
+            old_seq, old_text = events.popleft()
+            self._bytes -= len(old_text)
+            self._evicted(old_seq)
+
+    def _evicted(self, seq: int) -> None:
+        """An event that made room for a newer one (a ring keeps no account of it)."""
 
     @property
     def first_seq(self) -> int | None:
@@ -89,7 +94,7 @@ class Ring:
         return len(self._events)
 
 
-class Outbox:
+class Outbox(Ring):
     """One caller's events of one session, waiting for that caller's stream on the host.
 
     Bounded in count and bytes: when full, its oldest events are dropped and counted, and the
@@ -97,22 +102,12 @@ class Outbox:
     """
 
     def __init__(self, max_events: int = OUTBOX_EVENTS, max_bytes: int = OUTBOX_BYTES) -> None:
-        self._events: deque[tuple[int, str]] = deque()
-        self._bytes = 0
+        super().__init__(max_events, max_bytes)
         self._dropped: Dropped | None = None
-        self._max_events = max_events
-        self._max_bytes = max_bytes
 
-    def add(self, seq: int, text: str) -> None:
-        """Queue an event; the oldest are dropped when the outbox is full."""
-        events = self._events
-        events.append((seq, text))
-        self._bytes += len(text)
-        while len(events) > 1 and (len(events) > self._max_events or self._bytes > self._max_bytes):
-            old_seq, old_text = events.popleft()
-            self._bytes -= len(old_text)
-            run = Dropped(old_seq, old_seq, 1)
-            self._dropped = run if self._dropped is None else self._dropped.join(run)
+    def _evicted(self, seq: int) -> None:
+        run = Dropped(seq, seq, 1)
+        self._dropped = run if self._dropped is None else self._dropped.join(run)
 
     def __bool__(self) -> bool:
         return bool(self._events) or self._dropped is not None
