@@ -63,6 +63,31 @@ REGISTRY = "registry"
 REPLACE_PAUSE_S = 10.0
 #: Ended sessions ``relay cluster ls`` still shows.
 ENDED_KEPT = 200
+#: (host, path) pairs the registry remembers a host could read; the oldest go past this.
+READABLE_KEPT = 1024
+
+
+class ReadablePaths:
+    """The paths each host was found to read, so a session's next open asks no host again.
+
+    A refusal is not kept: the next open asks again, so a mount or a permission set right in
+    between counts at once. Bounded: past ``kept`` pairs, the oldest are forgotten (and asked
+    again when they come back).
+    """
+
+    def __init__(self, kept: int = READABLE_KEPT) -> None:
+        self._seen: dict[tuple[str, str], None] = {}
+        self._kept = kept
+
+    def unknown(self, host: str, paths: list[str]) -> list[str]:
+        """Of ``paths``, those ``host`` was not found to read yet, in order."""
+        return [p for p in paths if (host, p) not in self._seen]
+
+    def readable(self, host: str, path: str) -> None:
+        """``host`` reads ``path``."""
+        self._seen[(host, path)] = None
+        while len(self._seen) > self._kept:
+            del self._seen[next(iter(self._seen))]
 
 
 @attrs.define(eq=False)
@@ -128,7 +153,7 @@ class Registry:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._monitoring = False
         self._closing = False
-        self._readable: dict[tuple[str, str], str | None] = {}
+        self._readable = ReadablePaths()
 
     # ------------------------------------------------------------------ plumbing
 
@@ -479,24 +504,25 @@ class Registry:
         paths = [p for p in (config.model_script, config.cwd) if p]
         serving = [r for r in self._hosts.values() if r.state == "serving"]
         for record in serving:
-            todo = [p for p in paths if (record.name, p) not in self._readable]
-            if todo:
-                try:
-                    found = await asyncio.wait_for(
-                        _awaited(record.handle.unreadable.remote(todo)), CHECK_WAIT_S
-                    )
-                except (TimeoutError, self._ray.exceptions.RayActorError):
-                    continue  # a host that does not answer is the lease's business
-                for path in todo:
-                    self._readable[(record.name, path)] = found.get(path)
-            for path in paths:
-                reason = self._readable.get((record.name, path))
-                if reason is not None:
-                    what = "model script" if path == config.model_script else "working directory"
-                    return (
-                        f"host {record.name} cannot read the {what} {path} ({reason}): every "
-                        "host must, since a session moves between them"
-                    )
+            todo = self._readable.unknown(record.name, paths)
+            if not todo:
+                continue
+            try:
+                found = await asyncio.wait_for(
+                    _awaited(record.handle.unreadable.remote(todo)), CHECK_WAIT_S
+                )
+            except (TimeoutError, self._ray.exceptions.RayActorError):
+                continue  # a host that does not answer is the lease's business
+            for path in todo:
+                reason = found.get(path)
+                if reason is None:
+                    self._readable.readable(record.name, path)
+                    continue
+                what = "model script" if path == config.model_script else "working directory"
+                return (
+                    f"host {record.name} cannot read the {what} {path} ({reason}): every "
+                    "host must, since a session moves between them"
+                )
         return None
 
     async def locate(self, key: str) -> dict[str, Any] | None:
