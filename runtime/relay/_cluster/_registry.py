@@ -49,6 +49,7 @@ from ._ray import (
     import_ray,
     placement_problem,
     relay_error,
+    within,
 )
 
 #: How long a request for hosts waits for the cluster to have room for them.
@@ -508,9 +509,7 @@ class Registry:
             if not todo:
                 continue
             try:
-                found = await asyncio.wait_for(
-                    _awaited(record.handle.unreadable.remote(todo)), CHECK_WAIT_S
-                )
+                found = await within(CHECK_WAIT_S, record.handle.unreadable.remote(todo))
             except (TimeoutError, self._ray.exceptions.RayActorError):
                 continue  # a host that does not answer is the lease's business
             for path in todo:
@@ -612,10 +611,7 @@ class Registry:
         for record in live:
             record.state = "lost"  # no moves from here on
         counts = await asyncio.gather(
-            *(
-                asyncio.wait_for(_awaited(r.handle.shutdown_all.remote(grace_s)), grace_s + 5)
-                for r in live
-            ),
+            *(within(grace_s + 5, r.handle.shutdown_all.remote(grace_s)) for r in live),
             return_exceptions=True,
         )
         ended = sum(count for count in counts if isinstance(count, int))
@@ -646,13 +642,9 @@ async def _each(records: list[HostRecord], call: Any) -> list[Any]:
     """``call(record)`` on every record at once, each bounded by :data:`CHECK_WAIT_S`; an
     error (or no answer) in place of a result."""
     return await asyncio.gather(
-        *(asyncio.wait_for(_awaited(call(record)), CHECK_WAIT_S) for record in records),
+        *(within(CHECK_WAIT_S, call(record)) for record in records),
         return_exceptions=True,
     )
-
-
-async def _awaited(call: Any) -> Any:
-    return await call
 
 
 def _write_probe(directory: str) -> dict[str, str]:
