@@ -29,7 +29,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
-from .._version import __version__
+from ._parser import EXIT_USAGE, build_parser
 
 if TYPE_CHECKING:
     from .._base._config import Config
@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 
 EXIT_OK = 0
 EXIT_FAILED = 1
-EXIT_USAGE = 2
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 USAGE_HINT = """\
@@ -56,231 +55,6 @@ Example: relay run examples/hello.jsonl --model-script examples/hello.model.json
 
 def _signal_status(signum: int) -> int:
     return 128 + signum
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"relay: {message}\n")
-
-
-def add_cluster_command(commands: Any) -> None:
-    """Register ``relay cluster run|up|ls|attach|down`` on the ``relay`` command's subparsers."""
-    cluster = commands.add_parser("cluster", help="run sessions on a Ray cluster")
-    actions = cluster.add_subparsers(
-        dest="cluster_command", metavar="COMMAND", required=True, parser_class=type(cluster)
-    )
-
-    def where(sub: argparse.ArgumentParser, address_help: str) -> None:
-        sub.add_argument("--address", help=address_help)
-        sub.add_argument(
-            "--namespace",
-            default="relay",
-            help="Ray namespace of the deployment (default relay)",
-        )
-
-    run = actions.add_parser("run", help="run op scripts as sessions on a Ray cluster")
-    run.add_argument("scripts", nargs="+", metavar="SCRIPT", help="op scripts (JSON Lines)")
-    where(
-        run,
-        "Ray cluster to connect to (default $RAY_ADDRESS, else start a local one for the run); "
-        "the hosts of a deployment up there are used",
-    )
-    run.add_argument(
-        "--actors",
-        type=int,
-        default=2,
-        help="session hosts to start when no deployment is up (default 2)",
-    )
-    run.add_argument(
-        "--out",
-        default="relay-cluster-events",
-        help="directory for each session's events (default ./relay-cluster-events)",
-    )
-    run.add_argument(
-        "--parallel", type=int, default=64, help="sessions running at once (default 64)"
-    )
-    run.add_argument("--config", help="config file (default $RELAY_HOME/config.toml)")
-    run.add_argument(
-        "-c",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config key (value parsed as TOML)",
-    )
-    run.add_argument("--model-script", help="model script for the scripted provider")
-    run.add_argument(
-        "--rollout-dir", help="directory for rollout files; on a cluster, one every node reaches"
-    )
-
-    cluster_address = "Ray cluster to connect to (default $RAY_ADDRESS)"
-    start = actions.add_parser(
-        "up", help="start a registry and session hosts that outlive the command"
-    )
-    where(start, cluster_address)
-    start.add_argument("--hosts", type=int, default=2, help="session hosts to start (default 2)")
-    start.add_argument(
-        "--host-cpus", type=float, default=1.0, help="CPUs Ray reserves per host (default 1)"
-    )
-    start.add_argument(
-        "--rollout-dir",
-        help="the shared directory for rollout files (default $RELAY_HOME/sessions)",
-    )
-    start.add_argument(
-        "--lease-seconds",
-        type=float,
-        default=10.0,
-        help="how long a host that stops renewing keeps its sessions (default 10)",
-    )
-    listing = actions.add_parser("ls", help="list the deployment's hosts and sessions")
-    where(listing, cluster_address)
-    listing.add_argument("--json", action="store_true", help="print the listing as JSON")
-    attach = actions.add_parser(
-        "attach",
-        help="stream a session's events and submit ops read from standard input",
-    )
-    attach.add_argument("session", metavar="SESSION_ID", help="the session to attach to")
-    where(attach, cluster_address)
-    attach.add_argument(
-        "--from",
-        dest="from_seq",
-        type=int,
-        metavar="N",
-        help="the events after seq N (older ones from the rollout; default: what is new)",
-    )
-    attach.add_argument(
-        "--shutdown",
-        action="store_true",
-        help="shut the session down once the script has run (default: leave it running)",
-    )
-    stop = actions.add_parser("down", help="shut the deployment's sessions down and end it")
-    where(stop, cluster_address)
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="relay", description="Run agent sessions from op scripts.")
-    parser.add_argument("--version", action="version", version=f"relay {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-
-    def session_options(sub: argparse.ArgumentParser, *, script: bool = True) -> None:
-        if script:
-            sub.add_argument(
-                "script",
-                nargs="?",
-                help="op script (JSON Lines); '-' reads standard input, as does nothing in a pipe",
-            )
-        sub.add_argument("--config", help="config file (default $RELAY_HOME/config.toml)")
-        sub.add_argument(
-            "-c",
-            dest="overrides",
-            action="append",
-            default=[],
-            metavar="KEY=VALUE",
-            help="override a config key (value parsed as TOML)",
-        )
-        sub.add_argument("--model-script", help="model script for the scripted provider")
-        sub.add_argument("--rollout-dir", help="directory for rollout files")
-        sub.add_argument(
-            "--task",
-            dest="tasks",
-            action="append",
-            default=[],
-            metavar="OP=FACTORY",
-            help="serve ops of type OP with FACTORY ('pkg.mod:factory' or 'file.py:factory')",
-        )
-        sub.add_argument(
-            "--otel",
-            action="store_true",
-            help="export OpenTelemetry traces: JSON lines on stderr, or OTLP over HTTP when "
-            "OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_TRACES_EXPORTER says so (needs opentelemetry-sdk)",
-        )
-        output = sub.add_mutually_exclusive_group()
-        output.add_argument(
-            "--pretty",
-            dest="output",
-            action="store_const",
-            const="pretty",
-            help="a readable transcript (the default on a terminal)",
-        )
-        output.add_argument(
-            "--json",
-            dest="output",
-            action="store_const",
-            const="json",
-            help="one JSON event per line (the default in a pipe or file)",
-        )
-
-    run = commands.add_parser("run", help="run an op script in a new session")
-    session_options(run)
-
-    execute = commands.add_parser(
-        "exec", help="run one turn with a prompt in a new session and print the answer"
-    )
-    execute.add_argument("prompt", help="the prompt; '-' reads it from standard input")
-    session_options(execute, script=False)
-
-    resume = commands.add_parser(
-        "resume", help="resume the session of a rollout file and run an op script in it"
-    )
-    resume.add_argument(
-        "rollout", nargs="?", help="the rollout file (it is appended to); omit with --last"
-    )
-    resume.add_argument(
-        "--last",
-        action="store_true",
-        help="resume the newest rollout under the rollout directory",
-    )
-    session_options(resume)
-
-    show = commands.add_parser("show", help="print a rollout file as a readable transcript")
-    show.add_argument("rollout", help="the rollout file")
-    show.add_argument(
-        "--html",
-        action="store_true",
-        help="write a self-contained HTML page of the session's timeline instead",
-    )
-
-    mock = commands.add_parser("mock-server", help="serve a model script over HTTP on loopback")
-    mock.add_argument("--script", required=True, help="model script")
-    mock.add_argument("--host", default="127.0.0.1")
-    mock.add_argument("--port", type=int, default=0)
-    mock.add_argument("--log", help="append every request as a JSON line to this file")
-    add_cluster_command(commands)
-    add_eval_command(commands)
-    return parser
-
-
-def add_eval_command(commands: Any) -> None:
-    """Register ``relay eval`` (``docs/eval.md``) on the ``relay`` command's subparsers."""
-    ev = commands.add_parser(
-        "eval", help="replay a corpus of cases under compaction configurations"
-    )
-    ev.add_argument("corpus", metavar="CORPUS", help="folder of cases")
-    ev.add_argument("--matrix", help="configurations to compare (default CORPUS/matrix.toml)")
-    ev.add_argument("--repeats", type=int, default=3, help="runs of each case (default 3)")
-    ev.add_argument("--parallel", type=int, default=8, help="sessions at once (default 8)")
-    ev.add_argument("--config", help="base config file the configurations are laid over")
-    ev.add_argument(
-        "-c",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a base config key (value parsed as TOML)",
-    )
-    ev.add_argument(
-        "--live",
-        action="store_true",
-        help="the configured provider answers every case (the cases' model scripts are ignored)",
-    )
-    ev.add_argument("--json", help="write the report as JSON to this file")
-    ev.add_argument("--plot", help="plot retention against input tokens to this image file")
-    ev.add_argument(
-        "--html",
-        help="write one self-contained page: the table, the plots, and per case the summaries "
-        "each configuration produced beside the facts it lost",
-    )
 
 
 def _config(args: argparse.Namespace) -> Config:
@@ -837,7 +611,7 @@ def _write_page(rollout: Rollout) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``relay`` console script and ``python -m relay``."""
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     if args.command in {"run", "resume", "exec"}:
         return _run_command(args)
     if args.command == "cluster":
@@ -855,7 +629,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         status: int = mock_main(args.script, args.host, args.port, args.log)
         return status
-    _parser().print_help(sys.stderr)
+    build_parser().print_help(sys.stderr)
     return EXIT_USAGE
 
 
