@@ -256,5 +256,8 @@ def test_relay_exec_and_show_into_a_full_stdout_say_so_in_one_line(tmp_path: Pat
         )
         (path,) = (tmp_path / "sessions").rglob("*.jsonl")
         shown = relay(tmp_path, "show", str(path), stdout=full)
+        page = relay(tmp_path, "show", "--html", str(path), stdout=full)
     assert shown.returncode == 1, shown.stderr
     assert shown.stderr == "relay: cannot write to standard output: No space left on device\n"
+    assert page.returncode == 1, page.stderr
+    assert page.stderr == "relay: cannot write to standard output: No space left on device\n"

@@ -26,7 +26,7 @@ import io
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from ._parser import EXIT_USAGE, build_parser
@@ -252,6 +252,20 @@ def _output_failed(error: OSError) -> None:
     print(f"relay: cannot write to standard output: {error.strerror}", file=sys.stderr)
 
 
+def _to_stdout(write: Callable[[], object]) -> int:
+    """Run ``write`` (to standard output) and flush: EXIT_OK, or EXIT_FAILED when standard
+    output cannot be written (said in one line). A reader that went away is no failure."""
+    try:
+        write()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _discard_stdout()
+    except OSError as failure:
+        _output_failed(failure)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
 def _exit_interrupted(signum: int) -> None:
     try:
         sys.stderr.write("relay: interrupted\n")
@@ -281,6 +295,7 @@ async def _run(
     import anyio
 
     from .._base import _protocol as p
+    from .._base._util import single_exception
     from .._core._work_state import WorkState
     from .._drive._runner import ScriptRunner
     from .._open import open_session
@@ -358,16 +373,8 @@ async def _run(
         try:
             await serve(signals)
         except BaseExceptionGroup as group:
-            raise _single(group) from None
+            raise single_exception(group) from None
     return interrupted
-
-
-def _single(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The one exception inside nested groups (what failed), or the group itself."""
-    error: BaseException = group
-    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
-    return error
 
 
 def _backend() -> str:
@@ -522,15 +529,9 @@ def _run_command(args: argparse.Namespace) -> int:
     if answer_only:
         for error in outcome.errors:
             print(f"relay: {error.message}", file=sys.stderr)
-        if outcome.last_answer is not None:
-            try:
-                print(outcome.last_answer)
-                sys.stdout.flush()
-            except BrokenPipeError:
-                _discard_stdout()
-            except OSError as failure:
-                _output_failed(failure)
-                return EXIT_FAILED
+        answer = outcome.last_answer
+        if answer is not None and _to_stdout(lambda: print(answer)) != EXIT_OK:
+            return EXIT_FAILED
     else:
         # What the events said on stdout, said on stderr too: relay's own record failed.
         for error in outcome.errors:
@@ -583,16 +584,9 @@ def _show_command(args: argparse.Namespace) -> int:
     _print_notes(rollout)
     if args.html:
         return _write_page(rollout)
-    try:
-        for line in render_transcript(rollout):
-            sys.stdout.write(line + "\n")
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _discard_stdout()
-    except OSError as failure:
-        _output_failed(failure)
-        return EXIT_FAILED
-    return EXIT_OK
+    return _to_stdout(
+        lambda: sys.stdout.writelines(line + "\n" for line in render_transcript(rollout))
+    )
 
 
 def _write_page(rollout: Rollout) -> int:
@@ -601,12 +595,7 @@ def _write_page(rollout: Rollout) -> int:
     from ._timeline_page import render_page
 
     page = render_page(condense(read_timeline(rollout)))
-    try:
-        sys.stdout.buffer.write(page.encode("utf-8", "replace"))
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _discard_stdout()
-    return EXIT_OK
+    return _to_stdout(lambda: sys.stdout.buffer.write(page.encode("utf-8", "replace")))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
