@@ -23,6 +23,24 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"relay: {message}\n")
 
 
+def config_options(
+    sub: argparse.ArgumentParser,
+    config_help: str = "config file (default $RELAY_HOME/config.toml)",
+    override_help: str = "override a config key (value parsed as TOML)",
+) -> None:
+    """``--config FILE`` and ``-c KEY=VALUE`` (any number), as every command that opens sessions
+    takes them."""
+    sub.add_argument("--config", help=config_help)
+    sub.add_argument(
+        "-c",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=override_help,
+    )
+
+
 def add_cluster_command(commands: Any) -> None:
     """Register ``relay cluster run|up|ls|attach|down`` on the ``relay`` command's subparsers."""
     cluster = commands.add_parser("cluster", help="run sessions on a Ray cluster")
@@ -59,15 +77,7 @@ def add_cluster_command(commands: Any) -> None:
     run.add_argument(
         "--parallel", type=int, default=64, help="sessions running at once (default 64)"
     )
-    run.add_argument("--config", help="config file (default $RELAY_HOME/config.toml)")
-    run.add_argument(
-        "-c",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config key (value parsed as TOML)",
-    )
+    config_options(run)
     run.add_argument("--model-script", help="model script for the scripted provider")
     run.add_argument(
         "--rollout-dir", help="directory for rollout files; on a cluster, one every node reaches"
@@ -130,15 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
                 nargs="?",
                 help="op script (JSON Lines); '-' reads standard input, as does nothing in a pipe",
             )
-        sub.add_argument("--config", help="config file (default $RELAY_HOME/config.toml)")
-        sub.add_argument(
-            "-c",
-            dest="overrides",
-            action="append",
-            default=[],
-            metavar="KEY=VALUE",
-            help="override a config key (value parsed as TOML)",
-        )
+        config_options(sub)
         sub.add_argument("--model-script", help="model script for the scripted provider")
         sub.add_argument("--rollout-dir", help="directory for rollout files")
         sub.add_argument(
@@ -220,14 +222,10 @@ def add_eval_command(commands: Any) -> None:
     ev.add_argument("--matrix", help="configurations to compare (default CORPUS/matrix.toml)")
     ev.add_argument("--repeats", type=int, default=3, help="runs of each case (default 3)")
     ev.add_argument("--parallel", type=int, default=8, help="sessions at once (default 8)")
-    ev.add_argument("--config", help="base config file the configurations are laid over")
-    ev.add_argument(
-        "-c",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a base config key (value parsed as TOML)",
+    config_options(
+        ev,
+        "base config file the configurations are laid over",
+        "override a base config key (value parsed as TOML)",
     )
     ev.add_argument(
         "--live",
@@ -243,4 +241,11 @@ def add_eval_command(commands: Any) -> None:
     )
 
 
-__all__ = ["EXIT_USAGE", "Parser", "add_cluster_command", "add_eval_command", "build_parser"]
+__all__ = [
+    "EXIT_USAGE",
+    "Parser",
+    "add_cluster_command",
+    "add_eval_command",
+    "build_parser",
+    "config_options",
+]

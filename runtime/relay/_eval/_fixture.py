@@ -23,6 +23,7 @@ from typing import Literal
 import attrs
 
 from .._base._errors import ScriptError
+from .._core._tools import file_kind
 
 _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _OPEN_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -48,19 +49,6 @@ class Fixture:
 
     root: Path
     entries: tuple[Entry, ...]
-
-
-def special_kind(mode: int) -> str:
-    """What a file that is neither a folder, a regular file nor a link is, for a message."""
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    return "a special file"
 
 
 def _inside(path: str, root: str) -> bool:
@@ -117,7 +105,7 @@ def scan_fixture(root: Path) -> Fixture | None:
                 entries.append(Entry(parts, "file", stat.S_IMODE(mode)))
             else:
                 raise ScriptError(
-                    f"{shown} is {special_kind(mode)}, not a regular file (a fixture holds "
+                    f"{shown} is {file_kind(mode)}, not a regular file (a fixture holds "
                     "folders, regular files and links that stay inside it)"
                 )
     # Depth first, a folder before what it holds: the copy keeps one open folder per level.
@@ -169,7 +157,7 @@ def _copy_file(source: int, out: Path, mode: int, shown: Path) -> None:
     try:
         status = os.fstat(source)
         if not stat.S_ISREG(status.st_mode):
-            raise ScriptError(f"{shown} is {special_kind(status.st_mode)} now, not a regular file")
+            raise ScriptError(f"{shown} is {file_kind(status.st_mode)} now, not a regular file")
         with (
             open(source, "rb", closefd=False) as reader,
             open(out, "xb") as writer,
@@ -181,4 +169,4 @@ def _copy_file(source: int, out: Path, mode: int, shown: Path) -> None:
         os.close(source)
 
 
-__all__ = ["Entry", "Fixture", "copy_fixture", "scan_fixture", "special_kind"]
+__all__ = ["Entry", "Fixture", "copy_fixture", "scan_fixture"]
