@@ -104,11 +104,12 @@ def standout_lines(output: str) -> list[str]:
     ``ERROR`` line this way. An output shorter than :data:`STANDOUT_MIN_LINES` lines, or with
     more unlike lines than that (a source file, prose), has none.
     """
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    lines = [stripped for line in output.splitlines() if (stripped := line.strip())]
     if len(lines) < STANDOUT_MIN_LINES:
         return []
-    shapes = Counter(line_shape(line) for line in lines)
-    alone = [line for line in lines if shapes[line_shape(line)] == 1]
+    shaped = [(line, line_shape(line)) for line in lines]
+    shapes = Counter(shape for _, shape in shaped)
+    alone = [line for line, shape in shaped if shapes[shape] == 1]
     return alone if len(alone) <= STANDOUT_MAX else []
 
 
