@@ -9,7 +9,7 @@ first summary request, byte for byte; the model samples greedily, so the answer 
 same, and computing it once is what keeps a real-model run of the corpus within its hour.
 
 Each run sees the duration the computation took, replayed or not: the latency figure is the
-model's.
+request's at the model server, the wait for a free slot included.
 """
 
 from __future__ import annotations
