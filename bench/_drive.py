@@ -19,7 +19,11 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import relay
-from relay.lowlevel import Completed, OutputItemDone, OutputTextDelta
+from relay.lowlevel import (
+    Completed,
+    OutputItemDone,
+    OutputTextDelta,
+)
 from relay.testing import fixed_clock
 
 #: The user's requests of the turn benchmarks (cycled).
@@ -93,7 +97,7 @@ def canned_text(index: int, text: str, tokens: int) -> list[relay.lowlevel.Model
     return [
         OutputTextDelta(item_id, text[:half]),
         OutputTextDelta(item_id, text[half:]),
-        OutputItemDone(relay.lowlevel.assistant_message(text, id=item_id)),
+        OutputItemDone(relay.assistant_message(text, id=item_id)),
         Completed(f"resp-{index}", relay.TokenUsage(total_tokens=tokens)),
     ]
 
@@ -148,6 +152,7 @@ def open_bench_session(
     tools: Iterable[relay.Tool] = (),
     cfg: relay.Config | None = None,
     tasks: Mapping[str, Any] | None = None,
+    compactor: Any = None,
 ) -> Any:
     """A session on ``model`` with a fixed clock and a seeded jitter."""
     return relay.open_session(
@@ -157,6 +162,7 @@ def open_bench_session(
         clock=fixed_clock,
         rng=random.Random(0),
         tasks=tasks,
+        compactor=compactor,
     )
 
 

@@ -26,7 +26,12 @@ import trio
 import trio.testing
 
 import relay
-from relay.lowlevel import Completed, ModelEvent, OutputItemDone, Prompt
+from relay.lowlevel import (
+    Completed,
+    ModelEvent,
+    OutputItemDone,
+    Prompt,
+)
 
 from ._core import Better, Figure, Options, Target, percentile
 from ._drive import open_bench_session
@@ -77,7 +82,7 @@ class PacedModel:
 
 def _answer(text: str, tokens: int) -> list[ModelEvent]:
     return [
-        OutputItemDone(relay.lowlevel.assistant_message(text)),
+        OutputItemDone(relay.assistant_message(text)),
         Completed("resp", relay.TokenUsage(total_tokens=tokens)),
     ]
 

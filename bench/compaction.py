@@ -3,8 +3,9 @@
 Bookkeeping is everything the local compaction does besides asking the model for a summary
 (docs/benchmarks.md): snapshot the history and count it, collect the real user messages and
 ghost snapshots, keep the recent ones within the 20,000-token budget and rebuild the history
-around the summary, then install it through :meth:`relay.TaskContext.install_compaction` on a
-live session that writes its rollout (a task of the bench's own, run by a ``compact`` op). It is
+around the summary, then install it through :meth:`relay.lowlevel.CompactionContext.install` on
+a live session that writes its rollout (a compactor of the bench's own, at the point a
+``compact`` op reaches). It is
 timed on histories of 1k, 10k and 100k items (about 100 approximate tokens each, so 10k items ≈
 1M tokens) with a straight line fitted through the times, and its peak of new allocations is
 taken with tracemalloc.
@@ -28,10 +29,13 @@ import trio
 
 import relay
 from relay import lowlevel as pure
-from relay._base._tokens import approx_tokens, item_tokens
+from relay._base._tokens import approx_tokens, item_tokens, items_tokens
 from relay._core._history import History
-from relay.tasks import compact
-from relay.tasks.compaction import place_initial_context
+from relay._core._summary import ghost_snapshots, real_user_messages
+from relay.tasks.compaction import (
+    Compactor,
+    place_initial_context,
+)
 from relay.testing import ScriptedModel
 
 from ._core import Figure, Options, Target, linear_fit, ms, no_gc, time_call
@@ -56,7 +60,7 @@ def make_history(count: int) -> list[relay.ResponseItem]:
     for index in range(count):
         match index % 4:
             case 0:
-                items.append(relay.lowlevel.user_message(f"Request {index}: {_PROSE * 2}"))
+                items.append(relay.user_message(f"Request {index}: {_PROSE * 2}"))
             case 1:
                 items.append(
                     relay.FunctionCall(
@@ -67,7 +71,7 @@ def make_history(count: int) -> list[relay.ResponseItem]:
                 body = "\n".join(f"    line_{n} = compute({n}, {index})" for n in range(17))
                 items.append(relay.FunctionCallOutput(f"call-{index - 1}", body))
             case _:
-                items.append(relay.lowlevel.assistant_message(f"Answer {index}: {_PROSE * 2}"))
+                items.append(relay.assistant_message(f"Answer {index}: {_PROSE * 2}"))
     return items
 
 
@@ -84,7 +88,7 @@ class _Prefilled:
         self.estimates = [item_tokens(item) for item in items]
 
     def reset(self) -> None:
-        history = self.session.history
+        history = self.session._services.state.history
         history._items = list(self.items)
         history._estimates = list(self.estimates)
         history.last_response_tokens = 0
@@ -97,43 +101,47 @@ MEASURE = "bench: bookkeeping"
 
 
 @attrs.frozen
-class _Bookkeeping(relay.SessionTask):
-    """Times the bookkeeping of a local compaction, again and again, inside a live session."""
+class _Bookkeeping:
+    """Times the bookkeeping of a local compaction, again and again, inside a live session, at
+    the compaction point of a ``compact`` op with the bench's instructions (relay's own
+    compactor otherwise)."""
 
-    prefilled: _Prefilled
+    prefilled: list[_Prefilled]
     repeat: int
     phases: dict[str, list[float]]
     peaks: list[float]
+    relays: Compactor = attrs.field(factory=Compactor)
 
-    @property
-    def kind(self) -> str:
-        return "compact"
-
-    async def run(self, ctx: relay.TaskContext) -> str | None:
+    async def compact(
+        self, ctx: pure.CompactionContext, request: pure.CompactionRequest
+    ) -> pure.CompactionOutcome:
+        if request.instructions != MEASURE or not self.prefilled:
+            return await self.relays.compact(ctx, request)
+        prefilled = self.prefilled[0]
         for _ in range(self.repeat):
-            self.prefilled.reset()
+            prefilled.reset()
             with no_gc():
-                collect, rebuild, install = _bookkeeping(ctx, self.prefilled.session)
+                collect, rebuild, install = _bookkeeping(ctx, prefilled.session)
             self.phases["collect"].append(collect)
             self.phases["rebuild"].append(rebuild)
             self.phases["install"].append(install)
             self.phases["total"].append(collect + rebuild + install)
-        self.prefilled.reset()
+        prefilled.reset()
         tracemalloc.start()
         baseline = tracemalloc.get_traced_memory()[0]
-        _bookkeeping(ctx, self.prefilled.session)
+        _bookkeeping(ctx, prefilled.session)
         self.peaks.append(tracemalloc.get_traced_memory()[1] - baseline)
         tracemalloc.stop()
-        return None
+        return pure.CompactionOutcome.INSTALLED
 
 
-def _bookkeeping(ctx: relay.TaskContext, session: relay.Session) -> tuple[float, float, float]:
+def _bookkeeping(ctx: pure.CompactionContext, session: relay.Session) -> tuple[float, float, float]:
     """One local compaction's bookkeeping; seconds spent collecting, rebuilding, installing."""
     start = time.perf_counter()
-    history = list(ctx.view.history)
-    tokens_before = session.history.estimated_tokens()
-    users = pure.real_user_messages(history)
-    ghosts = pure.ghost_snapshots(history)
+    history = list(ctx.backend.view.history)
+    tokens_before = session._services.state.history.estimated_tokens()
+    users = real_user_messages(history)
+    ghosts = ghost_snapshots(history)
     collected = time.perf_counter()
     new = pure.build_compacted_history(users, SUMMARY, ghosts=ghosts)
     new = place_initial_context(new, [], pure.Injection.DO_NOT_INJECT)
@@ -141,13 +149,11 @@ def _bookkeeping(ctx: relay.TaskContext, session: relay.Session) -> tuple[float,
         trigger=relay.CompactionTrigger.MANUAL,
         backend="local",
         tokens_before=tokens_before,
-        tokens_after=pure.items_tokens(new),
+        tokens_after=items_tokens(new),
         duration_ms=0,
     )
     rebuilt = time.perf_counter()
-    ctx.install_compaction(
-        new, message=pure.summary_text(SUMMARY), receipt=receipt, clear_reference=True
-    )
+    ctx.install(new, message=pure.summary_text(SUMMARY), receipt=receipt, clear_reference=True)
     installed = time.perf_counter()
     return collected - start, rebuilt - collected, installed - rebuilt
 
@@ -161,24 +167,20 @@ async def _measure_size(
     phases: dict[str, list[float]] = {"collect": [], "rebuild": [], "install": [], "total": []}
     peaks: list[float] = []
     end_to_end: list[float] = []
-    prefilled: _Prefilled | None = None
+    prefilled: list[_Prefilled] = []
+    measured = _Bookkeeping(prefilled, opts.repeat, phases, peaks)
 
-    def compact_task(op: relay.Compact) -> relay.SessionTask:
-        if op.instructions == MEASURE and prefilled is not None:
-            return _Bookkeeping(prefilled, opts.repeat, phases, peaks)
-        return compact(op)
-
-    async with open_bench_session(model, cfg=cfg, tasks={"compact": compact_task}) as session:
+    async with open_bench_session(model, cfg=cfg, compactor=lambda: measured) as session:
         driver = TurnDriver(session)
-        prefilled = _Prefilled(session, items)
+        prefilled.append(_Prefilled(session, items))
         turn_id = await session.submit(relay.Compact(instructions=MEASURE))
         await driver.wait_for(relay.TurnComplete, turn_id)
         peak = peaks[0]
-        tokens = sum(prefilled.estimates)
+        tokens = sum(prefilled[0].estimates)
         # The whole compact op, summary request included, where it stays quick.
         if count <= 10_000:
             for _ in range(max(1, opts.repeat // 2)):
-                prefilled.reset()
+                prefilled[0].reset()
                 end_to_end.append(await driver.compact())
     return phases, peak / 2**20, tokens, end_to_end
 
@@ -242,8 +244,8 @@ def _compaction_figures(opts: Options) -> list[Figure]:
 
 
 def _accounting_turn(history: History, index: int) -> None:
-    history.record(relay.lowlevel.user_message(f"Request {index}: {_PROSE}"))
-    history.record(relay.lowlevel.assistant_message(f"Answer {index}: {_PROSE}"), from_model=True)
+    history.record(relay.user_message(f"Request {index}: {_PROSE}"))
+    history.record(relay.assistant_message(f"Answer {index}: {_PROSE}"), from_model=True)
     history.response_completed(1000 + index)
     _ = history.usage_tokens
 
@@ -276,7 +278,7 @@ def _accounting_figures(opts: Options) -> list[Figure]:
             cached.ratio_target = FLAT_TARGET
         figures.append(cached)
         view = items[:size]
-        uncached = [s * 1e6 for s in time_call(lambda view=view: pure.items_tokens(view), 3)]
+        uncached = [s * 1e6 for s in time_call(lambda view=view: items_tokens(view), 3)]
         figures.append(
             Figure(
                 TOKENS,

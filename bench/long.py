@@ -26,7 +26,7 @@ import trio
 
 import relay
 from relay import open_session
-from relay.lowlevel import ResumedState
+from relay._core._state import ResumedState
 from relay.testing import ScriptedModel, fixed_clock
 
 from ._core import Figure, Options, Target, ms, no_gc, percentile
@@ -78,8 +78,8 @@ async def _growing(turns: int) -> tuple[list[float], list[float]]:
 def _history(items: int) -> tuple[relay.ResponseItem, ...]:
     out: list[relay.ResponseItem] = []
     for index in range(items // 2):
-        out.append(relay.lowlevel.user_message(f"Question {index}: which build backend?"))
-        out.append(relay.lowlevel.assistant_message(f"Answer {index}: hatchling."))
+        out.append(relay.user_message(f"Question {index}: which build backend?"))
+        out.append(relay.assistant_message(f"Answer {index}: hatchling."))
     return tuple(out)
 
 

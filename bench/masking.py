@@ -28,8 +28,12 @@ import trio
 import relay
 from relay import testing
 from relay._base._tokens import approx_tokens
+from relay._core._summary import is_real_user_message
 from relay._models._script import parse_model_script
-from relay.lowlevel import ModelEvent, Prompt
+from relay.lowlevel import (
+    ModelEvent,
+    Prompt,
+)
 
 from ._core import Figure, Options, Target
 
@@ -67,7 +71,7 @@ class CodingModel(testing.ScriptedModel):
         last = prompt.input[-1] if prompt.input else None
         if isinstance(last, relay.FunctionCallOutput):
             return "I read the output; on to the next step."
-        turn = sum(1 for item in prompt.input if relay.lowlevel.is_real_user_message(item))
+        turn = sum(1 for item in prompt.input if is_real_user_message(item))
         return {"function_call": {"name": "run", "arguments": {"turn": turn}}}
 
 

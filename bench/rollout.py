@@ -47,8 +47,8 @@ PEAK_TARGET = Target("≤ 3× the file", 3.0)
 
 
 def _turn_payloads(index: int) -> list[tuple[str, object]]:
-    user = relay.lowlevel.user_message(f"{QUESTIONS[index % len(QUESTIONS)]} ({index})")
-    answer = relay.lowlevel.assistant_message(f"Answer {index}: the build uses hatchling.")
+    user = relay.user_message(f"{QUESTIONS[index % len(QUESTIONS)]} ({index})")
+    answer = relay.assistant_message(f"Answer {index}: the build uses hatchling.")
     turn = f"sub-{index}"
     usage = relay.TokenUsage(total_tokens=1000 + index)
     return [
@@ -59,9 +59,7 @@ def _turn_payloads(index: int) -> list[tuple[str, object]]:
         ("event_msg", relay.lowlevel.to_json(relay.AgentMessage(answer.text()))),
         (
             "event_msg",
-            relay.lowlevel.to_json(
-                relay.TokenCount(relay.lowlevel.TokenUsageInfo(usage, usage, 200_000))
-            ),
+            relay.lowlevel.to_json(relay.TokenCount(relay.TokenUsageInfo(usage, usage, 200_000))),
         ),
         ("event_msg", relay.lowlevel.to_json(relay.TurnComplete(turn, answer.text(), 3))),
     ]

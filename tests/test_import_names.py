@@ -105,7 +105,7 @@ def test_the_install_makes_relay_importable_and_nothing_else(tmp_path: Path, nam
 
 def test_relay_tasks_is_one_module_under_one_name(tmp_path: Path) -> None:
     code = (
-        "import relay, relay.tasks.regular as r, sys; "
+        "import relay, relay.tasks._regular as r, sys; "
         "print(sorted(n for n in sys.modules if n.split('.')[0] in ('runtime', 'tasks')))"
     )
     result = subprocess.run(

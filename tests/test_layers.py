@@ -26,6 +26,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "relay._wire": ("relay._base", "relay._core", "relay._models", "relay._wire"),
     "relay._mcp": ("relay._base", "relay._core", "relay._mcp", "relay._version"),
     "relay._otel": ("relay._base", "relay._core", "relay._otel", "relay._version"),
+    "relay._rollout": ("relay._base", "relay._core", "relay._rollout"),
     "relay._open": (
         "relay._base",
         "relay._core",
@@ -33,8 +34,9 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "relay._wire",
         "relay._mcp",
         "relay._otel",
+        "relay._open",
+        "relay._rollout",
     ),
-    "relay._rollout": ("relay._base", "relay._core", "relay._rollout", "relay._open"),
     "relay.lowlevel": ("relay._base", "relay._core"),
     "relay.tasks": ("relay", "relay.lowlevel", "relay.tasks"),
 }

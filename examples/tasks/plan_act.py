@@ -18,7 +18,8 @@ from __future__ import annotations
 import attrs
 
 import relay
-from relay.lowlevel import user_message
+from relay import user_message
+from relay.tasks import TurnSteps
 
 PLAN_INSTRUCTIONS = (
     "Write a short numbered plan for the user's goal, one line per step, naming the files and "
@@ -39,15 +40,17 @@ class PlanThenAct(relay.SessionTask):
         return "plan_act"
 
     async def run(self, ctx: relay.TaskContext) -> str | None:
-        await ctx.record_input([relay.Text(self.goal)])
+        # The regular turn's steps: its compaction points, its context, its limits.
+        steps = TurnSteps(ctx)
+        await steps.begin([relay.Text(self.goal)])
         # Step one: the plan, with no tools, recorded and reported as the model's answer.
-        await ctx.sample(ctx.prompt(tools=False, instructions=PLAN_INSTRUCTIONS))
+        await ctx.sample(ctx.view.prompt(tools=False, instructions=PLAN_INSTRUCTIONS))
         # Step two: the plan carried out, as a regular turn carries out a request.
         ctx.record(user_message(ACT))
         while True:
-            result = await ctx.sample()
+            result = await steps.step()
             for call in result.tool_calls:
-                await ctx.run_tool(call)
+                await steps.run_tool(call)
             if not result.tool_calls:
                 return None
 

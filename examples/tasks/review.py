@@ -19,7 +19,7 @@ import json
 import attrs
 
 import relay
-from relay.lowlevel import assistant_message, user_message
+from relay import user_message
 
 INSTRUCTIONS = (
     "You review one file of a code base. Name each defect you find with its line, say why it "
@@ -45,13 +45,13 @@ class Review(relay.SessionTask):
         )
         ctx.record(call)
         text = await ctx.run_tool(call)
+        # The question the history keeps; the request itself carries the file's text.
+        ctx.record(user_message(f"Review {self.path}."))
         request = user_message(f"Review {self.path}:\n\n{text}")
-        prompt = ctx.prompt([request], tools=False, instructions=INSTRUCTIONS)
-        result = await ctx.sample(prompt, record=False, report=False)
-        answer = result.last_agent_message or "The model wrote no review."
-        ctx.record(user_message(f"Review {self.path}."), assistant_message(answer))
-        ctx.emit(relay.AgentMessage(answer))
-        return answer
+        prompt = ctx.view.prompt([request], tools=False, instructions=INSTRUCTIONS)
+        # The answer is recorded and reported as the turn's agent message.
+        result = await ctx.sample(prompt)
+        return result.last_agent_message or "The model wrote no review."
 
 
 def review(op: relay.CustomOp) -> Review:

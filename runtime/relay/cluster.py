@@ -21,7 +21,6 @@ Hosts for the block of one program (Ray connected already)::
             ...
 """
 
-from ._base._protocol import SessionResumed as SessionResumed
 from ._cluster._client import ClusterClient as ClusterClient
 from ._cluster._client import ClusterSession as ClusterSession
 from ._cluster._client import HostLostError as HostLostError
@@ -31,15 +30,16 @@ from ._cluster._deploy import PooledSession as PooledSession
 from ._cluster._deploy import SessionPool as SessionPool
 from ._cluster._deploy import open_session_pool as open_session_pool
 from ._cluster._script import run_op_script as run_op_script
+from ._core._writer import Epoch as Epoch
 
 __all__ = [
     "ClusterClient",
     "ClusterSession",
+    "Epoch",
     "HostLostError",
     "NoHostError",
     "PooledSession",
     "SessionPool",
-    "SessionResumed",
     "connect",
     "open_session_pool",
     "run_op_script",

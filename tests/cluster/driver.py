@@ -90,7 +90,7 @@ async def follow(args: argparse.Namespace) -> None:
                     at=time.time(),
                     msg=msg,
                 )
-                if isinstance(event.msg, relay.lowlevel.SessionResumed):
+                if isinstance(event.msg, relay.SessionResumed):
                     pending.discard(session.id)
                     if not pending:
                         moved.set()

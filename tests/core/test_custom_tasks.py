@@ -61,7 +61,7 @@ class Sleeper(relay.SessionTask):
 
     def abort(self, ctx: relay.TaskContext, reason: relay.AbortReason) -> None:
         self.aborted.append(reason)
-        ctx.record(relay.lowlevel.user_message(f"the sleep was {reason.value}"))
+        ctx.record(relay.user_message(f"the sleep was {reason.value}"))
 
 
 def echo(op: relay.CustomOp) -> Echo:

@@ -419,7 +419,7 @@ async def test_a_request_references_the_history_without_copying_it() -> None:
         for turn in range(3):
             await t.turn(f"question {turn}")
             await t.wait_for(lambda e: isinstance(e.msg, p.TurnComplete), turn + 1)
-        history = t.session.history
+        history = t.session._services.state.history
         first, first_wire = history.items[0], history.wire_items()[0]
         before = sys.getrefcount(first), sys.getrefcount(first_wire)
         for turn in range(3, 10):

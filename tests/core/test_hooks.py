@@ -22,6 +22,7 @@ import trio.testing
 import relay
 from relay import testing
 from relay._core._hooks import CompactHook, HookInput, HookStop, run_hook_command
+from relay._core._summary import is_summary
 from tests.escapees import escape_argv, wait_gone
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
@@ -228,7 +229,7 @@ async def test_a_pre_compact_stop_aborts_the_task_and_changes_nothing() -> None:
         await t.submit(relay.Compact(), id="c1")
         await t.wait_for(ended, 2)
         assert list(t.session.history.items) == before
-        assert t.session.state.window_number == 0
+        assert t.session.snapshot().window_number == 0
     msgs = turn_msgs(t, "c1")
     assert types(msgs) == [
         "turn_started",
@@ -259,8 +260,8 @@ async def test_a_post_compact_stop_keeps_the_compaction_installed() -> None:
         await t.submit(relay.Compact(), id="c1")
         await t.wait_for(ended, 2)
         history = list(t.session.history.items)
-        assert t.session.state.window_number == 1
-    assert relay.lowlevel.is_summary(history[-1])
+        assert t.session.snapshot().window_number == 1
+    assert is_summary(history[-1])
     msgs = turn_msgs(t, "c1")
     assert types(msgs) == [
         "turn_started",
@@ -302,7 +303,7 @@ async def test_a_hanging_hook_is_cut_at_its_timeout_with_a_warning() -> None:
     assert 500 <= completed.duration_ms < 10_000
     assert isinstance(warning, relay.WarningEvent)
     assert "did not finish within 500 ms" in warning.message
-    assert t.session.state.window_number == 1
+    assert t.session.snapshot().window_number == 1
 
 
 async def test_interrupting_a_running_hook_kills_it(tmp_path: Path) -> None:
@@ -332,7 +333,7 @@ async def test_interrupting_a_running_hook_kills_it(tmp_path: Path) -> None:
     msgs = turn_msgs(t, "c1")
     assert types(msgs) == ["turn_started", "hook_started", "turn_aborted"]
     assert msgs[-1].reason is relay.AbortReason.INTERRUPTED  # type: ignore[union-attr]
-    assert t.session.state.window_number == 0
+    assert t.session.snapshot().window_number == 0
 
 
 async def test_a_crashing_hook_warns_and_the_compaction_goes_on() -> None:

@@ -25,10 +25,9 @@ import anyio
 import pytest
 
 import relay
-from relay import testing
+from relay import McpServerConfig, testing
 from relay._mcp._names import qualified_name
-from relay.lowlevel import McpServerConfig
-from relay.tasks.compaction import mask_reference
+from relay.tasks.compaction._history import mask_reference
 from tests.mcp_server import LONG_TOOL
 
 pytest.importorskip("mcp")

@@ -11,12 +11,11 @@ from typing import Any
 import pytest
 
 import relay
-from relay import testing
+from relay import McpServerConfig, testing
 from relay._base._codec import to_json
 from relay._base._config import config_from_dict, load_config
 from relay._mcp._names import qualified_name, qualify
 from relay._mcp._results import is_error, result_text
-from relay.lowlevel import McpServerConfig
 
 # ------------------------------------------------------------------ names
 

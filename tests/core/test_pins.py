@@ -39,7 +39,7 @@ async def test_a_pin_too_large_for_its_share_of_the_window_is_refused_and_the_tu
     async with testing.open_test_session({"responses": ["ok"]}, config=config()) as t:
         await t.submit(pinned_turn(big), id="t1")
         await t.wait_for(relay.TurnComplete)
-        pinned = list(t.session.state.work_state.pinned)
+        pinned = list(t.session.snapshot().work_state.pinned)
     assert pinned == []
     assert noted(t, "pinned") == []
     (warning,) = t.recorder.of_type(relay.WarningEvent)
@@ -55,7 +55,7 @@ async def test_pins_that_fit_are_kept(autojump_clock: trio.testing.MockClock) ->
         await t.wait_for(relay.TurnComplete)
         await t.submit(pinned_turn("Never touch prod."), id="t2")
         await t.wait_for(relay.TurnComplete, 2)
-        pinned = list(t.session.state.work_state.pinned)
+        pinned = list(t.session.snapshot().work_state.pinned)
     assert pinned == ["Always answer in French.", "Never touch prod."]
     assert t.recorder.of_type(relay.WarningEvent) == []
 
@@ -74,20 +74,20 @@ async def test_unpin_releases_one_pin_or_all_and_a_resume_keeps_them_released(
         await session.submit(relay.Unpin("Rule two."))
         await session.submit(relay.Unpin("no such pin"), id="u2")
         await trio.testing.wait_all_tasks_blocked()
-        after_one = list(session.state.work_state.pinned)
+        after_one = list(session.snapshot().work_state.pinned)
     assert after_one == ["Rule one.", "Rule three."]
     errors = [(e.id, e.msg) for e in recorder.events if isinstance(e.msg, relay.ErrorEvent)]
     assert [(i, m.code) for i, m in errors] == [("u2", relay.ErrorCode.INVALID_OP)]
     assert "no pinned message" in errors[0][1].message
     rollout = next(tmp_path.rglob("*.jsonl"))
     async with relay.resume_session(rollout, config(tmp_path), model=model) as resumed:
-        assert list(resumed.state.work_state.pinned) == ["Rule one.", "Rule three."]
+        assert list(resumed.snapshot().work_state.pinned) == ["Rule one.", "Rule three."]
         await resumed.submit(relay.Unpin())
         await trio.testing.wait_all_tasks_blocked()
-        assert list(resumed.state.work_state.pinned) == []
+        assert list(resumed.snapshot().work_state.pinned) == []
         await resumed.submit(relay.Shutdown())
     async with relay.resume_session(rollout, config(tmp_path), model=model) as again:
-        assert list(again.state.work_state.pinned) == []
+        assert list(again.snapshot().work_state.pinned) == []
         await again.submit(relay.Shutdown())
 
 

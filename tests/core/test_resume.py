@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -22,8 +23,11 @@ from hypothesis import strategies as st
 import relay
 from relay import testing
 from relay._base import _protocol as p
+from relay._base._tokens import items_tokens
 from relay._core._context import TurnSettings, WorldState
 from relay._core._history import History
+from relay._core._state import ResumedState
+from relay._core._summary import ghost_snapshots, real_user_messages, summary_prefix
 from relay._rollout._reader import parse_rollout, read_rollout
 from relay._rollout._resume import is_model_output, rebuild_compacted_history, reconstruct
 
@@ -46,7 +50,7 @@ U1, U2, U3 = (p.user_message(f"user {n}") for n in (1, 2, 3))
 A1, A2 = p.assistant_message("answer 1"), p.assistant_message("answer 2")
 
 
-def state_of(*lines: str) -> relay.lowlevel.ResumedState:
+def state_of(*lines: str) -> ResumedState:
     """The state rebuilt from these lines (after a ``session_meta`` line).
 
     Every test also checks that reading only what resuming needs (``for_resume``, as
@@ -85,15 +89,15 @@ def test_an_old_style_compacted_line_is_rebuilt_as_the_local_backend_builds_it()
         *(item(i) for i in history), compacted(None, relay.lowlevel.summary_text("S")), item(U3)
     )
     expected = relay.lowlevel.build_compacted_history(
-        relay.lowlevel.real_user_messages(history),
+        real_user_messages(history),
         "S",
-        ghosts=relay.lowlevel.ghost_snapshots(history),
+        ghosts=ghost_snapshots(history),
     )
     assert state.history == (*expected, U3)
     # The 20,000-token budget applied, newest first: U2 whole, the long message truncated to
     # what was left, and U1 (older) dropped.
     assert state.history[1:3] == (U2, ghost)
-    assert 19_900 < relay.lowlevel.items_tokens(state.history[:2]) < 20_100
+    assert 19_900 < items_tokens(state.history[:2]) < 20_100
     assert U1 not in state.history
 
 
@@ -185,7 +189,7 @@ def test_usage_is_the_last_response_plus_what_was_recorded_since() -> None:
         item(output),
     )
     assert state.last_response_tokens == 500
-    assert state.tokens_since_model == relay.lowlevel.items_tokens([output])
+    assert state.tokens_since_model == items_tokens([output])
     assert state.total_usage == p.TokenUsage(total_tokens=700)
 
 
@@ -196,11 +200,11 @@ def test_a_compaction_resets_usage_to_the_estimate_of_its_history() -> None:
         token_count(5000, 5000),
         compacted(new_history),
         world_state(),
-        token_count(relay.lowlevel.items_tokens(new_history), 5300),  # the installation's count
+        token_count(items_tokens(new_history), 5300),  # the installation's count
         item(U3),
     )
     assert state.last_response_tokens == 0
-    assert state.tokens_since_model == relay.lowlevel.items_tokens([*new_history, U3])
+    assert state.tokens_since_model == items_tokens([*new_history, U3])
     assert state.total_usage == p.TokenUsage(total_tokens=5300)
 
 
@@ -282,9 +286,9 @@ def test_reconstruction_equals_a_full_replay_with_a_live_history(ops: list[Any])
                 lines.append(item(p.GhostSnapshot(text)))
             case ("compact" | "compact_old" as kind, text):
                 new = relay.lowlevel.build_compacted_history(
-                    relay.lowlevel.real_user_messages(live.items),
+                    real_user_messages(live.items),
                     text,
-                    ghosts=relay.lowlevel.ghost_snapshots(live.items),
+                    ghosts=ghost_snapshots(live.items),
                 )
                 live.replace(new)
                 reference = None
@@ -353,13 +357,13 @@ def rollout_path(t: testing.TestSession) -> Path:
     return t.session.rollout.path
 
 
-def assert_restores(session: relay.Session, path: Path) -> relay.lowlevel.ResumedState:
+def assert_restores(session: relay.Session, path: Path) -> ResumedState:
     """The state rebuilt from the file is the state the live session ended with."""
     state = reconstruct(read_rollout(path))
     assert state.session_id == session.id
     assert list(state.history) == list(session.history.items)
-    assert state.reference_world == session.state.reference_world
-    assert state.defaults == session.state.defaults
+    assert state.reference_world == session.snapshot().reference_world
+    assert state.defaults == session.snapshot().defaults
     if state.window_number:
         assert (
             state.window_number,
@@ -367,16 +371,16 @@ def assert_restores(session: relay.Session, path: Path) -> relay.lowlevel.Resume
             state.previous_window_id,
             state.window_id,
         ) == (
-            session.state.window_number,
-            session.state.first_window_id,
-            session.state.previous_window_id,
-            session.state.window_id,
+            session.snapshot().window_number,
+            session.snapshot().first_window_id,
+            session.snapshot().previous_window_id,
+            session.snapshot().window_id,
         )
     assert (state.last_response_tokens, state.tokens_since_model) == (
         session.history.last_response_tokens,
         session.history.tokens_since_model,
     )
-    assert state.total_usage == session.state.total_usage
+    assert state.total_usage == session.snapshot().total_usage
     return state
 
 
@@ -419,11 +423,7 @@ async def test_resume_after_two_compactions_sends_the_latest_summary_only(
     async with open_resumed(rollout_path(t), config=config) as r:
         await run_ops(r, ("turn", "third"))
     (request,) = r.model.requests
-    summaries = [
-        text
-        for text in testing.user_texts(request)
-        if text.startswith(relay.lowlevel.summary_prefix())
-    ]
+    summaries = [text for text in testing.user_texts(request) if text.startswith(summary_prefix())]
     assert summaries == [relay.lowlevel.summary_text("SUMMARY TWO")]
     assert [
         text for text in testing.user_texts(request) if "<environment_context>" not in text
@@ -433,7 +433,7 @@ async def test_resume_after_two_compactions_sends_the_latest_summary_only(
         relay.lowlevel.summary_text("SUMMARY TWO"),
         "third",
     ]
-    assert r.session.state.window_number == 2
+    assert r.session.snapshot().window_number == 2
 
 
 async def test_resumed_usage_is_the_usage_the_session_ended_with(
@@ -446,7 +446,7 @@ async def test_resumed_usage_is_the_usage_the_session_ended_with(
     assert t.session.history.usage_tokens == 5000
     async with open_resumed(rollout_path(t), config=config) as r:
         assert r.session.history.usage_tokens == 5000
-        assert r.session.state.total_usage == t.session.state.total_usage
+        assert r.session.snapshot().total_usage == t.session.snapshot().total_usage
 
 
 async def test_a_session_that_ended_over_its_limit_compacts_before_its_first_request(
@@ -603,7 +603,7 @@ async def test_problems_in_the_rollout_follow_the_session_configured_of_the_resu
                 "scripted",
                 "scripted",
                 None,
-                t.session.state.defaults.cwd,
+                t.session.snapshot().defaults.cwd,
                 str(path),
                 relay.__version__,
                 resumed=True,
@@ -839,3 +839,63 @@ def test_item_ids_stay_unique_in_a_rollout_across_resumes(tmp_path: Path) -> Non
     ]
     assert len(ids) >= 2
     assert len(ids) == len(set(ids)), ids
+
+
+def test_resume_session_takes_every_keyword_open_session_takes() -> None:
+    import inspect
+
+    opened = inspect.signature(relay.open_session).parameters
+    resumed = inspect.signature(relay.resume_session).parameters
+    missing = [name for name in opened if name not in resumed]
+    assert missing == []
+    for name, parameter in opened.items():
+        if name == "config":
+            continue
+        same = resumed[name]
+        assert (same.kind, same.default, same.annotation) == (
+            parameter.kind,
+            parameter.default,
+            parameter.annotation,
+        ), name
+
+
+@attrs.frozen
+class _Shout(relay.SessionTask):
+    text: str
+
+    @property
+    def kind(self) -> str:
+        return "shout"
+
+    async def run(self, ctx: relay.TaskContext) -> str | None:
+        ctx.emit(relay.AgentMessage(self.text.upper()))
+        return None
+
+
+def _shout(op: relay.CustomOp) -> _Shout:
+    return _Shout(str(op.fields.get("text", "")))
+
+
+async def test_a_session_that_ran_a_custom_op_resumes_with_tasks_given_to_resume_session(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    config = relay.Config(rollout=relay.RolloutConfig(dir=str(tmp_path)))
+    async with relay.open_session(config, tasks={"shout": _shout}) as session:
+        answer = await session.ask("hi")
+        assert answer.message == "echo: hi"
+        rollout = session.rollout
+        assert rollout is not None
+        await session.submit(relay.CustomOp("shout", {"text": "loud"}))
+        await session.wait_idle()
+    with pytest.raises(relay.ConfigError, match=re.escape("resume_session(tasks=...)")):
+        async with relay.resume_session(rollout.path, config):
+            pass
+    async with relay.resume_session(rollout.path, config, tasks={"shout": _shout}) as resumed:
+        await resumed.submit(relay.CustomOp("shout", {"text": "again"}))
+        await resumed.wait_idle()
+        said = [m.text() for m in resumed.history if isinstance(m, relay.Message)]
+        assert said[-2:] == ["hi", "echo: hi"]
+        assert resumed.statistics().running_turn is None
+    with pytest.raises(relay.ConfigError, match="is not the id of the session"):
+        async with relay.resume_session(rollout.path, config, session_id="another"):
+            pass

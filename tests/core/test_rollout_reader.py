@@ -458,7 +458,7 @@ def _is_event_record(obj: object) -> bool:
 def test_an_item_line_decodes_as_the_codec_decodes_its_payload(payload: dict[str, Any]) -> None:
     try:
         expected: Any = relay.lowlevel.from_json(payload, p.ResponseItem)
-    except relay.lowlevel.DecodeError:
+    except relay.DecodeError:
         expected = None
     # Escaped, as JSON may carry a lone surrogate that no UTF-8 file can hold raw.
     line = json.dumps({"timestamp": TS, "type": "response_item", "payload": payload})

@@ -19,10 +19,13 @@ from relay._base._tokens import (
     MAX_TOKEN_RATIO,
     approx_tokens,
     calibrated,
+    items_tokens,
     token_ratio,
     tools_tokens,
 )
+from relay._core._budget import answer_room, auto_compact_limit
 from relay._wire import open_http_client
+from relay.tasks.compaction._history import kept_message_budget
 from tests.core.captured import (
     Answer,
     CapturedServer,
@@ -114,7 +117,7 @@ async def test_the_answer_limit_is_sent_on_both_wires(
 
 
 def test_the_answer_limit_is_kept_free_when_fitting_the_window() -> None:
-    limit = relay.lowlevel.auto_compact_limit
+    limit = auto_compact_limit
     assert limit(None, 2048) == 1843
     assert limit(None, 2048, reserved_output=512) == 1536
     assert limit(None, 272_000, reserved_output=512) == 244_800
@@ -213,9 +216,7 @@ async def test_a_response_incomplete_at_the_limit_keeps_what_streamed(
     assert len(server.bodies) == 1
     assert not t.recorder.of_type(relay.StreamErrorEvent)
     assert t.recorder.of_type(relay.TurnComplete)[0].last_agent_message == "The first half"
-    assert t.session.history.items[-1] == relay.lowlevel.assistant_message(
-        "The first half", id="m1"
-    )
+    assert t.session.history.items[-1] == relay.assistant_message("The first half", id="m1")
     (warning,) = t.recorder.of_type(relay.WarningEvent)
     assert "answer limit" in warning.message
 
@@ -242,9 +243,7 @@ async def test_the_tool_calls_of_a_cut_answer_are_not_run(autojump_clock: trio.a
         e for e in t.recorder.of_type(relay.ItemStarted) if isinstance(e.item, relay.ToolCallItem)
     ]
     assert not any(isinstance(item, relay.FunctionCall) for item in t.session.history.items)
-    assert t.session.history.items[-1] == relay.lowlevel.assistant_message(
-        "Running it", id="chatcmpl-1"
-    )
+    assert t.session.history.items[-1] == relay.assistant_message("Running it", id="chatcmpl-1")
 
 
 @pytest.mark.parametrize("wire", WIRES)
@@ -397,7 +396,7 @@ async def test_after_an_overflow_estimates_use_the_servers_count(
     async with llama_session(wire, [refused, summary]) as (t, _):
         await t.turn(digits(3072))
         await t.wait_for(relay.TurnComplete)
-        ratio = t.session.state.token_ratio
+        ratio = t.session.snapshot().token_ratio
         await t.session.submit(relay.Compact(), id="c1")
         await t.wait_for(relay.TurnComplete, 2)
     # The server counted about three times the estimate of what it was sent.
@@ -406,7 +405,7 @@ async def test_after_an_overflow_estimates_use_the_servers_count(
     assert (receipt.tokens_before, receipt.counted_before) == (3102, True)
     # The kept digits and the summary, scaled like the server counts them.
     assert receipt.tokens_after == calibrated(
-        t.session.state.history.estimated_tokens()
+        items_tokens(t.session.history)
         + approx_tokens(t.session.instructions)
         + tools_tokens(t.session.tools.specs()),
         ratio,
@@ -417,8 +416,6 @@ async def test_after_an_overflow_estimates_use_the_servers_count(
 
 
 def test_kept_messages_are_budgeted_within_the_window() -> None:
-    kept_message_budget = relay.tasks.compaction.kept_message_budget
-    answer_room = relay.lowlevel.answer_room
     # Codex's figures stand where the window has room for them.
     assert kept_message_budget(20_000, None) == 20_000
     assert kept_message_budget(20_000, 200_000) == 20_000

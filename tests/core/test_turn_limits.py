@@ -13,7 +13,7 @@ import trio.testing
 import relay
 from relay import testing
 from relay._base._config import config_from_dict
-from relay._core._guard import LoopGuard
+from relay.tasks._guard import LoopGuard
 
 
 def call(name: str = "list_dir", arguments: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -28,7 +28,7 @@ class NoUsageModel:
 
         async def events() -> AsyncIterator[relay.lowlevel.ModelEvent]:
             yield relay.lowlevel.OutputItemDone(
-                relay.lowlevel.assistant_message(f"answer {len(self.prompts)}")
+                relay.assistant_message(f"answer {len(self.prompts)}")
             )
             yield relay.lowlevel.Completed("r", None)
 

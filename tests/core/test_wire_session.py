@@ -31,8 +31,12 @@ async def sdk_session(
         open_http_client(PROVIDER, api_key="sk-test", http_client=http) as client,
         testing.open_test_session(
             model=client,
+            # A client given to a session talks to the configured provider: its limits apply.
             config=relay.Config(  # type: ignore[arg-type]
-                rollout=NO_ROLLOUT, **config
+                rollout=NO_ROLLOUT,
+                model_provider="mock",
+                model_providers={"mock": PROVIDER},
+                **config,
             ),
         ) as t,
     ):

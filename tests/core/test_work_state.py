@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import relay
+from relay._core._budget import share_of_window as work_state_budget
 from relay._core._work_state import (
     WorkEntry,
     WorkState,
@@ -13,7 +14,6 @@ from relay._core._work_state import (
     content_hash,
     file_read,
     tool_failed,
-    work_state_budget,
 )
 from tests.hypothesis_profiles import examples
 

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import relay
 from relay._core._history import is_contextual
+from relay._core._summary import is_summary
 from relay._rollout._reader import CompactedLine, Rollout, read_rollout
 from relay._rollout._resume import reconstruct
 from relay.tasks.compaction import Backend
 
-CALLS = (relay.FunctionCall, relay.lowlevel.CustomToolCall)
-OUTPUTS = (relay.FunctionCallOutput, relay.lowlevel.CustomToolCallOutput)
+CALLS = (relay.FunctionCall, relay.CustomToolCall)
+OUTPUTS = (relay.FunctionCallOutput, relay.CustomToolCallOutput)
 
 
 def check_well_formed(items: Sequence[relay.ResponseItem], *, settled: bool) -> None:
@@ -69,15 +70,11 @@ def check_compacted_part(items: Sequence[relay.ResponseItem], backend: str) -> N
         return
     last = items[-1] if items else None
     if backend == Backend.LOCAL:
-        assert last is not None and relay.lowlevel.is_summary(last), f"summary not last: {last!r}"
-    elif backend == Backend.REMOTE_V2 or any(
-        isinstance(item, relay.lowlevel.Compaction) for item in items
-    ):
+        assert last is not None and is_summary(last), f"summary not last: {last!r}"
+    elif backend == Backend.REMOTE_V2 or any(isinstance(item, relay.Compaction) for item in items):
         # V1 installs what the server answered, filtered: an answer without a compaction
         # item (even an empty one) is valid, and then nothing has to be last.
-        assert isinstance(last, relay.lowlevel.Compaction), (
-            f"the compaction item is not last: {last!r}"
-        )
+        assert isinstance(last, relay.Compaction), f"the compaction item is not last: {last!r}"
     for item in items:
         assert not isinstance(item, (*CALLS, *OUTPUTS)), f"a tool item survived: {item!r}"
 
@@ -96,9 +93,9 @@ def check_rollout_matches(session: relay.Session, path: Path) -> Rollout:
     assert not rollout.notes, [str(note) for note in rollout.notes]
     state = reconstruct(rollout)
     assert list(state.history) == list(session.history.items), "rollout history differs"
-    assert state.window_number == session.state.window_number
-    assert state.window_id in (None, session.state.window_id)
-    assert state.reference_world == session.state.reference_world
+    assert state.window_number == session.snapshot().window_number
+    assert state.window_id in (None, session.snapshot().window_id)
+    assert state.reference_world == session.snapshot().reference_world
     restored = state.last_response_tokens + state.tokens_since_model
     assert restored == session.history.usage_tokens, (
         f"usage restored as {restored}, live {session.history.usage_tokens}"

@@ -57,8 +57,9 @@ import relay
 from relay import testing
 from relay._base._tokens import ApproxEstimator
 from relay._rollout._reader import CompactedLine
-from relay.tasks.compaction import WORK_STATE_MARKER, Compactor
-from relay.tasks.compaction import background as background_module
+from relay.tasks.compaction import Compactor
+from relay.tasks.compaction import _background as background_module
+from relay.tasks.compaction._history import WORK_STATE_MARKER
 from tests.hypothesis_profiles import examples
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import (
@@ -68,6 +69,9 @@ from tests.reliability._checks import (
     compacted_lines,
     expected_backend,
 )
+
+#: The install as the compactor computes it, kept before the probe stands in for it.
+INSTALLED_HISTORY = background_module.installed_history
 
 EXAMPLES = examples(2000)
 
@@ -370,8 +374,8 @@ class Probe:
             Attempt(
                 info.turn_id,
                 tuple(session.history.items),
-                session.state.window_id,
-                session.state.window_number,
+                session.snapshot().window_id,
+                session.snapshot().window_number,
                 stop,
             )
         )
@@ -395,12 +399,14 @@ class Probe:
 
         class Watched(Compactor):
             async def compact(
-                self, ctx: relay.TaskContext, request: relay.lowlevel.CompactionRequest
+                self,
+                ctx: relay.lowlevel.CompactionContext,
+                request: relay.lowlevel.CompactionRequest,
             ) -> relay.lowlevel.CompactionOutcome:
                 try:
                     return await super().compact(ctx, request)
                 finally:
-                    probe.see_job(ctx.compaction.background)
+                    probe.see_job(ctx.background.job)
 
         return Watched()
 
@@ -414,10 +420,10 @@ class Probe:
         """Observe every background install as it is computed (then compute it as usual)."""
         session = self.session
         assert session is not None
-        result = relay.lowlevel.installed_history(compacted, initial, snapshot, live)
+        result = INSTALLED_HISTORY(compacted, initial, snapshot, live)
         self.installs.append(
             BackgroundInstall(
-                current=snapshot.window_id == session.state.window_id
+                current=snapshot.window_id == session.snapshot().window_id
                 and tuple(live[: len(snapshot.items)]) == snapshot.items,
                 since=tuple(live[len(snapshot.items) :]),
                 context_size=len(compacted) + len(initial),
@@ -475,8 +481,8 @@ def check_failed_compactions(probe: Probe, events: list[relay.Event]) -> None:
         return
     attempt = attempts[-1]
     assert attempt.turn_id == outcomes[-1][0]
-    assert session.state.window_id == attempt.window_id, "a failed compaction started a window"
-    assert session.state.window_number == attempt.window_number
+    assert session.snapshot().window_id == attempt.window_id, "a failed compaction started a window"
+    assert session.snapshot().window_number == attempt.window_number
     now = tuple(session.history.items)
     assert now[: len(attempt.history)] == attempt.history, "a failed compaction changed history"
 
@@ -586,7 +592,7 @@ def check_end(
             assert msg.item.receipt is not None
             hypothesis.event(f"trigger {msg.item.receipt.trigger}")
     # Invariant 4 on the rollout: exactly the installed compactions are recorded.
-    assert len(lines) == len(receipts) == session.state.window_number
+    assert len(lines) == len(receipts) == session.snapshot().window_number
     for line, receipt in zip(lines, receipts, strict=True):
         assert receipt is not None
         # A summary that left usage over the limit escalates to a fresh window.

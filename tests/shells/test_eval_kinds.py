@@ -100,7 +100,7 @@ class CountingModel:
             raise relay.ModelError("the server fell over", relay.ErrorCode.SERVER_ERROR)
 
         async def events() -> AsyncIterator[ModelEvent]:
-            yield OutputItemDone(relay.lowlevel.assistant_message(f"summary {number}"))
+            yield OutputItemDone(relay.assistant_message(f"summary {number}"))
             yield Completed(f"r{number}", None)
 
         yield events()
@@ -110,7 +110,7 @@ class CountingModel:
 
 
 def prompt(cwd: str, text: str = "summarize", cache_key: str = "s1") -> Prompt:
-    items = (relay.lowlevel.user_message(f"cwd {cwd}: {text}"),)
+    items = (relay.user_message(f"cwd {cwd}: {text}"),)
     return Prompt(model="q", instructions="i", input=items, prompt_cache_key=cache_key)
 
 

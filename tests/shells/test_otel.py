@@ -267,7 +267,7 @@ def test_the_mcp_server_of_a_tool_name() -> None:
 
 def test_finish_reasons() -> None:
     call = relay.FunctionCall("shell", "{}", "c1")
-    answer = relay.lowlevel.assistant_message("done")
+    answer = relay.assistant_message("done")
     assert finish_reasons(None, [answer]) == ("stop",)
     assert finish_reasons(None, [answer, call]) == ("tool_calls",)
     assert finish_reasons("max_output_tokens", [answer]) == ("length",)
@@ -547,7 +547,7 @@ async def test_the_key_appears_in_no_span(
                 name="canary", base_url="http://127.0.0.1:9/v1", env_key="RELAY_CANARY_KEY"
             )
         },
-        otel=relay.lowlevel.OtelConfig(record_content=True),
+        otel=relay.OtelConfig(record_content=True),
         rollout=NO_ROLLOUT,
     )
     script = {
@@ -626,7 +626,7 @@ async def test_content_is_recorded_when_asked_in_the_genai_shape(
 
 
 def test_content_is_recorded_by_the_config_or_the_variable() -> None:
-    on = relay.Config(otel=relay.lowlevel.OtelConfig(record_content=True))
+    on = relay.Config(otel=relay.OtelConfig(record_content=True))
     assert not records_content(relay.Config(), {})
     assert records_content(on, {})
     assert records_content(relay.Config(), {CAPTURE_CONTENT_VARIABLE: "TRUE"})
@@ -635,12 +635,12 @@ def test_content_is_recorded_by_the_config_or_the_variable() -> None:
 
 
 def test_recorded_messages_keep_the_newest_within_the_limit() -> None:
-    items = [relay.lowlevel.user_message(f"message {i} " + "x" * 90) for i in range(100)]
+    items = [relay.user_message(f"message {i} " + "x" * 90) for i in range(100)]
     text, cut = messages_json(items, limit=1000)
     kept = json.loads(text)
     assert cut and 1 <= len(kept) < 100 and len(text) <= 1000
     assert kept[-1]["parts"][0]["content"].startswith("message 99 ")
-    huge, cut = messages_json([relay.lowlevel.user_message("y" * 5000)], limit=1000)
+    huge, cut = messages_json([relay.user_message("y" * 5000)], limit=1000)
     assert cut and len(huge) < 1000
     assert messages_json(items[:2], limit=10_000) == (
         json.dumps(

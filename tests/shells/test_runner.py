@@ -179,7 +179,7 @@ async def test_with_lines_each_event_is_made_json_once(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     import relay._core._recorder as recorder_module
-    import relay._core._services as services_module
+    import relay._core._session_writer as services_module
 
     made = 0
     real = runner_module.to_json

@@ -88,7 +88,7 @@ async def turn_then_compact(
         await recorder.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete))
         await session.submit(relay.Compact())
         await recorder.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete), 2)
-        record = session.state.work_state
+        record = session.snapshot().work_state
         history = list(session.history.items)
         await session.submit(relay.Shutdown())
         await recorder.wait_for(relay.ShutdownComplete)

@@ -12,6 +12,8 @@ import trio.testing
 
 import relay
 from relay import testing
+from relay._core._budget import auto_compact_limit
+from relay._core._summary import is_summary, summary_prefix
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 
@@ -31,13 +33,13 @@ def receipts(t: testing.TestSession) -> list[relay.CompactionReceipt]:
 
 
 def test_limit_rule() -> None:
-    assert relay.lowlevel.auto_compact_limit(200_000, None) == 200_000
-    assert relay.lowlevel.auto_compact_limit(None, 100) == 90
-    assert relay.lowlevel.auto_compact_limit(200, 100) == 90
-    assert relay.lowlevel.auto_compact_limit(50, 100) == 50
-    assert relay.lowlevel.auto_compact_limit(None, None) is None
-    assert relay.lowlevel.auto_compact_limit(0, None) is None
-    assert relay.lowlevel.auto_compact_limit(-5, 100) == 90
+    assert auto_compact_limit(200_000, None) == 200_000
+    assert auto_compact_limit(None, 100) == 90
+    assert auto_compact_limit(200, 100) == 90
+    assert auto_compact_limit(50, 100) == 50
+    assert auto_compact_limit(None, None) is None
+    assert auto_compact_limit(0, None) is None
+    assert auto_compact_limit(-5, 100) == 90
 
 
 async def test_auto_compact_runs_after_token_limit_hit(
@@ -113,7 +115,7 @@ async def test_mid_turn_compaction_after_tool_call(autojump_clock: trio.testing.
         ("developer", "Dev."),
         ("user", "<environment_context>"),
         ("user", "do it"),
-        ("user", relay.lowlevel.summary_prefix().split("\n")[0]),
+        ("user", summary_prefix().split("\n")[0]),
     ]
     assert [r.trigger for r in receipts(t)] == [relay.CompactionTrigger.MID_TURN]
     assert t.recorder.of_type(relay.TurnComplete)[0].last_agent_message == "done"
@@ -154,9 +156,7 @@ async def test_multiple_auto_compactions_in_one_turn(
     ]
     for index in (2, 4, 6):
         summaries = [
-            u
-            for u in testing.user_texts(requests[index])
-            if relay.lowlevel.is_summary(relay.lowlevel.user_message(u))
+            u for u in testing.user_texts(requests[index]) if is_summary(relay.user_message(u))
         ]
         assert len(summaries) == 1
     assert len(receipts(t)) == 3

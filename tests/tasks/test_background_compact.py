@@ -12,6 +12,7 @@ import trio.testing
 
 import relay
 from relay import testing
+from relay._core._summary import summary_prefix
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 
@@ -78,7 +79,7 @@ async def test_post_turn_compaction_follows_the_answer_at_once(tmp_path: Path) -
     assert compaction.get("tools") in (None, [])
     assert conversation(second) == [
         "user: one",
-        f"user: {relay.lowlevel.summary_prefix().splitlines()[0]}",
+        f"user: {summary_prefix().splitlines()[0]}",
         "user: two",
     ]
     [(turn, receipt)] = receipts(t)
@@ -160,7 +161,7 @@ async def test_a_ready_current_result_is_installed_at_the_next_automatic_point(
     assert conversation(summary)[:-1] == ["user: one", "assistant: a1"]
     assert conversation(third) == [
         "user: one",
-        f"user: {relay.lowlevel.summary_prefix().splitlines()[0]}",
+        f"user: {summary_prefix().splitlines()[0]}",
         "user: two",
         "assistant: a2",
         "user: three",

@@ -7,10 +7,11 @@ from hypothesis import given
 
 import relay
 from relay.lowlevel import Snapshot
+from relay.tasks.compaction._background import installed_history, still_current
 
 texts = st.text(alphabet="abc", min_size=1, max_size=3)
 items = st.builds(
-    lambda role, text: relay.Message(role=role, content=(relay.lowlevel.InputText(text),)),
+    lambda role, text: relay.Message(role=role, content=(relay.InputText(text),)),
     st.sampled_from(["user", "assistant"]),
     texts,
 )
@@ -25,14 +26,14 @@ def snapshot(history: list[relay.ResponseItem], window: str = "w1") -> Snapshot:
 def test_a_history_that_only_grew_is_current(
     history: list[relay.ResponseItem], since: list[relay.ResponseItem]
 ) -> None:
-    assert relay.lowlevel.still_current(snapshot(history), history + since, "w1")
+    assert still_current(snapshot(history), history + since, "w1")
 
 
 @given(history=histories, since=histories)
 def test_another_window_is_never_current(
     history: list[relay.ResponseItem], since: list[relay.ResponseItem]
 ) -> None:
-    assert not relay.lowlevel.still_current(snapshot(history), history + since, "w2")
+    assert not still_current(snapshot(history), history + since, "w2")
 
 
 @given(history=histories.filter(bool), since=histories, data=st.data())
@@ -42,14 +43,12 @@ def test_a_changed_prefix_is_never_current(
     index = data.draw(st.integers(0, len(history) - 1))
     other = data.draw(items.filter(lambda item: item != history[index]))
     changed = [*history[:index], other, *history[index + 1 :]]
-    assert not relay.lowlevel.still_current(snapshot(history), changed + since, "w1")
+    assert not still_current(snapshot(history), changed + since, "w1")
 
 
 @given(history=histories.filter(bool), cut=st.integers(1, 8))
 def test_a_shorter_history_is_never_current(history: list[relay.ResponseItem], cut: int) -> None:
-    assert not relay.lowlevel.still_current(
-        snapshot(history), history[: max(0, len(history) - cut)], "w1"
-    )
+    assert not still_current(snapshot(history), history[: max(0, len(history) - cut)], "w1")
 
 
 @given(history=histories, since=histories, compacted=histories, initial=histories)
@@ -59,9 +58,7 @@ def test_an_install_keeps_everything_since_the_snapshot_once(
     compacted: list[relay.ResponseItem],
     initial: list[relay.ResponseItem],
 ) -> None:
-    installed = relay.lowlevel.installed_history(
-        compacted, initial, snapshot(history), history + since
-    )
+    installed = installed_history(compacted, initial, snapshot(history), history + since)
     assert installed == compacted + initial + since
     assert installed[len(installed) - len(since) :] == since
 

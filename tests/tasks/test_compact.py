@@ -10,11 +10,25 @@ import relay
 from relay import lowlevel as ll
 from relay._base._config import BUILTIN_PROVIDERS, Config, Features, ProviderConfig
 from relay._base._tokens import approx_tokens
+from relay._core._summary import (
+    NO_SUMMARY,
+    is_summary,
+    keep_recent_user_messages,
+    real_user_messages,
+    summary_prefix,
+)
 from relay.tasks import compaction as cb
+from relay.tasks.compaction._history import (
+    TRUNCATED_OUTPUT_NOTE,
+    drop_oldest,
+    filter_remote_output,
+    fit_to_window,
+    keep_recent_messages,
+)
 
 
 def user(text: str, **metadata: object) -> relay.Message:
-    return relay.lowlevel.user_message(text, metadata=metadata or None)
+    return relay.user_message(text, metadata=metadata or None)
 
 
 def test_build_token_limited_compacted_history_truncates_overlong_user_messages() -> None:
@@ -41,21 +55,16 @@ def test_build_compacted_history_preserves_user_message_metadata() -> None:
 
 def test_keep_recent_walks_newest_first_and_stops_after_truncating() -> None:
     messages = [user("a" * 40), user("b" * 40), user("c" * 40)]  # 10 tokens each
-    kept = relay.lowlevel.keep_recent_user_messages(messages, 25)
+    kept = keep_recent_user_messages(messages, 25)
     texts = [m.text() for m in kept]
     assert texts[1:] == ["b" * 40, "c" * 40]
     assert texts[0].startswith("aaaaaaaaaa") and "…5 tokens truncated…" in texts[0]
 
 
 def test_summary_text_and_empty_summary() -> None:
-    assert (
-        relay.lowlevel.summary_text("")
-        == f"{relay.lowlevel.summary_prefix()}\n{relay.lowlevel.NO_SUMMARY}"
-    )
-    assert relay.lowlevel.is_summary(user(relay.lowlevel.summary_text("x")))
-    assert not relay.lowlevel.is_summary(
-        user(relay.lowlevel.summary_prefix())
-    )  # the prefix alone, no newline
+    assert relay.lowlevel.summary_text("") == f"{summary_prefix()}\n{NO_SUMMARY}"
+    assert is_summary(user(relay.lowlevel.summary_text("x")))
+    assert not is_summary(user(summary_prefix()))  # the prefix alone, no newline
 
 
 def test_real_user_messages_exclude_context_markers_and_summaries() -> None:
@@ -63,12 +72,12 @@ def test_real_user_messages_exclude_context_markers_and_summaries() -> None:
         user("<environment_context>\n</environment_context>"),
         user("real one"),
         user(relay.lowlevel.summary_text("old summary")),
-        relay.lowlevel.assistant_message("answer"),
+        relay.assistant_message("answer"),
         user("<turn_aborted>\nstop\n</turn_aborted>"),
         user("real two"),
-        relay.Message("developer", [relay.lowlevel.InputText("dev")]),
+        relay.Message("developer", [relay.InputText("dev")]),
     ]
-    assert [m.text() for m in relay.lowlevel.real_user_messages(items)] == ["real one", "real two"]
+    assert [m.text() for m in real_user_messages(items)] == ["real one", "real two"]
 
 
 messages_st = st.lists(st.builds(lambda text: user(text), st.text(max_size=200)), max_size=12)
@@ -78,7 +87,7 @@ messages_st = st.lists(st.builds(lambda text: user(text), st.text(max_size=200))
 def test_kept_messages_are_a_suffix_within_budget(
     messages: list[relay.Message], budget: int
 ) -> None:
-    kept = relay.lowlevel.keep_recent_user_messages(messages, budget)
+    kept = keep_recent_user_messages(messages, budget)
     n = len(kept)
     assert n <= len(messages)
     originals = messages[len(messages) - n :] if n else []
@@ -94,7 +103,7 @@ def test_kept_messages_are_a_suffix_within_budget(
 
 def test_v2_retention_budget_three_keeps_truncated_middle_and_new() -> None:
     messages = [user("old-old"), user("middle1234"), user("new")]
-    kept = relay.tasks.compaction.keep_recent_messages(messages, 3)
+    kept = keep_recent_messages(messages, 3)
     texts = [m.text() for m in kept]
     assert texts[1] == "new"
     # Truncated to the 2 tokens left (8 bytes), head and tail as docs/compaction.md truncates.
@@ -104,8 +113,8 @@ def test_v2_retention_budget_three_keeps_truncated_middle_and_new() -> None:
 
 @pytest.mark.parametrize(("budget", "kept"), [(1, 1), (2, 2)])
 def test_v2_image_only_message_costs_one(budget: int, kept: int) -> None:
-    image = relay.Message("user", [relay.lowlevel.InputImage("data:image/png;base64,AAAA")])
-    result = relay.tasks.compaction.keep_recent_messages([image, user("abcd")], budget)
+    image = relay.Message("user", [relay.InputImage("data:image/png;base64,AAAA")])
+    result = keep_recent_messages([image, user("abcd")], budget)
     assert len(result) == kept
     if kept == 2:
         assert result[0] == image
@@ -115,7 +124,7 @@ def test_place_initial_context_rules() -> None:
     env = user("<environment_context>\n</environment_context>")
     summary = user(relay.lowlevel.summary_text("s"))
     real = user("question")
-    comp = relay.lowlevel.Compaction("enc")
+    comp = relay.Compaction("enc")
     before = ll.Injection.BEFORE_LAST_USER_MESSAGE
     assert cb.place_initial_context([real, summary], [env], before) == [env, real, summary]
     assert cb.place_initial_context([summary], [env], before) == [env, summary]
@@ -130,9 +139,9 @@ def test_place_initial_context_rules() -> None:
 def test_drop_oldest_takes_the_call_partner_along() -> None:
     call = relay.FunctionCall("f", "{}", "c1")
     out = relay.FunctionCallOutput("c1", "r")
-    rest, n = relay.tasks.compaction.drop_oldest([call, user("u"), out, user("v")])
+    rest, n = drop_oldest([call, user("u"), out, user("v")])
     assert n == 2 and rest == [user("u"), user("v")]
-    rest, n = relay.tasks.compaction.drop_oldest([user("u"), call, out])
+    rest, n = drop_oldest([user("u"), call, out])
     assert n == 1 and rest == [call, out]
 
 
@@ -201,29 +210,29 @@ def test_fit_to_window_rewrites_trailing_tool_outputs_only() -> None:
         relay.FunctionCall("f", "{}", "c2"),
         relay.FunctionCallOutput("c2", big),
     ]
-    fitted = relay.tasks.compaction.fit_to_window(items, "instr", 600)
+    fitted = fit_to_window(items, "instr", 600)
     outputs = [i.output for i in fitted if isinstance(i, relay.FunctionCallOutput)]
     # The walk stops at the call c2 (not an output), so only the last output is rewritten.
-    assert outputs == [big, big, relay.tasks.compaction.TRUNCATED_OUTPUT_NOTE]
-    assert relay.tasks.compaction.fit_to_window(items, "instr", None) == items
-    assert relay.tasks.compaction.fit_to_window(items, "instr", 10**6) == items
+    assert outputs == [big, big, TRUNCATED_OUTPUT_NOTE]
+    assert fit_to_window(items, "instr", None) == items
+    assert fit_to_window(items, "instr", 10**6) == items
 
 
 def test_filter_remote_output() -> None:
     items: list[relay.ResponseItem] = [
-        relay.Message("developer", [relay.lowlevel.InputText("d")]),
-        relay.Message("system", [relay.lowlevel.InputText("s")]),
+        relay.Message("developer", [relay.InputText("d")]),
+        relay.Message("system", [relay.InputText("s")]),
         user("<environment_context>\n</environment_context>"),
         user("real"),
-        relay.lowlevel.assistant_message("answer"),
-        relay.lowlevel.Reasoning("r1"),
+        relay.assistant_message("answer"),
+        relay.Reasoning("r1"),
         relay.FunctionCall("f", "{}", "c"),
         relay.FunctionCallOutput("c", "o"),
-        relay.lowlevel.Compaction("enc"),
-        relay.lowlevel.Other({"type": "mystery"}),
+        relay.Compaction("enc"),
+        relay.Other({"type": "mystery"}),
     ]
-    assert relay.tasks.compaction.filter_remote_output(items) == [
+    assert filter_remote_output(items) == [
         user("real"),
-        relay.lowlevel.assistant_message("answer"),
-        relay.lowlevel.Compaction("enc"),
+        relay.assistant_message("answer"),
+        relay.Compaction("enc"),
     ]

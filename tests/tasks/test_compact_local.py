@@ -12,7 +12,8 @@ import trio.testing
 
 import relay
 from relay import testing
-from relay._base._tokens import approx_tokens, calibrated, tools_tokens
+from relay._base._tokens import approx_tokens, calibrated, items_tokens, tools_tokens
+from relay._core._summary import summary_prefix
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 
@@ -65,10 +66,10 @@ async def test_manual_compact_emits_context_compaction_items(
     # A request over the new history (instructions and tools count too), scaled by the
     # model's count of the first turn's request.
     assert receipt.tokens_after == calibrated(
-        relay.lowlevel.items_tokens(t.session.history.items)
+        items_tokens(t.session.history.items)
         + approx_tokens(t.session.instructions)
         + tools_tokens(t.session.tools.specs()),
-        t.session.state.token_ratio,
+        t.session.snapshot().token_ratio,
     )
     assert receipt.counted_before
     assert receipt.tokens_before > 0
@@ -104,7 +105,7 @@ async def test_compaction_request_and_follow_up_shape(
     roles = [(i["role"], i["content"][0]["text"].split("\n")[0]) for i in turn2["input"]]
     assert roles == [
         ("user", "first"),
-        ("user", relay.lowlevel.summary_prefix().split("\n")[0]),
+        ("user", summary_prefix().split("\n")[0]),
         ("developer", "Be terse."),
         ("user", "<environment_context>"),
         ("user", "second"),
@@ -195,16 +196,16 @@ async def test_failed_compaction_changes_nothing(
         await run_ops(t, ("turn", "first"))
         history = list(t.session.history.items)
         windows = (
-            t.session.state.window_number,
-            t.session.state.window_id,
-            t.session.state.first_window_id,
+            t.session.snapshot().window_number,
+            t.session.snapshot().window_id,
+            t.session.snapshot().first_window_id,
         )
         await run_ops(t, ("compact", None))
         assert list(t.session.history.items) == history
         assert (
-            t.session.state.window_number,
-            t.session.state.window_id,
-            t.session.state.first_window_id,
+            t.session.snapshot().window_number,
+            t.session.snapshot().window_id,
+            t.session.snapshot().first_window_id,
         ) == windows
         path = t.session.rollout.path  # type: ignore[union-attr]
     types = t.recorder.types("sub-2")
@@ -242,7 +243,7 @@ async def test_compact_twice_keeps_latest_user_messages(
     last = t.model.requests[-1]
     users = [u for u in testing.user_texts(last) if not u.startswith("<environment_context>")]
     assert users == ["first", "second", relay.lowlevel.summary_text("SUMMARY TWO"), "third"]
-    assert sum(u.startswith(relay.lowlevel.summary_prefix()) for u in testing.user_texts(last)) == 1
+    assert sum(u.startswith(summary_prefix()) for u in testing.user_texts(last)) == 1
     # The second summarization request saw the first summary, but never as a user request.
     second_compact = t.model.requests[3]
     assert relay.lowlevel.summary_text("SUMMARY ONE") in testing.user_texts(second_compact)
@@ -288,7 +289,7 @@ async def test_compaction_rollout_line(
     config = relay.Config(rollout=relay.RolloutConfig(dir=str(tmp_path)))
     script = {"responses": [{"text": "a1"}, {"text": "SUMMARY"}]}
     async with testing.open_test_session(script, config=config) as t:
-        first_window = t.session.state.window_id
+        first_window = t.session.snapshot().window_id
         await run_ops(t, ("turn", "first"), ("compact", None))
         path = t.session.rollout.path  # type: ignore[union-attr]
     lines = [json.loads(line) for line in path.read_text().splitlines()]
@@ -300,7 +301,7 @@ async def test_compaction_rollout_line(
     ] == list(t.session.history.items)
     assert compacted["window_number"] == 1
     assert compacted["first_window_id"] == compacted["previous_window_id"] == first_window
-    assert compacted["window_id"] == t.session.state.window_id != first_window
+    assert compacted["window_id"] == t.session.snapshot().window_id != first_window
     assert compacted["receipt"]["trigger"] == "manual"
     # The reference context was cleared: world_state follows, turn_context does not.
     assert lines[index + 1]["type"] == "world_state"

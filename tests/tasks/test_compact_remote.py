@@ -20,6 +20,7 @@ import trio.testing
 import relay
 from relay import testing
 from relay._wire import open_http_client
+from relay.tasks.compaction._history import REMOTE_V2_USER_MESSAGE_BUDGET, TRUNCATED_OUTPUT_NOTE
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 API_KEY = "sk-test-remote-compaction"
@@ -52,7 +53,7 @@ def wire(item: relay.ResponseItem) -> dict[str, Any]:
 
 
 def user(text: str) -> relay.Message:
-    return relay.lowlevel.user_message(text)
+    return relay.user_message(text)
 
 
 def ended(event: relay.Event) -> bool:
@@ -298,7 +299,7 @@ async def test_v1_fit_to_window_counts_the_base_instructions(
     # The history alone (~2,100 tokens) fits the window of 3,000; with 1,000 tokens of
     # instructions it does not, and the newest output is cut, which is enough.
     assert outputs[0] == ["x" * 4000, "x" * 4000]
-    assert outputs[1000] == ["x" * 4000, relay.tasks.compaction.TRUNCATED_OUTPUT_NOTE]
+    assert outputs[1000] == ["x" * 4000, TRUNCATED_OUTPUT_NOTE]
 
 
 INVALID_ANSWERS = [
@@ -320,10 +321,10 @@ async def test_v1_invalid_answer_is_an_error_and_changes_nothing(
     async with scripted_session(script, config("v1", rollout=rollout)) as (r, model):
         await r.run(turn("hi"))
         before = list(r.session.history.items)
-        window = r.session.state.window_number
+        window = r.session.snapshot().window_number
         await r.run(relay.Compact())
         assert list(r.session.history.items) == before
-        assert r.session.state.window_number == window
+        assert r.session.snapshot().window_number == window
         path = r.session.rollout.path  # type: ignore[union-attr]
     errors = r.recorder.of_type(relay.ErrorEvent)
     assert len(errors) == 1
@@ -407,10 +408,8 @@ async def test_v2_through_the_sdk_streams_the_trigger_and_installs_the_compactio
     assert body["stream"] is True
     assert body["tools"] == transport.requests[0]["body"]["tools"]
     # The real user message of the request input (its image kept), then the compaction item.
-    looked = relay.Message(
-        "user", (relay.lowlevel.InputText("Look."), relay.lowlevel.InputImage(IMAGE))
-    )
-    assert after == [looked, relay.lowlevel.Compaction("ENC-V2")]
+    looked = relay.Message("user", (relay.InputText("Look."), relay.InputImage(IMAGE)))
+    assert after == [looked, relay.Compaction("ENC-V2")]
     assert r.turn_types("c1") == [
         "turn_started",
         "item_started",
@@ -425,22 +424,19 @@ async def test_v2_through_the_sdk_streams_the_trigger_and_installs_the_compactio
 async def test_v2_keeps_user_messages_within_the_budget_newest_first(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    long_text = "y" * (4 * (relay.tasks.compaction.REMOTE_V2_USER_MESSAGE_BUDGET + 1000))
+    long_text = "y" * (4 * (REMOTE_V2_USER_MESSAGE_BUDGET + 1000))
     script = {"responses": [{"text": "a1"}, {"text": "a2"}, {"compaction": "ENC"}]}
     async with scripted_session(script, config("v2", v2=True)) as (r, model):
         await r.run(turn(long_text), turn("short"), relay.Compact())
         after = list(r.session.history.items)
     assert model.requests[-1]["input"][-1] == TRIGGER
     first, second, last = after
-    assert second == user("short") and last == relay.lowlevel.Compaction("ENC")
+    assert second == user("short") and last == relay.Compaction("ENC")
     text = first.text()  # type: ignore[union-attr]
     assert text.startswith("yyyy") and "tokens truncated" in text
     # "short" costs 2 of the budget; the older message gets the rest, plus the marker.
     marker = len("…1002 tokens truncated…".encode())
-    assert (
-        len(text.encode())
-        == 4 * (relay.tasks.compaction.REMOTE_V2_USER_MESSAGE_BUDGET - 2) + marker
-    )
+    assert len(text.encode()) == 4 * (REMOTE_V2_USER_MESSAGE_BUDGET - 2) + marker
 
 
 V2_FAILURES = [
@@ -478,7 +474,7 @@ async def test_v2_needs_exactly_one_compaction_item(
     (error,) = r.recorder.of_type(relay.ErrorEvent)
     assert error.message == f"Error running remote compact task: {problem}"
     assert len(model.requests) == 2
-    assert r.session.state.window_number == 0
+    assert r.session.snapshot().window_number == 0
 
 
 @pytest.mark.parametrize(("stream_max_retries", "retries"), [(5, 2), (1, 1), (0, 0)])
@@ -612,7 +608,7 @@ async def test_v2_over_the_loopback_server(monkeypatch: pytest.MonkeyPatch) -> N
         await r.run(relay.Compact())
         assert list(r.session.history.items) == [
             user("Remember this."),
-            relay.lowlevel.Compaction("ENC-LOOP"),
+            relay.Compaction("ENC-LOOP"),
         ]
     assert [e["path"] for e in server.requests] == ["/v1/responses", "/v1/responses"]
     assert server.requests[1]["body"]["input"] == [*(wire(i) for i in before), TRIGGER]
@@ -640,7 +636,7 @@ async def test_v1_retry_waits_follow_the_jittered_backoff(
     posts = [e for e in transport.requests if e["path"].endswith("/responses/compact")]
     assert len(posts) == 3
     assert 0.54 <= elapsed < 0.66  # 200 ms then 400 ms, each jittered by [0.9, 1.1)
-    assert list(r.session.history.items)[-1] == relay.lowlevel.Compaction("ENC-V1")
+    assert list(r.session.history.items)[-1] == relay.Compaction("ENC-V1")
 
 
 async def test_v1_honours_retry_after_and_does_not_retry_auth(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from relay.tasks.compaction.auto import Step, TurnCompactions, loop_message, next_step
+from relay.tasks.compaction._auto import Step, TurnCompactions, loop_message, next_step
 from tests.hypothesis_profiles import examples
 
 

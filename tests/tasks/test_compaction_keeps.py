@@ -13,18 +13,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import relay
-from relay import testing
+from relay import testing, user_message
 from relay._core._work_state import (
-    ANSWER_CHARS,
     STANDOUT_MAX,
-    latest_answer,
     line_shape,
     lines_that_stood_out,
     standout_lines,
 )
-from relay.lowlevel import user_message
-from relay.tasks.compaction import MASK_MARKER
-from relay.tasks.compaction._history import RECENT_READS_MARKER, recent_reads
+from relay.tasks._steps import ANSWER_CHARS, latest_answer
+from relay.tasks.compaction._history import MASK_MARKER, RECENT_READS_MARKER, recent_reads
 
 
 def build_log(lines: int, planted: dict[int, str]) -> str:

@@ -12,7 +12,12 @@ import trio.testing
 
 import relay
 from relay import testing
-from relay.tasks.compaction import BACKENDS, Compactor, select_backend
+from relay._core._summary import is_real_user_message
+from relay.tasks.compaction import (
+    BACKENDS,
+    Compactor,
+    select_backend,
+)
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 
@@ -31,7 +36,7 @@ class KeepTail:
         if self.fail_with is not None:
             raise self.fail_with
         messages = [item for item in ctx.view.history if isinstance(item, relay.Message)]
-        users = [m for m in messages if m.role == "user" and relay.lowlevel.is_real_user_message(m)]
+        users = [m for m in messages if m.role == "user" and is_real_user_message(m)]
         answers = [m for m in messages if m.role == "assistant"]
         return relay.lowlevel.BackendResult([users[-1], answers[-1]])
 
@@ -112,4 +117,4 @@ async def test_a_model_error_of_a_fifth_backend_is_reported_with_its_prefix(
             "keep_tail could not compact: the quota is spent", relay.ErrorCode.SERVER_ERROR
         )
     ]
-    assert relay.lowlevel.user_message("one") in t.session.history.items  # nothing was installed
+    assert relay.user_message("one") in t.session.history.items  # nothing was installed

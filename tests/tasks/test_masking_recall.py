@@ -18,7 +18,10 @@ from hypothesis import strategies as st
 
 import relay
 from relay import testing
-from relay.tasks.compaction import MASK_MARKER, mask_reference
+from relay.tasks.compaction._history import (
+    MASK_MARKER,
+    mask_reference,
+)
 from tests.hypothesis_profiles import examples
 
 

@@ -17,9 +17,10 @@ import trio.testing
 
 import relay
 from relay import testing
-from relay._base._tokens import approx_tokens, tools_tokens
+from relay._base._tokens import approx_tokens, items_tokens, tools_tokens
 from relay._wire import open_http_client
-from relay.tasks.compaction.token_budget import DEVELOPER_MESSAGE_BUDGET, client_developer_messages
+from relay.tasks.compaction._history import keep_recent_messages
+from relay.tasks.compaction._token_budget import DEVELOPER_MESSAGE_BUDGET, client_developer_messages
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 
@@ -34,7 +35,7 @@ def wire(item: relay.ResponseItem) -> dict[str, Any]:
 
 
 def developer(text: str) -> relay.Message:
-    return relay.Message("developer", (relay.lowlevel.InputText(text),))
+    return relay.Message("developer", (relay.InputText(text),))
 
 
 def turn(text: str) -> relay.UserTurn:
@@ -54,7 +55,7 @@ async def run(t: testing.TestSession, *ops: relay.Op) -> None:
 
 
 def environment(cwd: str) -> relay.Message:
-    return relay.lowlevel.user_message(
+    return relay.user_message(
         "\n".join(
             [
                 "<environment_context>",
@@ -74,14 +75,14 @@ async def test_no_request_reaches_the_model_and_the_window_advances(
     cfg = config(cwd=str(tmp_path), developer_instructions="Be brief.")
     async with testing.open_test_session(config=cfg) as t:
         await run(t, turn("first"))
-        window_id = t.session.state.window_id
+        window_id = t.session.snapshot().window_id
         await t.submit(relay.Compact(), id="c1")
         await t.wait_for(ended, 2)
         assert len(t.model.requests) == 1
         assert t.model.compact_requests == []
-        assert t.session.state.window_number == 1
-        assert t.session.state.previous_window_id == window_id
-        assert t.session.state.window_id != window_id
+        assert t.session.snapshot().window_number == 1
+        assert t.session.snapshot().previous_window_id == window_id
+        assert t.session.snapshot().window_id != window_id
         fresh = [developer("Be brief."), environment(str(tmp_path))]
         assert list(t.session.history.items) == fresh
         await run(t, turn("second"))
@@ -102,14 +103,14 @@ async def test_no_request_reaches_the_model_and_the_window_advances(
     assert receipt.backend == "token_budget"
     # A request over the new history: instructions and tools count too.
     assert receipt.tokens_after == (
-        relay.lowlevel.items_tokens(fresh)
+        items_tokens(fresh)
         + approx_tokens(t.session.instructions)
         + tools_tokens(t.session.tools.specs())
     )
     # The next turn starts with the fresh initial context, recorded once, then its input.
     assert t.model.requests[1]["input"] == [
         *(wire(i) for i in fresh),
-        wire(relay.lowlevel.user_message("second")),
+        wire(relay.user_message("second")),
     ]
 
 
@@ -166,17 +167,17 @@ async def test_developer_messages_the_client_added_are_kept(
 
 
 def test_client_developer_messages_within_the_budget() -> None:
-    initial = [developer("Be brief."), relay.lowlevel.user_message("<environment_context>")]
+    initial = [developer("Be brief."), relay.user_message("<environment_context>")]
     history = [
         developer("Be brief."),
-        relay.lowlevel.user_message("hi"),
+        relay.user_message("hi"),
         developer("old " * 10),
-        relay.lowlevel.assistant_message("a"),
+        relay.assistant_message("a"),
         developer("new"),
     ]
     added = client_developer_messages(history, initial)
     assert added == [developer("old " * 10), developer("new")]
-    kept = relay.tasks.compaction.keep_recent_messages(added, 5)
+    kept = keep_recent_messages(added, 5)
     assert kept[-1] == developer("new")
     assert "tokens truncated" in kept[0].text()
     assert DEVELOPER_MESSAGE_BUDGET == 64_000
@@ -206,7 +207,7 @@ async def test_rollout_records_what_resume_needs(
         path, cfg, model=model, clock=testing.fixed_clock, rng=random.Random(0)
     ) as session:
         assert list(session.history.items) == live
-        assert session.state.window_number == 1
+        assert session.snapshot().window_number == 1
         recorder = testing.EventRecorder()
         async with anyio.create_task_group() as tg:
             tg.start_soon(recorder.consume, session)
@@ -215,7 +216,7 @@ async def test_rollout_records_what_resume_needs(
             await session.submit(relay.Shutdown())
     assert model.requests[0]["input"] == [
         *(wire(item) for item in live),
-        wire(relay.lowlevel.user_message("after resume")),
+        wire(relay.user_message("after resume")),
     ]
 
 
@@ -269,7 +270,7 @@ async def test_through_the_sdk_nothing_is_sent_until_the_next_turn(
     assert [e["path"] for e in transport.requests] == ["/v1/responses", "/v1/responses"]
     assert transport.requests[1]["body"]["input"] == [
         wire(environment(str(tmp_path))),
-        wire(relay.lowlevel.user_message("second")),
+        wire(relay.user_message("second")),
     ]
 
 
@@ -291,7 +292,7 @@ async def test_over_the_loopback_server(tmp_path: Path) -> None:
     assert [e["path"] for e in server.requests] == ["/v1/responses", "/v1/responses"]
     assert server.requests[1]["body"]["input"] == [
         wire(environment(str(tmp_path))),
-        wire(relay.lowlevel.user_message("second")),
+        wire(relay.user_message("second")),
     ]
     assert not [m for m in recorder.msgs if isinstance(m, relay.WarningEvent | relay.ErrorEvent)]
 

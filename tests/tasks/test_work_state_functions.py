@@ -18,7 +18,7 @@ from relay._core._work_state import (
     file_read,
     tool_failed,
 )
-from relay.tasks.compaction import (
+from relay.tasks.compaction._history import (
     MASK_MARKER,
     WORK_STATE_MARKER,
     carry_work_state,

@@ -336,7 +336,7 @@ async def _run(
                 opened = open_session(config, tracer_provider=tracer_provider)
             else:
                 # Only a resume reads rollouts: `run` leaves the reader unimported.
-                from .._rollout._resume_session import resume_session
+                from .._open import resume_session
 
                 opened = resume_session(
                     resume, config, model_name=model_name, tracer_provider=tracer_provider
@@ -344,7 +344,7 @@ async def _run(
             async with opened as session:
                 if printer is not None:
                     # A resumed session's record is shown at its checkpoints like a live one's.
-                    record = session.state.work_state
+                    record = session.snapshot().work_state
                     printer.work = WorkState(list(record.entries), list(record.pinned))
                 runner = ScriptRunner(
                     session,

@@ -302,8 +302,8 @@ class SessionHost:
         """Take session ``key`` over from ``lost_host``: resume it from its rollout in
         ``epoch``, numbering its events after ``limit`` (the lost host's grant) and after every
         ``seq`` the rollout records. Returns the new epoch's first ``seq`` and limit."""
+        from .._open import resume_session
         from .._rollout._reader import read_rollout
-        from .._rollout._resume_session import resume_session
 
         deadline = time.monotonic() + lock_wait
         while True:

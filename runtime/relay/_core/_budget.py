@@ -62,6 +62,9 @@ class TokenBudget:
     """Server tokens per estimated token (1.0 until a server counted a request)."""
     max_output_tokens: int | None = None
     """The answer limit of the session's requests, when one is set."""
+    counted: bool = False
+    """Whether ``usage`` rests on a server's count (a response since the last compaction)
+    rather than on relay's estimate alone."""
 
     @property
     def over_limit(self) -> bool:
@@ -73,6 +76,13 @@ class TokenBudget:
         """Whether usage is beyond the context window (never when it is unknown)."""
         return self.window is not None and self.usage > self.window
 
+    def share(self, configured: int) -> int:
+        """The token budget of a record placed in the context (the work-state record, the
+        files read), in estimate units: ``configured``, and never more than a tenth of the
+        window when it is known (on a small window the record must leave room for the rest).
+        """
+        return share_of_window(configured, self.window, self.ratio)
+
     def reached(self, percent: int, of: int | None) -> bool:
         """Whether usage reached ``percent`` of ``of`` (never when either is unset or zero)."""
         return percent > 0 and of is not None and self.usage * 100 >= of * percent
@@ -80,6 +90,19 @@ class TokenBudget:
     def answer_room(self) -> int | None:
         """Tokens a compacted context must leave for an answer, when the window is known."""
         return None if self.window is None else answer_room(self.window, self.max_output_tokens)
+
+
+#: A record placed in the context takes at most this share of the window (a divisor).
+WINDOW_SHARE = 10
+
+
+def share_of_window(configured: int, window: int | None, ratio: float = 1.0) -> int:
+    """``configured`` tokens (estimate units), and never more than a tenth of the context
+    ``window`` when it is known, as a server counts tokens (``ratio`` server tokens to an
+    estimated one, never fewer than one)."""
+    if window is None:
+        return configured
+    return max(0, min(configured, int(window / WINDOW_SHARE / max(1.0, ratio))))
 
 
 def token_budget(
@@ -93,6 +116,18 @@ def token_budget(
 ) -> TokenBudget:
     """The budget of ``model``: ``last_response_tokens`` (the server's total of the last
     response) and ``tokens_since_model`` (estimated, scaled by ``ratio``) make the usage."""
+    usage = last_response_tokens + calibrated(tokens_since_model, ratio)
+    budget = budget_at(config, provider, model, usage=usage, ratio=ratio)
+    return (
+        attrs.evolve(budget, counted=last_response_tokens > 0) if last_response_tokens else budget
+    )
+
+
+def budget_at(
+    config: Config, provider: ProviderConfig, model: str, *, usage: int, ratio: float
+) -> TokenBudget:
+    """The budget of ``model`` with ``usage`` tokens in use (the usage of a history is the
+    same whatever model reads it; the window and the limit are the model's)."""
     window = context_window_for(model, config.model_context_window)
     answer_limit = config.max_output_tokens(provider)
     return TokenBudget(
@@ -101,10 +136,18 @@ def token_budget(
         limit=auto_compact_limit(
             config.model_auto_compact_token_limit, window, reserved_output=answer_limit
         ),
-        usage=last_response_tokens + calibrated(tokens_since_model, ratio),
+        usage=usage,
         ratio=ratio,
         max_output_tokens=answer_limit,
     )
 
 
-__all__ = ["ANSWER_ROOM", "TokenBudget", "answer_room", "auto_compact_limit", "token_budget"]
+__all__ = [
+    "ANSWER_ROOM",
+    "TokenBudget",
+    "answer_room",
+    "auto_compact_limit",
+    "budget_at",
+    "share_of_window",
+    "token_budget",
+]

@@ -3,28 +3,22 @@ compaction reports, and the atomic install of a new history (docs/compaction.md)
 
 Everything else about compaction (which backend runs, when, the escalation of the loop guard,
 background work, hooks around it) lives with the compaction task in ``relay.tasks.compaction``
-and reaches the session through the task port. The install is here because it must happen in
-one step, with no ``await``: the history, the window, the reference context and the rollout
-change together or not at all.
+and reaches the session through the task port. The install itself is the session writer's
+(:meth:`~._session_writer.SessionWriter.install`): one step, with no ``await``, in which the
+history, the window, the reference context and the rollout change together or not at all.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 import attrs
 
 from .._base import _protocol as p
-from .._base._errors import ContextWindowExceeded, ErrorCode
-from .._base._model import CompactRequest, Prompt
-from ._budget import TokenBudget
-from ._context import TurnSettings
-from ._sampling import SampleResult
-from ._services import Services
-from ._turn import Writer
-from ._view import TaskView
+from .._base._errors import ErrorCode
+from ._support import BackendContext
 
 
 class Injection(enum.Enum):
@@ -127,58 +121,6 @@ _PROCEED = frozenset(
 )
 
 
-class BackendContext(Protocol):
-    """What a backend sees while it computes a new history, in the foreground or over a
-    background snapshot (where it reports nothing)."""
-
-    @property
-    def view(self) -> TaskView:
-        """The session as the backend works on it (the snapshot, in the background)."""
-        ...
-
-    def emit(self, msg: p.EventMsg) -> None:
-        """Report an event of the turn (dropped in the background)."""
-        ...
-
-    def prompt(
-        self,
-        input: Sequence[p.ResponseItem] | None = None,
-        *,
-        tools: bool = True,
-        model: str | None = None,
-        purpose: str = "compact",
-    ) -> Prompt:
-        """A request over ``input`` (default: the history as the view shows it)."""
-        ...
-
-    async def sample(self, prompt: Prompt, *, max_retries: int | None = None) -> SampleResult:
-        """Stream one response with retries; nothing of it is recorded or reported."""
-        ...
-
-    async def remote_compact(self, request: CompactRequest) -> Any:
-        """``POST /responses/compact`` with the provider's request retries."""
-        ...
-
-    def initial_context(self) -> list[p.ResponseItem]:
-        """The full initial context of the turn's world as it is now."""
-        ...
-
-    def budget(self, model: str | None = None) -> TokenBudget:
-        """The token budget of ``model`` (default: the turn's)."""
-        ...
-
-    def room_after(
-        self, alongside: Sequence[p.ResponseItem], model: str | None = None
-    ) -> int | None:
-        """Tokens (as a server counts them) the messages a compaction keeps may take beside
-        ``alongside``; None when the window is unknown."""
-        ...
-
-    def window_full(self, error: ContextWindowExceeded | None = None) -> None:
-        """Count the history as filling the window (the next turn compacts first)."""
-        ...
-
-
 class CompactionBackend(Protocol):
     """Computes a new, shorter history for a session."""
 
@@ -202,55 +144,7 @@ class CompactionBackend(Protocol):
         ...
 
 
-def install(
-    services: Services,
-    writer: Writer,
-    settings: TurnSettings,
-    items: Sequence[p.ResponseItem],
-    *,
-    message: str,
-    receipt: p.CompactionReceipt,
-    clear_reference: bool,
-    masked_outputs: Mapping[str, str] | None = None,
-) -> None:
-    """Install a compacted history in one step (docs/compaction.md).
-
-    Replaces the history (and the reference context), starts a new window, persists
-    ``compacted`` (with the work-state record and the originals of ``masked_outputs``),
-    ``world_state`` and ``turn_context`` (when there is a reference context), and emits the
-    ``token_count`` of the receipt's estimate.
-    """
-    if writer.detached:
-        return
-    state = services.state
-    state.history.replace(items)
-    state.outputs.update(masked_outputs or {})
-    state.start_window()
-    world = services.world(settings.cwd)
-    state.reference_world = None if clear_reference else world
-    recorder = services.recorder
-    recorder.compacted(
-        items,
-        message=message,
-        receipt=receipt,
-        window_number=state.window_number,
-        first_window_id=state.first_window_id,
-        previous_window_id=state.previous_window_id,
-        window_id=state.window_id,
-        work_state=None if state.work_state.is_empty() else state.work_state,
-        masked_outputs=masked_outputs,
-    )
-    recorder.world_state(world)
-    if state.reference_world is not None:
-        recorder.turn_context(settings, services.instructions, world)
-    # Nothing counted the new history yet: the figure is the receipt's estimate.
-    usage = p.TokenUsage(total_tokens=receipt.tokens_after)
-    window = services.context_window(settings.model)
-    writer.emit(state.token_count(usage, window, estimated=True))
-
-
 __all__ = [
-    "BackendContext",
     "BackendResult",
     "CompactionBackend",
     "CompactionFailed",
@@ -258,5 +152,4 @@ __all__ = [
     "CompactionRequest",
     "Injection",
     "Placement",
-    "install",
 ]

@@ -100,6 +100,36 @@ class Prefix(Sequence[T], Generic[T]):
         return f"Prefix({list(self)!r})"
 
 
+class HistoryView(Prefix[p.ResponseItem]):
+    """The conversation history at one moment, as a session shows it
+    (:attr:`relay.Session.history`): a sequence of its items, oldest first, with the usage
+    figures the session compares with its limit. Nothing in it changes afterwards."""
+
+    __slots__ = ("last_response_tokens", "tokens_since_model")
+
+    def __init__(
+        self, base: list[p.ResponseItem], *, last_response_tokens: int, tokens_since_model: int
+    ) -> None:
+        super().__init__(base)
+        self.last_response_tokens = last_response_tokens
+        """``total_tokens`` of the last completed response (0 after a compaction)."""
+        self.tokens_since_model = tokens_since_model
+        """Estimated tokens of the items recorded after the last model-generated item."""
+
+    @property
+    def items(self) -> Sequence[p.ResponseItem]:
+        """The items, oldest first (the view itself)."""
+        return self
+
+    @property
+    def usage_tokens(self) -> int:
+        """Usage as compared with the auto-compaction limit (before calibration)."""
+        return self.last_response_tokens + self.tokens_since_model
+
+    def __repr__(self) -> str:
+        return f"HistoryView({list(self)!r})"
+
+
 def is_contextual(item: p.ResponseItem) -> bool:
     """Whether ``item`` is a user message written by the harness (context, abort marker)."""
     if not (isinstance(item, p.Message) and item.role == "user"):
@@ -354,6 +384,14 @@ class History:
         new one), so a view of its current length never changes.
         """
         return Prefix(self._items)
+
+    def view(self) -> HistoryView:
+        """The items and usage figures as they are now (see :meth:`frozen`)."""
+        return HistoryView(
+            self._items,
+            last_response_tokens=self.last_response_tokens,
+            tokens_since_model=self.tokens_since_model,
+        )
 
     def frozen_wire(self) -> Prefix[dict[str, Any]]:
         """:meth:`wire_items` as they are now (see :meth:`frozen`)."""

@@ -1,17 +1,11 @@
 """The task interface and the port a task sees its session through (docs/tasks.md).
 
-A task (:class:`SessionTask`) touches its session only through its :class:`TaskContext`: a
-frozen view, reporting and recording, its input, one call that samples the model as a regular
-turn does, running a tool, and compaction. Every write goes through the task's writer, so
-nothing it does is reported once its turn has ended.
-
-Theory of operation of :meth:`TaskContext.sample` without a prompt (a *step*): before a
-follow-up request (one after an earlier step of the same task), the session's compactor is
-asked what is due at the mid-turn point: a compaction when usage reached the limit, masking
-when it reached ``mask_trigger_tokens``. Steered input is then recorded, except right after a
-mid-turn compaction that followed tool calls: the next request answers the tool outputs first.
-The request is the history with the session's tools; the answer is recorded and reported. A
-compaction point that cannot let the turn go on raises :class:`StopTurn`.
+A task (:class:`SessionTask`) touches its session only through its :class:`TaskContext`, ten
+primitives: a frozen view, reporting, recording (items, input, the initial context, a
+work-state fact), the steered input, one model request, one tool call, and a compaction point.
+None of them knows what a regular turn is: the regular turn composes them
+(``relay.tasks.TurnSteps``), and so can any task. Every write goes through the task's writer,
+so nothing it does is reported once its turn has ended.
 """
 
 from __future__ import annotations
@@ -22,23 +16,19 @@ from typing import Protocol
 import attrs
 
 from .._base import _protocol as p
-from .._base._errors import ErrorCode
 from .._base._model import Prompt
 from .._base._tokens import truncate_text
 from . import _sampling
-from ._background import Backgrounds
-from ._compaction import CompactionOutcome, CompactionRequest, Injection, install
-from ._context import context_changes
-from ._guard import LoopGuard, loop_message, loop_warning, step_limit_message
+from ._compaction import CompactionOutcome, CompactionRequest
 from ._input import resolve_image
 from ._sampling import SampleResult
-from ._services import Services
-from ._support import CompactionSupport
+from ._session_writer import SessionWriter
+from ._support import BackendContext, Backgrounds, CompactionContext
 from ._task import StopTurn, TaskHandle
 from ._tools import RECALL_TOOL, ToolContext
 from ._turn import TurnWriter
 from ._view import TaskView
-from ._work_state import WorkEntry, latest_answer
+from ._work_state import WorkEntry
 
 #: Tool outputs are truncated to this many approximate tokens when recorded.
 TOOL_OUTPUT_TOKENS = 10_000
@@ -103,8 +93,10 @@ class Compactor(Protocol):
     """What a session does at its compaction points (one per task; ``relay.tasks`` has
     relay's own). It decides whether anything is due and does it."""
 
-    async def compact(self, ctx: TaskContext, request: CompactionRequest) -> CompactionOutcome:
-        """Handle the compaction point ``request.trigger`` for ``ctx``'s task.
+    async def compact(
+        self, ctx: CompactionContext, request: CompactionRequest
+    ) -> CompactionOutcome:
+        """Handle the compaction point ``request.trigger`` of ``ctx``'s task.
 
         ``manual`` and ``model_requested`` compact now; ``pre_turn``, ``mid_turn`` and
         ``post_turn`` compact only when something is due (``not_due`` otherwise).
@@ -115,50 +107,34 @@ class Compactor(Protocol):
 class TaskContext:
     """The task port: what a task sees of, and does to, its session (docs/tasks.md).
 
-    Stable: its members keep their meaning within a major version. A task that needs more of
-    compaction asks for :attr:`compaction`.
+    Stable: its ten members keep their meaning within a major version.
     """
 
     def __init__(
         self,
-        services: Services,
+        session: SessionWriter,
         handle: TaskHandle[SessionTask],
+        writer: TurnWriter,
         backgrounds: Backgrounds,
         compactor: Compactor,
     ) -> None:
-        self._services = services
+        self._session = session
         self._handle = handle
-        self._writer = TurnWriter(services, handle)
-        self._compactor = compactor
-        self._support = CompactionSupport(
-            services, self._writer, handle.settings, backgrounds, lambda: self.view
+        self._writer = writer
+        self._compaction = CompactionContext(
+            session,
+            self._writer,
+            BackendContext(session, self._writer, lambda: self.view),
+            backgrounds,
         )
-        # Where the task is in the regular turn's order (see the module's theory).
-        self._context_recorded = False
-        self._stepped = False
-        self._last_step_called_tools = False
-        self._compacted_since_step = False
-        config = services.config
-        self._guard = LoopGuard(config.max_steps_per_turn, config.max_identical_tool_calls)
+        self._compactor = compactor
 
     @property
     def view(self) -> TaskView:
         """The session as it is now, frozen: settings, history, token budget and the rest."""
-        services, handle = self._services, self._handle
-        state = services.state
-        return TaskView(
-            turn_id=handle.turn_id,
-            kind=handle.task.kind,
-            settings=handle.settings,
-            config=services.config,
-            provider=services.provider,
-            history=state.history.frozen(),
-            budget=services.budget(handle.settings.model),
-            instructions=services.instructions,
-            work_state=state.work_state,
-            window_id=state.window_id,
-            last_turn_model=state.last_turn_model,
-            steered=len(handle.pending_input),
+        handle = self._handle
+        return self._session.view(
+            handle.turn_id, handle.task.kind, handle.settings, steered=len(handle.pending_input)
         )
 
     def emit(self, msg: p.EventMsg) -> None:
@@ -168,7 +144,7 @@ class TaskContext:
         message."""
         if isinstance(msg, p.AgentMessage):
             turn_id = self._handle.turn_id
-            item_id = self._services.new_item_id("msg")
+            item_id = self._writer.new_item_id("msg")
             self._writer.emit(p.ItemStarted(turn_id, p.AgentMessageItem(item_id, "")))
             self._writer.emit(p.ItemCompleted(turn_id, p.AgentMessageItem(item_id, msg.message)))
         self._writer.emit(msg)
@@ -179,107 +155,45 @@ class TaskContext:
             self._writer.record(item)
 
     async def record_input(self, items: Sequence[p.InputItem]) -> None:
-        """Record user input: a user message, with its item and ``user_message`` events.
-
-        The first input of a task is preceded by what a regular turn records first: a
-        compaction when one is due before the turn, then the initial context (or what changed
-        since the reference context). The input is recorded even when that compaction fails or
-        is stopped; the turn then ends (:class:`StopTurn`).
-        """
-        stop: StopTurn | None = None
-        if not self._context_recorded:
-            try:
-                await self.compact(CompactionRequest(p.CompactionTrigger.PRE_TURN))
-            except StopTurn as stopped:
-                stop = stopped
-            self._record_context()
+        """Record user input as it is given: a user message, with its item and
+        ``user_message`` events (a local image is read into the message)."""
         settings = self._handle.settings
         resolved = tuple([await resolve_image(item, settings.cwd) for item in items])
-        if not self._writer.detached:
-            self._services.record_input(self._handle.turn_id, resolved)
-        if stop is not None:
-            raise stop
+        self._writer.record_input(resolved)
 
     def take_input(self) -> list[tuple[p.InputItem, ...]]:
-        """Steered input waiting to be picked up, oldest first; the queue is emptied."""
+        """Steered input waiting to be picked up, oldest first; the queue is emptied. Nothing
+        of it is recorded: the task records what it takes (:meth:`record_input`)."""
         pending = list(self._handle.pending_input)
         self._handle.pending_input.clear()
         return pending
 
-    def prompt(
-        self,
-        input: Sequence[p.ResponseItem] | None = None,
-        *,
-        tools: bool = True,
-        model: str | None = None,
-        purpose: str = "turn",
-        instructions: str | None = None,
-    ) -> Prompt:
-        """A request for this turn's model over ``input`` (default: the normalised history),
-        with the base instructions (or ``instructions`` in their place) and (``tools``) the
-        session's tools."""
-        return _sampling.build_prompt(
-            self._services,
-            self._handle.settings,
-            input,
-            tools=tools,
-            model=model,
-            purpose=purpose,
-            instructions=instructions,
+    def record_context(self) -> None:
+        """Record the initial context of the turn's world (at a window's start), or what
+        changed since the reference context; the turn's settings become the turn context."""
+        settings = self._handle.settings
+        wiring = self._session.wiring
+        world = wiring.world(settings.cwd)
+        self._writer.record_context(
+            settings,
+            world,
+            lambda: _sampling.initial_context_items(wiring, settings, self.emit, world),
         )
 
-    async def sample(
-        self,
-        prompt: Prompt | None = None,
-        *,
-        record: bool = True,
-        report: bool = True,
-        max_retries: int | None = None,
-    ) -> SampleResult:
-        """Ask the model, with retries (reported as ``stream_error``).
+    def note(self, entry: WorkEntry) -> None:
+        """Add ``entry`` to the work-state record and report it (when the record is on); its
+        text is redacted of the API key."""
+        if self._session.wiring.config.features.work_state:
+            self._writer.note_work(entry)
 
-        Without ``prompt``, this is one step of a regular turn: the mid-turn compaction point
-        and masking before a follow-up request, steered input, the history with the session's
-        tools, the answer recorded and reported (``record`` and ``report`` then apply to
-        ``prompt`` only). With ``prompt``, exactly that request is sent. A failed request
-        raises :class:`~relay.ModelError`; left uncaught, it is reported as a regular turn
-        reports it.
+    async def sample(self, prompt: Prompt) -> SampleResult:
+        """Send ``prompt`` (made from the view: :meth:`TaskView.prompt`), with retries
+        (reported as ``stream_error``); the answer is recorded and reported as it streams.
+
+        A failed request raises :class:`~relay.ModelError`; left uncaught, it is reported as
+        a regular turn reports it.
         """
-        if prompt is not None:
-            return await _sampling.sample(
-                self._services,
-                self._writer,
-                prompt,
-                record=record,
-                report=report,
-                max_retries=max_retries,
-            )
-        self._check_limits()
-        take_input = True
-        if self._stepped and not self._compacted_since_step:
-            over = self.view.budget.over_limit
-            outcome = await self.compact(
-                CompactionRequest(p.CompactionTrigger.MID_TURN, Injection.BEFORE_LAST_USER_MESSAGE)
-            )
-            if over and outcome is not CompactionOutcome.DEFERRED:
-                take_input = not self._last_step_called_tools
-        if not self._context_recorded:
-            await self.compact(CompactionRequest(p.CompactionTrigger.PRE_TURN))
-            self._record_context()
-        if take_input:
-            for items in self.take_input():
-                await self.record_input(items)
-        self._stepped = True
-        self._compacted_since_step = False
-        result = await _sampling.sample(
-            self._services, self._writer, self.prompt(), record=True, report=True
-        )
-        self._last_step_called_tools = bool(result.tool_calls)
-        if not result.tool_calls and result.last_agent_message:
-            answer = latest_answer(result.last_agent_message)
-            if answer is not None:
-                self._note(answer)
-        return result
+        return await _sampling.sample(self._session, self._writer, prompt, record=True, report=True)
 
     async def run_tool(self, call: p.ToolCall) -> str:
         """Run a tool call of the model: report it as a ``tool_call`` item, record its output
@@ -289,7 +203,7 @@ class TaskContext:
         the key is redacted here, whatever the tool, because a command can find it where relay
         cannot take it away (the environment of a process above relay).
         """
-        services, turn_id = self._services, self._handle.turn_id
+        wiring, turn_id = self._session.wiring, self._handle.turn_id
         arguments = call.arguments if isinstance(call, p.FunctionCall) else call.input
         item = p.ToolCallItem(call.call_id, call.name, arguments)
         self.emit(p.ItemStarted(turn_id, item))
@@ -298,17 +212,17 @@ class TaskContext:
             turn_id,
             self._handle.settings.cwd,
             self.emit,
-            hidden_env=services.secrets.variables,
+            hidden_env=wiring.secrets.variables,
             tokens_used=budget.usage,
             context_window=budget.window,
-            note=self._note,
+            note=self.note,
         )
         if isinstance(call, p.FunctionCall):
-            output = await services.tools.call(call, tool_ctx)
+            output = await wiring.tools.call(call, tool_ctx)
         else:
             output = f"unsupported call: {call.name}"
-        output = services.secrets.redact(output)
-        if not (call.name == RECALL_TOOL and services.config.features.tool_output_masking):
+        output = wiring.secrets.redact(output)
+        if not (call.name == RECALL_TOOL and wiring.config.features.tool_output_masking):
             # A recalled output was truncated when first recorded; it comes back as it was.
             output = truncate_text(output, TOOL_OUTPUT_TOKENS)
         if isinstance(call, p.FunctionCall):
@@ -316,19 +230,7 @@ class TaskContext:
         else:
             self.record(p.CustomToolCallOutput(call.call_id, output))
         self.emit(p.ItemCompleted(turn_id, attrs.evolve(item, output=output)))
-        if self._guard.note_call(call.name, arguments, output) == "warn":
-            self.emit(p.WarningEvent(loop_warning(call.name, self._guard.run)))
         return output
-
-    def _check_limits(self) -> None:
-        """End the turn before a step it may not take (see :mod:`._guard`)."""
-        guard = self._guard
-        if guard.looping and guard.last is not None:
-            self.emit(p.ErrorEvent(loop_message(guard.last[0], guard.run), ErrorCode.TOOL_LOOP))
-            raise StopTurn()
-        if not guard.step_allowed():
-            self.emit(p.ErrorEvent(step_limit_message(guard.max_steps), ErrorCode.STEP_LIMIT))
-            raise StopTurn()
 
     async def compact(self, request: CompactionRequest) -> CompactionOutcome:
         """Reach a compaction point: the session's compactor does what is due (``manual``
@@ -337,76 +239,14 @@ class TaskContext:
         Raises :class:`StopTurn` when the turn cannot go on: the compaction failed (its
         ``error`` is out) or a hook stopped it (the turn ends ``hook_stopped``).
         """
-        outcome = await self._compactor.compact(self, request)
+        outcome = await self._compactor.compact(self._compaction, request)
         if not outcome.proceed:
             stopped = outcome in (
                 CompactionOutcome.STOPPED,
                 CompactionOutcome.INSTALLED_THEN_STOPPED,
             )
             raise StopTurn(p.AbortReason.HOOK_STOPPED if stopped else None)
-        self._compacted_since_step = True
         return outcome
-
-    def install_compaction(
-        self,
-        items: Sequence[p.ResponseItem],
-        *,
-        message: str,
-        receipt: p.CompactionReceipt,
-        clear_reference: bool,
-        masked_outputs: dict[str, str] | None = None,
-    ) -> None:
-        """Install a compacted history in one step (docs/compaction.md).
-
-        Replaces the history (and, with ``clear_reference``, forgets the reference context so
-        that the next turn records the initial context again), starts a new window, persists
-        the ``compacted`` line (with the work-state record and the originals of
-        ``masked_outputs``) and emits the ``token_count`` of the receipt.
-        """
-        install(
-            self._services,
-            self._writer,
-            self._handle.settings,
-            items,
-            message=message,
-            receipt=receipt,
-            clear_reference=clear_reference,
-            masked_outputs=masked_outputs,
-        )
-
-    @property
-    def compaction(self) -> CompactionSupport:
-        """What a compaction needs beyond this port: hooks, estimates, the initial context,
-        the background job, and the context a backend runs with."""
-        return self._support
-
-    def _record_context(self) -> None:
-        """Record the initial context, or what changed since the reference context."""
-        self._context_recorded = True
-        services, settings = self._services, self._handle.settings
-        state = services.state
-        world = services.world(settings.cwd)
-        if state.reference_world is None:
-            initial = _sampling.initial_context_items(services, settings, self.emit, world)
-            self.record(*initial)
-            if not self._writer.detached:
-                services.recorder.world_state(world)
-        else:
-            self.record(*context_changes(state.reference_world, world))
-        if self._writer.detached:
-            return
-        state.reference_world = world
-        state.last_turn_model = settings.model
-        services.recorder.turn_context(settings, services.instructions, world)
-
-    def _note(self, entry: WorkEntry) -> None:
-        """Add ``entry`` to the work-state record and report it (when the record is on)."""
-        if self._writer.detached or not self._services.config.features.work_state:
-            return
-        # A tool notes what it saw (a command's last line of output): redacted as its output is.
-        entry = attrs.evolve(entry, text=self._services.secrets.redact(entry.text))
-        self._services.state.work_state.add(entry)
-        self.emit(p.WorkStateNoted(entry.kind, entry.text, entry.key))
 
 
 __all__ = ["TOOL_OUTPUT_TOKENS", "Compactor", "SessionTask", "TaskContext"]

@@ -1,17 +1,16 @@
-"""Model requests: the prompt a task or a compaction sends, the estimate of what a server
-would count, the retry policy, and the streaming of one response (docs/session.md).
+"""Model requests: the estimate of what a server would count, the retry policy, and the
+streaming of one response (docs/session.md).
 
 Every model request that may be retried (a turn's sampling, a summarization, a remote
 compaction) goes through :func:`with_retries`; every response streams through
-:func:`stream_response`, which reports it through the task's writer. The task port
-(:mod:`._port`), a turn's compaction support (:mod:`._support`) and a background compaction's
-context (:mod:`._background`) are siblings; they share these functions rather than inheriting
-from each other."""
+:func:`stream_response`, which reports it, records it and counts its usage through the writer
+of the work that sent it (a turn's, or a background compaction's, which writes nothing). The
+task port (:mod:`._port`) and a backend's context (:mod:`._support`) share these functions."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar, assert_never
 
 import anyio
@@ -33,15 +32,15 @@ from .._base._tokens import (
     calibrated,
     count_items,
     items_tokens,
-    token_ratio,
     tools_tokens,
 )
 from ._budget import TokenBudget
 from ._context import TurnSettings, WorldState, initial_context, read_project_doc
-from ._history import History, normalize_for_prompt
-from ._services import Services
+from ._history import History
+from ._session_writer import SessionWriter
 from ._turn import Writer
-from ._work_state import work_state_budget
+from ._view import TaskView
+from ._wiring import Wiring
 
 T = TypeVar("T")
 
@@ -145,21 +144,12 @@ def estimate_usage(
     )
 
 
-def cut_answer_warning(limit: int | None) -> str:
-    """The warning of an answer cut at the answer limit (``limit``, when relay sent one)."""
-    where = f"the answer limit ({limit} tokens)" if limit else "the model server's answer limit"
-    return (
-        f"The answer was cut off at {where}. What arrived is kept and the turn ends here; "
-        "ask for a shorter answer, or raise model_max_output_tokens."
-    )
-
-
 def _ignore(msg: p.EventMsg) -> None:
     del msg
 
 
 async def stream_response(
-    services: Services, writer: Writer, prompt: Prompt, *, record: bool, report: bool
+    session: SessionWriter, writer: Writer, prompt: Prompt, *, record: bool, report: bool
 ) -> SampleResult:
     """Stream one response, reporting deltas and items through ``writer`` as they come.
 
@@ -173,13 +163,13 @@ async def stream_response(
     """
     emit = writer.emit if report else _ignore
     turn_id = writer.turn_id
-    state = services.state
+    wiring = session.wiring
     output: list[p.ResponseItem] = []
     open_messages: dict[str, list[str]] = {}
     usage: p.TokenUsage | None = None
     incomplete: str | None = None
     try:
-        client = services.compact_model if prompt.purpose == "compact" else services.model
+        client = wiring.compact_model if prompt.purpose == "compact" else wiring.model
         async with client.stream(prompt) as events:
             async for event in events:
                 match event:
@@ -192,7 +182,7 @@ async def stream_response(
                     case OutputItemDone(item=item):
                         output.append(item)
                         if report:
-                            _report_output_item(services, writer, item, open_messages)
+                            _report_output_item(writer, item, open_messages)
                         elif isinstance(item, p.Message):
                             open_messages.pop(item.id or "", None)
                     case Completed(usage=reported, incomplete=reason):
@@ -205,13 +195,13 @@ async def stream_response(
         for item_id, parts in open_messages.items():
             emit(p.ItemCompleted(turn_id, p.AgentMessageItem(item_id, "".join(parts))))
         if isinstance(error, ContextWindowExceeded) and error.prompt_tokens is not None:
-            _calibrate(services, writer, prompt, error.prompt_tokens)
+            writer.calibrate(error.prompt_tokens, prompt_estimate(prompt, session.state.history))
         raise
     if usage is not None and prompt.purpose == "turn":
         # Not from a summarization request: its input was trimmed to what the server could
         # take, which says little of how the server counts the history itself.
-        _calibrate(services, writer, prompt, usage.input_tokens)
-    window = services.context_window(prompt.model)
+        writer.calibrate(usage.input_tokens, prompt_estimate(prompt, session.state.history))
+    window = wiring.context_window(prompt.model)
     incomplete = cut_reason(incomplete, usage, prompt.max_output_tokens)
     ran_out = window_ran_out(incomplete, usage, window)
     if incomplete is not None or ran_out:
@@ -221,23 +211,18 @@ async def stream_response(
             message = p.assistant_message("".join(parts), id=item_id)
             output.append(message)
             if report:
-                _report_output_item(services, writer, message, open_messages)
+                _report_output_item(writer, message, open_messages)
         output = [
             item for item in output if not isinstance(item, p.FunctionCall | p.CustomToolCall)
         ]
         incomplete = incomplete or CUT_AT_LIMIT
     if usage is None:
-        estimator = await services.usage_estimator()
-        usage = estimate_usage(estimator, state.history, prompt.instructions, output)
+        estimator = await wiring.estimators.get()
+        usage = estimate_usage(estimator, session.state.history, prompt.instructions, output)
     if record:
         for item in output:
             writer.record(item, from_model=True)
-        if not writer.detached:
-            state.history.response_completed(usage.total_tokens)
-    if not writer.detached:
-        state.add_usage(usage)
-        if report:
-            writer.emit(state.token_count(usage, window))
+    writer.count_response(usage, recorded=record, report=report, window=window)
     if ran_out:
         raise ContextWindowExceeded(
             f"the context window ({window} tokens) filled up during the answer: "
@@ -256,16 +241,6 @@ def prompt_estimate(prompt: Prompt, history: History) -> int:
     else:
         items = items_tokens(prompt.input)
     return approx_tokens(prompt.instructions) + tools_tokens(prompt.tools) + items
-
-
-def _calibrate(services: Services, writer: Writer, prompt: Prompt, counted: int) -> None:
-    """Scale later estimates by the server's ``counted`` tokens of ``prompt``."""
-    if writer.detached:
-        return
-    state = services.state
-    ratio = token_ratio(counted, prompt_estimate(prompt, state.history))
-    if ratio is not None:
-        state.token_ratio = ratio
 
 
 def cut_reason(
@@ -293,7 +268,6 @@ def window_ran_out(incomplete: str | None, usage: p.TokenUsage | None, window: i
 
 
 def _report_output_item(
-    services: Services,
     writer: Writer,
     item: p.ResponseItem,
     open_messages: dict[str, list[str]],
@@ -301,7 +275,7 @@ def _report_output_item(
     turn_id = writer.turn_id
     match item:
         case p.Message(role="assistant"):
-            item_id = item.id or services.new_item_id("msg")
+            item_id = item.id or writer.new_item_id("msg")
             if item_id not in open_messages:
                 writer.emit(p.ItemStarted(turn_id, p.AgentMessageItem(item_id, "")))
             open_messages.pop(item_id, None)
@@ -319,55 +293,15 @@ def _report_output_item(
 # ----------------------------------------------------------------------------- requests
 
 
-def build_prompt(
-    services: Services,
-    settings: TurnSettings,
-    input: Iterable[p.ResponseItem] | None,
-    *,
-    tools: bool = True,
-    model: str | None = None,
-    purpose: str = "turn",
-    instructions: str | None = None,
-) -> Prompt:
-    """A request for ``settings``' model over ``input`` (default: the normalised history), with
-    the base instructions unless ``instructions`` replaces them."""
-    history = services.state.history
-    wire: Sequence[dict[str, Any]] | None = None
-    items: Sequence[p.ResponseItem]
-    if input is None and history.regular:
-        # Views of the history as it is now: no copy, whatever its length.
-        items, wire = history.frozen(), history.frozen_wire()
-    else:
-        items = tuple(normalize_for_prompt(history.items if input is None else input))
-    compacting = purpose == "compact"
-    provider = services.compact_provider if compacting else services.provider
-    chosen = (services.config.compact_model if compacting else None) or model or settings.model
-    return Prompt(
-        model=chosen,
-        instructions=services.instructions if instructions is None else instructions,
-        input=items,
-        wire_input=wire,
-        tools=services.tools.specs() if tools else (),
-        parallel_tool_calls=False,
-        prompt_cache_key=services.id,
-        effort=settings.effort,
-        max_output_tokens=services.config.max_output_tokens(provider),
-        purpose="compact" if compacting else "turn",
-    )
-
-
-def estimate_context(services: Services, items: Sequence[p.ResponseItem]) -> int:
-    """The calibrated estimate of a request over ``items``: what a server would count."""
-    estimate = (
-        approx_tokens(services.instructions)
-        + tools_tokens(services.tools.specs())
-        + items_tokens(items)
-    )
-    return calibrated(estimate, services.state.token_ratio)
+def estimate_context(view: TaskView, items: Sequence[p.ResponseItem]) -> int:
+    """The calibrated estimate of a request over ``items`` with ``view``'s instructions and
+    tools: what a server would count."""
+    estimate = approx_tokens(view.instructions) + tools_tokens(view.tools) + items_tokens(items)
+    return calibrated(estimate, view.budget.ratio)
 
 
 def initial_context_items(
-    services: Services,
+    wiring: Wiring,
     settings: TurnSettings,
     emit: Callable[[p.EventMsg], None],
     world: WorldState | None = None,
@@ -375,33 +309,31 @@ def initial_context_items(
     """The full initial context for ``settings``' world, as recorded at a window start (a
     project document that cannot be read is reported through ``emit``)."""
     cwd = settings.cwd
-    config = services.config
+    config = wiring.config
     return list(
         initial_context(
-            world or services.world(cwd),
+            world or wiring.world(cwd),
             developer_instructions=config.developer_instructions,
             project_doc=read_project_doc(
                 cwd, config.project_doc, warn=lambda text: emit(p.WarningEvent(text))
             ),
             context_window=(
-                services.context_window(settings.model) if config.features.token_budget else None
+                wiring.context_window(settings.model) if config.features.token_budget else None
             ),
         )
     )
 
 
-def work_state_tokens(services: Services, model: str) -> int:
+def work_state_tokens(view: TaskView, model: str | None = None) -> int:
     """The token budget of the rendered work-state record (estimate units):
-    ``work_state_token_budget``, at most a tenth of the window of ``model``."""
-    return work_state_budget(
-        services.config.work_state_token_budget,
-        services.context_window(model),
-        services.state.token_ratio,
-    )
+    ``work_state_token_budget``, at most a tenth of the window of ``model`` (default: the
+    turn's)."""
+    budget = view.budget_for(model or view.settings.model)
+    return budget.share(view.config.work_state_token_budget)
 
 
 def room_after(
-    services: Services,
+    view: TaskView,
     budget: TokenBudget,
     alongside: Sequence[p.ResponseItem],
     initial: Sequence[p.ResponseItem],
@@ -419,14 +351,14 @@ def room_after(
     ceiling = budget.window - room
     if budget.limit is not None:
         ceiling = min(ceiling, budget.limit)
-    if services.config.features.work_state:
+    if view.config.features.work_state:
         # The record is placed after the kept messages are chosen: keep its room.
-        ceiling -= calibrated(work_state_tokens(services, budget.model), budget.ratio)
-    return ceiling - estimate_context(services, [*alongside, *initial])
+        ceiling -= calibrated(work_state_tokens(view, budget.model), budget.ratio)
+    return ceiling - estimate_context(view, [*alongside, *initial])
 
 
 async def sample(
-    services: Services,
+    session: SessionWriter,
     writer: Writer,
     prompt: Prompt,
     *,
@@ -438,7 +370,8 @@ async def sample(
 
     Raises the last :class:`~relay.ModelError` when retries run out or it is not retryable.
     """
-    provider = services.compact_provider if prompt.purpose == "compact" else services.provider
+    wiring = session.wiring
+    provider = wiring.compact_provider if prompt.purpose == "compact" else wiring.provider
     limit = provider.stream_max_retries if max_retries is None else max_retries
 
     def reconnecting(attempt: int, error: ModelError) -> None:
@@ -449,39 +382,19 @@ async def sample(
         writer.emit(p.StreamErrorEvent(reconnecting_message(attempt, limit), detail))
 
     return await with_retries(
-        lambda: stream_response(services, writer, prompt, record=record, report=report),
+        lambda: stream_response(session, writer, prompt, record=record, report=report),
         max_retries=limit,
-        rng=services.rng,
+        rng=wiring.rng,
         before_retry=reconnecting,
     )
 
 
-async def remote_compact(services: Services, request: CompactRequest) -> Any:
+async def remote_compact(wiring: Wiring, request: CompactRequest) -> Any:
     """``POST /responses/compact`` with retries: transport failures, 5xx and rate limits are
     retried up to the provider's ``request_max_retries``, after the server's retry-after or the
     same jittered backoff as sampling."""
     return await with_retries(
-        lambda: services.model.compact(request),
-        max_retries=services.provider.request_max_retries,
-        rng=services.rng,
+        lambda: wiring.model.compact(request),
+        max_retries=wiring.provider.request_max_retries,
+        rng=wiring.rng,
     )
-
-
-def window_full(
-    services: Services,
-    writer: Writer,
-    model: str,
-    error: ContextWindowExceeded | None = None,
-) -> None:
-    """Count the history as filling the context window of ``model`` and emit a
-    ``token_count`` that shows it: the next turn then compacts before it sends anything."""
-    if writer.detached:
-        return
-    window = services.context_window(model)
-    state = services.state
-    counted = (error.prompt_tokens if error is not None else None) or 0
-    full = window or max(state.history.usage_tokens, counted)
-    # The server's count, when it is more than the window, is the better figure to compact
-    # from; what is shown is the window, full.
-    state.history.response_completed(max(full, counted))
-    writer.emit(state.token_count(p.TokenUsage(total_tokens=full), window))

@@ -6,10 +6,11 @@ because work runs in tasks, one at a time, in the session's :class:`~._slot.Task
 that starts work names its task through the session's task factories, keyed by op type; the
 slot gives every kind the same life (``turn_started``, replacement, abort, the terminal event).
 
-Every event goes through :meth:`~._services.Services.emit`, which numbers it; a task's events
-and history writes go through its port, which drops them once the task is detached. The
-session's mutable state is one :class:`~._state.SessionState`; the rollout lines it writes are
-:class:`~._recorder.RolloutRecorder`'s business.
+Everything that changes goes through the session's one writer,
+:class:`~._session_writer.SessionWriter` (the state, the numbering of events and ids, the
+rollout, the event stream); a task's writes go through its turn's writer, which drops them once
+the task is detached. What the session runs with is its frozen
+:class:`~._wiring.Wiring`.
 
 Wiring (which model client, which tools, which task factories, where the rollout goes) is the
 business of whoever opens the session: :func:`relay.open_session`, or a resume.
@@ -38,13 +39,13 @@ from .._base._util import NoPublicConstructor, single_exception
 from ._answer import Answer, AnswerCollector
 from ._context import TurnSettings
 from ._event_stream import EventJson
-from ._history import History
+from ._history import HistoryView
 from ._hooks import CompactHook
 from ._input import user_message_of
 from ._port import Compactor, SessionTask
-from ._services import Services
+from ._session_writer import SessionWriter
 from ._slot import TaskSlot
-from ._state import SessionState
+from ._state import SessionSnapshot
 from ._tools import ToolRegistry
 from ._work_state import pin_label, pin_refusal
 from ._writer import RolloutWriter
@@ -98,12 +99,13 @@ class Session(metaclass=NoPublicConstructor):
 
     def __init__(
         self,
-        services: Services,
+        services: SessionWriter,
         tasks: TaskFactories,
         task_group: anyio.abc.TaskGroup,
         compactor: Callable[[], Compactor],
     ) -> None:
         self._services = services
+        self._wiring = services.wiring
         self._tasks = tasks
         self._custom_types = frozenset(tasks) - _TASK_OP_TYPES
         self._slot = TaskSlot(services, task_group, compactor, self._refresh_idle)
@@ -131,42 +133,42 @@ class Session(metaclass=NoPublicConstructor):
     @property
     def id(self) -> str:
         """The session id."""
-        return self._services.id
+        return self._wiring.session_id
 
     @property
     def config(self) -> Config:
         """The configuration it runs with."""
-        return self._services.config
+        return self._wiring.config
 
     @property
     def provider(self) -> ProviderConfig:
         """The provider the model client talks to."""
-        return self._services.provider
+        return self._wiring.provider
 
     @property
     def model(self) -> ModelClient:
         """The model client."""
-        return self._services.model
+        return self._wiring.model
 
     @property
     def tools(self) -> ToolRegistry:
         """The tools the model may call."""
-        return self._services.tools
+        return self._wiring.tools
 
     @property
     def instructions(self) -> str:
         """The base instructions of every request."""
-        return self._services.instructions
+        return self._wiring.instructions
+
+    def snapshot(self) -> SessionSnapshot:
+        """Everything the session knows between turns, as it is now, frozen."""
+        return self._services.state.snapshot()
 
     @property
-    def state(self) -> SessionState:
-        """Everything the session knows between turns (read it; the session writes it)."""
-        return self._services.state
-
-    @property
-    def history(self) -> History:
-        """The conversation history (read it; the session writes it)."""
-        return self._services.state.history
+    def history(self) -> HistoryView:
+        """The conversation history as it is now: a sequence of its items with its usage
+        figures, frozen (later records do not show in it)."""
+        return self._services.state.history.view()
 
     @property
     def rollout(self) -> RolloutWriter | None:
@@ -181,11 +183,11 @@ class Session(metaclass=NoPublicConstructor):
     async def usage_estimator(self) -> TokenEstimator:
         """The counter for usage a server did not report: tiktoken when it is installed, else
         the approximate count."""
-        return await self._services.usage_estimator()
+        return await self._wiring.estimators.get()
 
     def model_context_window(self, model: str | None = None) -> int | None:
         """The context window of ``model`` (default: the next turn's)."""
-        return self._services.context_window(model or self.state.defaults.model)
+        return self._wiring.context_window(model or self._services.state.defaults.model)
 
     def statistics(self) -> SessionStatistics:
         """What the session is doing now."""
@@ -197,7 +199,7 @@ class Session(metaclass=NoPublicConstructor):
             running_kind=running.task.kind if running else None,
             queued_turns=len(self._slot.queue),
             events_emitted=self._services.events_emitted,
-            history_items=len(self.state.history),
+            history_items=len(self._services.state.history),
             background_compaction=job.state.value if job is not None else None,
             last_seq=self._services.last_seq,
         )
@@ -346,7 +348,7 @@ class Session(metaclass=NoPublicConstructor):
 
     def register_hook(self, hook: CompactHook) -> None:
         """Run ``hook`` at its point in every later compaction."""
-        self._services.hooks.append(hook)
+        self._wiring.hooks.append(hook)
 
     def _is_idle(self) -> bool:
         slot = self._slot
@@ -415,27 +417,25 @@ class Session(metaclass=NoPublicConstructor):
                     self._pin(sub_id, user_message_of(op.items).text(), settings.model)
                 await slot.offer(sub_id, self._factory(op), settings, op.on_busy, op.items)
             case p.UserInput():
-                defaults = self.state.defaults
+                defaults = services.state.defaults
                 await slot.offer(sub_id, self._factory(op), defaults, p.OnBusy.STEER, op.items)
             case p.Compact():
-                await slot.spawn(sub_id, self.state.defaults, self._factory(op))
+                await slot.spawn(sub_id, services.state.defaults, self._factory(op))
             case p.Interrupt():
                 await slot.abort(p.AbortReason.INTERRUPTED)
                 slot.start_queued()
             case p.OverrideTurnContext():
                 self._update_defaults(op)
             case p.Unpin(text=text):
-                released = self.state.work_state.unpin(text)
-                if text is not None and not released:
+                if text is not None and text not in services.state.work_state.pinned:
                     message = f"invalid op: unpin: no pinned message is {pin_label(text)}"
                     services.emit(sub_id, p.ErrorEvent(message, ErrorCode.INVALID_OP))
-                for gone in released:
-                    services.emit(sub_id, p.WorkStateNoted("unpinned", gone))
+                services.unpin(sub_id, text)
             case p.Shutdown():
                 await self._shutdown(sub_id)
             case p.CustomOp():
                 services.recorder.op(sub_id, op)
-                await slot.offer(sub_id, self._factory(op), self.state.defaults, op.on_busy)
+                await slot.offer(sub_id, self._factory(op), services.state.defaults, op.on_busy)
             case _:
                 assert_never(op)
 
@@ -445,13 +445,13 @@ class Session(metaclass=NoPublicConstructor):
 
     def _pin(self, sub_id: str, text: str, model: str) -> None:
         """Pin ``text``, unless the pinned messages would take too much of the window."""
-        record = self.state.work_state
-        refusal = pin_refusal(text, record.pinned, self._services.budget(model).window)
+        services = self._services
+        pinned = services.state.work_state.pinned
+        refusal = pin_refusal(text, pinned, services.budget(model).window)
         if refusal is not None:
-            self._services.emit(sub_id, p.WarningEvent(refusal))
+            services.emit(sub_id, p.WarningEvent(refusal))
             return
-        record.pin(text)
-        self._services.emit(sub_id, p.WorkStateNoted("pinned", text))
+        services.pin(sub_id, text)
 
     def _update_defaults(self, op: p.UserTurn | p.OverrideTurnContext) -> TurnSettings:
         """Apply the settings ``op`` carries to the defaults; returns the new defaults."""
@@ -460,10 +460,10 @@ class Session(metaclass=NoPublicConstructor):
             for name in ("model", "cwd", "effort")
             if (value := getattr(op, name)) is not None
         }
-        state = self.state
+        services = self._services
         if changes:
-            state.defaults = attrs.evolve(state.defaults, **changes)
-        return state.defaults
+            services.set_defaults(attrs.evolve(services.state.defaults, **changes))
+        return services.state.defaults
 
     async def _shutdown(self, sub_id: str) -> None:
         self._shutting_down = True
@@ -503,7 +503,7 @@ def _op_type(op: p.Op) -> str:
 async def run_session(
     config: Config,
     *,
-    services: Callable[[], Services],
+    services: Callable[[], SessionWriter],
     tasks: TaskFactories,
     compactor: Callable[[], Compactor],
     resumed: bool,
@@ -526,13 +526,18 @@ async def run_session(
             session = Session._create(shared, tasks, tg, compactor)
             if not resumed:
                 defaults = shared.state.defaults
+                wiring = shared.wiring
                 shared.recorder.session_meta(
-                    shared.id, shared.clock(), defaults.cwd, config.model, config.model_provider
+                    wiring.session_id,
+                    wiring.clock(),
+                    defaults.cwd,
+                    config.model,
+                    config.model_provider,
                 )
             shared.configured(resumed=resumed, mcp_servers=mcp_servers)
             for event_id, msg in first:
                 shared.emit(event_id, msg)
-            tg.start_soon(session._run_loop, name=f"relay session {shared.id}")
+            tg.start_soon(session._run_loop, name=f"relay session {shared.wiring.session_id}")
             try:
                 yield session
             finally:

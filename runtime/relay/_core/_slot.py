@@ -27,13 +27,15 @@ import attrs
 
 from .._base import _protocol as p
 from .._base._errors import ContextWindowExceeded, ErrorCode, ModelError
-from ._background import Backgrounds
 from ._context import TurnSettings, turn_aborted_marker
 from ._history import missing_outputs
 from ._input import user_message_of
 from ._port import Compactor, SessionTask, TaskContext
-from ._services import Services
+from ._session_writer import SessionWriter
+from ._support import Backgrounds
 from ._task import StopTurn, TaskHandle, TaskStatus
+from ._turn import TurnWriter
+from ._view import TaskView
 from ._work_state import pins_overflow_advice
 
 logger = logging.getLogger("relay")
@@ -59,7 +61,7 @@ class TaskSlot:
 
     def __init__(
         self,
-        services: Services,
+        services: SessionWriter,
         task_group: anyio.abc.TaskGroup,
         compactor: Callable[[], Compactor],
         changed: Callable[[], None],
@@ -72,7 +74,7 @@ class TaskSlot:
         """The session's one background compaction."""
         self.running: TaskHandle[SessionTask] | None = None
         """The running task, if any."""
-        self._port: TaskContext | None = None
+        self._port: tuple[TaskContext, TurnWriter] | None = None
         self.queue: deque[_Queued] = deque()
         """Turns waiting for the running task to end."""
         self.closed = False
@@ -139,19 +141,21 @@ class TaskSlot:
     def _start(self, turn_id: str, task: SessionTask, settings: TurnSettings) -> None:
         services = self._services
         handle = TaskHandle(turn_id, task, settings, started=anyio.current_time())
-        port = TaskContext(services, handle, self.backgrounds, self._compactor())
-        self.running, self._port = handle, port
+        writer = TurnWriter(services, handle, self.backgrounds)
+        port = TaskContext(services, handle, writer, self.backgrounds, self._compactor())
+        self.running, self._port = handle, (port, writer)
         self._changed()
+        wiring = services.wiring
         services.emit(
             turn_id,
             p.TurnStarted(
                 turn_id,
-                services.context_window(settings.model),
-                services.wall_time(),
+                wiring.context_window(settings.model),
+                wiring.wall_time(),
                 services.budget(settings.model).limit,
             ),
         )
-        self._tg.start_soon(self._run, handle, port, name=f"relay task {turn_id}")
+        self._tg.start_soon(self._run, handle, port, writer, name=f"relay task {turn_id}")
 
     def start_queued(self) -> None:
         """Start queued turns while nothing runs."""
@@ -163,7 +167,9 @@ class TaskSlot:
 
     # ------------------------------------------------------------------ ending
 
-    async def _run(self, handle: TaskHandle[SessionTask], port: TaskContext) -> None:
+    async def _run(
+        self, handle: TaskHandle[SessionTask], port: TaskContext, writer: TurnWriter
+    ) -> None:
         result: str | None = None
         try:
             with handle.scope:
@@ -176,7 +182,7 @@ class TaskSlot:
                     # the turn normally.
                     if not isinstance(exc, ModelError):
                         logger.exception("task %s failed", handle.turn_id)
-                    report_failure(port, handle.task.kind, exc)
+                    report_failure(writer, port.view, handle.task.kind, exc)
         finally:
             handle.finished.set()
         if handle.status is TaskStatus.RUNNING:
@@ -202,9 +208,10 @@ class TaskSlot:
 
     async def abort(self, reason: p.AbortReason) -> None:
         """Abort the running task, if any (idempotent)."""
-        handle, port = self.running, self._port
-        if handle is None or port is None or handle.status is not TaskStatus.RUNNING:
+        handle, ported = self.running, self._port
+        if handle is None or ported is None or handle.status is not TaskStatus.RUNNING:
             return
+        port = ported[0]
         handle.status = TaskStatus.ABORTING
         handle.scope.cancel(f"relay: task {reason.value}")
         with anyio.move_on_after(ABORT_GRACE):
@@ -238,21 +245,20 @@ class TaskSlot:
         self.closed = True
 
 
-def report_failure(port: TaskContext, kind: str, error: Exception) -> None:
+def report_failure(writer: TurnWriter, view: TaskView, kind: str, error: Exception) -> None:
     """Report what ended a task: a model error as a regular turn reports it, anything else as
     an ``error`` naming the kind and the exception."""
     if isinstance(error, ContextWindowExceeded):
-        port.compaction.window_full(error)
-        view = port.view
+        writer.window_full(view.settings.model, error)
         advice = overflow_advice(error, view.budget.limit is not None)
         pins = pins_overflow_advice(view.work_state.pinned, view.budget.window)
         if pins is not None:
             advice = f"{advice} {pins}"
-        port.emit(p.ErrorEvent(advice, ErrorCode.CONTEXT_WINDOW_EXCEEDED))
+        writer.emit(p.ErrorEvent(advice, ErrorCode.CONTEXT_WINDOW_EXCEEDED))
     elif isinstance(error, ModelError):
-        port.emit(p.ErrorEvent(error.message, error.code))
+        writer.emit(p.ErrorEvent(error.message, error.code))
     else:
-        port.emit(p.ErrorEvent(f"the {kind} task failed: {error!r}", ErrorCode.INTERNAL))
+        writer.emit(p.ErrorEvent(f"the {kind} task failed: {error!r}", ErrorCode.INTERNAL))
 
 
 def overflow_advice(error: ContextWindowExceeded, compacts: bool) -> str:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 import attrs
 
 from .._base import _protocol as p
 from ._context import TurnSettings, WorldState
-from ._history import History
+from ._history import History, HistoryView
 from ._work_state import WorkState
 
 
@@ -76,9 +77,42 @@ class ResumedState:
     ``(event id, message)``: what the resume found in the rollout, what its host knows."""
 
 
+@attrs.frozen
+class SessionSnapshot:
+    """What a session knows between turns, at one moment (:meth:`relay.Session.snapshot`):
+    nothing in it changes afterwards."""
+
+    defaults: TurnSettings
+    """Model, cwd and effort of the next turn."""
+    history: HistoryView
+    """The conversation history, with its usage figures."""
+    reference_world: WorldState | None
+    """The world state the history's initial context describes; None = recorded in full at
+    the next turn."""
+    last_turn_model: str | None
+    """The model of the last regular turn."""
+    total_usage: p.TokenUsage
+    """Usage summed over the session so far."""
+    window_number: int
+    """Compactions so far."""
+    window_id: str
+    """Id of the current window."""
+    first_window_id: str
+    """Id of the session's first window."""
+    previous_window_id: str | None
+    """Id of the window before the current one."""
+    work_state: WorkState
+    """A copy of the work-state record."""
+    outputs: Mapping[str, str]
+    """The originals of the tool outputs masked so far, by call id."""
+    token_ratio: float
+    """Server tokens per estimated token."""
+
+
 @attrs.define(eq=False)
 class SessionState:
-    """What a session knows between turns; the actor and the task context change it."""
+    """What a session knows between turns; only the session's writer changes it
+    (:class:`~._session_writer.SessionWriter`)."""
 
     defaults: TurnSettings
     """Model, cwd and effort of the next turn."""
@@ -133,6 +167,23 @@ class SessionState:
             outputs=dict(resumed.outputs),
         )
 
+    def snapshot(self) -> SessionSnapshot:
+        """This state as it is now, frozen."""
+        return SessionSnapshot(
+            defaults=self.defaults,
+            history=self.history.view(),
+            reference_world=self.reference_world,
+            last_turn_model=self.last_turn_model,
+            total_usage=self.total_usage,
+            window_number=self.window_number,
+            window_id=self.window_id,
+            first_window_id=self.first_window_id,
+            previous_window_id=self.previous_window_id,
+            work_state=WorkState(list(self.work_state.entries), list(self.work_state.pinned)),
+            outputs=MappingProxyType(dict(self.outputs)),
+            token_ratio=self.token_ratio,
+        )
+
     def start_window(self) -> None:
         """Begin the next compaction window."""
         self.window_number += 1
@@ -151,4 +202,4 @@ class SessionState:
         return p.TokenCount(p.TokenUsageInfo(self.total_usage, last, window, estimated))
 
 
-__all__ = ["ResumedState", "SessionState"]
+__all__ = ["ResumedState", "SessionSnapshot", "SessionState"]

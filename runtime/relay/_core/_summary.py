@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Literal
 
 from .._base import _protocol as p
 from .._base._config import Config
@@ -71,6 +72,18 @@ def is_real_user_message(item: p.ResponseItem) -> bool:
         and not is_contextual(item)
         and not is_summary(item)
     )
+
+
+def message_kind(item: p.ResponseItem) -> Literal["user", "contextual", "summary"] | None:
+    """Who wrote a user message: the user, the harness (``contextual``: the initial context,
+    an abort marker) or an earlier local compaction (``summary``); None for any other item."""
+    if not (isinstance(item, p.Message) and item.role == "user"):
+        return None
+    if is_contextual(item):
+        return "contextual"
+    if is_summary(item):
+        return "summary"
+    return "user"
 
 
 def real_user_messages(items: Iterable[p.ResponseItem]) -> list[p.Message]:

@@ -1,90 +1,294 @@
-"""The writer of one task's events and history items, guarded by the task's handle.
+"""The writer of one piece of work: a turn's, guarded by its handle, or a background
+compaction's, which writes nothing.
 
-Every event and item a task produces goes through its :class:`TurnWriter`. Once the handle is
-detached (its terminal event is out), whatever the task still emits or records is dropped, so
-nothing carries the turn id after its terminal event, even from a task that lingers in a
-shielded section. A background compaction writes nothing: its writer is :class:`Silent`.
+Every event, item and change of state a task makes goes through its :class:`TurnWriter`, which
+forwards it to the session's one writer (:class:`~._session_writer.SessionWriter`) while the
+turn is live. Once the handle is detached (its terminal event is out), everything is dropped,
+so nothing carries the turn id after its terminal event, even from a task that lingers in a
+shielded section: this is the one place that guard is checked. A background compaction writes
+through :class:`Silent`: its result waits on its job until a turn installs it, and only the
+usage of its requests counts.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from .._base import _protocol as p
-from ._services import Services
+from .._base._errors import ContextWindowExceeded
+from ._background import BackgroundJob
+from ._context import TurnSettings, WorldState
+from ._session_writer import SessionWriter
 from ._task import TaskHandle
+from ._work_state import WorkEntry
+
+
+class Jobs(Protocol):
+    """The session's one background compaction job, as a writer starts and takes it."""
+
+    def start(self, settings: TurnSettings, work: Callable[[Any], Awaitable[Any]]) -> Any:
+        """Start ``work`` over a snapshot of the history; the job, or None."""
+        ...
+
+    def take(self) -> Any:
+        """Take the job away; the job, or None."""
+        ...
 
 
 class Writer(Protocol):
-    """Where a piece of work reports events and records items."""
+    """Where a piece of work reports events, records items and changes the session's state."""
 
     @property
     def turn_id(self) -> str:
         """The id its events carry."""
         ...
 
-    @property
-    def detached(self) -> bool:
-        """True once nothing it does is reported any more."""
+    def new_item_id(self, prefix: str = "item") -> str:
+        """A fresh item id, unique in the session."""
         ...
 
     def emit(self, msg: p.EventMsg) -> None:
         """Report an event."""
         ...
 
+    def note(self, msg: p.EventMsg) -> None:
+        """Report an event and write it to the rollout, whatever its kind."""
+        ...
+
     def record(self, item: p.ResponseItem, *, from_model: bool = False) -> None:
         """Append an item to the history."""
+        ...
+
+    def record_input(self, items: tuple[p.InputItem, ...]) -> None:
+        """Record user input, with its item and ``user_message`` events."""
+        ...
+
+    def record_context(
+        self,
+        settings: TurnSettings,
+        world: WorldState,
+        initial: Callable[[], Sequence[p.ResponseItem]],
+    ) -> None:
+        """Record the initial context, or what changed since the reference context."""
+        ...
+
+    def note_work(self, entry: WorkEntry) -> None:
+        """Add an entry to the work-state record and report it."""
+        ...
+
+    def install(
+        self,
+        settings: TurnSettings,
+        items: Sequence[p.ResponseItem],
+        *,
+        message: str,
+        receipt: p.CompactionReceipt,
+        clear_reference: bool,
+        masked_outputs: Mapping[str, str] | None = None,
+    ) -> None:
+        """Install a compacted history in one step."""
+        ...
+
+    def count_response(
+        self, usage: p.TokenUsage, *, recorded: bool, report: bool, window: int | None
+    ) -> None:
+        """Count a response's usage (``report``: in a ``token_count``)."""
+        ...
+
+    def calibrate(self, counted: int, estimate: int) -> None:
+        """Scale later estimates by a server's count of a request."""
+        ...
+
+    def window_full(self, model: str, error: ContextWindowExceeded | None = None) -> None:
+        """Count the history as filling the window of ``model``."""
+        ...
+
+    def start_background(
+        self, settings: TurnSettings, work: Callable[[Any], Awaitable[Any]]
+    ) -> BackgroundJob | None:
+        """Start the session's background compaction; the job, or None."""
+        ...
+
+    def take_background(self) -> BackgroundJob | None:
+        """Take the session's background job away; the job, or None."""
         ...
 
 
 class TurnWriter:
     """The writer of a task: its events carry its turn id, and stop at its terminal event."""
 
-    def __init__(self, services: Services, handle: TaskHandle[Any]) -> None:
-        self._services = services
+    def __init__(self, session: SessionWriter, handle: TaskHandle[Any], jobs: Jobs) -> None:
+        self._session = session
         self._handle = handle
+        self._jobs = jobs
 
     @property
     def turn_id(self) -> str:
         return self._handle.turn_id
 
     @property
-    def detached(self) -> bool:
-        return self._handle.detached
+    def _live(self) -> SessionWriter | None:
+        # The one guard: nothing of a detached turn reaches the session.
+        return None if self._handle.detached else self._session
+
+    def new_item_id(self, prefix: str = "item") -> str:
+        return self._session.new_item_id(prefix)
 
     def emit(self, msg: p.EventMsg) -> None:
-        handle = self._handle
-        if not handle.detached:
+        if (session := self._live) is not None:
             if isinstance(msg, p.AgentMessage):
-                handle.last_message = msg.message
-            self._services.emit(handle.turn_id, msg)
+                self._handle.last_message = msg.message
+            session.emit(self._handle.turn_id, msg)
+
+    def note(self, msg: p.EventMsg) -> None:
+        if (session := self._live) is not None:
+            session.note(self._handle.turn_id, msg)
 
     def record(self, item: p.ResponseItem, *, from_model: bool = False) -> None:
-        if not self._handle.detached:
-            self._services.record(item, from_model=from_model)
+        if (session := self._live) is not None:
+            session.record(item, from_model=from_model)
+
+    def record_input(self, items: tuple[p.InputItem, ...]) -> None:
+        if (session := self._live) is not None:
+            session.record_input(self._handle.turn_id, items)
+
+    def record_context(
+        self,
+        settings: TurnSettings,
+        world: WorldState,
+        initial: Callable[[], Sequence[p.ResponseItem]],
+    ) -> None:
+        if (session := self._live) is not None:
+            session.record_context(settings, world, initial)
+
+    def note_work(self, entry: WorkEntry) -> None:
+        if (session := self._live) is not None:
+            session.note_work(self._handle.turn_id, entry)
+
+    def install(
+        self,
+        settings: TurnSettings,
+        items: Sequence[p.ResponseItem],
+        *,
+        message: str,
+        receipt: p.CompactionReceipt,
+        clear_reference: bool,
+        masked_outputs: Mapping[str, str] | None = None,
+    ) -> None:
+        if (session := self._live) is not None:
+            session.install(
+                self._handle.turn_id,
+                settings,
+                items,
+                message=message,
+                receipt=receipt,
+                clear_reference=clear_reference,
+                masked_outputs=masked_outputs,
+            )
+
+    def count_response(
+        self, usage: p.TokenUsage, *, recorded: bool, report: bool, window: int | None
+    ) -> None:
+        if (session := self._live) is not None:
+            turn_id = self._handle.turn_id if report else None
+            session.count_response(turn_id, usage, recorded=recorded, window=window)
+
+    def calibrate(self, counted: int, estimate: int) -> None:
+        if (session := self._live) is not None:
+            session.calibrate(counted, estimate)
+
+    def window_full(self, model: str, error: ContextWindowExceeded | None = None) -> None:
+        if (session := self._live) is not None:
+            session.window_full(self._handle.turn_id, model, error)
+
+    def start_background(
+        self, settings: TurnSettings, work: Callable[[Any], Awaitable[Any]]
+    ) -> BackgroundJob | None:
+        if self._live is None:
+            return None
+        job: BackgroundJob | None = self._jobs.start(settings, work)
+        return job
+
+    def take_background(self) -> BackgroundJob | None:
+        if self._live is None:
+            return None
+        job: BackgroundJob | None = self._jobs.take()
+        return job
 
 
 class Silent:
-    """The writer of background work: it reports and records nothing (its result waits on its
-    job until a turn installs it), but it is never detached, so the usage of its requests
-    still counts towards the session's total."""
+    """The writer of background work: it reports, records and changes nothing (its result
+    waits on its job until a turn installs it), but the usage of its requests still counts
+    towards the session's total."""
 
-    def __init__(self, turn_id: str) -> None:
+    def __init__(self, session: SessionWriter, turn_id: str) -> None:
+        self._session = session
         self._turn_id = turn_id
 
     @property
     def turn_id(self) -> str:
         return self._turn_id
 
-    @property
-    def detached(self) -> bool:
-        return False
+    def new_item_id(self, prefix: str = "item") -> str:
+        return self._session.new_item_id(prefix)
 
     def emit(self, msg: p.EventMsg) -> None:
+        del msg
+
+    def note(self, msg: p.EventMsg) -> None:
         del msg
 
     def record(self, item: p.ResponseItem, *, from_model: bool = False) -> None:
         del item, from_model
 
+    def record_input(self, items: tuple[p.InputItem, ...]) -> None:
+        del items
 
-__all__ = ["Silent", "TurnWriter", "Writer"]
+    def record_context(
+        self,
+        settings: TurnSettings,
+        world: WorldState,
+        initial: Callable[[], Sequence[p.ResponseItem]],
+    ) -> None:
+        del settings, world, initial
+
+    def note_work(self, entry: WorkEntry) -> None:
+        del entry
+
+    def install(
+        self,
+        settings: TurnSettings,
+        items: Sequence[p.ResponseItem],
+        *,
+        message: str,
+        receipt: p.CompactionReceipt,
+        clear_reference: bool,
+        masked_outputs: Mapping[str, str] | None = None,
+    ) -> None:
+        del settings, items, message, receipt, clear_reference, masked_outputs
+
+    def count_response(
+        self, usage: p.TokenUsage, *, recorded: bool, report: bool, window: int | None
+    ) -> None:
+        del recorded, report
+        self._session.count_response(None, usage, recorded=False, window=window)
+
+    def calibrate(self, counted: int, estimate: int) -> None:
+        del counted, estimate
+
+    def window_full(self, model: str, error: ContextWindowExceeded | None = None) -> None:
+        """The live history is not the snapshot: nothing is counted."""
+        del model, error
+
+    def start_background(
+        self, settings: TurnSettings, work: Callable[[Any], Awaitable[Any]]
+    ) -> BackgroundJob | None:
+        del settings, work
+        return None
+
+    def take_background(self) -> BackgroundJob | None:
+        return None
+
+
+__all__ = ["Jobs", "Silent", "TurnWriter", "Writer"]

@@ -4,7 +4,7 @@ The record is kept apart from anything a model wrote: files read and listed (pat
 content hash), commands run (argv, exit code), tool errors, entries custom tools add, and the
 user messages the user pinned. The session adds to it as tools run; a compaction places it in
 the new history (``relay.tasks.compaction``), within a share of the window
-(:func:`work_state_budget`).
+(:meth:`~._budget.TokenBudget.share`).
 
 Invariant: nothing here reads a clock, a file or the network; every function is a function of
 its arguments.
@@ -16,6 +16,7 @@ import hashlib
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from typing import ClassVar
 
 import attrs
 
@@ -122,22 +123,6 @@ def lines_that_stood_out(source: str, output: str) -> list[WorkEntry]:
     ]
 
 
-#: The longest answer the record keeps whole, in characters; a longer one keeps its end, where
-#: an answer states what it concluded.
-ANSWER_CHARS = 600
-
-
-def latest_answer(text: str) -> WorkEntry | None:
-    """The model's latest answer to the user (one entry, replaced by the next): what it last
-    concluded or decided, in its own words."""
-    flat = " ".join(text.split())
-    if not flat:
-        return None
-    if len(flat) > ANSWER_CHARS:
-        flat = "…" + flat[-(ANSWER_CHARS - 1) :]
-    return WorkEntry("answer", flat, key="latest")
-
-
 def tool_failed(tool: str, message: str) -> WorkEntry:
     """A tool call that failed, with the first line of what the tool said."""
     first = message.strip().splitlines()[0] if message.strip() else "(no message)"
@@ -162,6 +147,20 @@ class WorkState:
             if (old.kind, old.key if old.key is not None else old.text) != key
         ]
         self.entries.append(entry)
+
+    #: The kinds relay's own tools note, in the order a record lists them.
+    KINDS: ClassVar[tuple[str, ...]] = tuple(KIND_HEADINGS)
+
+    @staticmethod
+    def heading(kind: str) -> str:
+        """The heading of the entries of ``kind`` (``Files read``; ``My kind`` for
+        ``my_kind``)."""
+        return kind_heading(kind)
+
+    def overflow_advice(self, window: int | None) -> str | None:
+        """What to say when a full ``window`` is the pinned messages' doing (None: it is
+        not)."""
+        return pins_overflow_advice(self.pinned, window)
 
     def pin(self, text: str) -> None:
         """Keep the user message ``text`` verbatim across every compaction."""
@@ -204,23 +203,6 @@ class WorkState:
             [t for t in raw_pinned if isinstance(t, str)] if isinstance(raw_pinned, list) else []
         )
         return cls(entries, pinned)
-
-
-#: The record takes at most this share of the model's context window (a divisor).
-WINDOW_SHARE = 10
-
-
-def work_state_budget(configured: int, window: int | None, ratio: float = 1.0) -> int:
-    """The token budget of the rendered record, in estimate units.
-
-    ``configured`` (``work_state_token_budget``), and never more than a tenth of the context
-    ``window`` when it is known, as a server counts tokens (``ratio`` server tokens to an
-    estimated one, never fewer than one): on a small window the record must leave room for
-    the rest of the new context and an answer.
-    """
-    if window is None:
-        return configured
-    return max(0, min(configured, int(window / WINDOW_SHARE / max(1.0, ratio))))
 
 
 #: The pinned messages together take at most this share of the model's context window.
@@ -303,7 +285,6 @@ __all__ = [
     "dir_listed",
     "file_read",
     "kind_heading",
-    "latest_answer",
     "line_shape",
     "lines_that_stood_out",
     "pin_label",
@@ -312,6 +293,5 @@ __all__ = [
     "pins_overflow_advice",
     "standout_lines",
     "tool_failed",
-    "work_state_budget",
     "work_state_lines",
 ]

@@ -338,13 +338,13 @@ class ProbeModel:
         """Note the facts the history holds as a compaction starts (a tool output that arrived
         just before it was in no request yet)."""
         if self.session is not None:
-            items = [encode_response_item(i) for i in self.session.state.history.items]
+            items = [encode_response_item(i) for i in self.session.history]
             self._note({"input": items})
 
     def _check(self, body: Mapping[str, Any]) -> None:
         if self.session is None:
             return
-        window = self.session.state.window_number
+        window = self.session.snapshot().window_number
         if window == self.window:
             return
         self.window = window
@@ -356,7 +356,7 @@ class ProbeModel:
         self.missing.update(dict.fromkeys(lost))
         self.recallable += len(
             recallable_facts(
-                body, [f for f in known if fact_name(f) in lost], self.session.state.outputs
+                body, [f for f in known if fact_name(f) in lost], self.session.snapshot().outputs
             )
         )
         for fact in known:
@@ -520,8 +520,8 @@ async def run_case(
             probe.session = session
             runner = ScriptRunner(session, sink, script_name=case.name)
             await runner.run(steps)
-            tokens = session.state.total_usage.input_tokens
-            compactions = session.state.window_number
+            tokens = session.snapshot().total_usage.input_tokens
+            compactions = session.snapshot().window_number
     except (RelayError, OSError) as exc:
         failures.append(f"{type(exc).__name__}: {exc}")
     except BaseExceptionGroup as group:

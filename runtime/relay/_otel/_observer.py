@@ -1,12 +1,13 @@
 """The spans of one session, made from its events as they are emitted (docs/observability.md).
 
-:class:`SessionTracer` is a listener of the session's :class:`~relay._core._services.Services`:
-it is told every event synchronously, at emit time, and opens and closes spans from them. The
-core knows nothing of it. Every span has its parent given explicitly (the session span for a
-turn, the turn span for its tool calls, compactions and hooks, and for a model request the
-innermost of those that is open), never through the ambient context: a listener runs in
-whichever task emits, which is not the task that did the work. The one context read is the
-program's, where it opens the session: the session span's parent.
+:class:`SessionTracer` is a listener of the session's writer
+(:class:`~relay._core._session_writer.SessionWriter`): it is told every event synchronously, at
+emit time, and opens and closes spans from them. The core knows nothing of it. Every span has
+its parent given explicitly (the session span for a turn, the turn span for its tool calls,
+compactions and hooks, and for a model request the innermost of those that is open), never
+through the ambient context: a listener runs in whichever task emits, which is not the task
+that did the work. The one context read is the program's, where it opens the session: the
+session span's parent.
 
 Every string set on a span goes through the session's secrets first, whatever it holds: a tool
 name, a call id and an error message are written by a model or a server, and a model can echo
@@ -57,7 +58,7 @@ from ._values import (
 )
 
 if TYPE_CHECKING:
-    from .._core._services import Services
+    from .._core._session_writer import SessionWriter
 
 logger = logging.getLogger("relay.otel")
 
@@ -126,14 +127,14 @@ class SessionTracer:
 
     # ------------------------------------------------------------------ wiring
 
-    def attach(self, services: Services) -> None:
-        """Listen to ``services``' events; its secrets redact what the spans record and its
+    def attach(self, session: SessionWriter) -> None:
+        """Listen to ``session``'s events; its secrets redact what the spans record and its
         rollout keeps the session span's ids."""
-        self._secrets = services.secrets
+        self._secrets = session.wiring.secrets
         self._redacting = any(len(value) >= FRAGMENT for value in self._secrets.values)
-        self._recorder = services.recorder
-        self._conversation = services.id
-        services.listeners.append(self.see)
+        self._recorder = session.recorder
+        self._conversation = session.wiring.session_id
+        session.listeners.append(self.see)
 
     def wrap(self, client: ModelClient) -> TracedModel:
         """``client``, each of its requests a span of this session."""

@@ -1,7 +1,7 @@
 """Resuming a session from its rollout (docs/rollout.md, docs/reliability.md).
 
 :func:`reconstruct` is a pure function from parsed rollout lines to the
-:class:`~relay.lowlevel.ResumedState` a session continues from; :func:`resume_session` reads
+:class:`~relay._core._state.ResumedState` a session continues from; :func:`resume_session` reads
 the file, reconstructs, and opens a session that appends to the same file.
 
 Theory of operation. The live session writes, in order: every item it records

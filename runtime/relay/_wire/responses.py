@@ -43,7 +43,7 @@ class ResponsesClient(WireClient):
     async def compact(self, request: CompactRequest) -> Any:
         """``POST /responses/compact``, once; returns the JSON body of the answer, unchecked.
 
-        Retries belong to the caller (:meth:`relay.lowlevel.TaskContext.remote_compact`), as for
+        Retries belong to the caller (:meth:`relay.lowlevel.BackendContext.remote_compact`), as for
         streams. Every string of the answer is redacted: an answer that fails validation is
         quoted in the error that reports it. The answer's headers must come within
         ``stream_first_event_timeout_ms`` of the request (the server works out the whole

@@ -3,12 +3,15 @@
 They are built on the public API alone (:mod:`relay` and :mod:`relay.lowlevel`), as an
 embedder's tasks are, and registered the same way: ``user_turn`` and ``user_input`` →
 :func:`regular`, ``compact`` → :func:`compact`. Each can be replaced
-(``open_session(tasks={"compact": ...})``).
+(``open_session(tasks={"compact": ...})``). A task of one's own that wants the regular turn's
+semantics reuses its steps: :class:`TurnSteps`.
 """
 
-from .compact import CompactTask as CompactTask
-from .compact import compact as compact
-from .regular import RegularTurn as RegularTurn
-from .regular import regular as regular
+from ._compact import CompactTask as CompactTask
+from ._compact import compact as compact
+from ._regular import RegularTurn as RegularTurn
+from ._regular import regular as regular
+from ._steps import TurnSteps as TurnSteps
+from ._steps import keep_steered as keep_steered
 
-__all__ = ["CompactTask", "RegularTurn", "compact", "regular"]
+__all__ = ["CompactTask", "RegularTurn", "TurnSteps", "compact", "keep_steered", "regular"]

@@ -13,21 +13,21 @@ session has changed.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import anyio
+import attrs
 
 import relay
-from relay import TaskContext
 from relay.lowlevel import (
+    BackendContext,
     BackendResult,
+    CompactionContext,
     CompactionOutcome,
     CompactionRequest,
-    CompactionSupport,
-    HookTrigger,
     Injection,
     Placement,
-    pins_overflow_advice,
-    work_state_budget,
+    WorkState,
 )
 
 from ._history import carry_work_state, recent_reads
@@ -40,7 +40,7 @@ CUT_SUMMARY_WARNING = (
 
 
 def still_over_window(
-    tokens: int, window: int, *, installed: bool, pinned: Sequence[str] = ()
+    tokens: int, window: int, *, installed: bool, record: WorkState | None = None
 ) -> str:
     """The error of a compaction that leaves the context over the window; it names the
     pinned messages when they are what fills it."""
@@ -54,7 +54,7 @@ def still_over_window(
         f"initial context, still does not fit the model's context window ({window} tokens). "
         f"{done}."
     )
-    pins = pins_overflow_advice(pinned, window)
+    pins = record.overflow_advice(window) if record is not None else None
     if pins is not None:
         return f"{what} {pins}"
     return (
@@ -63,50 +63,63 @@ def still_over_window(
     )
 
 
-def hook_trigger(trigger: relay.CompactionTrigger) -> HookTrigger:
+def hook_trigger(trigger: relay.CompactionTrigger) -> Literal["manual", "auto"]:
     """What hooks are told about a trigger: ``manual``, or ``auto`` for every automatic one."""
     return "manual" if trigger is relay.CompactionTrigger.MANUAL else "auto"
 
 
 def with_record(
-    support: CompactionSupport, history: Sequence[relay.ResponseItem]
+    backend: BackendContext, history: Sequence[relay.ResponseItem]
 ) -> list[relay.ResponseItem]:
     """``history`` with the pinned user messages, (when ``features.work_state`` is on) the
     rendered work-state record, and (``recent_reads_token_budget``) the files read placed
     in it."""
-    view = support.view
-    budget = work_state_budget(view.config.recent_reads_token_budget, view.budget.window)
+    view = backend.view
+    # The files read are counted as estimated, whatever a server's count says of the rest.
+    budget = attrs.evolve(view.budget, ratio=1.0).share(view.config.recent_reads_token_budget)
     reads = recent_reads(view.history, budget)
     return carry_work_state(
         history,
         view.work_state,
-        support.work_state_budget(),
+        view.budget.share(view.config.work_state_token_budget),
         include_entries=view.config.features.work_state,
         also=[reads] if reads is not None else [],
     )
 
 
+def context_tokens(backend: BackendContext) -> tuple[int, bool]:
+    """The size of the context as it stands, and whether it rests on a server's count.
+
+    With a response since the last compaction, it is the budget's usage (counted); else the
+    calibrated estimate of a request over the history.
+    """
+    view = backend.view
+    if view.budget.counted:
+        return view.budget.usage, True
+    return backend.estimate(view.history), False
+
+
 async def run_compaction(
-    ctx: TaskContext, request: CompactionRequest, backend: relay.lowlevel.CompactionBackend
+    ctx: CompactionContext, request: CompactionRequest, backend: relay.lowlevel.CompactionBackend
 ) -> CompactionOutcome:
     """Compact the session's history with ``backend`` now."""
-    support = ctx.compaction
-    model = request.model or ctx.view.settings.model
+    support = ctx.backend
+    model = request.model or support.view.settings.model
     trigger = hook_trigger(request.trigger)
-    if await support.run_hooks("pre_compact", trigger=trigger, model=model) is not None:
+    if await ctx.run_hooks("pre_compact", trigger=trigger, model=model) is not None:
         return CompactionOutcome.STOPPED
-    item_id = support.new_item_id("compaction")
-    turn_id = ctx.view.turn_id
-    ctx.emit(relay.ItemStarted(turn_id, relay.ContextCompactionItem(item_id)))
+    item_id = ctx.new_item_id("compaction")
+    turn_id = support.view.turn_id
+    support.emit(relay.ItemStarted(turn_id, relay.ContextCompactionItem(item_id)))
     started = anyio.current_time()
-    tokens_before, counted_before = support.context_tokens()
+    tokens_before, counted_before = context_tokens(support)
     try:
         result = await backend.compact(support, request)
     except relay.ModelError as error:
-        ctx.emit(relay.ErrorEvent(f"{backend.error_prefix}{error.message}", error.code))
+        support.emit(relay.ErrorEvent(f"{backend.error_prefix}{error.message}", error.code))
         return CompactionOutcome.FAILED
     except relay.lowlevel.CompactionFailed as failure:
-        ctx.emit(relay.ErrorEvent(failure.message, failure.code))
+        support.emit(relay.ErrorEvent(failure.message, failure.code))
         return CompactionOutcome.FAILED
     match result.placement:
         case Placement.IN_PLACE:
@@ -138,7 +151,7 @@ async def run_compaction(
 
 
 async def install_result(
-    ctx: TaskContext,
+    ctx: CompactionContext,
     item_id: str,
     history: Sequence[relay.ResponseItem],
     result: BackendResult,
@@ -153,8 +166,8 @@ async def install_result(
     A history that leaves the context at or over the window is not a success: a smaller one
     is still installed, as far as the compaction got; a larger one is not.
     """
-    support = ctx.compaction
-    turn_id = ctx.view.turn_id
+    support = ctx.backend
+    turn_id = support.view.turn_id
     window = support.budget(model).window
     # The initial context is recorded again before the next request when it was not kept.
     needed = receipt.tokens_after + (
@@ -163,40 +176,41 @@ async def install_result(
     if window is not None and needed >= window:
         shrank = receipt.tokens_after < receipt.tokens_before
         if shrank:
-            ctx.install_compaction(
+            ctx.install(
                 history, message=result.message, receipt=receipt, clear_reference=clear_reference
             )
-            ctx.emit(relay.ItemCompleted(turn_id, relay.ContextCompactionItem(item_id, receipt)))
-        ctx.emit(
+            support.emit(
+                relay.ItemCompleted(turn_id, relay.ContextCompactionItem(item_id, receipt))
+            )
+        support.emit(
             relay.ErrorEvent(
-                still_over_window(
-                    needed, window, installed=shrank, pinned=ctx.view.work_state.pinned
-                ),
+                still_over_window(needed, window, installed=shrank, record=support.view.work_state),
                 relay.ErrorCode.CONTEXT_WINDOW_EXCEEDED,
             )
         )
         return CompactionOutcome.FAILED
-    ctx.install_compaction(
+    ctx.install(
         history,
         message=result.message,
         receipt=receipt,
         clear_reference=clear_reference,
         masked_outputs=dict(result.masked_outputs),
     )
-    ctx.emit(relay.ItemCompleted(turn_id, relay.ContextCompactionItem(item_id, receipt)))
-    ctx.emit(relay.ContextCompacted())
+    support.emit(relay.ItemCompleted(turn_id, relay.ContextCompactionItem(item_id, receipt)))
+    support.emit(relay.ContextCompacted())
     if receipt.cut:
-        ctx.emit(relay.WarningEvent(CUT_SUMMARY_WARNING))
+        support.emit(relay.WarningEvent(CUT_SUMMARY_WARNING))
     for notice in result.notices:
-        ctx.emit(relay.WarningEvent(notice))
+        support.emit(relay.WarningEvent(notice))
     trigger = hook_trigger(receipt.trigger)
-    if await support.run_hooks("post_compact", trigger=trigger, model=model) is not None:
+    if await ctx.run_hooks("post_compact", trigger=trigger, model=model) is not None:
         return CompactionOutcome.INSTALLED_THEN_STOPPED
     return CompactionOutcome.INSTALLED
 
 
 __all__ = [
     "CUT_SUMMARY_WARNING",
+    "context_tokens",
     "hook_trigger",
     "install_result",
     "run_compaction",

@@ -13,19 +13,38 @@ from collections.abc import Callable, Iterable, Sequence
 import attrs
 
 import relay
-from relay import lowlevel as ll
 from relay.lowlevel import (
-    KIND_HEADINGS,
     WorkEntry,
     WorkState,
     approx_tokens,
-    call_id_of,
-    is_contextual,
-    is_summary,
     item_tokens,
-    kind_heading,
+    message_kind,
     truncate_text,
 )
+
+
+def call_id_of(item: relay.ResponseItem) -> str | None:
+    """The call id of a tool call or tool output, else None."""
+    match item:
+        case relay.FunctionCall() | relay.CustomToolCall():
+            return item.call_id
+        case relay.FunctionCallOutput() | relay.CustomToolCallOutput():
+            return item.call_id
+        case _:
+            return None
+
+
+def real_user_messages(items: Iterable[relay.ResponseItem]) -> list[relay.Message]:
+    """The messages of ``items`` that the user wrote (not the harness's context, not a
+    summary), in order."""
+    return [
+        item for item in items if isinstance(item, relay.Message) and message_kind(item) == "user"
+    ]
+
+
+#: Budget of recent user messages kept by the local backend (approximate tokens): the default
+#: of :func:`relay.lowlevel.build_compacted_history`.
+LOCAL_USER_MESSAGE_BUDGET = 20_000
 
 #: Budget of recent user messages kept by the remote V2 backend (approximate tokens).
 REMOTE_V2_USER_MESSAGE_BUDGET = 64_000
@@ -63,15 +82,17 @@ def keep_recent_messages(messages: Sequence[relay.Message], budget: int) -> list
     for message in reversed(messages):
         if remaining <= 0:
             break
-        texts = [part for part in message.content if isinstance(part, ll.InputText | ll.OutputText)]
+        texts = [
+            part for part in message.content if isinstance(part, relay.InputText | relay.OutputText)
+        ]
         cost = max(1, sum(approx_tokens(part.text) for part in texts))
-        parts: list[ll.ContentPart] = []
+        parts: list[relay.ContentPart] = []
         if cost <= remaining:
             parts = [part for part in message.content if not _empty(part)]
             remaining -= cost
         else:
             for part in message.content:
-                if isinstance(part, ll.InputText | ll.OutputText):
+                if isinstance(part, relay.InputText | relay.OutputText):
                     if remaining <= 0 or not part.text:
                         continue
                     text = truncate_text(part.text, remaining)
@@ -86,8 +107,8 @@ def keep_recent_messages(messages: Sequence[relay.Message], budget: int) -> list
     return kept
 
 
-def _empty(part: ll.ContentPart) -> bool:
-    return isinstance(part, ll.InputText | ll.OutputText) and not part.text
+def _empty(part: relay.ContentPart) -> bool:
+    return isinstance(part, relay.InputText | relay.OutputText) and not part.text
 
 
 def drop_oldest(items: Sequence[relay.ResponseItem]) -> tuple[list[relay.ResponseItem], int]:
@@ -119,7 +140,7 @@ def fit_to_window(
         if total <= window:
             break
         item = out[index]
-        if not isinstance(item, relay.FunctionCallOutput | ll.CustomToolCallOutput):
+        if not isinstance(item, relay.FunctionCallOutput | relay.CustomToolCallOutput):
             break
         replaced = attrs.evolve(item, output=TRUNCATED_OUTPUT_NOTE)
         total += item_tokens(replaced) - item_tokens(item)
@@ -132,11 +153,11 @@ def filter_remote_output(items: Iterable[relay.ResponseItem]) -> list[relay.Resp
     kept: list[relay.ResponseItem] = []
     for item in items:
         match item:
-            case relay.Message(role="user") if is_contextual(item):
+            case relay.Message(role="user") if message_kind(item) == "contextual":
                 continue
             case relay.Message(role="user" | "assistant"):
                 kept.append(item)
-            case ll.Compaction():
+            case relay.Compaction():
                 kept.append(item)
             case _:
                 continue
@@ -182,14 +203,14 @@ def _render(entries: Sequence[WorkEntry], folded: Counter[str]) -> str:
     ]
     if folded:
         counts = ", ".join(
-            f"{n} {kind_heading(kind).lower()}" for kind, n in sorted(folded.items())
+            f"{n} {WorkState.heading(kind).lower()}" for kind, n in sorted(folded.items())
         )
         lines.append(f"Earlier, not listed: {counts}.")
-    kinds = [*KIND_HEADINGS, *sorted({e.kind for e in entries} - set(KIND_HEADINGS))]
+    kinds = [*WorkState.KINDS, *sorted({e.kind for e in entries} - set(WorkState.KINDS))]
     for kind in kinds:
         texts = [e.text for e in entries if e.kind == kind]
         if texts:
-            lines.append(f"{kind_heading(kind)}:")
+            lines.append(f"{WorkState.heading(kind)}:")
             lines.extend(f"- {text}" for text in texts)
     lines.append("</work_state>")
     return "\n".join(lines)
@@ -214,16 +235,16 @@ def carry_work_state(
         item.text() for item in items if isinstance(item, relay.Message) and item.role == "user"
     }
     added: list[relay.ResponseItem] = [
-        ll.user_message(text) for text in record.pinned if text not in present
+        relay.user_message(text) for text in record.pinned if text not in present
     ]
     text = render_work_state(record.entries, budget) if include_entries else None
     if text is not None:
-        added.append(ll.user_message(text))
+        added.append(relay.user_message(text))
     added += also
     if not added:
         return items
     at = len(items)
-    if items and (isinstance(items[-1], ll.Compaction) or is_summary(items[-1])):
+    if items and (isinstance(items[-1], relay.Compaction) or message_kind(items[-1]) == "summary"):
         at -= 1
     return items[:at] + added + items[at:]
 
@@ -266,7 +287,7 @@ def recent_reads(
         chosen[path] = item.output
         used += cost
     files = [(path, output) for path, output in chosen.items() if output]
-    return ll.user_message(_reads_frame(files)) if files else None
+    return relay.user_message(_reads_frame(files)) if files else None
 
 
 def _read_path(arguments: str) -> str | None:
@@ -323,7 +344,7 @@ def mask_old_outputs(
     names = {
         item.call_id: item.name
         for item in items
-        if isinstance(item, relay.FunctionCall | ll.CustomToolCall)
+        if isinstance(item, relay.FunctionCall | relay.CustomToolCall)
     }
     out = list(items)
     masked: list[tuple[str, str]] = []
@@ -333,7 +354,7 @@ def mask_old_outputs(
         recent += estimate(item)
         if recent <= keep_recent_tokens:
             continue
-        if not isinstance(item, relay.FunctionCallOutput | ll.CustomToolCallOutput):
+        if not isinstance(item, relay.FunctionCallOutput | relay.CustomToolCallOutput):
             continue
         if item.output.startswith(MASK_MARKER):
             continue

@@ -1,5 +1,6 @@
-"""The compaction policy as plain functions: which backend a configuration selects, and where
-the initial context goes in a compacted history (docs/compaction.md)."""
+"""The compaction policy as plain functions: which backend a configuration selects, whether
+each kind of compaction is due (every rule a function of the task's view), and where the
+initial context goes in a compacted history (docs/compaction.md)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import enum
 from collections.abc import Callable, Sequence
 
 import relay
-from relay.lowlevel import Compaction, Injection, is_real_user_message
+from relay import Compaction
+from relay.lowlevel import Injection, TaskView, message_kind
+
+from ._history import mask_old_outputs
 
 
 class Backend(enum.StrEnum):
@@ -39,6 +43,67 @@ def select_backend(config: relay.Config, provider: relay.ProviderConfig) -> str:
     return Backend.LOCAL
 
 
+def limit_reached(view: TaskView) -> bool:
+    """Whether usage reached the auto-compaction limit: an automatic compaction is due at a
+    pre-turn, mid-turn or post-turn point."""
+    return view.budget.over_limit
+
+
+def downshift_due(view: TaskView) -> bool:
+    """Whether the turn's model has a smaller window than the previous turn's and the history
+    no longer fits under its limit: a model-downshift compaction is due before the turn."""
+    previous = view.last_turn_model
+    if previous is None or previous == view.settings.model:
+        return False
+    old_window = view.budget_for(previous).window
+    new = view.budget
+    return (
+        old_window is not None
+        and new.window is not None
+        and new.window < old_window
+        and new.limit is not None
+        and new.usage > new.limit
+    )
+
+
+def mask_due(view: TaskView) -> bool:
+    """Whether usage reached ``mask_trigger_tokens`` with masking on (below the limit, a
+    mid-turn point masks old tool outputs; :func:`maskable` says whether there are any)."""
+    config = view.config
+    trigger = config.mask_trigger_tokens
+    return (
+        config.features.tool_output_masking and trigger is not None and view.budget.usage >= trigger
+    )
+
+
+def maskable(view: TaskView) -> bool:
+    """Whether any tool output is old enough to mask."""
+    return bool(mask_old_outputs(view.history, view.config.mask_keep_recent_tokens)[1])
+
+
+def post_turn_due(view: TaskView) -> bool:
+    """Whether usage reached ``model_post_turn_compact_threshold_percent`` of the window."""
+    budget = view.budget
+    return budget.reached(view.config.model_post_turn_compact_threshold_percent, budget.window)
+
+
+def async_due(view: TaskView) -> bool:
+    """Whether an async compaction is due (``features.async_compaction``, usage at
+    ``model_async_compact_threshold_percent`` of the window): its result is meant for the next
+    turn."""
+    config, budget = view.config, view.budget
+    return config.features.async_compaction and budget.reached(
+        config.model_async_compact_threshold_percent, budget.window
+    )
+
+
+def background_due(view: TaskView) -> bool:
+    """Whether a background compaction is due: usage at
+    ``background_compact_threshold_percent`` of the auto-compaction limit."""
+    budget = view.budget
+    return budget.reached(view.config.background_compact_threshold_percent, budget.limit)
+
+
 def place_initial_context(
     history: Sequence[relay.ResponseItem],
     initial: Sequence[relay.ResponseItem],
@@ -53,7 +118,7 @@ def place_initial_context(
     items = list(history)
     if injection is Injection.DO_NOT_INJECT or not initial:
         return items
-    index = _last_index(items, is_real_user_message)
+    index = _last_index(items, _is_real_user_message)
     if index is None:
         index = _last_index(items, lambda i: isinstance(i, relay.Message) and i.role == "user")
     if index is None:
@@ -61,6 +126,10 @@ def place_initial_context(
     if index is None:
         return items + list(initial)
     return items[:index] + list(initial) + items[index:]
+
+
+def _is_real_user_message(item: relay.ResponseItem) -> bool:
+    return message_kind(item) == "user"
 
 
 def _last_index(
@@ -72,4 +141,15 @@ def _last_index(
     return None
 
 
-__all__ = ["Backend", "place_initial_context", "select_backend"]
+__all__ = [
+    "Backend",
+    "async_due",
+    "background_due",
+    "downshift_due",
+    "limit_reached",
+    "mask_due",
+    "maskable",
+    "place_initial_context",
+    "post_turn_due",
+    "select_backend",
+]

@@ -1,7 +1,8 @@
 """What keeps a turn from running for ever: a bound on its steps, and a watch for a run of
 identical tool calls (docs/session.md, "Limits of a turn").
 
-Pure bookkeeping; the task port asks it before each step and tells it of each tool call.
+Pure bookkeeping; the regular turn's steps (:class:`~relay.tasks.TurnSteps`) ask it before each
+step and tell it of each tool call.
 """
 
 from __future__ import annotations

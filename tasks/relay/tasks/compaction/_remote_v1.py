@@ -80,7 +80,7 @@ def compact_output(answer: object) -> list[relay.ResponseItem]:
     for index, entry in enumerate(output):
         try:
             items.append(decode_response_item(entry))
-        except relay.lowlevel.DecodeError as exc:
+        except relay.DecodeError as exc:
             raise InvalidAnswer(f"output[{index}] is not a valid item: {exc}") from exc
     return items
 

@@ -12,7 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import relay
-from relay.lowlevel import BackendContext, BackendResult, CompactionRequest, Placement
+from relay.lowlevel import (
+    BackendContext,
+    BackendResult,
+    CompactionRequest,
+    Placement,
+)
 
 from ._history import keep_recent_messages, kept_message_budget
 

@@ -2,7 +2,7 @@
 
 Every automatic compaction point of a turn (pre-turn, mid-turn, post-turn) asks
 :func:`background_point` first. When the session has a background compaction, the install rule
-of :func:`relay.lowlevel.still_current` decides: a current, ready result is installed as
+of :func:`still_current` decides: a current, ready result is installed as
 ``compacted(snapshot) + fresh initial context + everything recorded since the snapshot`` (with
 the work-state record placed as after any compaction); a stale or failed one is dropped
 (reported and recorded) and the compaction runs now, as it would have without it; one still
@@ -22,21 +22,46 @@ import anyio
 import attrs
 
 import relay
-from relay import TaskContext
 from relay.lowlevel import (
     BackendContext,
     BackendResult,
     BackgroundJob,
     CompactionBackend,
+    CompactionContext,
     CompactionOutcome,
     CompactionRequest,
     JobState,
     Placement,
-    installed_history,
-    still_current,
+    Snapshot,
 )
 
-from ._flow import hook_trigger, install_result, with_record
+from ._flow import context_tokens, hook_trigger, install_result, with_record
+from ._policy import async_due, background_due, limit_reached
+
+
+def still_current(
+    snapshot: Snapshot, live: Sequence[relay.ResponseItem], live_window_id: str
+) -> bool:
+    """The install rule: the live history is in the snapshot's window and begins with it."""
+    size = len(snapshot.items)
+    return (
+        live_window_id == snapshot.window_id
+        and len(live) >= size
+        and tuple(live[:size]) == snapshot.items
+    )
+
+
+def installed_history(
+    compacted: Sequence[relay.ResponseItem],
+    initial: Sequence[relay.ResponseItem],
+    snapshot: Snapshot,
+    live: Sequence[relay.ResponseItem],
+) -> list[relay.ResponseItem]:
+    """``compacted + initial + everything recorded since the snapshot``.
+
+    Only meaningful when :func:`still_current` holds.
+    """
+    return [*compacted, *initial, *live[len(snapshot.items) :]]
 
 
 @attrs.frozen
@@ -49,46 +74,26 @@ class BackgroundResult:
     """The compacted snapshot."""
 
 
-def post_turn_due(ctx: TaskContext) -> bool:
-    """Whether usage reached ``model_post_turn_compact_threshold_percent`` of the window."""
-    view = ctx.view
-    budget = view.budget
-    return budget.reached(view.config.model_post_turn_compact_threshold_percent, budget.window)
-
-
-def _async_due(ctx: TaskContext) -> bool:
-    view = ctx.view
-    config, budget = view.config, view.budget
-    return config.features.async_compaction and budget.reached(
-        config.model_async_compact_threshold_percent, budget.window
-    )
-
-
-def install_waiting(ctx: TaskContext) -> bool:
+def install_waiting(job: BackgroundJob | None) -> bool:
     """Whether a background result meant for this turn waits to be installed before it starts,
     whatever the usage (async compaction)."""
-    job = ctx.compaction.background
     return job is not None and job.waited_for
 
 
-def start_background(ctx: TaskContext, backend: CompactionBackend | None) -> None:
+def start_background(ctx: CompactionContext, backend: CompactionBackend | None) -> None:
     """Start the background compaction of a snapshot of the history with ``backend``, when it
     is due."""
-    view = ctx.view
-    support = ctx.compaction
-    waited_for = _async_due(ctx)
-    budget = view.budget
-    due = waited_for or budget.reached(
-        view.config.background_compact_threshold_percent, budget.limit
-    )
-    if not due:
+    view = ctx.backend.view
+    waited_for = async_due(view)
+    if not (waited_for or background_due(view)):
         return
-    job = support.background
+    slot = ctx.background
+    job = slot.job
     if job is not None:
         if still_current(job.snapshot, view.history, view.window_id):
             return
-        support.take_background()
-        support.drop_background(job, "the history changed since its snapshot")
+        slot.take()
+        slot.drop(job, "the history changed since its snapshot")
     if backend is None:
         return
     request = CompactionRequest(relay.CompactionTrigger.PRE_TURN)
@@ -97,10 +102,10 @@ def start_background(ctx: TaskContext, backend: CompactionBackend | None) -> Non
         result = await backend.compact(background, request)
         return BackgroundResult(backend.name, result)
 
-    started = support.start_background(work)
+    started = slot.start(work)
     if started is not None:
         started.waited_for = waited_for
-        ctx.emit(
+        ctx.backend.emit(
             relay.BackgroundEvent(
                 f"Compacting the conversation in the background ({backend.name}) from a "
                 f"snapshot of {len(started.snapshot.items)} items."
@@ -109,27 +114,26 @@ def start_background(ctx: TaskContext, backend: CompactionBackend | None) -> Non
 
 
 async def background_point(
-    ctx: TaskContext, request: CompactionRequest
+    ctx: CompactionContext, request: CompactionRequest
 ) -> CompactionOutcome | None:
     """The background half of an automatic compaction point: install the background result
     when the rule allows (``installed`` or a hook's outcome), defer while it is still working
     and the history fits the window (``deferred``); None when the compaction must run now (no
     job, or its result was dropped)."""
-    support = ctx.compaction
-    job = support.background
+    slot = ctx.background
+    job = slot.job
     if job is None:
         return None
-    view = ctx.view
+    view = ctx.backend.view
     if still_current(job.snapshot, view.history, view.window_id):
         if job.state is JobState.RUNNING:
             if not (view.budget.over_window or job.waited_for):
                 return CompactionOutcome.DEFERRED
             await job.finished.wait()
-        support.take_background()
-        view = ctx.view
-        if job.state is JobState.READY and still_current(
-            job.snapshot, view.history, view.window_id
-        ):
+        slot.take()
+        view = ctx.backend.view
+        current = still_current(job.snapshot, view.history, view.window_id)
+        if job.state is JobState.READY and current:
             return await install_background(ctx, request, job)
         reason = (
             f"it failed ({job.failure})"
@@ -137,40 +141,40 @@ async def background_point(
             else "the history changed since its snapshot"
         )
     else:
-        support.take_background()
+        slot.take()
         reason = "the history changed since its snapshot"
-    support.drop_background(job, reason)
-    if request.trigger is relay.CompactionTrigger.PRE_TURN and not ctx.view.budget.over_limit:
+    slot.drop(job, reason)
+    if request.trigger is relay.CompactionTrigger.PRE_TURN and not limit_reached(ctx.backend.view):
         # Only an async result brought this point about; nothing else is due.
         return CompactionOutcome.DEFERRED
     return None
 
 
 async def install_background(
-    ctx: TaskContext, request: CompactionRequest, job: BackgroundJob
+    ctx: CompactionContext, request: CompactionRequest, job: BackgroundJob
 ) -> CompactionOutcome | None:
     """Install a current background result, with hooks and events as for any compaction, and
     the work-state record placed as after any compaction; None when the history changed
     while the pre-compact hooks ran (the compaction then runs now)."""
     done = job.result
     assert isinstance(done, BackgroundResult)
-    support = ctx.compaction
-    model = request.model or ctx.view.settings.model
+    support, slot = ctx.backend, ctx.background
+    model = request.model or support.view.settings.model
     trigger = hook_trigger(request.trigger)
-    if await support.run_hooks("pre_compact", trigger=trigger, model=model) is not None:
-        support.drop_background(job, "a pre-compact hook stopped it")
+    if await ctx.run_hooks("pre_compact", trigger=trigger, model=model) is not None:
+        slot.drop(job, "a pre-compact hook stopped it")
         return CompactionOutcome.STOPPED
-    view = ctx.view
+    view = support.view
     if not still_current(job.snapshot, view.history, view.window_id):
-        support.drop_background(job, "the history changed since its snapshot")
+        slot.drop(job, "the history changed since its snapshot")
         return None
-    item_id = support.new_item_id("compaction")
-    ctx.emit(relay.ItemStarted(view.turn_id, relay.ContextCompactionItem(item_id)))
-    tokens_before, counted_before = support.context_tokens()
+    item_id = ctx.new_item_id("compaction")
+    support.emit(relay.ItemStarted(view.turn_id, relay.ContextCompactionItem(item_id)))
+    tokens_before, counted_before = context_tokens(support)
     initial = support.initial_context()
     compacted = _compacted_part(done.result, initial)
     history = with_record(
-        support, installed_history(compacted, initial, job.snapshot, ctx.view.history)
+        support, installed_history(compacted, initial, job.snapshot, support.view.history)
     )
     receipt = relay.CompactionReceipt(
         trigger=request.trigger,
@@ -205,9 +209,10 @@ def _is_developer(item: relay.ResponseItem) -> bool:
 
 __all__ = [
     "BackgroundResult",
+    "installed_history",
+    "still_current",
     "background_point",
     "install_background",
     "install_waiting",
-    "post_turn_due",
     "start_background",
 ]

@@ -19,23 +19,31 @@ from collections.abc import Callable, Mapping, Sequence
 import attrs
 
 import relay
-from relay import TaskContext
 from relay.lowlevel import (
     CompactionBackend,
+    CompactionContext,
     CompactionOutcome,
     CompactionRequest,
     Injection,
 )
 
+from ._background import background_point, install_waiting, start_background
 from ._flow import run_compaction
-from ._history import mask_old_outputs, masking_suffices
-from ._policy import Backend, select_backend
-from .background import background_point, install_waiting, post_turn_due, start_background
-from .local import LocalBackend
-from .masking import MaskingBackend
-from .remote_v1 import RemoteV1Backend
-from .remote_v2 import RemoteV2Backend
-from .token_budget import TokenBudgetBackend
+from ._history import masking_suffices
+from ._local import LocalBackend
+from ._masking import MaskingBackend
+from ._policy import (
+    Backend,
+    downshift_due,
+    limit_reached,
+    mask_due,
+    maskable,
+    post_turn_due,
+    select_backend,
+)
+from ._remote_v1 import RemoteV1Backend
+from ._remote_v2 import RemoteV2Backend
+from ._token_budget import TokenBudgetBackend
 
 #: relay's backends, by the name :func:`~relay.tasks.compaction.select_backend` gives.
 BACKENDS: Mapping[str, CompactionBackend] = {
@@ -117,12 +125,14 @@ class Compactor:
     ledger: TurnCompactions = attrs.field(factory=TurnCompactions)
     """What the task's automatic compactions did so far."""
 
-    def backend(self, ctx: TaskContext) -> CompactionBackend | None:
+    def backend(self, ctx: CompactionContext) -> CompactionBackend | None:
         """The backend the session's configuration selects, if this compactor has it."""
-        view = ctx.view
+        view = ctx.backend.view
         return self.backends.get(self.select(view.config, view.provider))
 
-    async def compact(self, ctx: TaskContext, request: CompactionRequest) -> CompactionOutcome:
+    async def compact(
+        self, ctx: CompactionContext, request: CompactionRequest
+    ) -> CompactionOutcome:
         """What ``request.trigger`` calls for (see the module's documentation)."""
         match request.trigger:
             case relay.CompactionTrigger.MANUAL:
@@ -130,7 +140,7 @@ class Compactor:
             case relay.CompactionTrigger.PRE_TURN:
                 return await self._before_turn(ctx)
             case relay.CompactionTrigger.MID_TURN:
-                if ctx.view.budget.over_limit:
+                if limit_reached(ctx.backend.view):
                     return await self._auto(ctx, request)
                 return await _mask_when_due(ctx)
             case relay.CompactionTrigger.POST_TURN:
@@ -140,11 +150,13 @@ class Compactor:
             case _:
                 return await self._auto(ctx, request)
 
-    async def run_selected(self, ctx: TaskContext, request: CompactionRequest) -> CompactionOutcome:
+    async def run_selected(
+        self, ctx: CompactionContext, request: CompactionRequest
+    ) -> CompactionOutcome:
         """Compact now with the backend the configuration selects."""
         backend = self.backend(ctx)
         if backend is None:
-            ctx.emit(
+            ctx.backend.emit(
                 relay.ErrorEvent(
                     "no compaction backend applies to this configuration",
                     relay.ErrorCode.INTERNAL,
@@ -153,66 +165,59 @@ class Compactor:
             return CompactionOutcome.FAILED
         return await run_compaction(ctx, request, backend)
 
-    async def _now(self, ctx: TaskContext, request: CompactionRequest) -> CompactionOutcome:
+    async def _now(self, ctx: CompactionContext, request: CompactionRequest) -> CompactionOutcome:
         """A requested compaction: old tool outputs masked first (when masking is on), then
         the backend the configuration selects."""
-        if ctx.view.config.features.tool_output_masking and _maskable(ctx):
+        view = ctx.backend.view
+        if view.config.features.tool_output_masking and maskable(view):
             outcome = await run_compaction(ctx, request, MaskingBackend())
             if not outcome.proceed:
                 return outcome
         return await self.run_selected(ctx, request)
 
-    async def _before_turn(self, ctx: TaskContext) -> CompactionOutcome:
+    async def _before_turn(self, ctx: CompactionContext) -> CompactionOutcome:
         """Pre-turn and model-downshift compaction, when due."""
-        view = ctx.view
-        previous = view.last_turn_model
-        if previous is not None and previous != view.settings.model:
-            old_window = ctx.compaction.budget(previous).window
-            new = view.budget
-            if (
-                old_window is not None
-                and new.window is not None
-                and new.window < old_window
-                and new.limit is not None
-                and new.usage > new.limit
-            ):
-                trigger = relay.CompactionTrigger.MODEL_DOWNSHIFT
-                return await self._auto(ctx, CompactionRequest(trigger, model=previous))
-        if view.budget.over_limit or install_waiting(ctx):
+        view = ctx.backend.view
+        if downshift_due(view):
+            trigger = relay.CompactionTrigger.MODEL_DOWNSHIFT
+            return await self._auto(ctx, CompactionRequest(trigger, model=view.last_turn_model))
+        if limit_reached(view) or install_waiting(ctx.background.job):
             return await self._auto(ctx, CompactionRequest(relay.CompactionTrigger.PRE_TURN))
         return CompactionOutcome.NOT_DUE
 
-    async def _after_turn(self, ctx: TaskContext) -> CompactionOutcome:
+    async def _after_turn(self, ctx: CompactionContext) -> CompactionOutcome:
         """A turn answered: post-turn compaction when due, then background compaction when
         due."""
         outcome = CompactionOutcome.NOT_DUE
-        if post_turn_due(ctx):
+        if post_turn_due(ctx.backend.view):
             outcome = await self._auto(ctx, CompactionRequest(relay.CompactionTrigger.POST_TURN))
             if not outcome.proceed:
                 return outcome
         start_background(ctx, self.backend(ctx))
         return outcome
 
-    async def _requested(self, ctx: TaskContext, request: CompactionRequest) -> CompactionOutcome:
+    async def _requested(
+        self, ctx: CompactionContext, request: CompactionRequest
+    ) -> CompactionOutcome:
         """A fresh window the model asked for (``new_context_window``). It counts towards
         ``max_auto_compactions_per_turn``: a model that asks again and again is a compaction
         loop too."""
         ledger = self.ledger
-        view = ctx.view
+        view = ctx.backend.view
         cap = view.config.max_auto_compactions_per_turn
         if ledger.count >= cap:
             message = loop_message(ledger, view.budget.limit or 0, cap)
-            ctx.emit(relay.ErrorEvent(message, relay.ErrorCode.COMPACTION_LOOP))
+            ctx.backend.emit(relay.ErrorEvent(message, relay.ErrorCode.COMPACTION_LOOP))
             return CompactionOutcome.FAILED
         before = view.budget.usage
         outcome = await self.run_selected(ctx, request)
         if outcome.installed:
             ledger.count += 1
-            after = ctx.view.budget.usage
+            after = ctx.backend.view.budget.usage
             ledger.tried.append(f"fresh window asked for: {before} → {after} tokens")
         return outcome
 
-    async def _auto(self, ctx: TaskContext, request: CompactionRequest) -> CompactionOutcome:
+    async def _auto(self, ctx: CompactionContext, request: CompactionRequest) -> CompactionOutcome:
         """Bring usage under the limit; an outcome that does not proceed when the turn must
         end (an ``error`` is out, or a hook stopped it).
 
@@ -220,7 +225,7 @@ class Compactor:
         when the install rule allows; it counts as one of the turn's automatic compactions.
         While it is still working and the history fits, the point is ``deferred``.
         """
-        view = ctx.view
+        view = ctx.backend.view
         limit = view.budget.limit
         config = view.config
         cap = config.max_auto_compactions_per_turn
@@ -229,7 +234,7 @@ class Compactor:
         # A downshift compacts for the previous model, which a background result was not made
         # for; the result goes stale and is dropped where it is next looked at.
         if (
-            ctx.compaction.background is not None
+            ctx.background.job is not None
             and request.trigger is not relay.CompactionTrigger.MODEL_DOWNSHIFT
             and ledger.count < cap
         ):
@@ -240,9 +245,9 @@ class Compactor:
             if outcome is not None:
                 if outcome.installed:
                     ledger.count += 1
-                    after = ctx.view.budget.usage
+                    after = ctx.backend.view.budget.usage
                     ledger.tried.append(f"background result: {before} → {after} tokens")
-                if not outcome.proceed or not ctx.view.budget.over_limit:
+                if not outcome.proceed or not limit_reached(ctx.backend.view):
                     return outcome
                 ledger.stalled.append(Step.SUMMARY)
                 done = CompactionOutcome.INSTALLED
@@ -255,19 +260,19 @@ class Compactor:
                 return done
             if step is Step.GIVE_UP:
                 message = loop_message(ledger, limit, cap)
-                ctx.emit(relay.ErrorEvent(message, relay.ErrorCode.COMPACTION_LOOP))
+                ctx.backend.emit(relay.ErrorEvent(message, relay.ErrorCode.COMPACTION_LOOP))
                 return CompactionOutcome.FAILED
-            if step is Step.SUMMARY and masking and _maskable(ctx):
+            if step is Step.SUMMARY and masking and maskable(ctx.backend.view):
                 outcome = await self._attempt(ctx, request, MaskingBackend(), Step.MASK)
                 if not outcome.proceed:
                     return outcome
                 done = CompactionOutcome.INSTALLED
-                usage = ctx.view.budget.usage
+                usage = ctx.backend.view.budget.usage
                 if masking_suffices(usage, limit, config.mask_margin_percent):
                     return done
                 if ledger.count >= cap:
                     continue
-            if step is Step.MASK and not _maskable(ctx):
+            if step is Step.MASK and not maskable(ctx.backend.view):
                 ledger.stalled.append(step)
                 ledger.tried.append("masking: no tool output old enough to mask")
                 continue
@@ -283,54 +288,42 @@ class Compactor:
             if not outcome.proceed:
                 return outcome
             done = CompactionOutcome.INSTALLED
-            if not ctx.view.budget.over_limit:
+            if not limit_reached(ctx.backend.view):
                 return done
             ledger.stalled.append(step)
 
     async def _attempt(
         self,
-        ctx: TaskContext,
+        ctx: CompactionContext,
         request: CompactionRequest,
         backend: CompactionBackend | None,
         step: Step,
     ) -> CompactionOutcome:
-        before = ctx.view.budget.usage
+        before = ctx.backend.view.budget.usage
         if backend is None:
             outcome = await self.run_selected(ctx, request)
         else:
             outcome = await run_compaction(ctx, request, backend)
         if outcome.installed:
             self.ledger.count += 1
-            after = ctx.view.budget.usage
+            after = ctx.backend.view.budget.usage
             self.ledger.tried.append(f"{step.value}: {before} → {after} tokens")
         return outcome
 
 
-async def _mask_when_due(ctx: TaskContext) -> CompactionOutcome:
+async def _mask_when_due(ctx: CompactionContext) -> CompactionOutcome:
     """Mask old tool outputs when usage reached ``mask_trigger_tokens`` (below the limit).
 
     Such a masking is not an automatic compaction at the limit: it does not count towards
     ``max_auto_compactions_per_turn``.
     """
-    view = ctx.view
-    config = view.config
-    trigger = config.mask_trigger_tokens
-    if (
-        not config.features.tool_output_masking
-        or trigger is None
-        or view.budget.usage < trigger
-        or not _maskable(ctx)
-    ):
+    view = ctx.backend.view
+    if not (mask_due(view) and maskable(view)):
         return CompactionOutcome.NOT_DUE
     request = CompactionRequest(
         relay.CompactionTrigger.MID_TURN, Injection.BEFORE_LAST_USER_MESSAGE
     )
     return await run_compaction(ctx, request, MaskingBackend())
-
-
-def _maskable(ctx: TaskContext) -> bool:
-    view = ctx.view
-    return bool(mask_old_outputs(view.history, view.config.mask_keep_recent_tokens)[1])
 
 
 __all__ = [

@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import relay
+from relay import user_message
 from relay.lowlevel import (
-    LOCAL_USER_MESSAGE_BUDGET,
     BackendContext,
     BackendResult,
     CompactionRequest,
     build_compacted_history,
     compaction_prompt,
-    ghost_snapshots,
-    real_user_messages,
     summary_text,
-    user_message,
 )
 
-from ._history import drop_oldest, kept_message_budget
+from ._history import (
+    LOCAL_USER_MESSAGE_BUDGET,
+    drop_oldest,
+    kept_message_budget,
+    real_user_messages,
+)
 
 ERROR_PREFIX = "Error running local compact task: "
 
@@ -64,7 +66,7 @@ class LocalBackend:
             real_user_messages(history),
             summary,
             budget=kept_message_budget(LOCAL_USER_MESSAGE_BUDGET, room, view.budget.ratio),
-            ghosts=ghost_snapshots(history),
+            ghosts=[item for item in history if isinstance(item, relay.GhostSnapshot)],
         )
         return BackendResult(
             new_history,

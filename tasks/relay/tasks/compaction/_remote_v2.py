@@ -13,18 +13,24 @@ from typing import Any
 import attrs
 
 import relay
+from relay import (
+    Compaction,
+    StreamError,
+)
 from relay.lowlevel import (
     BackendContext,
     BackendResult,
-    Compaction,
     CompactionFailed,
     CompactionRequest,
-    StreamError,
-    real_user_messages,
 )
 
-from ._history import REMOTE_V2_USER_MESSAGE_BUDGET, keep_recent_messages, kept_message_budget
-from .remote_v1 import ERROR_PREFIX, fitted_prompt
+from ._history import (
+    REMOTE_V2_USER_MESSAGE_BUDGET,
+    keep_recent_messages,
+    kept_message_budget,
+    real_user_messages,
+)
+from ._remote_v1 import ERROR_PREFIX, fitted_prompt
 
 #: The raw wire item that asks the model to compact the input before it.
 COMPACTION_TRIGGER: dict[str, Any] = {"type": "compaction_trigger"}

@@ -1,0 +1,330 @@
+"""Opening a session, new or resumed from its rollout: the two functions of the face that
+wire the core (docs/session.md, docs/rollout.md).
+
+:func:`open_session` is a short sequence of named steps (:mod:`._parts`); :func:`resume_session`
+reads the rollout, rebuilds the state and opens the session through the same steps. The rollout
+reader and the reconstruction are loaded when a session is first resumed: a program that never
+resumes does not pay for them at start-up.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from datetime import datetime
+from functools import partial
+from os import PathLike
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import attrs
+
+from .._base import _protocol as p
+from .._base._config import Config
+from .._base._errors import ConfigError
+from .._base._mcp_config import McpServerConfig
+from .._base._model import ModelClient
+from .._base._tokens import TokenEstimator
+from .._core._hooks import CompactHook
+from .._core._port import Compactor
+from .._core._session import Session, run_session
+from .._core._session_writer import SessionWriter
+from .._core._state import ResumedState
+from .._core._tools import Tool, recall_tool
+from .._core._writer import Epoch
+from . import _parts
+from ._tasks import BUILTIN_COMPACTOR, TaskFactory, load_object, task_factories
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
+
+    from .._rollout._lines import Rollout
+
+
+@asynccontextmanager
+async def open_session(
+    config: Config | None = None,
+    *,
+    model: ModelClient | None = None,
+    tools: Iterable[Tool] = (),
+    session_id: str | None = None,
+    clock: Callable[[], datetime] | None = None,
+    rng: random.Random | None = None,
+    estimator: TokenEstimator | None = None,
+    hooks: Iterable[CompactHook] = (),
+    tasks: Mapping[str, TaskFactory | str] | None = None,
+    compactor: Callable[[], Compactor] | None = None,
+    api_key: str | None = None,
+    epoch: Epoch | None = None,
+    compact_model: ModelClient | None = None,
+    mcp_servers: Mapping[str, McpServerConfig | Mapping[str, Any]] | None = None,
+    tracer_provider: TracerProvider | None = None,
+) -> AsyncIterator[Session]:
+    """Open a session that runs until the block exits or a ``shutdown`` op ends it.
+
+    Leaving the block shuts the session down: a running task is aborted (reason
+    ``shutdown``) and ``shutdown_complete`` is the last event.
+
+    The API key is ``api_key`` when given, else read from the variable the provider's
+    ``env_key`` names. Either way the program's environment is left as it is: its own
+    ``OPENAI_API_KEY``, its own clients and the processes it starts keep working. The
+    processes the session starts (the shell tool, hook commands) never get the variable, and
+    whatever they output is redacted of the key before it is recorded, reported or sent.
+    (The ``relay`` command, which owns its process, also takes the key out of its own
+    environment, ``/proc/PID/environ`` included.)
+
+    Example::
+
+        async with relay.open_session(relay.Config()) as session:
+            answer = await session.ask("hello")
+
+    Args:
+        config: the configuration (default: ``Config()``, the embedded scripted model).
+        model: a model client to use instead of the configured provider.
+        tools: tools to register besides the enabled built-ins.
+        session_id: the session id (default: a new UUID).
+        clock: the wall clock used for dates and timestamps in events.
+        rng: the random source of retry jitter.
+        estimator: the token counter for responses whose server reported no usage (default:
+            tiktoken's ``o200k_base`` when installed, else the approximate count).
+        hooks: Python callables to run before or after compactions (configured hook
+            commands run first).
+        tasks: task factories by op type, added to relay's (``user_turn``, ``user_input``,
+            ``compact``) or in place of them: a callable ``(op) -> SessionTask``, or its
+            ``"package.module:attribute"``. They come after those of installed packages (the
+            ``relay.tasks`` entry points) and of ``config.tasks``.
+        compactor: makes what a task does at its compaction points (default: relay's, from
+            ``relay.tasks.compaction``).
+        api_key: the provider's API key, passed by value instead of read from the
+            environment (surrounding whitespace is stripped).
+        epoch: the epoch the session writes its rollout in, when hosts take it over from one
+            another (``docs/rollout.md``, Epochs); its events are numbered from the epoch's
+            ``first_seq``.
+        compact_model: a model client for compaction summaries, instead of the one
+            ``config.compact_model_provider`` names (by default the session's own client).
+        mcp_servers: MCP servers whose tools the model may call, by name, added to
+            ``config.mcp_servers`` (or in place of one of the same name): each a
+            :class:`~relay.McpServerConfig` or a plain table of the keys a
+            ``[mcp_servers.NAME]`` table holds (docs/tools.md). They start before the session
+            opens, at once, each within its ``startup_timeout_sec``; one that does not start
+            is a ``warning`` event, and the session goes on without its tools. They stop when
+            the session ends. This needs the ``mcp`` extra (``relay-runtime[mcp]``).
+        tracer_provider: the OpenTelemetry tracer provider the session's spans go to
+            (default: the global one; see ``docs/observability.md``). Without
+            ``opentelemetry-api`` installed, a session has no spans.
+
+    Raises:
+        ConfigError: the configuration is invalid (unknown provider, missing or invalid API
+            key, a task factory that cannot be loaded, ...).
+    """
+    async with _open(
+        _parts.checked_config(config, mcp_servers),
+        None,
+        model=model,
+        tools=tools,
+        session_id=session_id,
+        clock=clock,
+        rng=rng,
+        estimator=estimator,
+        hooks=hooks,
+        tasks=tasks,
+        compactor=compactor,
+        api_key=api_key,
+        epoch=epoch,
+        compact_model=compact_model,
+        tracer_provider=tracer_provider,
+    ) as session:
+        yield session
+
+
+@asynccontextmanager
+async def _open(
+    config: Config,
+    resume: ResumedState | None,
+    *,
+    model: ModelClient | None,
+    tools: Iterable[Tool],
+    session_id: str | None,
+    clock: Callable[[], datetime] | None,
+    rng: random.Random | None,
+    estimator: TokenEstimator | None,
+    hooks: Iterable[CompactHook],
+    tasks: Mapping[str, TaskFactory | str] | None,
+    compactor: Callable[[], Compactor] | None,
+    api_key: str | None,
+    epoch: Epoch | None,
+    compact_model: ModelClient | None,
+    tracer_provider: TracerProvider | None,
+) -> AsyncIterator[Session]:
+    """The steps of opening a session, new (``resume`` None) or resumed."""
+    factories = task_factories(config.tasks, tasks)
+    _parts.check_resumable(factories, resume)
+    make_compactor = compactor or load_object(BUILTIN_COMPACTOR, what="compactor")
+    registry = _parts.tool_registry(config, tools)
+    sid = resume.session_id if resume is not None else session_id or str(uuid.uuid4())
+    now = clock or _parts.default_clock
+    async with AsyncExitStack() as stack:
+        models = await _parts.open_models(
+            config, stack, model=model, compact_model=compact_model, api_key=api_key
+        )
+        rollout = _parts.open_rollout(config, sid, now, stack, resume=resume, epoch=epoch)
+        state = _parts.initial_state(config, resume)
+        if config.features.tool_output_masking:
+            registry.register(recall_tool(state.outputs))
+        mcp = await _parts.start_mcp(
+            config, stack, registry, cwd=state.defaults.cwd, secrets=models.secrets
+        )
+        models, tracer = _parts.traced(
+            config, stack, models, tracer_provider=tracer_provider, resume=resume
+        )
+
+        def writer() -> SessionWriter:
+            made = _parts.session_writer(
+                config,
+                models,
+                session_id=sid,
+                registry=registry,
+                state=state,
+                rollout=rollout,
+                secrets=mcp.secrets,
+                clock=now,
+                rng=rng,
+                estimator=estimator,
+                hooks=hooks,
+                resume=resume,
+                epoch=epoch,
+            )
+            if tracer is not None:
+                tracer.attach(made)
+            return made
+
+        first = [*(resume.first_events if resume is not None else ()), *mcp.events]
+        async with run_session(
+            config,
+            services=writer,
+            tasks=factories,
+            compactor=make_compactor,
+            resumed=resume is not None,
+            first=first,
+            mcp_servers=mcp.counts,
+        ) as session:
+            yield session
+
+
+@asynccontextmanager
+async def resume_session(
+    source: str | PathLike[str] | Rollout,
+    config: Config | None = None,
+    *,
+    model: ModelClient | None = None,
+    tools: Iterable[Tool] = (),
+    session_id: str | None = None,
+    clock: Callable[[], datetime] | None = None,
+    rng: random.Random | None = None,
+    estimator: TokenEstimator | None = None,
+    hooks: Iterable[CompactHook] = (),
+    tasks: Mapping[str, TaskFactory | str] | None = None,
+    compactor: Callable[[], Compactor] | None = None,
+    api_key: str | None = None,
+    epoch: Epoch | None = None,
+    compact_model: ModelClient | None = None,
+    mcp_servers: Mapping[str, McpServerConfig | Mapping[str, Any]] | None = None,
+    tracer_provider: TracerProvider | None = None,
+    model_name: str | None = None,
+    first_events: Iterable[tuple[str, p.EventMsg]] = (),
+) -> AsyncIterator[Session]:
+    """Resume the session recorded in a rollout file and append to that file.
+
+    ``source`` is the file's path, or the file already read (:func:`read_rollout`).
+
+    Without a ``config``, the session goes on with the model and provider it recorded last
+    (``session_configured``, ``turn_context``, ``session_meta``), with the built-in provider
+    tables: a recorded provider that is not built in, or whose API key is unset, is a
+    :class:`~relay.ConfigError` naming it, never a switch to another model. With a
+    ``config``, its provider is used (see :func:`resumed_config` to apply the recorded one
+    to a config of your own) and the model of the latest ``turn_context``. ``model_name``
+    replaces that model. ``api_key`` is the provider's key passed by value, as for
+    :func:`~relay.open_session` (the environment is left as it is either way).
+
+    The session continues with the history, reference context, turn defaults, window and
+    token usage it had as of the last completed write (see :func:`reconstruct`); the first
+    request it sends starts with exactly the history the live session had. Problems found in
+    the file (a truncated last line, malformed lines) are reported as ``warning`` events with
+    the id ``"resume"``, right after ``session_configured`` (the first event of every
+    session, here with ``resumed`` set), then ``first_events`` (``(event id, message)``: what
+    a host that resumes a session elsewhere knows of its move). Generated submission and item
+    ids go on from the rollout's. ``epoch`` is the epoch the resumed session writes in (a
+    host taking it over from another; ``docs/rollout.md``, Epochs). When the session is
+    traced, its span links to the spans of the earlier runs the rollout recorded
+    (``docs/observability.md``). The other arguments are those of
+    :func:`~relay.open_session` (the session id comes from the file), which this is
+    otherwise like: the MCP servers of ``config`` and ``mcp_servers`` start again.
+
+    Raises:
+        RolloutError: the file cannot be read, or it has no ``session_meta`` line.
+        ConfigError: the configuration is invalid, or (without one) the recorded provider
+            cannot be used.
+    """
+    state, config = await _resumed(source, config, api_key, model_name, first_events)
+    if session_id is not None and session_id != state.session_id:
+        raise ConfigError(
+            f"session_id {session_id!r} is not the id of the session the rollout records "
+            f"({state.session_id!r})"
+        )
+    async with _open(
+        _parts.checked_config(config, mcp_servers),
+        state,
+        model=model,
+        tools=tools,
+        session_id=session_id,
+        clock=clock,
+        rng=rng,
+        estimator=estimator,
+        hooks=hooks,
+        tasks=tasks,
+        compactor=compactor,
+        api_key=api_key,
+        epoch=epoch,
+        compact_model=compact_model,
+        tracer_provider=tracer_provider,
+    ) as session:
+        yield session
+
+
+async def _resumed(
+    source: str | PathLike[str] | Rollout,
+    config: Config | None,
+    api_key: str | None,
+    model_name: str | None,
+    first_events: Iterable[tuple[str, p.EventMsg]],
+) -> tuple[ResumedState, Config]:
+    """The state a rollout rebuilds, and the configuration the session goes on with."""
+    from .._rollout._lines import Rollout
+    from .._rollout._reader import read_rollout
+    from .._rollout._resume import RESUME_EVENT_ID, describe_note, reconstruct, resumed_config
+
+    if isinstance(source, Rollout):
+        rollout = source
+    else:
+        rollout = await anyio.to_thread.run_sync(partial(read_rollout, source, for_resume=True))
+    state = reconstruct(rollout)
+    if config is None:
+        config = resumed_config(Config(), state, api_key=api_key)
+    if model_name is not None:
+        defaults = state.defaults
+        state = attrs.evolve(
+            state,
+            model=model_name,
+            defaults=attrs.evolve(defaults, model=model_name) if defaults is not None else None,
+        )
+        config = attrs.evolve(config, model=model_name)
+    # Right after session_configured, before any op is handled.
+    warnings = tuple(
+        (RESUME_EVENT_ID, p.WarningEvent(describe_note(rollout, note))) for note in rollout.notes
+    )
+    return attrs.evolve(state, first_events=(*warnings, *first_events)), config
+
+
+__all__ = ["open_session", "resume_session"]

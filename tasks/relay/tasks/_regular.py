@@ -1,0 +1,47 @@
+"""The regular turn: sample the model, run the tools it asks for, repeat (docs/session.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+import relay
+
+from ._steps import TurnSteps, keep_steered
+
+
+@attrs.frozen
+class RegularTurn(relay.SessionTask):
+    """A user turn: record the input, then sample and run tools until the model is done.
+
+    Its steps and compaction points are :class:`~relay.tasks.TurnSteps`': before the input is
+    recorded (pre-turn, or model downshift), before each follow-up request (mid-turn), after
+    the final answer (post-turn, then background compaction), and when the model asks for a
+    fresh window.
+    """
+
+    items: Sequence[relay.InputItem]
+    """The user's input."""
+
+    @property
+    def kind(self) -> str:
+        return "regular"
+
+    @property
+    def steerable(self) -> bool:
+        """Input steered into the turn is picked up before its next sampling request."""
+        return True
+
+    def abort(self, ctx: relay.TaskContext, reason: relay.AbortReason) -> None:
+        """Steered input the turn never picked up stays in the history."""
+        del reason
+        keep_steered(ctx)
+
+    async def run(self, ctx: relay.TaskContext) -> str | None:
+        return await TurnSteps(ctx).run(self.items)
+
+
+def regular(op: relay.UserTurn | relay.UserInput) -> RegularTurn:
+    """The task of a ``user_turn`` or ``user_input`` op."""
+    return RegularTurn(op.items)

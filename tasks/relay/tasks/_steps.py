@@ -1,0 +1,232 @@
+"""The regular turn's steps, composed from the task port's primitives (docs/tasks.md).
+
+Theory of operation. :class:`TurnSteps` holds one turn's progress, so the port does not. Its
+compaction points are explicit calls:
+
+- :meth:`TurnSteps.begin`: the pre-turn point (a compaction when one is due, or a model
+  downshift), then the initial context (or what changed since the reference context), then the
+  user's input. The input is recorded even when that compaction fails or is stopped; the turn
+  then ends (:class:`~relay.lowlevel.StopTurn`).
+- :meth:`TurnSteps.step`: before a follow-up request (one after an earlier step), the mid-turn
+  point: a compaction when usage reached the limit, masking when it reached
+  ``mask_trigger_tokens``. Steered input is then recorded, except right after a compaction at
+  the limit that followed tool calls: the next request answers the tool outputs first. The
+  request is the history with the session's tools; the answer is recorded and reported, and a
+  final answer is noted in the work-state record.
+- :meth:`TurnSteps.run`: the whole regular turn; after the final answer, the post-turn point.
+
+Every input the turn records, the first and each steered one, goes through ``prepare`` first:
+a task that must change what the user sent (redaction, say) changes it there, and nothing
+reaches the history or the model without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import attrs
+
+import relay
+from relay.lowlevel import (
+    CompactionOutcome,
+    CompactionRequest,
+    Injection,
+    SampleResult,
+    StopTurn,
+    WorkEntry,
+)
+
+from ._guard import LoopGuard, loop_message, loop_warning, step_limit_message
+from .compaction._policy import limit_reached
+
+#: The name of the tool a model calls to ask for a fresh window (``features.token_budget``).
+NEW_CONTEXT_WINDOW = "new_context_window"
+
+#: The longest answer the record keeps whole, in characters; a longer one keeps its end, where
+#: an answer states what it concluded.
+ANSWER_CHARS = 600
+
+Prepare = Callable[[Sequence[relay.InputItem]], Sequence[relay.InputItem]]
+"""What every input of the turn goes through before it is recorded."""
+
+
+def _as_given(items: Sequence[relay.InputItem]) -> Sequence[relay.InputItem]:
+    return items
+
+
+def latest_answer(text: str) -> WorkEntry | None:
+    """The model's latest answer to the user (one entry, replaced by the next): what it last
+    concluded or decided, in its own words."""
+    flat = " ".join(text.split())
+    if not flat:
+        return None
+    if len(flat) > ANSWER_CHARS:
+        flat = "…" + flat[-(ANSWER_CHARS - 1) :]
+    return WorkEntry("answer", flat, key="latest")
+
+
+def cut_answer_warning(limit: int | None) -> str:
+    """The warning of an answer cut at the answer limit (``limit``, when relay sent one)."""
+    where = f"the answer limit ({limit} tokens)" if limit else "the model server's answer limit"
+    return (
+        f"The answer was cut off at {where}. What arrived is kept and the turn ends here; "
+        "ask for a shorter answer, or raise model_max_output_tokens."
+    )
+
+
+@attrs.define
+class TurnSteps:
+    """A regular turn's steps over a task's port, with the turn's progress.
+
+    Example, a task that redacts what the user sends, the first input and steered input
+    alike, and is otherwise a regular turn::
+
+        @attrs.frozen
+        class Redacting(relay.SessionTask):
+            items: Sequence[relay.InputItem]
+
+            kind = "user_turn"
+            steerable = True
+
+            async def run(self, ctx: relay.TaskContext) -> str | None:
+                return await relay.tasks.TurnSteps(ctx, prepare=redact).run(self.items)
+    """
+
+    ctx: relay.TaskContext
+    """The task's port."""
+    prepare: Prepare = _as_given
+    """What every input goes through before it is recorded (default: nothing changes)."""
+    guard: LoopGuard = attrs.field(
+        default=attrs.Factory(
+            lambda self: LoopGuard(
+                self.ctx.view.config.max_steps_per_turn,
+                self.ctx.view.config.max_identical_tool_calls,
+            ),
+            takes_self=True,
+        )
+    )
+    """The bound on the turn's steps and the watch for identical tool calls."""
+    context_recorded: bool = False
+    """Whether the initial context (or what changed) is recorded."""
+    stepped: bool = False
+    """Whether a model request was sent."""
+    called_tools: bool = False
+    """Whether the last answer called tools."""
+    compacted: bool = False
+    """Whether a compaction point was reached since the last step."""
+
+    async def compact(self, request: CompactionRequest) -> CompactionOutcome:
+        """Reach a compaction point (:meth:`relay.TaskContext.compact`)."""
+        outcome = await self.ctx.compact(request)
+        self.compacted = True
+        return outcome
+
+    def record_context(self) -> None:
+        """Record the initial context, or what changed since the reference context (once)."""
+        if not self.context_recorded:
+            self.context_recorded = True
+            self.ctx.record_context()
+
+    async def begin(self, items: Sequence[relay.InputItem]) -> None:
+        """Start the turn: the pre-turn compaction point, the initial context, the input."""
+        stop: StopTurn | None = None
+        try:
+            await self.compact(CompactionRequest(relay.CompactionTrigger.PRE_TURN))
+        except StopTurn as stopped:
+            stop = stopped
+        self.record_context()
+        await self.ctx.record_input(self.prepare(items))
+        if stop is not None:
+            raise stop
+
+    async def step(self) -> SampleResult:
+        """One model request of the turn, with the mid-turn compaction point before it and
+        the steered input (see the module's theory)."""
+        ctx = self.ctx
+        self._check_limits()
+        take_input = True
+        if self.stepped and not self.compacted:
+            over = limit_reached(ctx.view)
+            outcome = await self.compact(
+                CompactionRequest(
+                    relay.CompactionTrigger.MID_TURN, Injection.BEFORE_LAST_USER_MESSAGE
+                )
+            )
+            if over and outcome is not CompactionOutcome.DEFERRED:
+                take_input = not self.called_tools
+        if not self.context_recorded:
+            await self.compact(CompactionRequest(relay.CompactionTrigger.PRE_TURN))
+            self.record_context()
+        if take_input:
+            for items in ctx.take_input():
+                await ctx.record_input(self.prepare(items))
+        self.stepped = True
+        self.compacted = False
+        result = await ctx.sample(ctx.view.prompt())
+        self.called_tools = bool(result.tool_calls)
+        if not result.tool_calls and result.last_agent_message:
+            answer = latest_answer(result.last_agent_message)
+            if answer is not None:
+                ctx.note(answer)
+        return result
+
+    async def run_tool(self, call: relay.ToolCall) -> str:
+        """Run a tool call of the model (:meth:`relay.TaskContext.run_tool`), watching for a
+        run of identical calls."""
+        output = await self.ctx.run_tool(call)
+        arguments = call.arguments if isinstance(call, relay.FunctionCall) else call.input
+        if self.guard.note_call(call.name, arguments, output) == "warn":
+            self.ctx.emit(relay.WarningEvent(loop_warning(call.name, self.guard.run)))
+        return output
+
+    async def run(self, items: Sequence[relay.InputItem]) -> str | None:
+        """The whole regular turn: record ``items``, then sample and run tools until the model
+        is done; the post-turn compaction point after the final answer."""
+        ctx = self.ctx
+        await self.begin(items)
+        token_budget = ctx.view.config.features.token_budget
+        while True:
+            result = await self.step()
+            if result.incomplete is not None:
+                ctx.emit(relay.WarningEvent(cut_answer_warning(ctx.view.budget.max_output_tokens)))
+                return None
+            calls = result.tool_calls
+            for call in calls:
+                await self.run_tool(call)
+            if token_budget and any(call.name == NEW_CONTEXT_WINDOW for call in calls):
+                trigger = relay.CompactionTrigger.MODEL_REQUESTED
+                await self.compact(CompactionRequest(trigger, Injection.BEFORE_LAST_USER_MESSAGE))
+                continue
+            if not calls and not ctx.view.steered:
+                await self.compact(CompactionRequest(relay.CompactionTrigger.POST_TURN))
+                return None
+
+    def _check_limits(self) -> None:
+        """End the turn before a step it may not take."""
+        guard = self.guard
+        if guard.looping and guard.last is not None:
+            message = loop_message(guard.last[0], guard.run)
+            self.ctx.emit(relay.ErrorEvent(message, relay.ErrorCode.TOOL_LOOP))
+            raise StopTurn()
+        if not guard.step_allowed():
+            message = step_limit_message(guard.max_steps)
+            self.ctx.emit(relay.ErrorEvent(message, relay.ErrorCode.STEP_LIMIT))
+            raise StopTurn()
+
+
+def keep_steered(ctx: relay.TaskContext, prepare: Prepare = _as_given) -> None:
+    """Record steered input the turn never picked up, as it stands (an aborted turn keeps
+    it in the history)."""
+    for items in ctx.take_input():
+        ctx.record(relay.user_message_of(prepare(items)))
+
+
+__all__ = [
+    "ANSWER_CHARS",
+    "NEW_CONTEXT_WINDOW",
+    "Prepare",
+    "TurnSteps",
+    "cut_answer_warning",
+    "keep_steered",
+    "latest_answer",
+]
