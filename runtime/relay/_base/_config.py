@@ -246,6 +246,11 @@ class Config:
     """Task factories by op type, added to relay's or in place of them:
     ``"package.module:attribute"``, or ``"path/to/file.py:attribute"`` (in a configuration
     file, relative to it). The factory takes the op and returns a ``relay.SessionTask``."""
+    compactor: str | None = None
+    """What the session does at its compaction points, manual and automatic alike, in place
+    of relay's own: ``"package.module:attribute"`` or ``"path/to/file.py:attribute"`` (in a
+    configuration file, relative to it), a callable that makes a ``relay.lowlevel.Compactor``
+    for each task (docs/compaction.md)."""
     mcp_servers: Mapping[str, McpServerConfig] = attrs.field(factory=dict)
     """MCP servers whose tools the model may call, by name (docs/tools.md)."""
 
@@ -575,7 +580,16 @@ def _resolve_paths(data: dict[str, Any], base: Path) -> None:
     tasks = data.get("tasks")
     if isinstance(tasks, dict):
         for op_type, spec in tasks.items():
-            if isinstance(spec, str):
-                source, sep, attribute = spec.rpartition(":")
-                if sep and source.endswith(".py") and not Path(source).is_absolute():
-                    tasks[op_type] = f"{base / source}:{attribute}"
+            tasks[op_type] = _beside(base, spec)
+    if "compactor" in data:
+        data["compactor"] = _beside(base, data["compactor"])
+
+
+def _beside(base: Path, spec: Any) -> Any:
+    """A ``"file.py:attribute"`` spec with a relative file, made relative to ``base`` (the
+    configuration file's folder); any other value as it is."""
+    if isinstance(spec, str):
+        source, sep, attribute = spec.rpartition(":")
+        if sep and source.endswith(".py") and not Path(source).is_absolute():
+            return f"{base / source}:{attribute}"
+    return spec

@@ -72,6 +72,8 @@ def _config(args: argparse.Namespace) -> Config:
                 raise ConfigError(f"--task {text!r}: expected OP=FACTORY")
             given[op_type.strip()] = factory.strip()
         config = attrs.evolve(config, tasks={**config.tasks, **given})
+    if getattr(args, "compactor", None):
+        config = attrs.evolve(config, compactor=args.compactor)
     if args.model_script:
         config = attrs.evolve(config, model_script=args.model_script)
     if args.rollout_dir:

@@ -152,6 +152,12 @@ def build_parser() -> argparse.ArgumentParser:
             help="serve ops of type OP with FACTORY ('pkg.mod:factory' or 'file.py:factory')",
         )
         sub.add_argument(
+            "--compactor",
+            metavar="FACTORY",
+            help="compact with FACTORY's compactor, manual and automatic compactions alike "
+            "('pkg.mod:factory' or 'file.py:factory')",
+        )
+        sub.add_argument(
             "--otel",
             action="store_true",
             help="export OpenTelemetry traces: JSON lines on stderr, or OTLP over HTTP when "

@@ -239,7 +239,12 @@ class TaskContext:
         Raises :class:`StopTurn` when the turn cannot go on: the compaction failed (its
         ``error`` is out) or a hook stopped it (the turn ends ``hook_stopped``).
         """
-        outcome = await self._compactor.compact(self._compaction, request)
+        try:
+            outcome = await self._compactor.compact(self._compaction, request)
+        finally:
+            # Every installed history is reported, whatever compactor installed it.
+            for _ in range(self._writer.unreported_installs):
+                self._writer.emit(p.ContextCompacted())
         if not outcome.proceed:
             stopped = outcome in (
                 CompactionOutcome.STOPPED,

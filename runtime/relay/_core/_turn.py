@@ -122,6 +122,8 @@ class TurnWriter:
         self._session = session
         self._handle = handle
         self._jobs = jobs
+        self.unreported_installs = 0
+        """Compacted histories installed that no ``context_compacted`` reported yet."""
 
     @property
     def turn_id(self) -> str:
@@ -139,6 +141,8 @@ class TurnWriter:
         if (session := self._live) is not None:
             if isinstance(msg, p.AgentMessage):
                 self._handle.last_message = msg.message
+            elif isinstance(msg, p.ContextCompacted):
+                self.unreported_installs = max(0, self.unreported_installs - 1)
             session.emit(self._handle.turn_id, msg)
 
     def note(self, msg: p.EventMsg) -> None:
@@ -177,6 +181,7 @@ class TurnWriter:
         masked_outputs: Mapping[str, str] | None = None,
     ) -> None:
         if (session := self._live) is not None:
+            self.unreported_installs += 1
             session.install(
                 self._handle.turn_id,
                 settings,

@@ -161,7 +161,9 @@ async def _open(
     """The steps of opening a session, new (``resume`` None) or resumed."""
     factories = task_factories(config.tasks, tasks)
     _parts.check_resumable(factories, resume)
-    make_compactor = compactor or load_object(BUILTIN_COMPACTOR, what="compactor")
+    make_compactor = compactor or load_object(
+        config.compactor or BUILTIN_COMPACTOR, what="compactor"
+    )
     registry = _parts.tool_registry(config, tools)
     sid = resume.session_id if resume is not None else session_id or str(uuid.uuid4())
     now = clock or _parts.default_clock

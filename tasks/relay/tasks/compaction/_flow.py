@@ -182,6 +182,7 @@ async def install_result(
             support.emit(
                 relay.ItemCompleted(turn_id, relay.ContextCompactionItem(item_id, receipt))
             )
+            support.emit(relay.ContextCompacted())
         support.emit(
             relay.ErrorEvent(
                 still_over_window(needed, window, installed=shrank, record=support.view.work_state),
