@@ -78,6 +78,7 @@ EXAMPLES: Mapping[str, str] = {
     "rollout.dir": '[rollout]\ndir = "/var/lib/relay/sessions"',
     "otel.record_content": "[otel]\nrecord_content = true",
     "tasks": '[tasks]\nreview = "my_tasks.review:review_task"',
+    "compactor": 'compactor = "my_compaction.py:make"',
     "hooks.pre_compact": '[[hooks.pre_compact]]\ncommand = ["python3", "hooks/check.py"]',
     "hooks.post_compact": '[[hooks.post_compact]]\ncommand = ["logger", "relay compacted"]',
     "hooks.*[].command": '[[hooks.pre_compact]]\ncommand = ["python3", "hooks/check.py"]',
