@@ -591,7 +591,8 @@ def _show_command(args: argparse.Namespace) -> int:
 
 def _write_page(rollout: Rollout) -> int:
     """``relay show --html``: the timeline page on standard output (docs/timeline.md)."""
-    from ._timeline import condense, read_timeline
+    from ._timeline import read_timeline
+    from ._timeline_condense import condense
     from ._timeline_page import render_page
 
     page = render_page(condense(read_timeline(rollout)))

@@ -15,7 +15,7 @@ import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._cli import _html as h
+from .. import _html as h
 from ._score import RunRecord, render_kind_table, render_table
 
 #: The format of the embedded data; a change that breaks a reader changes it.
