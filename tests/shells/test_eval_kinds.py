@@ -16,7 +16,7 @@ import trio.testing
 import relay
 from relay._base._errors import ScriptError
 from relay._base._model import Completed, ModelEvent, OutputItemDone, Prompt
-from relay._eval._run import DEFAULT_KIND, load_case, parse_fact
+from relay._eval._corpus import DEFAULT_KIND, load_case, parse_fact
 from relay._eval._score import RunRecord, recallable_facts, render_table, summarize
 from relay._eval._summaries import SharedSummaries, request_key
 

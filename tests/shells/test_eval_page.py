@@ -20,7 +20,7 @@ from tests.shells.timelines import read_page
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "eval"
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
-needs_matplotlib = pytest.mark.skipif(not HAS_MATPLOTLIB, reason="needs matplotlib (bench extra)")
+needs_matplotlib = pytest.mark.skipif(not HAS_MATPLOTLIB, reason="needs matplotlib (plots extra)")
 
 
 def test_the_page_data_groups_summaries_and_lost_facts_by_case_and_configuration() -> None:
@@ -42,7 +42,7 @@ def test_the_page_data_groups_summaries_and_lost_facts_by_case_and_configuration
 @pytest.fixture(scope="module")
 def eval_page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     if not HAS_MATPLOTLIB:
-        pytest.skip("needs matplotlib (bench extra)")
+        pytest.skip("needs matplotlib (plots extra)")
     root = tmp_path_factory.mktemp("evalpage")
     small = root / "smoke"
     for case in sorted((CORPUS / "cases").iterdir())[:3]:
@@ -117,5 +117,6 @@ def test_html_without_matplotlib_names_the_extra(
 ) -> None:
     monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)
     assert main(["eval", str(CORPUS), "--html", str(tmp_path / "p.html")]) == 2
-    assert "--html needs matplotlib" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--html needs matplotlib" in err and "pip install 'relay-runtime[plots]'" in err
     assert not (tmp_path / "p.html").exists()

@@ -312,7 +312,7 @@ def _run_command(args: argparse.Namespace) -> int:
         ScriptError,
     )
     from .._open import custom_op_types, task_factories
-    from .._otel._export import FLUSH_SECONDS
+    from .._otel._export import close_export, export_for
     from ._outcome import RunOutcome
     from ._pretty import PrettyPrinter
 
@@ -349,7 +349,7 @@ def _run_command(args: argparse.Namespace) -> int:
         # included, before any process is started (a library leaves its host's alone).
         take_api_key(config.provider())
         take_api_key(config.compaction_provider())
-        export = _export(args.otel)
+        export = export_for(args.otel, os.environ, sys.stderr, "relay")
     except (ConfigError, ScriptError, RolloutError) as exc:
         _print_error(exc)
         return EXIT_USAGE
@@ -399,12 +399,7 @@ def _run_command(args: argparse.Namespace) -> int:
         traceback.print_exc()
         return EXIT_FAILED
     finally:
-        if export is not None and not export.close():
-            print(
-                f"relay: warning: the spans were not all exported within {FLUSH_SECONDS:g} s; "
-                "is the OTLP collector reachable?",
-                file=sys.stderr,
-            )
+        close_export(export, sys.stderr, "relay")
     signum = ended.signum
     if signum == signal.SIGPIPE:
         print("relay: standard output was closed; the session was shut down", file=sys.stderr)
@@ -431,24 +426,6 @@ def _run_command(args: argparse.Namespace) -> int:
             if error.code == ErrorCode.ROLLOUT:
                 print(f"relay: {error.message}", file=sys.stderr)
     return EXIT_FAILED if outcome.failed else EXIT_OK
-
-
-def _export(flag: bool) -> Export | None:
-    """The SDK set up to export the session's spans: asked for by ``--otel`` (a problem is a
-    usage error) or by ``OTEL_TRACES_EXPORTER`` (a problem is a warning, and no spans)."""
-    from .._base._errors import ConfigError
-    from .._otel._export import exporters, start_export, wanted
-
-    if not wanted(flag, os.environ):
-        return None
-    try:
-        chosen = exporters(os.environ)
-        return start_export(chosen, sys.stderr) if chosen else None
-    except ConfigError as exc:
-        if flag:
-            raise
-        print(f"relay: warning: no traces: {exc}", file=sys.stderr)
-        return None
 
 
 def _print_error(exc: BaseException) -> None:
