@@ -114,7 +114,7 @@ def table(
     """A table with ``headers``; each of ``rows`` is a whole ``<tr>`` (see :func:`row`).
     ``numeric``: the columns aligned right."""
     head = "".join(
-        f"<th{' class=num' if index in numeric else ''}>{text(name)}</th>"
+        f"<th scope=col{' class=num' if index in numeric else ''}>{text(name)}</th>"
         for index, name in enumerate(headers)
     )
     body = "\n".join(rows)
