@@ -5,6 +5,7 @@ the public API alone, and a repository without links."""
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -140,11 +141,17 @@ def modules() -> dict[str, Path]:
 MODULES = modules()
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """The syntax tree of a module, parsed once for every test here."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def imports(name: str, path: Path) -> Iterator[tuple[int, str]]:
     """Every module of relay that ``name`` imports (anywhere in it, lazily or not, and under
     ``TYPE_CHECKING`` too), with its line."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] == "relay":
@@ -296,7 +303,7 @@ PROTOCOL_PRIVATES = {"_create"}
 def private_reaches(path: Path) -> list[str]:
     """``other._name`` where ``_name`` is nothing this module defines: a reach into another
     module's privates (``self._x`` and ``cls._x`` are the object's own)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     own: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
@@ -325,7 +332,7 @@ def private_imports(name: str, path: Path) -> list[str]:
     imported by name."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parsed(path)):
         if not isinstance(node, ast.ImportFrom):
             continue
         if node.level:
@@ -371,7 +378,7 @@ def test_the_task_kinds_are_never_compared_by_the_runtime() -> None:
     for name, path in MODULES.items():
         if room(name) not in {"relay._core"}:
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.Compare) and "task.kind" in ast.unparse(node):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == []

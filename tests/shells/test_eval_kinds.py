@@ -71,7 +71,6 @@ def test_retention_is_summarized_per_kind_and_shown_in_a_second_table() -> None:
     assert set(summary["b"]["retention_by_kind"]) == {"path"}
     table = render_table(summary)
     assert "retention by kind" in table and "log_line" in table
-    assert "retention by kind" not in render_table(summary, with_kinds=False)
 
 
 def test_a_fact_in_a_masked_original_named_by_the_request_is_recallable() -> None:

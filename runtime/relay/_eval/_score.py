@@ -313,14 +313,9 @@ def figure_text(figure: Mapping[str, float | None], kind: str) -> str:
     return f"{mean:,.0f} ±{width / 2:,.0f}" if width else f"{mean:,.0f}"
 
 
-def render_table(
-    summary: Mapping[str, Any],
-    latency: Mapping[str, Any] | None = None,
-    *,
-    with_kinds: bool = True,
-) -> str:
-    """The summary as a fixed-width table (mean ±half the spread over repeats), followed
-    (``with_kinds``) by the table of retention by fact kind."""
+def render_table(summary: Mapping[str, Any], latency: Mapping[str, Any] | None = None) -> str:
+    """The summary as a fixed-width table (mean ±half the spread over repeats), followed by
+    the table of retention by fact kind."""
     header = ["configuration", "retention", "recallable", "accuracy", "input tokens", "compactions"]
     if latency is not None:
         header.append("latency ms")
@@ -339,7 +334,7 @@ def render_table(
             row.append(figure_text(latency[name]["compaction_latency_ms"], "tokens"))
         row += [figure_text(fig["rereads"], "count"), figure_text(fig["failures"], "count")]
         rows.append(row)
-    by_kind = render_kind_table(summary) if with_kinds else ""
+    by_kind = render_kind_table(summary)
     return _fixed_width(rows) + (f"\n\n{by_kind}" if by_kind else "")
 
 
