@@ -123,9 +123,9 @@ class ProbeModel:
         self._note(body)
         target = self.inner
         items = body.get("input", [])
-        asked = user_text(items[-1]) if items else None
+        asked = _user_text(items[-1]) if items else None
         expect = self.questions.get(asked) if asked is not None else None
-        if asked is not None and expect is not None and self.scripted and script_spent(self.inner):
+        if asked is not None and expect is not None and self.scripted and _spent(self.inner):
             context = json.dumps(items[:-1], ensure_ascii=False)
             try:
                 answer = oracle_answer(context, expect)
@@ -146,12 +146,12 @@ def summaries_in(items: Sequence[Any]) -> list[str]:
     return [
         text.removeprefix(prefix)
         for item in items
-        if (text := user_text(item)) is not None
+        if (text := _user_text(item)) is not None
         and text.startswith(prefix := summary_prefix() + "\n")
     ]
 
 
-def user_text(item: Any) -> str | None:
+def _user_text(item: Any) -> str | None:
     if not isinstance(item, Mapping) or item.get("role") != "user":
         return None
     content = item.get("content")
@@ -162,9 +162,9 @@ def user_text(item: Any) -> str | None:
     return None
 
 
-def script_spent(model: ModelClient) -> bool:
+def _spent(model: ModelClient) -> bool:
     script = getattr(model, "script", None)
     return script is None or script.next_response >= len(script.responses)
 
 
-__all__ = ["ProbeModel", "script_spent", "summaries_in", "user_text"]
+__all__ = ["ProbeModel", "summaries_in"]
