@@ -5,6 +5,7 @@ the public API alone, and a repository without links."""
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,17 +41,6 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "relay.lowlevel": ("relay._base", "relay._core"),
     "relay.tasks": ("relay", "relay.lowlevel", "relay.tasks"),
 }
-#: The shells: they import the rooms below, and the core never imports them.
-SHELLS = (
-    "relay._cli",
-    "relay._drive",
-    "relay._eval",
-    "relay._cluster",
-    "relay._testing",
-    "relay.testing",
-    "relay.cluster",
-    "relay.__main__",
-)
 #: The package's face re-exports the ground floor, the core, the face and the resume.
 ALLOWED["relay"] = (
     "relay._base",
@@ -60,8 +50,83 @@ ALLOWED["relay"] = (
     "relay._version",
     "relay.lowlevel",
 )
+#: The shells sit on top: they choose, drive and show, and nothing below imports them. Each is
+#: a room like any other, with what it may import; the pages' HTML is a room of its own, which
+#: imports nothing of relay, so that two shells that write pages share it without a cycle.
+ALLOWED |= {
+    "relay._html": ("relay._html",),
+    "relay._drive": ("relay._base", "relay._core", "relay._drive"),
+    "relay._testing": ("relay._base", "relay._models", "relay._testing"),
+    "relay._eval": (
+        "relay._base",
+        "relay._core",
+        "relay._drive",
+        "relay._eval",
+        "relay._html",
+        "relay._models",
+        "relay._open",
+        "relay._otel",
+        "relay._version",
+    ),
+    "relay._cluster": (
+        "relay._base",
+        "relay._cluster",
+        "relay._core",
+        "relay._drive",
+        "relay._models",
+        "relay._open",
+        "relay._otel",
+        "relay._rollout",
+    ),
+    "relay._cli": (
+        "relay",
+        "relay._base",
+        "relay._cli",
+        "relay._cluster",
+        "relay._core",
+        "relay._drive",
+        "relay._eval",
+        "relay._html",
+        "relay._models",
+        "relay._open",
+        "relay._otel",
+        "relay._rollout",
+        "relay._testing",
+        "relay._version",
+        "relay.lowlevel",
+    ),
+    "relay.testing": (
+        "relay._base",
+        "relay._core",
+        "relay._models",
+        "relay._open",
+        "relay._testing",
+    ),
+    "relay.cluster": ("relay._base", "relay._cluster", "relay._core"),
+    "relay.__main__": ("relay._cli",),
+}
+#: The shells, which the core never imports.
+SHELLS = (
+    "relay._cli",
+    "relay._drive",
+    "relay._eval",
+    "relay._cluster",
+    "relay._testing",
+    "relay._html",
+    "relay.testing",
+    "relay.cluster",
+    "relay.__main__",
+)
 
-CORE_MODULE_LINES = 600
+#: No module of any room is longer than this.
+MODULE_LINES = 600
+#: Known exceptions to the rules above, each to be emptied by the change that fixes it: the
+#: cluster's registry and client are being split along their own seams. Nothing else may be
+#: added here.
+KNOWN_LONG_MODULES = {
+    "runtime/relay/_cluster/_registry.py",
+    "runtime/relay/_cluster/_client.py",
+}
 
 
 def modules() -> dict[str, Path]:
@@ -78,11 +143,17 @@ def modules() -> dict[str, Path]:
 MODULES = modules()
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """The syntax tree of a module, parsed once for every test here."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def imports(name: str, path: Path) -> Iterator[tuple[int, str]]:
     """Every module of relay that ``name`` imports (anywhere in it, lazily or not, and under
     ``TYPE_CHECKING`` too), with its line."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] == "relay":
@@ -107,7 +178,7 @@ def _known(module: str) -> str:
 
 
 def room(name: str) -> str:
-    prefixes = [*ALLOWED, *SHELLS]
+    prefixes = list(ALLOWED)
     matches = [p for p in prefixes if name == p or name.startswith(p + ".")]
     assert matches, f"{name} is in no room"
     return max(matches, key=len)
@@ -124,8 +195,6 @@ def test_every_import_goes_down_the_rooms() -> None:
     wrong = []
     for name, path in MODULES.items():
         home = room(name)
-        if home in SHELLS:
-            continue
         allowed = ALLOWED[home]
         for line, target in imports(name, path):
             if target == name:
@@ -178,10 +247,54 @@ def test_no_module_imports_itself_back() -> None:
     assert cycles == []
 
 
-def test_core_modules_are_small() -> None:
-    core = [path for name, path in MODULES.items() if room(name) in {"relay._base", "relay._core"}]
-    sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in core}
-    assert {path: n for path, n in sizes.items() if n > CORE_MODULE_LINES} == {}
+def room_graph() -> dict[str, set[str]]:
+    """Which rooms each room imports (itself left out)."""
+    rooms: dict[str, set[str]] = {home: set() for home in ALLOWED}
+    for name, targets in graph().items():
+        rooms[room(name)] |= {room(target) for target in targets} - {room(name)}
+    return rooms
+
+
+def test_no_room_imports_another_that_imports_it_back() -> None:
+    """The rooms, shells included, form no cycle: each is below or above each other."""
+    edges = room_graph()
+    cycles = []
+    for start in edges:
+        # Every room reachable from ``start``; a cycle when ``start`` is among them.
+        seen: set[str] = set()
+        todo = list(edges[start])
+        while todo:
+            node = todo.pop()
+            if node not in seen:
+                seen.add(node)
+                todo += edges.get(node, ())
+        if start in seen:
+            cycles.append(start)
+    assert cycles == []
+
+
+def test_the_rule_of_rooms_has_no_cycle() -> None:
+    """What the table allows has no cycle either, so a change that follows it adds none."""
+    edges = {home: {room(a) for a in allowed} - {home} for home, allowed in ALLOWED.items()}
+    order: list[str] = []
+    while edges:
+        free = sorted(home for home, below in edges.items() if below <= set(order))
+        assert free, f"the rooms {sorted(edges)} allow a cycle"
+        order += free
+        for home in free:
+            del edges[home]
+
+
+def test_no_module_is_long() -> None:
+    """No module of any room, the shells and relay.tasks included, is over MODULE_LINES."""
+    sizes = {
+        str(path.relative_to(ROOT)): len(path.read_text(encoding="utf-8").splitlines())
+        for path in MODULES.values()
+    }
+    long = {path for path, lines in sizes.items() if lines > MODULE_LINES}
+    assert long - KNOWN_LONG_MODULES == set()
+    # A known exception that was fixed leaves the list.
+    assert {path for path in KNOWN_LONG_MODULES if sizes.get(path, 0) <= MODULE_LINES} == set()
 
 
 #: Private names a class is given to be called from its own module: ``Cls._create`` makes an
@@ -192,7 +305,7 @@ PROTOCOL_PRIVATES = {"_create"}
 def private_reaches(path: Path) -> list[str]:
     """``other._name`` where ``_name`` is nothing this module defines: a reach into another
     module's privates (``self._x`` and ``cls._x`` are the object's own)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parsed(path)
     own: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
@@ -216,8 +329,33 @@ def private_reaches(path: Path) -> list[str]:
     return found
 
 
+def private_imports(name: str, path: Path) -> list[str]:
+    """``from relay.x import _name`` where ``_name`` is no module: a private of another module
+    imported by name."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(parsed(path)):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:
+            base = package.split(".")[: len(package.split(".")) - node.level + 1]
+            source = ".".join([*base, node.module] if node.module else base)
+        else:
+            source = node.module or ""
+        if source.split(".")[0] != "relay":
+            continue
+        for alias in node.names:
+            private = alias.name.startswith("_") and not alias.name.startswith("__")
+            if private and f"{source}.{alias.name}" not in MODULES:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {source}.{alias.name}")
+    return found
+
+
 def test_nothing_reaches_into_another_modules_privates() -> None:
-    assert [reach for path in MODULES.values() for reach in private_reaches(path)] == []
+    """In every room, shells included: no ``other._name`` and no ``from x import _name``."""
+    reaches = [reach for path in MODULES.values() for reach in private_reaches(path)]
+    reaches += [found for name, path in MODULES.items() for found in private_imports(name, path)]
+    assert reaches == []
 
 
 def test_tasks_use_the_public_api_alone() -> None:
@@ -242,7 +380,7 @@ def test_the_task_kinds_are_never_compared_by_the_runtime() -> None:
     for name, path in MODULES.items():
         if room(name) not in {"relay._core"}:
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.Compare) and "task.kind" in ast.unparse(node):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == []

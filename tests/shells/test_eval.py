@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from relay._cli._main import main
-from relay._eval._run import Configuration, load_corpus, load_matrix, report, run_matrix
+from relay._eval._corpus import Configuration, load_corpus, load_matrix
+from relay._eval._run import report, run_matrix
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "examples" / "eval"
@@ -170,7 +171,7 @@ def test_plot_without_matplotlib_names_the_extra(
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     assert main(["eval", str(corpus), "--plot", str(tmp_path / "p.png")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "bench" in err[0] and "matplotlib" in err[0]
+    assert len(err) == 1 and "relay-runtime[plots]" in err[0] and "matplotlib" in err[0]
     assert not (tmp_path / "p.png").exists()
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from relay._cli._main import main
-from relay._eval._run import load_case
+from relay._eval._corpus import load_case
 from relay._eval._score import answer_matches, oracle_answer
 
 #: A guard against a hang, not a measure: every run here ends in a second or two.
@@ -114,7 +114,7 @@ def test_a_special_file_in_a_fixture_is_refused_by_name(
 
 
 def test_links_within_the_fixture_are_copied_as_links_into_the_copy(tmp_path: Path) -> None:
-    from relay._eval._run import copy_fixture
+    from relay._eval._fixture import copy_fixture
 
     fixture = _case(tmp_path / "corpus" / "links")
     (fixture / "sub").mkdir()

@@ -18,18 +18,17 @@ from typing import Any
 
 import pytest
 
-from relay._cli._html import Chart, Series, json_script, nice_ticks, svg_chart
-from relay._cli._timeline import (
+from relay._cli._timeline import read_timeline, timeline_json
+from relay._cli._timeline_condense import (
     FULL_TURNS,
     MAX_POINTS,
     condense,
     kept_turns,
-    read_timeline,
     sample_calls,
-    timeline_json,
 )
 from relay._cli._timeline_page import render_page
 from relay._core._summary import summary_prefix
+from relay._html import Chart, Series, json_script, nice_ticks, svg_chart
 from relay._rollout._reader import parse_rollout, read_rollout
 from relay._rollout._resume import reconstruct
 from tests.shells.timelines import LIMIT, Page, eventful_rollout, long_rollout, read_page

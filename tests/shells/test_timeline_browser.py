@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from relay._cli._html import page
-from relay._cli._timeline import condense, read_timeline
+from relay._cli._timeline import read_timeline
+from relay._cli._timeline_condense import condense
 from relay._cli._timeline_page import CONTEXT_COLOR, render_page
+from relay._html import page
 from relay._rollout._reader import parse_rollout, read_rollout
 from tests.browser import browse, find_chromium, loaded, png_pixels
 from tests.shells.timelines import eventful_rollout, long_rollout, read_page

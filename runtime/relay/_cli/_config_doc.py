@@ -26,7 +26,7 @@ from .._base._config import (
 )
 from .._base._mcp_config import McpServerConfig
 from .._base._util import field_types
-from ._protocol_doc import _attribute_docs, _markdown
+from ._protocol_doc import attribute_docs, markdown
 
 #: One TOML example per key, by dotted path (``[]`` for an entry of an array of tables).
 #: Keys whose default is not a constant of the class: what the document says instead.
@@ -239,7 +239,7 @@ def _table(prefix: str, cls: type, title: str) -> Iterator[str]:
     yield f"## {title}\n"
     if prefix in _INTROS:
         yield _INTROS[prefix]
-    docs = _attribute_docs(cls)
+    docs = attribute_docs(cls)
     hints = field_types(cls)
     for field in attrs.fields(cls):
         path = f"{prefix}{field.name}"
@@ -249,7 +249,7 @@ def _table(prefix: str, cls: type, title: str) -> Iterator[str]:
         default = _default(field)
         when = DEFAULTS_GIVEN.get(path) or (f"default {default}" if default else "required")
         yield f"{toml_type(hints[field.name])}; {when}.\n"
-        yield f"{_markdown(docs.get(field.name, ''))}\n"
+        yield f"{markdown(docs.get(field.name, ''))}\n"
         yield f"```toml\n{EXAMPLES[path]}\n```\n"
 
 

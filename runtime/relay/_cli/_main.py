@@ -11,6 +11,8 @@ Exit status of ``relay run`` and ``relay resume``:
   standard output that cannot be written otherwise (closed, a full disk) is exit 1, ended the
   same way, with ``relay: cannot write to standard output: REASON`` on stderr.
 
+The signals and the standard streams that end a run early are watched by :mod:`._streams`.
+
 ``relay show`` exits 2 only when the file cannot be read; like ``relay resume`` it reports
 malformed lines as warnings on stderr, naming the line, and goes on without them.
 
@@ -21,27 +23,32 @@ and each command imports what it uses.
 from __future__ import annotations
 
 import argparse
-import errno
-import io
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TextIO, cast
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from ._parser import EXIT_USAGE, build_parser
+from ._streams import (
+    EXIT_FAILED,
+    EXIT_OK,
+    Interrupted,
+    discard_stdout,
+    exit_before_start,
+    hold_standard_descriptors,
+    signal_status,
+    to_stdout,
+)
 
 if TYPE_CHECKING:
     from .._base._config import Config
     from .._drive._op_script import Step
-    from .._drive._runner import ScriptRunner
     from .._otel._export import Export
     from .._rollout._lines import Rollout
     from ._outcome import RunOutcome
     from ._pretty import PrettyPrinter
 
-EXIT_OK = 0
-EXIT_FAILED = 1
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 USAGE_HINT = """\
@@ -51,10 +58,6 @@ relay run: no op script given, and standard input is a terminal.
   relay run --help                 every option
 Example: relay run examples/hello.jsonl --model-script examples/hello.model.json
 """
-
-
-def _signal_status(signum: int) -> int:
-    return 128 + signum
 
 
 def _config(args: argparse.Namespace) -> Config:
@@ -171,116 +174,6 @@ def _prompt_script(prompt: str) -> tuple[str, list[Step]]:
     return "prompt", [OpLine(1, None, p.UserTurn(items=[p.Text(prompt)]))]
 
 
-class _Interrupted:
-    """What ended a run early: the first SIGINT/SIGTERM, or a standard output that cannot be
-    written; and the runner to stop when it comes."""
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self.runner: ScriptRunner | None = None
-        self.output_closed = False
-        self.output_error: OSError | None = None
-        """Why standard output could not be written, unless it was a closed pipe (SIGPIPE)."""
-
-    @property
-    def stopping(self) -> bool:
-        """Whether the run is to end early."""
-        return self.signum is not None or self.output_error is not None
-
-    def close_output(self, error: OSError) -> None:
-        """Standard output cannot be written: stop as for a signal. A closed pipe (the reader
-        went away) is reported as SIGPIPE; anything else (closed, a full disk) as a failure."""
-        self.output_closed = True
-        if isinstance(error, BrokenPipeError):
-            self.receive(signal.SIGPIPE)
-        elif not self.stopping:
-            self.output_error = error
-            if self.runner is not None:
-                self.runner.stop()
-
-    def receive(self, signum: int) -> None:
-        if self.signum is None:
-            stopped = self.stopping
-            self.signum = signum
-            if self.runner is not None and not stopped:
-                self.runner.stop()
-        elif signum == signal.SIGINT:
-            # A second Ctrl-C means now: no shutdown, no flush beyond what is already written.
-            _exit_interrupted(self.signum)
-
-
-class _ClosedOutput(io.TextIOBase):
-    """Standard output when its descriptor was closed before relay started: every write fails
-    as a write to a closed descriptor does."""
-
-    def write(self, text: str) -> int:
-        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
-
-
-def _hold_standard_descriptors() -> None:
-    """Open ``/dev/null`` on a standard descriptor that was closed before relay started, so
-    that no file relay opens takes its number (a rollout on descriptor 1 would receive what is
-    printed). A closed standard output still fails at its first write, as it should."""
-    for fd in (0, 1, 2):
-        try:
-            os.fstat(fd)
-        except OSError:
-            null = os.open(os.devnull, os.O_RDWR)
-            if null != fd:
-                os.dup2(null, fd)
-                os.close(null)
-    if sys.stdin is None:
-        sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115
-    if sys.stdout is None:
-        sys.stdout = cast(TextIO, _ClosedOutput())
-    if sys.stderr is None:
-        sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
-
-
-def _discard_stdout() -> None:
-    """Point standard output at ``/dev/null``: what is still buffered for the closed pipe or
-    the full disk, and the interpreter's last flush, go nowhere instead of failing again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):
-        pass
-
-
-def _output_failed(error: OSError) -> None:
-    """Say, on stderr, that standard output could not be written."""
-    _discard_stdout()
-    print(f"relay: cannot write to standard output: {error.strerror}", file=sys.stderr)
-
-
-def _to_stdout(write: Callable[[], object]) -> int:
-    """Run ``write`` (to standard output) and flush: EXIT_OK, or EXIT_FAILED when standard
-    output cannot be written (said in one line). A reader that went away is no failure."""
-    try:
-        write()
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _discard_stdout()
-    except OSError as failure:
-        _output_failed(failure)
-        return EXIT_FAILED
-    return EXIT_OK
-
-
-def _exit_interrupted(signum: int) -> None:
-    try:
-        sys.stderr.write("relay: interrupted\n")
-        sys.stderr.flush()
-    finally:
-        os._exit(_signal_status(signum))
-
-
-def _exit_before_start(signum: int, _frame: Any) -> None:
-    # No session is open yet: there is nothing to end gracefully.
-    _exit_interrupted(signum)
-
-
 async def _run(
     config: Config,
     label: str,
@@ -291,7 +184,7 @@ async def _run(
     model_name: str | None,
     answer_only: bool = False,
     tracer_provider: Any = None,
-) -> _Interrupted:
+) -> Interrupted:
     """Run the script; returns what ended it early, if anything did. With ``answer_only``, no
     event is written (the caller prints the answer)."""
     import anyio
@@ -306,7 +199,7 @@ async def _run(
         # Nobody reads the events any more (`relay run … | head -1`), or they cannot be
         # written (closed, a full disk): end the session as a shutdown, as a signal would,
         # rather than run the script unseen.
-        _discard_stdout()
+        discard_stdout()
         interrupted.close_output(error)
 
     def write_line(line: str) -> None:
@@ -325,7 +218,7 @@ async def _run(
                 output_closed(error)
         outcome.observe(event)
 
-    interrupted = _Interrupted()
+    interrupted = Interrupted()
 
     async def watch(signals: Any) -> None:
         async for signum in signals:
@@ -394,7 +287,7 @@ def _backend() -> str:
 
 def _run_command(args: argparse.Namespace) -> int:
     for each in _SIGNALS:
-        signal.signal(each, _exit_before_start)
+        signal.signal(each, exit_before_start)
     if args.command == "resume":
         if args.last and args.rollout is not None:
             if args.script is not None:
@@ -421,7 +314,7 @@ def _run_command(args: argparse.Namespace) -> int:
         ScriptError,
     )
     from .._open import custom_op_types, task_factories
-    from .._otel._export import FLUSH_SECONDS
+    from .._otel._export import close_export, export_for
     from ._outcome import RunOutcome
     from ._pretty import PrettyPrinter
 
@@ -458,7 +351,7 @@ def _run_command(args: argparse.Namespace) -> int:
         # included, before any process is started (a library leaves its host's alone).
         take_api_key(config.provider())
         take_api_key(config.compaction_provider())
-        export = _export(args.otel)
+        export = export_for(args.otel, os.environ, sys.stderr, "relay")
     except (ConfigError, ScriptError, RolloutError) as exc:
         _print_error(exc)
         return EXIT_USAGE
@@ -496,8 +389,8 @@ def _run_command(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     except BrokenPipeError:
         # Closed while nothing more was to be written by the session (a last flush).
-        _discard_stdout()
-        return _signal_status(signal.SIGPIPE)
+        discard_stdout()
+        return signal_status(signal.SIGPIPE)
     except RelayError as exc:
         print(f"relay: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -508,19 +401,14 @@ def _run_command(args: argparse.Namespace) -> int:
         traceback.print_exc()
         return EXIT_FAILED
     finally:
-        if export is not None and not export.close():
-            print(
-                f"relay: warning: the spans were not all exported within {FLUSH_SECONDS:g} s; "
-                "is the OTLP collector reachable?",
-                file=sys.stderr,
-            )
+        close_export(export, sys.stderr, "relay")
     signum = ended.signum
     if signum == signal.SIGPIPE:
         print("relay: standard output was closed; the session was shut down", file=sys.stderr)
-        return _signal_status(signum)
+        return signal_status(signum)
     if signum is not None:
         print("relay: interrupted", file=sys.stderr)
-        return _signal_status(signum)
+        return signal_status(signum)
     if ended.output_error is not None:
         print(
             f"relay: cannot write to standard output: {ended.output_error.strerror}; the "
@@ -532,7 +420,7 @@ def _run_command(args: argparse.Namespace) -> int:
         for error in outcome.errors:
             print(f"relay: {error.message}", file=sys.stderr)
         answer = outcome.last_answer
-        if answer is not None and _to_stdout(lambda: print(answer)) != EXIT_OK:
+        if answer is not None and to_stdout(lambda: print(answer)) != EXIT_OK:
             return EXIT_FAILED
     else:
         # What the events said on stdout, said on stderr too: relay's own record failed.
@@ -540,24 +428,6 @@ def _run_command(args: argparse.Namespace) -> int:
             if error.code == ErrorCode.ROLLOUT:
                 print(f"relay: {error.message}", file=sys.stderr)
     return EXIT_FAILED if outcome.failed else EXIT_OK
-
-
-def _export(flag: bool) -> Export | None:
-    """The SDK set up to export the session's spans: asked for by ``--otel`` (a problem is a
-    usage error) or by ``OTEL_TRACES_EXPORTER`` (a problem is a warning, and no spans)."""
-    from .._base._errors import ConfigError
-    from .._otel._export import exporters, start_export, wanted
-
-    if not wanted(flag, os.environ):
-        return None
-    try:
-        chosen = exporters(os.environ)
-        return start_export(chosen, sys.stderr) if chosen else None
-    except ConfigError as exc:
-        if flag:
-            raise
-        print(f"relay: warning: no traces: {exc}", file=sys.stderr)
-        return None
 
 
 def _print_error(exc: BaseException) -> None:
@@ -586,18 +456,19 @@ def _show_command(args: argparse.Namespace) -> int:
     _print_notes(rollout)
     if args.html:
         return _write_page(rollout)
-    return _to_stdout(
+    return to_stdout(
         lambda: sys.stdout.writelines(line + "\n" for line in render_transcript(rollout))
     )
 
 
 def _write_page(rollout: Rollout) -> int:
     """``relay show --html``: the timeline page on standard output (docs/timeline.md)."""
-    from ._timeline import condense, read_timeline
+    from ._timeline import read_timeline
+    from ._timeline_condense import condense
     from ._timeline_page import render_page
 
     page = render_page(condense(read_timeline(rollout)))
-    return _to_stdout(lambda: sys.stdout.buffer.write(page.encode("utf-8", "replace")))
+    return to_stdout(lambda: sys.stdout.buffer.write(page.encode("utf-8", "replace")))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -635,11 +506,11 @@ def console_main() -> None:
         quiet = logging.getLogger(name)
         quiet.addHandler(logging.NullHandler())
         quiet.propagate = False
-    _hold_standard_descriptors()
+    hold_standard_descriptors()
     try:
         status = main()
     except KeyboardInterrupt:
         # Ctrl-C before a command took charge of its signals (while parsing, importing).
         sys.stderr.write("relay: interrupted\n")
-        status = _signal_status(signal.SIGINT)
+        status = signal_status(signal.SIGINT)
     sys.exit(status)

@@ -157,12 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
             help="compact with FACTORY's compactor, manual and automatic compactions alike "
             "('pkg.mod:factory' or 'file.py:factory')",
         )
-        sub.add_argument(
-            "--otel",
-            action="store_true",
-            help="export OpenTelemetry traces: JSON lines on stderr, or OTLP over HTTP when "
-            "OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_TRACES_EXPORTER says so (needs opentelemetry-sdk)",
-        )
+        otel_option(sub)
         output = sub.add_mutually_exclusive_group()
         output.add_argument(
             "--pretty",
@@ -219,6 +214,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def otel_option(parser: argparse.ArgumentParser, what: str = "the session's") -> None:
+    """``--otel``: export the command's OpenTelemetry traces (docs/observability.md)."""
+    parser.add_argument(
+        "--otel",
+        action="store_true",
+        help=f"export {what} OpenTelemetry traces: JSON lines on stderr, or OTLP over HTTP when "
+        "OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_TRACES_EXPORTER says so (needs opentelemetry-sdk)",
+    )
+
+
 def add_eval_command(commands: Any) -> None:
     """Register ``relay eval`` (``docs/eval.md``) on the ``relay`` command's subparsers."""
     ev = commands.add_parser(
@@ -245,6 +250,7 @@ def add_eval_command(commands: Any) -> None:
         help="write one self-contained page: the table, the plots, and per case the summaries "
         "each configuration produced beside the facts it lost",
     )
+    otel_option(ev, "the evaluation's (a span per run of a case, and the sessions')")
 
 
 __all__ = [
@@ -254,4 +260,5 @@ __all__ = [
     "add_eval_command",
     "build_parser",
     "config_options",
+    "otel_option",
 ]

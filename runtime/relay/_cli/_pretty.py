@@ -7,30 +7,14 @@ prints plain lines only.
 
 from __future__ import annotations
 
-import re
 from typing import TextIO
 
 from .._base import _protocol as p
 from .._core._work_state import WorkEntry, WorkState, work_state_lines
+from .._html import visible
 from ._outcome import RunOutcome
 
 _SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
-
-
-#: What a terminal would act on rather than show: C0 controls but tab and newline, DEL, C1
-#: controls (0x9b is a one-byte CSI), and the bidirectional overrides and isolates.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def visible(text: str) -> str:
-    """``text`` with every control character written out (``\\x1b``, ``\\u202e``): escape
-    sequences from a model, a tool or a server are shown, never acted on by the terminal."""
-    return _CONTROL.sub(_escape, text)
 
 
 def _short(text: str, limit: int = 120) -> str:

@@ -1,7 +1,8 @@
 """Renders ``docs/protocol.md`` from the protocol classes and their docstrings.
 
 ``python -m relay._cli._protocol_doc > docs/protocol.md`` writes it; a test checks the file equals
-what this renders, so the document cannot drift from the code.
+what this renders, so the document cannot drift from the code. Its readers of docstrings,
+:func:`attribute_docs` and :func:`markdown`, render ``docs/config.md`` too (``_config_doc.py``).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def _defined_names(module: Any) -> set[str]:
     return {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
 
 
-def _attribute_docs(cls: type) -> dict[str, str]:
+def attribute_docs(cls: type) -> dict[str, str]:
     """Attribute docstrings (a string right after a field) of an attrs class."""
     tree = ast.parse(_defining_source(cls))
     classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls.__name__]
@@ -79,14 +80,14 @@ def _type_name(hint: Any) -> str:
     return re.sub(r"\bstr\b", "string", text)
 
 
-def _markdown(text: str) -> str:
+def markdown(text: str) -> str:
     """reStructuredText roles and literals of a docstring, as Markdown."""
     text = re.sub(r":\w+:`~?([\w.]+)`", r"`\1`", text)
     return text.replace("``", "`")
 
 
 def _first_line(cls: type) -> str:
-    return _markdown((inspect.getdoc(cls) or "").split("\n\n")[0].replace("\n", " "))
+    return markdown((inspect.getdoc(cls) or "").split("\n\n")[0].replace("\n", " "))
 
 
 def _section(title: str, union: Any, intro: str) -> Iterator[str]:
@@ -115,7 +116,7 @@ def _class_block(cls: type) -> Iterator[str]:
     yield f"### `{tag}`\n"
     yield f"{_first_line(cls)} In Python: `{_python_name(cls)}`.\n"
     hints = field_types(cls)
-    docs = _attribute_docs(cls)
+    docs = attribute_docs(cls)
     fields = attrs.fields(cls)
     skeleton = ", ".join([f'"type": "{tag}"'] + [f'"{f.name}": …' for f in fields])
     yield f"```json\n{{{skeleton}}}\n```\n"
@@ -125,7 +126,7 @@ def _class_block(cls: type) -> Iterator[str]:
         for field in fields:
             default = "" if field.default is attrs.NOTHING else " (optional)"
             kind = _type_name(hints[field.name]).replace("|", "\\|")
-            meaning = _markdown(docs.get(field.name, ""))
+            meaning = markdown(docs.get(field.name, ""))
             yield f"| `{field.name}` | `{kind}`{default} | {meaning} |"
         yield ""
 
@@ -171,6 +172,9 @@ def render() -> str:
         )
     )
     return "\n".join(lines).rstrip() + "\n"
+
+
+__all__ = ["attribute_docs", "markdown", "render"]
 
 
 if __name__ == "__main__":

@@ -4,12 +4,10 @@
 for: the turns and how each ended, the context in use at every ``token_count`` against the
 window and the auto-compaction limit, every compaction with its receipt and summary, the tool
 calls (those whose outputs a masking replaced, and those ``recall`` brought back, marked), the
-errors, the aborted turns, the warnings and the work-state record as it stood at the end.
-
-:func:`condense` keeps a long session's page small: past :data:`FULL_TURNS` turns, stretches of
-uneventful turns are collapsed into one entry each, and past :data:`MAX_POINTS` model calls the
-chart's points are sampled (every point next to a compaction or an error is kept). The result's
+errors, the aborted turns, the warnings and the work-state record as it stood at the end. Its
 JSON form (:func:`timeline_json`) is the page's embedded data, documented in docs/timeline.md.
+
+A long session's timeline is condensed to fit a page by :mod:`._timeline_condense`.
 
 Pure functions of the parsed rollout: nothing here reads a file or a clock.
 """
@@ -17,7 +15,6 @@ Pure functions of the parsed rollout: nothing here reads a file or a clock.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -36,19 +33,8 @@ from .._rollout._resume import restore_work_record
 
 #: The version of the embedded data's shape; a change that breaks a reader changes it.
 FORMAT = "relay-timeline/1"
-#: Up to this many turns, every turn is listed; beyond, uneventful stretches are collapsed.
-FULL_TURNS = 1_000
-#: Up to this many model calls, every one is a point of the chart; beyond, they are sampled.
-MAX_POINTS = 2_000
-#: Turns listed on each side of an eventful turn, and at each end, when collapsing.
-CONTEXT_TURNS = 2
-#: A run of uneventful turns shorter than this is listed rather than collapsed.
-MIN_STRETCH = 5
 #: Characters of a user message kept as a turn's ``input``.
 INPUT_CHARS = 200
-#: Above this many characters of summaries in all, each summary is cut to SUMMARY_CHARS.
-SUMMARIES_BUDGET = 1_000_000
-SUMMARY_CHARS = 4_000
 
 
 @attrs.frozen
@@ -512,117 +498,6 @@ def read_timeline(rollout: Rollout) -> Timeline:
     )
 
 
-# --------------------------------------------------------------------------- condensing
-
-
-def _eventful(turn: Turn) -> bool:
-    return bool(turn.compactions or turn.errors) or turn.outcome != "completed"
-
-
-def kept_turns(turns: Sequence[Turn]) -> list[bool]:
-    """Which turns a long timeline lists: every eventful one (a compaction, an error, not
-    completed), :data:`CONTEXT_TURNS` around each and at both ends; a run of fewer than
-    :data:`MIN_STRETCH` other turns is listed too."""
-    keep = [False] * len(turns)
-    for index, turn in enumerate(turns):
-        if _eventful(turn) or index < CONTEXT_TURNS or index >= len(turns) - CONTEXT_TURNS:
-            for near in range(max(0, index - CONTEXT_TURNS), index + CONTEXT_TURNS + 1):
-                if near < len(turns):
-                    keep[near] = True
-    start = None
-    for index in range(len(turns) + 1):
-        if index < len(turns) and not keep[index]:
-            start = index if start is None else start
-            continue
-        if start is not None and index - start < MIN_STRETCH:
-            keep[start:index] = [True] * (index - start)
-        start = None
-    return keep
-
-
-def _stretch(at: int, turns: Sequence[Turn]) -> Stretch:
-    return Stretch(
-        at=at,
-        first=turns[0].id,
-        last=turns[-1].id,
-        turns=len(turns),
-        started=turns[0].started,
-        ended=turns[-1].ended,
-        model_calls=sum(turn.model_calls for turn in turns),
-        tool_calls=sum(turn.tool_calls for turn in turns),
-    )
-
-
-def sample_calls(calls: Sequence[ModelCall], marks: Iterable[int], limit: int) -> list[ModelCall]:
-    """At most about ``limit`` of ``calls``: the first, the last, those at ``marks`` and right
-    before each (a compaction's drop, an error), and the lowest and highest of each stretch in
-    between, so the chart keeps its shape."""
-    if len(calls) <= limit:
-        return list(calls)
-    chosen = {0, len(calls) - 1}
-    for mark in marks:
-        chosen.update(index for index in (mark - 1, mark) if 0 <= index < len(calls))
-    chosen.update(call.index for call in calls if call.estimated)
-    buckets = max(1, (limit - len(chosen)) // 2)
-    size = -(-len(calls) // buckets)
-    for start in range(0, len(calls), size):
-        bucket = calls[start : start + size]
-        chosen.add(min(bucket, key=lambda call: call.context_tokens).index)
-        chosen.add(max(bucket, key=lambda call: call.context_tokens).index)
-    return [calls[index] for index in sorted(chosen)]
-
-
-def condense(
-    timeline: Timeline, *, full_turns: int = FULL_TURNS, max_points: int = MAX_POINTS
-) -> Timeline:
-    """``timeline`` made to fit a page: see the module doc. A short session is unchanged."""
-    turns: list[Turn] = list(timeline.turns)
-    stretches: list[Stretch] = []
-    if len(turns) > full_turns:
-        keep = kept_turns(turns)
-        listed: list[Turn] = []
-        run: list[Turn] = []
-        for turn, kept in zip(turns, keep, strict=True):
-            if kept:
-                if run:
-                    stretches.append(_stretch(len(listed), run))
-                    run = []
-                listed.append(turn)
-            else:
-                run.append(turn)
-        if run:
-            stretches.append(_stretch(len(listed), run))
-        turns = listed
-    shown = {turn.id for turn in turns}
-    tools = tuple(
-        tool
-        for tool in timeline.tool_calls
-        if tool.turn_id is None or tool.turn_id in shown or not stretches
-    )
-    marks = [c.at_call for c in timeline.compactions] + [e.at_call for e in timeline.errors]
-    marks += [i.at_call for i in timeline.interrupts]
-    calls = sample_calls(timeline.model_calls, marks, max_points)
-    compactions = timeline.compactions
-    if sum(len(c.summary or "") for c in compactions) > SUMMARIES_BUDGET:
-        compactions = tuple(_cut_summary(c) for c in compactions)
-    return attrs.evolve(
-        timeline,
-        turns=tuple(turns),
-        collapsed=tuple(stretches),
-        model_calls=tuple(calls),
-        sampled=len(calls) < len(timeline.model_calls),
-        compactions=compactions,
-        tool_calls=tools,
-    )
-
-
-def _cut_summary(compaction: Compaction) -> Compaction:
-    summary = compaction.summary
-    if summary is None or len(summary) <= SUMMARY_CHARS:
-        return compaction
-    return attrs.evolve(compaction, summary=summary[:SUMMARY_CHARS] + "…", summary_cut=True)
-
-
 def timeline_json(timeline: Timeline) -> dict[str, Any]:
     """The timeline as JSON data (docs/timeline.md)."""
     data: dict[str, Any] = attrs.asdict(timeline, value_serializer=_plain)
@@ -635,8 +510,6 @@ def _plain(instance: Any, field: Any, value: Any) -> Any:
 
 __all__ = [
     "FORMAT",
-    "FULL_TURNS",
-    "MAX_POINTS",
     "Compaction",
     "Counts",
     "ErrorEntry",
@@ -648,9 +521,6 @@ __all__ = [
     "ToolCall",
     "Turn",
     "WarningEntry",
-    "condense",
-    "kept_turns",
     "read_timeline",
-    "sample_calls",
     "timeline_json",
 ]

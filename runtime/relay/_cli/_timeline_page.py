@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .._core._work_state import KIND_HEADINGS, kind_heading
-from ._html import (
+from .._html import (
     Chart,
     Marker,
     Series,

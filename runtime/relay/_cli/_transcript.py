@@ -12,6 +12,7 @@ from .._core._context import TurnSettings
 from .._core._history import is_contextual
 from .._core._summary import is_summary, summary_prefix
 from .._core._work_state import WorkState, work_state_lines
+from .._html import visible
 from .._rollout._lines import (
     CompactedLine,
     EventMsgLine,
@@ -25,7 +26,7 @@ from .._rollout._lines import (
     TurnContextLine,
     WorldStateLine,
 )
-from ._pretty import background_note, session_header, visible
+from ._pretty import background_note, session_header
 
 #: Lines of a tool output shown by the transcript.
 OUTPUT_LINES = 6

@@ -1,9 +1,11 @@
 """The page of ``relay eval --html OUT``: one self-contained HTML file (docs/eval.md).
 
-It shows the table of figures, retention by fact kind for each configuration, retention
-against input tokens (both drawn by matplotlib and embedded as images), and, for every case,
-the summary each configuration's compactions installed beside the facts that configuration
-lost. The data behind it is embedded as JSON (``<script id="relay-eval">``).
+It shows the figures as a table, one row per configuration (retention, retention by fact kind,
+input tokens and the rest; a heading sorts the rows, and the table copies as cells and reads as
+one to a screen reader), retention by fact kind for each configuration and retention against
+input tokens (both drawn by matplotlib and embedded as images), and, for every case, the
+summary each configuration's compactions installed beside the facts that configuration lost.
+The data behind it is embedded as JSON (``<script id="relay-eval">``).
 
 Everything but the drawing is a pure function of the report and the runs.
 """
@@ -15,8 +17,8 @@ import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._cli import _html as h
-from ._score import RunRecord, render_kind_table, render_table
+from .. import _html as h
+from ._score import RunRecord, figure_text
 
 #: The format of the embedded data; a change that breaks a reader changes it.
 PAGE_FORMAT = "relay-eval/1"
@@ -24,8 +26,60 @@ PAGE_FORMAT = "relay-eval/1"
 _CSS = """\
 .plots { display: flex; flex-wrap: wrap; gap: 16px; }
 .plots img { max-width: 100%; border: 1px solid var(--rule); }
-pre.table { background: var(--band); padding: 8px; overflow-x: auto; }
+.wide { overflow-x: auto; }
+caption { caption-side: bottom; text-align: left; color: var(--muted); padding: 4px 0; }
+table.sortable th button { font: inherit; color: inherit; background: none; border: 0;
+  padding: 0; cursor: pointer; text-align: inherit; }
+table.sortable th[aria-sort=ascending] button::after { content: " \\25B2"; }
+table.sortable th[aria-sort=descending] button::after { content: " \\25BC"; }
+th[scope=row] { background: none; font-weight: 600; }
+th.group { text-align: center; }
 td.summary pre { max-height: 260px; }
+"""
+
+#: The id of the table of figures.
+FIGURES_ID = "figures"
+
+#: The figures after retention and its kinds: (the summary's key, the heading, the kind of
+#: value). The compaction latency, when measured, comes after the compactions.
+_AFTER_KINDS = (
+    ("recallable", "recallable", "percent"),
+    ("accuracy", "accuracy", "percent"),
+    ("input_tokens", "input tokens", "tokens"),
+    ("compactions", "compactions", "count"),
+)
+_LAST = (("rereads", "re-reads", "count"), ("failures", "failures", "count"))
+
+#: Sorts a ``table.sortable`` by a column when its heading's button is pressed: by each cell's
+#: ``data-value`` (numbers as numbers), ascending then descending, a cell with no value last.
+SORT_SCRIPT = """\
+(function () {
+  var tables = document.querySelectorAll("table.sortable");
+  Array.prototype.forEach.call(tables, function (table) {
+    var body = table.tBodies[0];
+    var heads = table.querySelectorAll("th[data-column]");
+    Array.prototype.forEach.call(heads, function (head) {
+      head.querySelector("button").addEventListener("click", function () {
+        var column = Number(head.getAttribute("data-column"));
+        var numeric = head.getAttribute("data-sort") === "number";
+        var order = head.getAttribute("aria-sort") === "ascending" ? "descending" : "ascending";
+        Array.prototype.forEach.call(heads, function (other) {
+          other.removeAttribute("aria-sort");
+        });
+        head.setAttribute("aria-sort", order);
+        var rows = Array.prototype.slice.call(body.rows);
+        rows.sort(function (a, b) {
+          var x = a.cells[column].getAttribute("data-value");
+          var y = b.cells[column].getAttribute("data-value");
+          if (x === "" || y === "") { return (x === "") - (y === ""); }
+          var d = numeric ? Number(x) - Number(y) : x.localeCompare(y);
+          return order === "ascending" ? d : -d;
+        });
+        rows.forEach(function (row) { body.appendChild(row); });
+      });
+    });
+  });
+})();
 """
 
 
@@ -62,9 +116,7 @@ def render_page(data: Mapping[str, Any], plots: Mapping[str, bytes]) -> str:
         "<h1>relay eval</h1>",
         f'<p class="muted">{h.text(_headline(report))}</p>',
         "<h2>Figures</h2>",
-        _pre("figures", render_table(summary, latency, with_kinds=False)),
-        "<h2>Retention by fact kind</h2>",
-        _pre("kinds", render_kind_table(summary) or "no fact kinds"),
+        f'<div class="wide">{figures_table(summary, latency)}</div>',
     ]
     if plots:
         images = "".join(
@@ -96,11 +148,71 @@ def render_page(data: Mapping[str, Any], plots: Mapping[str, bytes]) -> str:
             h.table(["configuration", "summaries", "facts lost"], rows),
         ]
     body.append(h.json_script("relay-eval", dict(data)))
-    return h.page("relay eval", "\n".join(body), css=_CSS)
+    return h.page("relay eval", "\n".join(body), css=_CSS, script=SORT_SCRIPT)
 
 
-def _pre(element_id: str, content: str) -> str:
-    return f'<pre class="table" id={h.attr(element_id)}>{h.text(content)}</pre>'
+def figures_table(summary: Mapping[str, Any], latency: Mapping[str, Any] | None = None) -> str:
+    """The figures as a ``<table>``: a row per configuration (its name the row's heading),
+    a column per figure and per fact kind. Each cell shows what the text table shows (the mean,
+    ± half the spread over the repeats) and holds the mean in ``data-value``, which sorting
+    reads."""
+    kinds = list(
+        dict.fromkeys(k for fig in summary.values() for k in fig.get("retention_by_kind", {}))
+    )
+    after = list(_AFTER_KINDS)
+    if latency is not None:
+        after.append(("compaction_latency_ms", "latency ms", "tokens"))
+    after += _LAST
+    # (heading, the data-sort kind) of each column, in the order of the rows' cells.
+    columns = [("configuration", "text"), ("retention", "number")]
+    columns += [(kind, "number") for kind in kinds]
+    columns += [(heading, "number") for _, heading, _ in after]
+    two_rows = bool(kinds)
+
+    def head(index: int, *, grouped: bool = False) -> str:
+        heading, sort = columns[index]
+        span = " rowspan=2" if two_rows and not grouped else ""
+        numeric = " class=num" if sort == "number" else ""
+        return (
+            f'<th scope=col{span}{numeric} data-column="{index}" data-sort="{sort}">'
+            f'<button type="button">{h.text(heading)}</button></th>'
+        )
+
+    first = [head(0), head(1)]
+    if kinds:
+        first.append(
+            f'<th scope=colgroup colspan="{len(kinds)}" class="group">retention by fact kind</th>'
+        )
+    first += [head(i) for i in range(2 + len(kinds), len(columns))]
+    header = f"<tr>{''.join(first)}</tr>"
+    if kinds:
+        second = "".join(head(2 + i, grouped=True) for i in range(len(kinds)))
+        header += f"\n<tr>{second}</tr>"
+    rows = []
+    for name, fig in summary.items():
+        per = fig.get("retention_by_kind", {})
+        cells = [f"<th scope=row data-value={h.attr(name)}>{h.text(name)}</th>"]
+        cells.append(_figure_cell(fig["retention"], "percent"))
+        cells += [_figure_cell(per.get(kind), "percent") for kind in kinds]
+        for key, _, kind in after:
+            source = latency[name] if key == "compaction_latency_ms" and latency else fig
+            cells.append(_figure_cell(source.get(key), kind))
+        rows.append(f"<tr>{''.join(cells)}</tr>")
+    caption = (
+        "Each figure is the mean over the repeats, ± half the spread between them; a "
+        "heading sorts the rows by its column."
+    )
+    return (
+        f'<table id="{FIGURES_ID}" class="sortable">\n<caption>{h.text(caption)}</caption>\n'
+        f"<thead>\n{header}\n</thead>\n<tbody>\n" + "\n".join(rows) + "\n</tbody>\n</table>"
+    )
+
+
+def _figure_cell(figure: Mapping[str, float | None] | None, kind: str) -> str:
+    mean = figure.get("mean") if figure is not None else None
+    shown = figure_text(figure, kind) if figure is not None else "–"
+    value = "" if mean is None else repr(mean)
+    return f"<td class=num data-value={h.attr(value)}>{h.text(shown)}</td>"
 
 
 def _headline(report: Mapping[str, Any]) -> str:
@@ -175,4 +287,13 @@ def _png(fig: Any) -> bytes:
     return out.getvalue()
 
 
-__all__ = ["PAGE_FORMAT", "kind_plot", "page_data", "render_page", "retention_plot"]
+__all__ = [
+    "FIGURES_ID",
+    "PAGE_FORMAT",
+    "SORT_SCRIPT",
+    "figures_table",
+    "kind_plot",
+    "page_data",
+    "render_page",
+    "retention_plot",
+]

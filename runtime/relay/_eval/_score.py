@@ -300,7 +300,9 @@ def summarize_latency(records: Sequence[RunRecord], configs: Sequence[str]) -> d
     return out
 
 
-def _cell(figure: Mapping[str, float | None], kind: str) -> str:
+def figure_text(figure: Mapping[str, float | None], kind: str) -> str:
+    """A figure as the table shows it: its mean, ± half its spread over the repeats when it
+    varied; ``kind`` is ``percent``, ``count`` or ``tokens``; ``–`` when nothing was measured."""
     mean, width = figure["mean"], figure["spread"]
     if mean is None or width is None:
         return "–"
@@ -311,14 +313,9 @@ def _cell(figure: Mapping[str, float | None], kind: str) -> str:
     return f"{mean:,.0f} ±{width / 2:,.0f}" if width else f"{mean:,.0f}"
 
 
-def render_table(
-    summary: Mapping[str, Any],
-    latency: Mapping[str, Any] | None = None,
-    *,
-    with_kinds: bool = True,
-) -> str:
-    """The summary as a fixed-width table (mean ±half the spread over repeats), followed
-    (``with_kinds``) by the table of retention by fact kind."""
+def render_table(summary: Mapping[str, Any], latency: Mapping[str, Any] | None = None) -> str:
+    """The summary as a fixed-width table (mean ±half the spread over repeats), followed by
+    the table of retention by fact kind."""
     header = ["configuration", "retention", "recallable", "accuracy", "input tokens", "compactions"]
     if latency is not None:
         header.append("latency ms")
@@ -327,17 +324,17 @@ def render_table(
     for name, fig in summary.items():
         row = [
             name,
-            _cell(fig["retention"], "percent"),
-            _cell(fig["recallable"], "percent"),
-            _cell(fig["accuracy"], "percent"),
-            _cell(fig["input_tokens"], "tokens"),
-            _cell(fig["compactions"], "count"),
+            figure_text(fig["retention"], "percent"),
+            figure_text(fig["recallable"], "percent"),
+            figure_text(fig["accuracy"], "percent"),
+            figure_text(fig["input_tokens"], "tokens"),
+            figure_text(fig["compactions"], "count"),
         ]
         if latency is not None:
-            row.append(_cell(latency[name]["compaction_latency_ms"], "tokens"))
-        row += [_cell(fig["rereads"], "count"), _cell(fig["failures"], "count")]
+            row.append(figure_text(latency[name]["compaction_latency_ms"], "tokens"))
+        row += [figure_text(fig["rereads"], "count"), figure_text(fig["failures"], "count")]
         rows.append(row)
-    by_kind = render_kind_table(summary) if with_kinds else ""
+    by_kind = render_kind_table(summary)
     return _fixed_width(rows) + (f"\n\n{by_kind}" if by_kind else "")
 
 
@@ -351,7 +348,7 @@ def render_kind_table(summary: Mapping[str, Any]) -> str:
     rows = [["retention by kind", *kinds]]
     for name, fig in summary.items():
         per = fig.get("retention_by_kind", {})
-        rows.append([name, *(_cell(per[k], "percent") if k in per else "–" for k in kinds)])
+        rows.append([name, *(figure_text(per[k], "percent") if k in per else "–" for k in kinds)])
     return _fixed_width(rows)
 
 

@@ -23,9 +23,10 @@ from typing import Any
 import anyio
 import attrs
 
-from .._base._config import Config, ProviderConfig, resolve_api_key
+from .._base._config import Config, ProviderConfig
 from .._base._model import CompactRequest, ModelClient, ModelEvent, Prompt
 from .._models._responses import request_body
+from .._open import open_model_client
 
 
 def request_key(prompt: Prompt, cwd: str | None = None) -> str:
@@ -131,9 +132,8 @@ async def open_shared_summaries(
     configs: Mapping[str, Config],
 ) -> AsyncIterator[dict[str, SharedSummaries]]:
     """One :class:`SharedSummaries` per compaction provider the configurations name (by
-    configuration name), each over one HTTP client for the whole evaluation."""
-    from .._wire import open_http_client
-
+    configuration name), each over one HTTP client for the whole evaluation, opened as a
+    session opens it."""
     by_provider: dict[tuple[str, str | None], SharedSummaries] = {}
     out: dict[str, SharedSummaries] = {}
     async with AsyncExitStack() as stack:
@@ -145,9 +145,7 @@ async def open_shared_summaries(
                 continue  # the embedded scripted model: nothing to share
             key = (provider.name, provider.base_url)
             if key not in by_provider:
-                client = await stack.enter_async_context(
-                    open_http_client(provider, api_key=resolve_api_key(provider))
-                )
+                client = await stack.enter_async_context(open_model_client(config, provider))
                 by_provider[key] = SharedSummaries(client)
             out[name] = by_provider[key]
         yield out

@@ -10,6 +10,7 @@ state (new, or resumed from a rollout), the task factories of the ops (relay's o
 
 from ._parts import MCP_EVENT_ID as MCP_EVENT_ID
 from ._parts import mcp_server_tables as mcp_server_tables
+from ._parts import open_model_client as open_model_client
 from ._session import open_session as open_session
 from ._session import resume_session as resume_session
 from ._tasks import BUILTIN_COMPACTOR as BUILTIN_COMPACTOR
@@ -29,6 +30,7 @@ __all__ = [
     "custom_op_types",
     "load_object",
     "mcp_server_tables",
+    "open_model_client",
     "open_session",
     "resume_session",
     "task_factories",

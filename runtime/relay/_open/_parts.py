@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable, Iterable, Mapping
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -317,6 +317,23 @@ async def _open_model(
     return client, api_key
 
 
+@asynccontextmanager
+async def open_model_client(
+    config: Config, provider: ProviderConfig | None = None, *, api_key: str | None = None
+) -> AsyncIterator[ModelClient]:
+    """The model client :func:`open_session` opens for ``provider`` (default: the
+    configuration's own), open until the block exits: the scripted model of
+    ``config.model_script`` for the embedded provider, else an HTTP client. For a program
+    that wraps the client before it hands it to a session (``open_session(model=...)``).
+
+    Raises:
+        ConfigError: the provider's API key is missing or invalid.
+    """
+    async with AsyncExitStack() as stack:
+        client, _ = await _open_model(config, provider or config.provider(), stack, api_key)
+        yield client
+
+
 def _known_key(provider: ProviderConfig, given: str | None) -> str | None:
     """The key a session given its model client still keeps out of what it records: the one
     passed, else the provider's when its variable holds a usable one."""
@@ -335,6 +352,7 @@ __all__ = [
     "default_clock",
     "initial_state",
     "mcp_server_tables",
+    "open_model_client",
     "open_models",
     "open_rollout",
     "session_writer",

@@ -169,11 +169,45 @@ def start_export(chosen: Sequence[str], stream: IO[str]) -> Export:
     return Export(provider)
 
 
+def export_for(
+    flag: bool, environ: Mapping[str, str], stream: IO[str], command: str
+) -> Export | None:
+    """The SDK set up to export a command's spans: asked for by ``--otel`` (a problem is a
+    usage error) or by ``OTEL_TRACES_EXPORTER`` (a problem is a warning on ``stream``, naming
+    the ``command``, and no spans).
+
+    Raises:
+        ConfigError: with ``--otel``, the environment names no exporter relay has, or the SDK
+            is not installed.
+    """
+    if not wanted(flag, environ):
+        return None
+    try:
+        chosen = exporters(environ)
+        return start_export(chosen, stream) if chosen else None
+    except ConfigError as exc:
+        if flag:
+            raise
+        stream.write(f"{command}: warning: no traces: {exc}\n")
+        return None
+
+
+def close_export(export: Export | None, stream: IO[str], command: str) -> None:
+    """Export what is left, and say on ``stream`` when it could not be done in time."""
+    if export is not None and not export.close():
+        stream.write(
+            f"{command}: warning: the spans were not all exported within {FLUSH_SECONDS:g} s; "
+            "is the OTLP collector reachable?\n"
+        )
+
+
 __all__ = [
     "CONSOLE",
     "FLUSH_SECONDS",
     "OTLP",
     "Export",
+    "close_export",
+    "export_for",
     "exporters",
     "start_export",
     "wanted",

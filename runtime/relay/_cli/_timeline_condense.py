@@ -1,0 +1,140 @@
+"""A long session's timeline made to fit a page (``relay show --html``, docs/timeline.md).
+
+:func:`condense` keeps a long session's page small: past :data:`FULL_TURNS` turns, stretches of
+uneventful turns are collapsed into one entry each, and past :data:`MAX_POINTS` model calls the
+chart's points are sampled (every point next to a compaction or an error is kept); past
+:data:`SUMMARIES_BUDGET` characters of summaries, each summary is cut.
+
+Pure functions of the timeline :func:`~._timeline.read_timeline` read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import attrs
+
+from ._timeline import Compaction, ModelCall, Stretch, Timeline, Turn
+
+#: Up to this many turns, every turn is listed; beyond, uneventful stretches are collapsed.
+FULL_TURNS = 1_000
+#: Up to this many model calls, every one is a point of the chart; beyond, they are sampled.
+MAX_POINTS = 2_000
+#: Turns listed on each side of an eventful turn, and at each end, when collapsing.
+CONTEXT_TURNS = 2
+#: A run of uneventful turns shorter than this is listed rather than collapsed.
+MIN_STRETCH = 5
+#: Above this many characters of summaries in all, each summary is cut to SUMMARY_CHARS.
+SUMMARIES_BUDGET = 1_000_000
+SUMMARY_CHARS = 4_000
+
+
+def _eventful(turn: Turn) -> bool:
+    return bool(turn.compactions or turn.errors) or turn.outcome != "completed"
+
+
+def kept_turns(turns: Sequence[Turn]) -> list[bool]:
+    """Which turns a long timeline lists: every eventful one (a compaction, an error, not
+    completed), :data:`CONTEXT_TURNS` around each and at both ends; a run of fewer than
+    :data:`MIN_STRETCH` other turns is listed too."""
+    keep = [False] * len(turns)
+    for index, turn in enumerate(turns):
+        if _eventful(turn) or index < CONTEXT_TURNS or index >= len(turns) - CONTEXT_TURNS:
+            for near in range(max(0, index - CONTEXT_TURNS), index + CONTEXT_TURNS + 1):
+                if near < len(turns):
+                    keep[near] = True
+    start = None
+    for index in range(len(turns) + 1):
+        if index < len(turns) and not keep[index]:
+            start = index if start is None else start
+            continue
+        if start is not None and index - start < MIN_STRETCH:
+            keep[start:index] = [True] * (index - start)
+        start = None
+    return keep
+
+
+def _stretch(at: int, turns: Sequence[Turn]) -> Stretch:
+    return Stretch(
+        at=at,
+        first=turns[0].id,
+        last=turns[-1].id,
+        turns=len(turns),
+        started=turns[0].started,
+        ended=turns[-1].ended,
+        model_calls=sum(turn.model_calls for turn in turns),
+        tool_calls=sum(turn.tool_calls for turn in turns),
+    )
+
+
+def sample_calls(calls: Sequence[ModelCall], marks: Iterable[int], limit: int) -> list[ModelCall]:
+    """At most about ``limit`` of ``calls``: the first, the last, those at ``marks`` and right
+    before each (a compaction's drop, an error), and the lowest and highest of each stretch in
+    between, so the chart keeps its shape."""
+    if len(calls) <= limit:
+        return list(calls)
+    chosen = {0, len(calls) - 1}
+    for mark in marks:
+        chosen.update(index for index in (mark - 1, mark) if 0 <= index < len(calls))
+    chosen.update(call.index for call in calls if call.estimated)
+    buckets = max(1, (limit - len(chosen)) // 2)
+    size = -(-len(calls) // buckets)
+    for start in range(0, len(calls), size):
+        bucket = calls[start : start + size]
+        chosen.add(min(bucket, key=lambda call: call.context_tokens).index)
+        chosen.add(max(bucket, key=lambda call: call.context_tokens).index)
+    return [calls[index] for index in sorted(chosen)]
+
+
+def condense(
+    timeline: Timeline, *, full_turns: int = FULL_TURNS, max_points: int = MAX_POINTS
+) -> Timeline:
+    """``timeline`` made to fit a page: see the module doc. A short session is unchanged."""
+    turns: list[Turn] = list(timeline.turns)
+    stretches: list[Stretch] = []
+    if len(turns) > full_turns:
+        keep = kept_turns(turns)
+        listed: list[Turn] = []
+        run: list[Turn] = []
+        for turn, kept in zip(turns, keep, strict=True):
+            if kept:
+                if run:
+                    stretches.append(_stretch(len(listed), run))
+                    run = []
+                listed.append(turn)
+            else:
+                run.append(turn)
+        if run:
+            stretches.append(_stretch(len(listed), run))
+        turns = listed
+    shown = {turn.id for turn in turns}
+    tools = tuple(
+        tool
+        for tool in timeline.tool_calls
+        if tool.turn_id is None or tool.turn_id in shown or not stretches
+    )
+    marks = [c.at_call for c in timeline.compactions] + [e.at_call for e in timeline.errors]
+    marks += [i.at_call for i in timeline.interrupts]
+    calls = sample_calls(timeline.model_calls, marks, max_points)
+    compactions = timeline.compactions
+    if sum(len(c.summary or "") for c in compactions) > SUMMARIES_BUDGET:
+        compactions = tuple(_cut_summary(c) for c in compactions)
+    return attrs.evolve(
+        timeline,
+        turns=tuple(turns),
+        collapsed=tuple(stretches),
+        model_calls=tuple(calls),
+        sampled=len(calls) < len(timeline.model_calls),
+        compactions=compactions,
+        tool_calls=tools,
+    )
+
+
+def _cut_summary(compaction: Compaction) -> Compaction:
+    summary = compaction.summary
+    if summary is None or len(summary) <= SUMMARY_CHARS:
+        return compaction
+    return attrs.evolve(compaction, summary=summary[:SUMMARY_CHARS] + "…", summary_cut=True)
+
+
+__all__ = ["FULL_TURNS", "MAX_POINTS", "condense", "kept_turns", "sample_calls"]

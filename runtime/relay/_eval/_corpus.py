@@ -1,0 +1,285 @@
+"""What ``relay eval`` runs: a corpus of cases and a matrix of configurations (docs/eval.md).
+
+A corpus is a folder; each sub-folder with an ``ops.jsonl`` is a case:
+
+- ``ops.jsonl``: the op script;
+- ``model.json``: the model script (absent: the configured provider answers);
+- ``fixture/``: the files the tools work on (copied afresh for every run; see ``_fixture.py``);
+- ``probes.json``: ``{"facts": [...], "questions": [{"ask": ..., "expect": REGEX}]}``; a fact
+  is a string, or a list of the forms it may take (any one present keeps it).
+
+A matrix (``--matrix FILE``, else ``CORPUS/matrix.toml``) is TOML with one ``[[configuration]]``
+table per configuration: a ``name`` and any configuration keys, laid over the base
+configuration (``--config``, ``-c``).
+
+Everything here is read and checked before anything runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import tomllib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from .._base._config import config_from_dict, parse_override, unknown_keys
+from .._base._errors import ConfigError, ScriptError
+from .._drive._op_script import Step, parse_op_script
+from ._fixture import Fixture, scan_fixture
+from ._score import check_expect
+
+#: The longest name of a configuration, in characters.
+NAME_MAX = 64
+
+
+@attrs.frozen
+class Question:
+    """A question asked after the session, and the pattern a right answer contains."""
+
+    ask: str
+    expect: str
+
+
+@attrs.frozen
+class Case:
+    """One case of a corpus."""
+
+    name: str
+    steps: tuple[Step, ...]
+    model_script: Path | None
+    fixture: Fixture | None
+    facts: tuple[tuple[str, ...], ...]
+    questions: tuple[Question, ...]
+    kinds: tuple[str, ...] = ()
+    """The kind of each fact, in the order of ``facts`` (``fact`` when the probes name none)."""
+
+
+@attrs.frozen
+class Configuration:
+    """One configuration of a matrix: its name and the config data laid over the base."""
+
+    name: str
+    overrides: Mapping[str, Any]
+
+
+def load_case(folder: Path) -> Case:
+    """Read one case folder.
+
+    Raises:
+        ScriptError: the op script or the probes are malformed.
+    """
+    ops = folder / "ops.jsonl"
+    steps = parse_op_script(ops.read_text(encoding="utf-8"), str(ops))
+    probes_file = folder / "probes.json"
+    probes: Any = {}
+    if probes_file.exists():
+        try:
+            probes = json.loads(probes_file.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise ScriptError(f"{probes_file}: invalid JSON: {exc}") from exc
+    if not isinstance(probes, dict) or not set(probes) <= {"facts", "questions"}:
+        raise ScriptError(f"{probes_file}: expected an object with facts and questions")
+    facts = probes.get("facts", [])
+    questions = probes.get("questions", [])
+    parsed = [parse_fact(f) for f in facts] if isinstance(facts, list) else [None]
+    if any(f is None for f in parsed):
+        raise ScriptError(
+            f"{probes_file}: each fact must be a non-empty string, a list of them, or an "
+            'object {"kind": ..., "forms": [...]} (or "text": ...)'
+        )
+    forms = [f[1] for f in parsed if f is not None]
+    kinds = [f[0] for f in parsed if f is not None]
+    if not isinstance(questions, list) or not all(
+        isinstance(q, dict) and isinstance(q.get("ask"), str) and isinstance(q.get("expect"), str)
+        for q in questions
+    ):
+        raise ScriptError(f"{probes_file}: each question needs an ask and an expect string")
+    for number, question in enumerate(questions, 1):
+        wrong = check_expect(question["expect"])
+        if wrong is not None:
+            raise ScriptError(
+                f"{probes_file}: question {number}: expect {question['expect']!r} is not a "
+                f"regular expression: {wrong}"
+            )
+    model = folder / "model.json"
+    return Case(
+        name=folder.name,
+        steps=tuple(steps),
+        model_script=model if model.exists() else None,
+        fixture=scan_fixture(folder / "fixture"),
+        facts=tuple(tuple(f) for f in forms),
+        questions=tuple(Question(q["ask"], q["expect"]) for q in questions),
+        kinds=tuple(kinds),
+    )
+
+
+#: The kind of a fact whose probes name none.
+DEFAULT_KIND = "fact"
+
+
+def parse_fact(data: Any) -> tuple[str, list[str]] | None:
+    """A fact of ``probes.json`` as ``(kind, forms)``, or None when it is not one.
+
+    A fact is a string, a list of the forms it may take, or an object with a ``kind`` and
+    either ``forms`` (a list) or ``text`` (one form).
+    """
+    kind = DEFAULT_KIND
+    if isinstance(data, dict):
+        if set(data) - {"kind", "forms", "text"} or not isinstance(data.get("kind"), str):
+            return None
+        kind = data["kind"]
+        if not kind or ("forms" in data and "text" in data):
+            return None
+        data = data["forms"] if "forms" in data else data.get("text")
+    forms = [data] if isinstance(data, str) else data
+    if not isinstance(forms, list) or not forms:
+        return None
+    if not all(isinstance(form, str) and form for form in forms):
+        return None
+    return kind, list(forms)
+
+
+def load_corpus(corpus: Path) -> list[Case]:
+    """Every case of a corpus, in name order.
+
+    Raises:
+        ScriptError: the folder holds no case, or a case is malformed.
+    """
+    if not corpus.is_dir():
+        raise ScriptError(f"{corpus}: not a folder")
+    folders = sorted(
+        (f for f in corpus.rglob("ops.jsonl") if "fixture" not in f.relative_to(corpus).parts),
+        key=lambda f: f.parent.relative_to(corpus).as_posix(),
+    )
+    if not folders:
+        raise ScriptError(f"{corpus}: no case in it (a case is a folder with an ops.jsonl)")
+    return [load_case(f.parent) for f in folders]
+
+
+def load_matrix(path: Path | None) -> list[Configuration]:
+    """The configurations of a matrix file; without one, the base configuration alone.
+
+    Raises:
+        ConfigError: the file cannot be read, a configuration has no name, a name repeats,
+            or a key is not a configuration key.
+    """
+    if path is None:
+        return [Configuration("default", {})]
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read matrix {path}: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML in matrix {path}: {exc}") from exc
+    tables = data.get("configuration")
+    if not isinstance(tables, list) or not tables or set(data) != {"configuration"}:
+        raise ConfigError(f"{path}: expected one or more [[configuration]] tables and nothing else")
+    out: list[Configuration] = []
+    for number, table in enumerate(tables, 1):
+        name = table.get("name")
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{path}: configuration {number} has no name")
+        wrong = name_problem(name)
+        if wrong is not None:
+            raise ConfigError(f"{path}: configuration {number}: {wrong}")
+        if name in {c.name for c in out}:
+            raise ConfigError(f"{path}: configuration name {name!r} is used twice")
+        overrides = {k: v for k, v in table.items() if k != "name"}
+        unknown = unknown_keys(overrides)
+        if unknown:
+            raise ConfigError(
+                f"{path}: configuration {name!r}: unknown key(s) {', '.join(unknown)}"
+            )
+        out.append(Configuration(name, overrides))
+    return out
+
+
+def name_problem(name: str) -> str | None:
+    """What makes ``name`` unusable as a configuration's name, or None.
+
+    A name is shown in the table, the reports and the plot, and may be used for a file of its
+    own: 1 to :data:`NAME_MAX` printable characters, no ``/`` or ``\\``, not ``.`` or ``..``.
+    """
+    shown = repr(name if len(name) <= 40 else name[:37] + "...")
+    if len(name) > NAME_MAX:
+        return f"the name {shown} is longer than {NAME_MAX} characters ({len(name)})"
+    bad = next((c for c in name if not c.isprintable()), None)
+    if bad is not None:
+        return f"the name {shown} has a control character ({bad!r}); a name is printable text"
+    for separator in ("/", "\\"):
+        if separator in name:
+            return f"the name {shown} has a {separator!r}; a name is no path"
+    if name in {".", ".."} or not name.strip():
+        return f"the name {shown} is not a name"
+    return None
+
+
+def base_config_data(path: str | None, overrides: Sequence[str]) -> dict[str, Any]:
+    """The base configuration as plain data: the file, then the ``-c`` overrides."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"invalid TOML in config file {path}: {exc}") from exc
+    for override in overrides:
+        keys, value = parse_override(override)
+        node = data
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+        node[keys[-1]] = value
+    config_from_dict(data)  # a bad base is found before anything runs
+    return data
+
+
+def merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``over`` laid on ``base``: tables merge key by key, anything else replaces."""
+    out = copy.deepcopy(dict(base))
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def check_configurations(
+    cases: Sequence[Case], configurations: Sequence[Configuration], base: Mapping[str, Any]
+) -> None:
+    """Build every configuration once, before anything runs.
+
+    Raises:
+        ConfigError: a configuration is invalid, or a case without a model script would be
+            answered by no model server.
+    """
+    unscripted = [case.name for case in cases if case.model_script is None]
+    for configuration in configurations:
+        config = config_from_dict(merged(base, configuration.overrides))
+        if unscripted and config.provider().base_url is None:
+            raise ConfigError(
+                f"configuration {configuration.name!r}: case {unscripted[0]} has no "
+                "model.json, and no model server is configured to answer it"
+            )
+
+
+__all__ = [
+    "DEFAULT_KIND",
+    "NAME_MAX",
+    "Case",
+    "Configuration",
+    "Question",
+    "base_config_data",
+    "check_configurations",
+    "load_case",
+    "load_corpus",
+    "load_matrix",
+    "merged",
+    "name_problem",
+    "parse_fact",
+]
