@@ -62,58 +62,37 @@ async def open_session(
     mcp_servers: Mapping[str, McpServerConfig | Mapping[str, Any]] | None = None,
     tracer_provider: TracerProvider | None = None,
 ) -> AsyncIterator[Session]:
-    """Open a session that runs until the block exits or a ``shutdown`` op ends it.
+    """Open a session that runs until the block exits or a ``shutdown`` op ends it; leaving
+    the block aborts a running task (``shutdown``), and ``shutdown_complete`` is the last event.
 
-    Leaving the block shuts the session down: a running task is aborted (reason
-    ``shutdown``) and ``shutdown_complete`` is the last event.
-
-    The API key is ``api_key`` when given, else read from the variable the provider's
-    ``env_key`` names. Either way the program's environment is left as it is: its own
-    ``OPENAI_API_KEY``, its own clients and the processes it starts keep working. The
-    processes the session starts (the shell tool, hook commands) never get the variable, and
-    whatever they output is redacted of the key before it is recorded, reported or sent.
-    (The ``relay`` command, which owns its process, also takes the key out of its own
-    environment, ``/proc/PID/environ`` included.)
-
-    Example::
-
-        async with relay.open_session(relay.Config()) as session:
-            answer = await session.ask("hello")
+    The API key is ``api_key``, else the variable the provider's ``env_key`` names; the
+    program's environment is left as it is. The processes the session starts never get the
+    variable, and their output is redacted of the key (docs/session.md).
 
     Args:
         config: the configuration (default: ``Config()``, the embedded scripted model).
-        model: a model client to use instead of the configured provider.
+        model: a model client in place of the configured provider's (which it talks to).
         tools: tools to register besides the enabled built-ins.
         session_id: the session id (default: a new UUID).
-        clock: the wall clock used for dates and timestamps in events.
+        clock: the wall clock of dates and timestamps in events.
         rng: the random source of retry jitter.
-        estimator: the token counter for responses whose server reported no usage (default:
+        estimator: the token counter of responses whose server reported no usage (default:
             tiktoken's ``o200k_base`` when installed, else the approximate count).
-        hooks: Python callables to run before or after compactions (configured hook
-            commands run first).
-        tasks: task factories by op type, added to relay's (``user_turn``, ``user_input``,
-            ``compact``) or in place of them: a callable ``(op) -> SessionTask``, or its
-            ``"package.module:attribute"``. They come after those of installed packages (the
-            ``relay.tasks`` entry points) and of ``config.tasks``.
-        compactor: makes what a task does at its compaction points (default: relay's, from
-            ``relay.tasks.compaction``).
-        api_key: the provider's API key, passed by value instead of read from the
-            environment (surrounding whitespace is stripped).
-        epoch: the epoch the session writes its rollout in, when hosts take it over from one
-            another (``docs/rollout.md``, Epochs); its events are numbered from the epoch's
-            ``first_seq``.
-        compact_model: a model client for compaction summaries, instead of the one
-            ``config.compact_model_provider`` names (by default the session's own client).
-        mcp_servers: MCP servers whose tools the model may call, by name, added to
-            ``config.mcp_servers`` (or in place of one of the same name): each a
-            :class:`~relay.McpServerConfig` or a plain table of the keys a
-            ``[mcp_servers.NAME]`` table holds (docs/tools.md). They start before the session
-            opens, at once, each within its ``startup_timeout_sec``; one that does not start
-            is a ``warning`` event, and the session goes on without its tools. They stop when
-            the session ends. This needs the ``mcp`` extra (``relay-runtime[mcp]``).
-        tracer_provider: the OpenTelemetry tracer provider the session's spans go to
-            (default: the global one; see ``docs/observability.md``). Without
-            ``opentelemetry-api`` installed, a session has no spans.
+        hooks: Python callables run before or after compactions (after configured commands).
+        tasks: task factories by op type, added to relay's or in their place: a callable
+            ``(op) -> SessionTask`` or its ``"package.module:attribute"``; they come after
+            installed packages' entry points and ``config.tasks`` (docs/tasks.md).
+        compactor: makes what a task does at its compaction points (default:
+            ``config.compactor``, else relay's; docs/compaction.md).
+        api_key: the provider's API key, passed by value (surrounding whitespace stripped).
+        epoch: the epoch the session writes its rollout in (docs/rollout.md, Epochs).
+        compact_model: a model client for compaction summaries (default: the client of
+            ``config.compact_model_provider``, else the session's own).
+        mcp_servers: MCP servers by name, added to ``config.mcp_servers``: each a
+            :class:`~relay.McpServerConfig` or a plain ``[mcp_servers.NAME]`` table; they start
+            before the session opens (docs/tools.md; the ``mcp`` extra).
+        tracer_provider: where the session's spans go (default: the global tracer provider;
+            docs/observability.md).
 
     Raises:
         ConfigError: the configuration is invalid (unknown provider, missing or invalid API
