@@ -23,6 +23,7 @@ import relay
 from relay import testing
 from relay._core._hooks import CompactHook, HookInput, HookStop, run_hook_command
 from relay._core._summary import is_summary
+from relay.testing import turn_ended
 from tests.escapees import escape_argv, wait_gone
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
@@ -49,16 +50,12 @@ GO_ON = python("import sys; sys.stdin.read()")
 HANG = "import time; time.sleep(60)"
 
 
-def ended(event: relay.Event) -> bool:
-    return isinstance(event.msg, relay.TurnComplete | relay.TurnAborted)
-
-
 async def run(t: testing.TestSession, *ops: relay.Op) -> None:
-    done = sum(ended(e) for e in t.recorder.events)
+    done = sum(turn_ended(e) for e in t.recorder.events)
     for op in ops:
         await t.submit(op)
         done += 1
-        await t.wait_for(ended, done)
+        await t.wait_for(turn_ended, done)
 
 
 def hooks_config(**fields: Any) -> relay.Config:
@@ -227,7 +224,7 @@ async def test_a_pre_compact_stop_aborts_the_task_and_changes_nothing() -> None:
         await run(t, relay.UserTurn(items=[relay.Text("hi")]))
         before = list(t.session.history.items)
         await t.submit(relay.Compact(), id="c1")
-        await t.wait_for(ended, 2)
+        await t.wait_for(turn_ended, 2)
         assert list(t.session.history.items) == before
         assert t.session.snapshot().window_number == 0
     msgs = turn_msgs(t, "c1")
@@ -258,7 +255,7 @@ async def test_a_post_compact_stop_keeps_the_compaction_installed() -> None:
     async with testing.open_test_session(config=cfg) as t:
         await run(t, relay.UserTurn(items=[relay.Text("hi")]))
         await t.submit(relay.Compact(), id="c1")
-        await t.wait_for(ended, 2)
+        await t.wait_for(turn_ended, 2)
         history = list(t.session.history.items)
         assert t.session.snapshot().window_number == 1
     assert is_summary(history[-1])
@@ -288,7 +285,7 @@ async def test_a_hanging_hook_is_cut_at_its_timeout_with_a_warning() -> None:
         await run(t, relay.UserTurn(items=[relay.Text("hi")]))
         await t.submit(relay.Compact(), id="c1")
         with trio.fail_after(20):
-            await t.wait_for(ended, 2)
+            await t.wait_for(turn_ended, 2)
     msgs = turn_msgs(t, "c1")
     assert types(msgs)[:5] == [
         "turn_started",
@@ -325,7 +322,7 @@ async def test_interrupting_a_running_hook_kills_it(tmp_path: Path) -> None:
         pidfd = os.pidfd_open(pid)
         try:
             await t.submit(relay.Interrupt())
-            await t.wait_for(ended, 2)
+            await t.wait_for(turn_ended, 2)
             with trio.fail_after(5):
                 await trio.lowlevel.wait_readable(pidfd)
         finally:
@@ -341,7 +338,7 @@ async def test_a_crashing_hook_warns_and_the_compaction_goes_on() -> None:
     async with testing.open_test_session(config=cfg) as t:
         await run(t, relay.UserTurn(items=[relay.Text("hi")]))
         await t.submit(relay.Compact(), id="c1")
-        await t.wait_for(ended, 2)
+        await t.wait_for(turn_ended, 2)
     msgs = turn_msgs(t, "c1")
     outcomes = [m.outcome for m in msgs if isinstance(m, relay.HookCompleted)]
     assert outcomes == ["failed", "stop"]
@@ -369,7 +366,7 @@ async def test_callable_hooks_run_after_commands_and_a_stop_skips_the_rest(
         t.session.register_hook(CompactHook("pre_compact", never, name="never"))
         await run(t, relay.UserTurn(items=[relay.Text("hi")]))
         await t.submit(relay.Compact(), id="c1")
-        await t.wait_for(ended, 2)
+        await t.wait_for(turn_ended, 2)
     msgs = turn_msgs(t, "c1")
     assert types(msgs) == [
         "turn_started",
@@ -397,7 +394,7 @@ async def test_a_hanging_callable_is_cancelled_at_exactly_its_timeout(
         t.session.register_hook(CompactHook("post_compact", crash, name="crash"))
         await run(t, relay.UserTurn(items=[relay.Text("hi")]))
         await t.submit(relay.Compact(), id="c1")
-        await t.wait_for(ended, 2)
+        await t.wait_for(turn_ended, 2)
     msgs = turn_msgs(t, "c1")
     completed = [m for m in msgs if isinstance(m, relay.HookCompleted)]
     assert [(m.hook, m.outcome, m.duration_ms) for m in completed] == [
@@ -427,7 +424,7 @@ async def test_an_auto_compaction_stopped_by_a_hook_ends_the_turn(
     async with testing.open_test_session(script, config=cfg) as t:
         t.session.register_hook(CompactHook("pre_compact", veto))
         await t.submit(relay.UserTurn(items=[relay.Text("hi")]), id="t1")
-        await t.wait_for(ended)
+        await t.wait_for(turn_ended)
     assert seen == ["auto"]
     assert len(t.model.requests) == 1
     msgs = turn_msgs(t, "t1")
@@ -468,9 +465,9 @@ async def test_hook_input_never_carries_the_api_key(
             async with anyio.create_task_group() as tg:
                 tg.start_soon(recorder.consume, session)
                 await session.submit(relay.UserTurn(items=[relay.Text("hi")]))
-                await recorder.wait_for(ended)
+                await recorder.wait_for(turn_ended)
                 await session.submit(relay.Compact(), id="c1")
-                await recorder.wait_for(ended, 2)
+                await recorder.wait_for(turn_ended, 2)
                 await session.submit(relay.Shutdown())
             rollout_path = session.rollout.path  # type: ignore[union-attr]
     raw = sink.read_text()
@@ -541,9 +538,9 @@ async def test_what_hook_commands_print_is_redacted(
             async with anyio.create_task_group() as tg:
                 tg.start_soon(recorder.consume, session)
                 await session.submit(relay.UserTurn(items=[relay.Text("hi")]))
-                await recorder.wait_for(ended)
+                await recorder.wait_for(turn_ended)
                 await session.submit(relay.Compact(), id="c1")
-                await recorder.wait_for(ended, 2)
+                await recorder.wait_for(turn_ended, 2)
                 await session.submit(relay.Shutdown())
             rollout_path = session.rollout.path  # type: ignore[union-attr]
     events = json.dumps(recorder.json())
@@ -580,9 +577,9 @@ async def test_a_raising_callable_hook_is_reported_redacted(
             async with anyio.create_task_group() as tg:
                 tg.start_soon(recorder.consume, session)
                 await session.submit(relay.UserTurn(items=[relay.Text("hi")]))
-                await recorder.wait_for(ended)
+                await recorder.wait_for(turn_ended)
                 await session.submit(relay.Compact(), id="c1")
-                await recorder.wait_for(ended, 2)
+                await recorder.wait_for(turn_ended, 2)
                 await session.submit(relay.Shutdown())
     events = json.dumps(recorder.json())
     assert "cannot use [redacted]" in events

@@ -33,6 +33,7 @@ from relay import testing
 from relay._base._codec import to_json, type_tag
 from relay._base._tokens import ApproxEstimator
 from relay._models._mock_transport import SSE_HEADERS
+from relay.testing import turn_ended
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import check_rollout_matches, check_well_formed
 from tests.reliability._raw_server import RawAnswer, open_raw_server, sse
@@ -512,10 +513,6 @@ def fault_config(fault: Fault, base_url: str, workdir: Path) -> relay.Config:
     )
 
 
-def ended(event: relay.Event) -> bool:
-    return isinstance(event.msg, relay.TurnComplete | relay.TurnAborted)
-
-
 def _problem(check: Any) -> str | None:
     try:
         check()
@@ -560,7 +557,7 @@ async def run_fault(fault: Fault, workdir: Path, *, api_key: str) -> Observation
                 if fault.op == "compact":
                     await session.submit(relay.UserTurn(items=[relay.Text("warm up")]))
                     done += 1
-                    await recorder.wait_for(ended, done)
+                    await recorder.wait_for(turn_ended, done)
                     before = list(session.history.items)
                     faulted = await session.submit(relay.Compact())
                 else:
@@ -568,13 +565,13 @@ async def run_fault(fault: Fault, workdir: Path, *, api_key: str) -> Observation
                         relay.UserTurn(items=[relay.Text("first request")])
                     )
                 done += 1
-                await recorder.wait_for(ended, done)
+                await recorder.wait_for(turn_ended, done)
                 after_fault = list(session.history.items)
                 following = await session.submit(
                     relay.UserTurn(items=[relay.Text("after the fault")])
                 )
                 done += 1
-                await recorder.wait_for(ended, done)
+                await recorder.wait_for(turn_ended, done)
                 await session.submit(relay.Shutdown())
                 await recorder.wait_for(relay.ShutdownComplete)
             log = tuple(server.requests)

@@ -32,6 +32,7 @@ import relay
 from relay import testing
 from relay._base._tokens import ApproxEstimator
 from relay._models._script import CompactReply, ModelScript, ReplyPlan, parse_model_script
+from relay.testing import turn_ended
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import check_rollout_matches, check_well_formed
 
@@ -149,10 +150,6 @@ def session_config(index: int, base_url: str, root: Path) -> relay.Config:
     )
 
 
-def ended(event: relay.Event) -> bool:
-    return isinstance(event.msg, relay.TurnComplete | relay.TurnAborted)
-
-
 async def drive(index: int, base_url: str, root: Path, peaks: list[tuple[int, int]]) -> None:
     """One session's ops, then every check of it; ``peaks`` gets the counts mid-run."""
     ops: list[relay.Op] = [
@@ -172,7 +169,7 @@ async def drive(index: int, base_url: str, root: Path, peaks: list[tuple[int, in
     ):
         for done, op in enumerate(ops, start=1):
             await session.submit(op)
-            await recorder.wait_for(ended, done)
+            await recorder.wait_for(turn_ended, done)
             if done == 2:
                 peaks.append((open_fds(), trio_tasks()))
         await session.submit(relay.Shutdown())

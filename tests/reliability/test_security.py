@@ -39,6 +39,7 @@ import relay
 from relay import testing
 from relay._base._codec import to_json
 from relay._base._tokens import ApproxEstimator
+from relay.testing import turn_ended
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import check_rollout_matches, check_well_formed
 from tests.reliability._raw_server import RawAnswer, open_raw_server
@@ -47,10 +48,6 @@ CANARY = "sk-canary-5e1f0c9a7b3d4e2f"
 KEY_ENV = "RELAY_SECURITY_API_KEY"
 ROOT = Path(__file__).resolve().parents[2]
 GUARD_S = 30
-
-
-def ended(event: relay.Event) -> bool:
-    return isinstance(event.msg, relay.TurnComplete | relay.TurnAborted)
 
 
 def turn(text: str) -> relay.UserTurn:
@@ -78,11 +75,11 @@ async def recorded(
 
 
 async def run_ops(session: relay.Session, recorder: testing.EventRecorder, *ops: relay.Op) -> None:
-    done = sum(ended(event) for event in recorder.events)
+    done = sum(turn_ended(event) for event in recorder.events)
     for op in ops:
         await session.submit(op)
         done += 1
-        await recorder.wait_for(ended, done)
+        await recorder.wait_for(turn_ended, done)
 
 
 # ============================================================================ the API key

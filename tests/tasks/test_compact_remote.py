@@ -21,6 +21,7 @@ import relay
 from relay import testing
 from relay._wire import open_http_client
 from relay.tasks.compaction._history import REMOTE_V2_USER_MESSAGE_BUDGET, TRUNCATED_OUTPUT_NOTE
+from relay.testing import turn_ended
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 API_KEY = "sk-test-remote-compaction"
@@ -56,10 +57,6 @@ def user(text: str) -> relay.Message:
     return relay.user_message(text)
 
 
-def ended(event: relay.Event) -> bool:
-    return isinstance(event.msg, relay.TurnComplete | relay.TurnAborted)
-
-
 @attrs.define
 class Running:
     """A session under test, its recorder and the transport or scripted model behind it."""
@@ -69,11 +66,11 @@ class Running:
 
     async def run(self, *ops: relay.Op) -> None:
         """Submit ops one at a time, each after the turn before it ended."""
-        done = sum(ended(e) for e in self.recorder.events)
+        done = sum(turn_ended(e) for e in self.recorder.events)
         for op in ops:
             await self.session.submit(op)
             done += 1
-            await self.recorder.wait_for(ended, done)
+            await self.recorder.wait_for(turn_ended, done)
 
     def turn_msgs(self, turn_id: str) -> list[relay.EventMsg]:
         return [e.msg for e in self.recorder.events if e.id == turn_id]
@@ -199,7 +196,7 @@ async def test_v1_through_the_sdk_posts_the_history_and_installs_the_filtered_ou
         await r.run(turn("List it."))
         before = list(r.session.history.items)
         await r.session.submit(relay.Compact(), id="c1")
-        await r.recorder.wait_for(ended, 2)
+        await r.recorder.wait_for(turn_ended, 2)
         assert list(r.session.history.items) == V1_KEPT
         turn_request = transport.requests[1]["body"]
         await r.run(turn("And now?"))
@@ -394,10 +391,10 @@ async def test_v2_through_the_sdk_streams_the_trigger_and_installs_the_compactio
     look = relay.UserTurn(items=[relay.Text("Look."), relay.Image(IMAGE)])
     async with sdk_session(script, config("v2", v2=True)) as (r, transport):
         await r.session.submit(look, id="t1")
-        await r.recorder.wait_for(ended)
+        await r.recorder.wait_for(turn_ended)
         before = list(r.session.history.items)
         await r.session.submit(relay.Compact(), id="c1")
-        await r.recorder.wait_for(ended, 2)
+        await r.recorder.wait_for(turn_ended, 2)
         after = list(r.session.history.items)
     paths = [entry["path"] for entry in transport.requests]
     assert paths == ["/v1/responses", "/v1/responses"]

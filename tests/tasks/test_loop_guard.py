@@ -9,14 +9,11 @@ import trio.testing
 
 import relay
 from relay import testing
+from relay.testing import turn_ended
 
 #: A summary bigger than the limit: a compaction that installs it makes no progress.
 NEVER_SHRINKS = "The summary repeats everything and more. " * 1_000
 LIMIT = 5_000
-
-
-def ended(event: relay.Event) -> bool:
-    return isinstance(event.msg, relay.TurnComplete | relay.TurnAborted)
 
 
 def emit_tool() -> relay.Tool:
@@ -37,7 +34,7 @@ async def run(config: relay.Config, script: dict[str, Any]) -> list[relay.EventM
         testing.recording(session) as recorder,
     ):
         await session.submit(relay.UserTurn(items=[relay.Text("Go.")]), id="t1")
-        await recorder.wait_for(ended)
+        await recorder.wait_for(turn_ended)
         await session.submit(relay.Shutdown())
         await recorder.wait_for(relay.ShutdownComplete)
     return [e.msg for e in recorder.events if e.id == "t1"]

@@ -22,11 +22,8 @@ from relay.tasks.compaction._history import (
     MASK_MARKER,
     mask_reference,
 )
+from relay.testing import turn_ended
 from tests.hypothesis_profiles import examples
-
-
-def ended(event: relay.Event) -> bool:
-    return isinstance(event.msg, relay.TurnComplete | relay.TurnAborted)
 
 
 def emit_tool(outputs: list[str]) -> relay.Tool:
@@ -60,7 +57,7 @@ async def drive(opened: Any, recorder: testing.EventRecorder, ops: list[relay.Op
         tg.start_soon(recorder.consume, session)
         for number, op in enumerate(ops, 1):
             await session.submit(op)
-            await recorder.wait_for(ended, number)
+            await recorder.wait_for(turn_ended, number)
         await session.submit(relay.Shutdown())
         await recorder.wait_for(relay.ShutdownComplete)
     return session
@@ -115,13 +112,13 @@ async def check_recall_everywhere(outputs: list[str], root: Path) -> None:
         testing.recording(session) as recorder,
     ):
         await session.submit(TURN)
-        await recorder.wait_for(ended, 1)
+        await recorder.wait_for(turn_ended, 1)
         originals = recorded(session)
         rollout = next(sessions.rglob("*.jsonl"))
         # What a crash right now would leave: every output recorded, none masked yet.
         shutil.copyfile(rollout, crash_image)
         await session.submit(relay.Compact())
-        await recorder.wait_for(ended, 2)
+        await recorder.wait_for(turn_ended, 2)
         references = sorted(masked_references_from_rollout(rollout))
         assert references, "something was masked"
         originals = {mask_reference(cid, out): out for cid, out in originals.items()}
@@ -149,7 +146,7 @@ async def check_recall_everywhere(outputs: list[str], root: Path) -> None:
         recorder = testing.EventRecorder()
         tg.start_soon(recorder.consume, resumed)
         await resumed.submit(relay.Compact())
-        await recorder.wait_for(ended, 1)
+        await recorder.wait_for(turn_ended, 1)
         assert sorted(masked_references_from_rollout(crash_image)) == references
         for reference in references:
             assert await recall(resumed, reference) == originals[reference]

@@ -21,6 +21,7 @@ from relay._base._tokens import approx_tokens, items_tokens, tools_tokens
 from relay._wire import open_http_client
 from relay.tasks.compaction._history import keep_recent_messages
 from relay.tasks.compaction._token_budget import DEVELOPER_MESSAGE_BUDGET, client_developer_messages
+from relay.testing import turn_ended
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 
@@ -42,16 +43,12 @@ def turn(text: str) -> relay.UserTurn:
     return relay.UserTurn(items=[relay.Text(text)])
 
 
-def ended(event: relay.Event) -> bool:
-    return isinstance(event.msg, relay.TurnComplete | relay.TurnAborted)
-
-
 async def run(t: testing.TestSession, *ops: relay.Op) -> None:
-    done = sum(ended(e) for e in t.recorder.events)
+    done = sum(turn_ended(e) for e in t.recorder.events)
     for op in ops:
         await t.submit(op)
         done += 1
-        await t.wait_for(ended, done)
+        await t.wait_for(turn_ended, done)
 
 
 def environment(cwd: str) -> relay.Message:
@@ -77,7 +74,7 @@ async def test_no_request_reaches_the_model_and_the_window_advances(
         await run(t, turn("first"))
         window_id = t.session.snapshot().window_id
         await t.submit(relay.Compact(), id="c1")
-        await t.wait_for(ended, 2)
+        await t.wait_for(turn_ended, 2)
         assert len(t.model.requests) == 1
         assert t.model.compact_requests == []
         assert t.session.snapshot().window_number == 1
@@ -287,7 +284,7 @@ async def test_over_the_loopback_server(tmp_path: Path) -> None:
                 tg.start_soon(recorder.consume, session)
                 for index, op in enumerate([turn("first"), relay.Compact(), turn("second")]):
                     await session.submit(op)
-                    await recorder.wait_for(ended, index + 1)
+                    await recorder.wait_for(turn_ended, index + 1)
                 await session.submit(relay.Shutdown())
     assert [e["path"] for e in server.requests] == ["/v1/responses", "/v1/responses"]
     assert server.requests[1]["body"]["input"] == [

@@ -20,6 +20,7 @@ import relay
 from relay import testing
 from relay._base._config import config_from_dict
 from relay._drive._op_script import OpLine, parse_op_script
+from relay.testing import turn_ended
 
 GENERATOR = Path(__file__).resolve().parents[2] / "examples" / "work_state" / "generate.py"
 
@@ -43,10 +44,6 @@ def _config(out: Path, backend: str, rollout: Path) -> relay.Config:
     return config_from_dict(data)
 
 
-def ended(event: relay.Event) -> bool:
-    return isinstance(event.msg, relay.TurnComplete | relay.TurnAborted)
-
-
 async def _play(session: relay.Session, recorder: testing.EventRecorder, script: Path) -> None:
     """Submit the script's ops, each after the turn before it ended (its waits say so)."""
     done = 0
@@ -54,7 +51,7 @@ async def _play(session: relay.Session, recorder: testing.EventRecorder, script:
         if isinstance(step, OpLine):
             await session.submit(step.op, id=step.id)
             done += 1
-            await recorder.wait_for(ended, done)
+            await recorder.wait_for(turn_ended, done)
 
 
 async def _run(
