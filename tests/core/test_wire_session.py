@@ -15,6 +15,7 @@ from relay import testing
 from relay._models._mock_transport import scripted_http_client
 from relay._testing._mock_server import open_mock_server
 from relay._wire import open_http_client
+from tests.sessions import sdk_session as shared_sdk_session
 
 PROVIDER = relay.ProviderConfig(
     name="mock", base_url="http://mock.invalid/v1", stream_max_retries=3
@@ -26,20 +27,10 @@ NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 async def sdk_session(
     script: dict[str, Any], **config: Any
 ) -> AsyncIterator[tuple[testing.TestSession, list[dict[str, Any]]]]:
-    http, transport = scripted_http_client(script)
-    async with (
-        open_http_client(PROVIDER, api_key="sk-test", http_client=http) as client,
-        testing.open_test_session(
-            model=client,
-            # A client given to a session talks to the configured provider: its limits apply.
-            config=relay.Config(  # type: ignore[arg-type]
-                rollout=NO_ROLLOUT,
-                model_provider="mock",
-                model_providers={"mock": PROVIDER},
-                **config,
-            ),
-        ) as t,
-    ):
+    settings = relay.Config(  # type: ignore[arg-type]
+        rollout=NO_ROLLOUT, model_provider="mock", model_providers={"mock": PROVIDER}, **config
+    )
+    async with shared_sdk_session(script, settings) as (t, transport):
         yield t, transport.requests
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +16,10 @@ import trio.testing
 import relay
 from relay import testing
 from relay._base._tokens import approx_tokens, items_tokens, tools_tokens
-from relay._wire import open_http_client
 from relay.tasks.compaction._history import keep_recent_messages
 from relay.tasks.compaction._token_budget import DEVELOPER_MESSAGE_BUDGET, client_developer_messages
 from relay.testing import turn_ended
+from tests.sessions import sdk_session
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 
@@ -239,19 +237,6 @@ async def test_mid_turn_token_budget_keeps_the_fresh_context_once(
     assert [(r.trigger, r.backend) for r in receipts] == [
         (relay.CompactionTrigger.MID_TURN, "token_budget")
     ]
-
-
-@asynccontextmanager
-async def sdk_session(
-    script: dict[str, Any], cfg: relay.Config
-) -> AsyncIterator[tuple[testing.TestSession, testing.ScriptedTransport]]:
-    http, transport = testing.scripted_http_client(script)
-    provider = relay.ProviderConfig(name="mock", base_url="http://model.test/v1")
-    async with (
-        open_http_client(provider, api_key="sk-test", http_client=http) as client,
-        testing.open_test_session(config=cfg, model=client) as t,  # type: ignore[arg-type]
-    ):
-        yield t, transport
 
 
 async def test_through_the_sdk_nothing_is_sent_until_the_next_turn(
