@@ -298,3 +298,44 @@ async def test_plan_then_act_interrupted_between_its_steps_leaves_a_whole_histor
     assert isinstance(last, relay.Message) and last.text().startswith("<turn_aborted>")
     calls = [i for i in t.session.history.items if isinstance(i, relay.FunctionCall)]
     assert calls == []
+
+
+@attrs.frozen
+class Forger(relay.SessionTask):
+    """Reports what it is given, whatever it is."""
+
+    msg: Any
+
+    @property
+    def kind(self) -> str:
+        return "forge"
+
+    async def run(self, ctx: relay.TaskContext) -> str | None:
+        ctx.emit(self.msg)
+        return None
+
+
+@pytest.mark.parametrize(
+    ("msg", "refusal"),
+    [
+        (relay.ShutdownComplete(), "ValueError('a task cannot report shutdown_complete"),
+        (relay.TurnComplete("t9", None, 0), "ValueError('a task cannot report turn_complete"),
+        ("text", "TypeError('a task reports event messages, not str')"),
+    ],
+)
+async def test_a_task_cannot_report_the_sessions_life_nor_what_is_no_event(
+    msg: Any, refusal: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    tasks = {"forge": lambda op: Forger(msg)}
+    async with testing.open_test_session({"responses": []}, tasks=tasks) as t:
+        await t.submit(relay.CustomOp("forge", {}), id="f1")
+        await t.wait_for(relay.TurnComplete)
+        answer = await t.session.ask("still here?")
+    assert answer.message == "echo: still here?"
+    of_f1 = [e.msg for e in t.recorder.events if e.id == "f1"]
+    assert [type(m) for m in of_f1] == [relay.TurnStarted, relay.ErrorEvent, relay.TurnComplete]
+    error = of_f1[1]
+    assert isinstance(error, relay.ErrorEvent)
+    assert error.message.startswith(f"the forge task failed: {refusal}")
+    assert len(t.recorder.of_type(relay.ShutdownComplete)) == 1  # the real one, last
+    assert isinstance(t.recorder.msgs[-1], relay.ShutdownComplete)

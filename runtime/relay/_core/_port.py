@@ -16,6 +16,7 @@ from typing import Protocol
 import attrs
 
 from .._base import _protocol as p
+from .._base._codec import type_tag
 from .._base._model import Prompt
 from .._base._tokens import truncate_text
 from . import _sampling
@@ -89,6 +90,29 @@ class SessionTask(Protocol):
         del ctx, reason
 
 
+#: The events of a session's life: only the session reports them.
+LIFECYCLE_EVENTS = (
+    p.SessionConfigured,
+    p.TurnStarted,
+    p.TurnComplete,
+    p.TurnAborted,
+    p.SessionResumed,
+    p.ShutdownComplete,
+)
+
+
+def emit_refusal(msg: object) -> TypeError | ValueError | None:
+    """Why a task may not report ``msg`` (None: it may)."""
+    if not isinstance(msg, p.EventMsg):
+        return TypeError(f"a task reports event messages, not {type(msg).__name__}")
+    if isinstance(msg, LIFECYCLE_EVENTS):
+        return ValueError(
+            f"a task cannot report {type_tag(type(msg))}: only the session reports the events "
+            "of its life"
+        )
+    return None
+
+
 class Compactor(Protocol):
     """What a session does at its compaction points (one per task; ``relay.tasks`` has
     relay's own). It decides whether anything is due and does it."""
@@ -141,7 +165,17 @@ class TaskContext:
         """Report an event of this turn: a warning, an item started or completed (a tool call
         of the task's own), or any other event message. An ``AgentMessage`` is reported as a
         regular turn reports one: its ``agent_message`` item started and completed, then the
-        message."""
+        message.
+
+        Raises:
+            TypeError: ``msg`` is not an event message.
+            ValueError: ``msg`` is an event of the session's life (``session_configured``,
+                ``turn_started``, ``turn_complete``, ``turn_aborted``, ``session_resumed``,
+                ``shutdown_complete``), which only the session reports.
+        """
+        refusal = emit_refusal(msg)
+        if refusal is not None:
+            raise refusal
         if isinstance(msg, p.AgentMessage):
             turn_id = self._handle.turn_id
             item_id = self._writer.new_item_id("msg")
@@ -254,4 +288,11 @@ class TaskContext:
         return outcome
 
 
-__all__ = ["TOOL_OUTPUT_TOKENS", "Compactor", "SessionTask", "TaskContext"]
+__all__ = [
+    "LIFECYCLE_EVENTS",
+    "TOOL_OUTPUT_TOKENS",
+    "Compactor",
+    "SessionTask",
+    "TaskContext",
+    "emit_refusal",
+]
