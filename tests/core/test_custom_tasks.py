@@ -339,3 +339,13 @@ async def test_a_task_cannot_report_the_sessions_life_nor_what_is_no_event(
     assert error.message.startswith(f"the forge task failed: {refusal}")
     assert len(t.recorder.of_type(relay.ShutdownComplete)) == 1  # the real one, last
     assert isinstance(t.recorder.msgs[-1], relay.ShutdownComplete)
+
+
+def test_a_task_module_that_exits_as_it_is_imported_is_a_configuration_error(
+    tmp_path: Path,
+) -> None:
+    from relay._open import load_object
+
+    (tmp_path / "exits.py").write_text("import sys\nsys.exit(0)\n")
+    with pytest.raises(relay.ConfigError, match=r"cannot import .*exits\.py: it exited \(0\)"):
+        load_object(f"{tmp_path / 'exits.py'}:make", what="task exits")

@@ -33,7 +33,7 @@ from ._input import user_message_of
 from ._port import Compactor, SessionTask, TaskContext
 from ._session_writer import SessionWriter
 from ._support import Backgrounds
-from ._task import StopTurn, TaskHandle, TaskStatus
+from ._task import StopTurn, TaskHandle, TaskStatus, strayed
 from ._turn import TurnWriter
 from ._view import TaskView
 from ._work_state import pins_overflow_advice
@@ -183,6 +183,11 @@ class TaskSlot:
                     if not isinstance(exc, ModelError):
                         logger.exception("task %s failed", handle.turn_id)
                     report_failure(writer, port.view, handle.task.kind, exc)
+                except BaseException as exc:
+                    if not strayed(exc):
+                        raise
+                    logger.error("task %s failed: %r", handle.turn_id, exc)
+                    report_failure(writer, port.view, handle.task.kind, exc)
         finally:
             handle.finished.set()
         if handle.status is TaskStatus.RUNNING:
@@ -245,7 +250,9 @@ class TaskSlot:
         self.closed = True
 
 
-def report_failure(writer: TurnWriter, view: TaskView, kind: str, error: Exception) -> None:
+def report_failure(
+    writer: TurnWriter, view: TaskView, kind: str, error: BaseException
+) -> None:
     """Report what ended a task: a model error as a regular turn reports it, anything else as
     an ``error`` naming the kind and the exception."""
     if isinstance(error, ContextWindowExceeded):

@@ -13,6 +13,7 @@ carries the turn id after its terminal event even if the task lingers in a shiel
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from typing import Generic, TypeVar
 
@@ -37,6 +38,22 @@ class StopTurn(Exception):
     def __init__(self, reason: p.AbortReason | None = None) -> None:
         super().__init__(reason.value if reason is not None else "the turn ends")
         self.reason = reason
+
+
+def strayed(exc: BaseException) -> bool:
+    """Whether ``exc``, out of a task's or a tool's own code, is that code's failure rather
+    than a stop relay asked for: a ``SystemExit`` (``sys.exit`` in a library the code calls),
+    or a cancellation that no cancel scope made (an asyncio task someone else cancelled, which
+    the code awaited). Neither may end the session: the task or the tool failed."""
+    if isinstance(exc, SystemExit):
+        return True
+    if not isinstance(exc, asyncio.CancelledError):
+        return False
+    if not isinstance(exc, anyio.get_cancelled_exc_class()):
+        return True  # asyncio's cancellation under trio: nothing of trio's made it
+    task = asyncio.current_task()
+    # A cancel scope cancels by cancelling the task, which it counts until it is delivered.
+    return task is not None and task.cancelling() == 0
 
 
 class TaskStatus(enum.Enum):
@@ -79,4 +96,4 @@ class TaskHandle(Generic[T]):
         return round((anyio.current_time() - self.started) * 1000)
 
 
-__all__ = ["StopTurn", "TaskHandle", "TaskStatus"]
+__all__ = ["StopTurn", "TaskHandle", "TaskStatus", "strayed"]

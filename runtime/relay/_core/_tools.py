@@ -26,6 +26,7 @@ from .._base import _protocol as p
 from .._base._errors import ConfigError
 from .._base._model import ToolSpec
 from ._process import open_command
+from ._task import strayed
 from ._work_state import (
     WorkEntry,
     command_run,
@@ -133,10 +134,12 @@ class ToolRegistry:
         except ToolError as exc:
             output = f"error: {exc}"
             ctx.note(tool_failed(call.name, readable(str(exc))))
-        except Exception as exc:
+        except BaseException as exc:
+            if not isinstance(exc, Exception) and not strayed(exc):
+                raise
             # The call is answered whatever went wrong; the details, which may hold absolute
             # paths, go to the log only.
-            logger.exception("tool %s failed", call.name)
+            logger.error("tool %s failed", call.name, exc_info=exc)
             output = f"error: {call.name} failed unexpectedly ({type(exc).__name__})"
             ctx.note(tool_failed(call.name, f"failed unexpectedly ({type(exc).__name__})"))
         return readable(output)

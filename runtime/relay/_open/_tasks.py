@@ -53,8 +53,11 @@ def load_object(spec: str, *, what: str) -> Any:
             module = _load_file(Path(module_name))
         else:
             module = importlib.import_module(module_name)
-    except Exception as exc:
-        raise ConfigError(f"{what} {spec!r}: cannot import {module_name}: {exc}") from exc
+    except (Exception, SystemExit) as exc:
+        # A module that exits as it is imported (argparse at import, say) is a module that
+        # cannot be imported, not the end of the program that imports it.
+        why = f"it exited ({exc.code})" if isinstance(exc, SystemExit) else str(exc)
+        raise ConfigError(f"{what} {spec!r}: cannot import {module_name}: {why}") from exc
     value: Any = module
     for part in attribute.split("."):
         try:
