@@ -186,7 +186,7 @@ class TaskSlot:
                 except BaseException as exc:
                     if not strayed(exc):
                         raise
-                    logger.error("task %s failed: %r", handle.turn_id, exc)
+                    logger.exception("task %s failed", handle.turn_id)
                     report_failure(writer, port.view, handle.task.kind, exc)
         finally:
             handle.finished.set()

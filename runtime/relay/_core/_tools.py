@@ -139,7 +139,7 @@ class ToolRegistry:
                 raise
             # The call is answered whatever went wrong; the details, which may hold absolute
             # paths, go to the log only.
-            logger.error("tool %s failed", call.name, exc_info=exc)
+            logger.exception("tool %s failed", call.name)
             output = f"error: {call.name} failed unexpectedly ({type(exc).__name__})"
             ctx.note(tool_failed(call.name, f"failed unexpectedly ({type(exc).__name__})"))
         return readable(output)
