@@ -314,7 +314,8 @@ async def _failover(
 ) -> tuple[list[float], list[float]]:
     """Per moved session: loss → ``session_resumed``, and loss → next op accepted. The loss is
     a kill, or with ``freeze`` a SIGSTOP of the host's process (a 3 s lease)."""
-    from relay.cluster import SessionResumed, open_session_pool
+    from relay import SessionResumed
+    from relay.cluster import open_session_pool
 
     resumed: list[float] = []
     accepted: list[float] = []

@@ -182,7 +182,8 @@ def _listener_cost(opts: Options) -> Figure:
     tracer = session_tracer(config())
     assert tracer is not None
     no_key = SimpleNamespace(values=(), redact=lambda text: text)
-    shared = SimpleNamespace(secrets=no_key, recorder=None, id="bench", listeners=[])
+    wiring = SimpleNamespace(secrets=no_key, session_id="bench")
+    shared = SimpleNamespace(wiring=wiring, recorder=None, listeners=[])
     tracer.attach(shared)  # type: ignore[arg-type]
     tracer.see(events[0])
     prompt = relay.lowlevel.Prompt(model="scripted", instructions="", input=())

@@ -23,10 +23,10 @@ from relay._drive._op_script import parse_op_script
 from relay._drive._runner import ScriptRunner
 from relay._rollout._reader import EventMsgLine, read_rollout
 from relay._rollout._resume import reconstruct
+from relay import SessionResumed
 from relay.cluster import (
     HostLostError,
     PooledSession,
-    SessionResumed,
     open_session_pool,
     run_op_script,
 )
