@@ -18,12 +18,12 @@ import anyio
 import pytest
 
 import relay
+from relay import SessionResumed
 from relay._base._codec import type_tag
 from relay._drive._op_script import parse_op_script
 from relay._drive._runner import ScriptRunner
 from relay._rollout._reader import EventMsgLine, read_rollout
 from relay._rollout._resume import reconstruct
-from relay import SessionResumed
 from relay.cluster import (
     HostLostError,
     PooledSession,

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 import relay
 from relay import testing
 from relay._base import _protocol as p
+from relay._base._rollout_lines import Compacted, TurnContext, WorldState
 from relay._cli._transcript import render_transcript
-from relay._core._context import TurnSettings, WorldState
 from relay._rollout._reader import (
     CompactedLine,
     EventMsgLine,
@@ -145,8 +145,8 @@ def test_every_line_type_is_parsed_into_its_class() -> None:
         EventMsgLine(2, TS, p.TurnStarted("t1", None, 1.5)),
         ResponseItemLine(3, TS, user),
         WorldStateLine(4, TS, world),
-        TurnContextLine(5, TS, TurnSettings("scripted", "/w"), "0123456789abcdef", world),
-        CompactedLine(6, TS, "the summary", (user,), 1, "w0", "w0", "w1", RECEIPT),
+        TurnContextLine(5, TS, TurnContext("scripted", "/w", None, "0123456789abcdef", world)),
+        CompactedLine(6, TS, Compacted("the summary", (user,), 1, "w0", "w0", "w1", RECEIPT)),
     )
 
 
@@ -178,7 +178,9 @@ async def test_a_live_rollout_reads_back_as_the_session_recorded_it(
     assert rollout.path == path
     assert rollout.meta is not None and rollout.meta.id == t.session.id
     assert [line.number for line in rollout.lines] == list(range(1, len(rollout.lines) + 1))
-    (last_compaction,) = [line for line in rollout.lines if isinstance(line, CompactedLine)]
+    (last_compaction,) = [
+        line.compacted for line in rollout.lines if isinstance(line, CompactedLine)
+    ]
     assert last_compaction.replacement_history == tuple(history)
     assert last_compaction.receipt == before_compaction
     assert last_compaction.window_number == 1
@@ -285,13 +287,13 @@ def test_compacted_lines_old_style_and_with_bad_parts() -> None:
     )
     rollout = parse_rollout(data)
     lines = [line for line in rollout.lines if isinstance(line, CompactedLine)]
-    assert [(line.number, line.replacement_history) for line in lines] == [
+    assert [(line.number, line.compacted.replacement_history) for line in lines] == [
         (2, None),
         (3, None),
         (4, None),
         (5, ()),
     ]
-    assert lines[0].message == "old summary" and lines[0].window_number is None
+    assert lines[0].compacted == Compacted("old summary")
     rebuilt = "the history is rebuilt from the user messages and the summary instead"
     assert [str(note) for note in rollout.notes] == [
         "line 3: compacted: invalid replacement_history[0]: invalid 'message': required field "
@@ -716,7 +718,9 @@ def test_a_resume_reads_a_background_install_with_its_receipt() -> None:
     full = parse_rollout(data)
     resume = parse_rollout(data, for_resume=True)
     receipts = [
-        line.receipt for line in resume.lines if isinstance(line, CompactedLine) and line.receipt
+        line.compacted.receipt
+        for line in resume.lines
+        if isinstance(line, CompactedLine) and line.compacted.receipt
     ]
     assert receipts == [BACKGROUND_RECEIPT]
     assert receipts[0].background and receipts[0].snapshot_age_ms == 40

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import relay
+from relay._base._rollout_lines import Compacted
 from relay._core._history import is_contextual
 from relay._core._summary import is_summary
 from relay._rollout._reader import CompactedLine, Rollout, read_rollout
@@ -79,9 +80,9 @@ def check_compacted_part(items: Sequence[relay.ResponseItem], backend: str) -> N
         assert not isinstance(item, (*CALLS, *OUTPUTS)), f"a tool item survived: {item!r}"
 
 
-def compacted_lines(rollout: Rollout) -> list[CompactedLine]:
-    """The ``compacted`` lines of a rollout, in order."""
-    return [line for line in rollout.lines if isinstance(line, CompactedLine)]
+def compacted_lines(rollout: Rollout) -> list[Compacted]:
+    """The payloads of the ``compacted`` lines of a rollout, in order."""
+    return [line.compacted for line in rollout.lines if isinstance(line, CompactedLine)]
 
 
 def check_rollout_matches(session: relay.Session, path: Path) -> Rollout:

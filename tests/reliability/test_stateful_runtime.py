@@ -55,8 +55,8 @@ from hypothesis import HealthCheck, given, settings
 
 import relay
 from relay import testing
+from relay._base._rollout_lines import Compacted
 from relay._base._tokens import ApproxEstimator
-from relay._rollout._reader import CompactedLine
 from relay.tasks.compaction import Compactor
 from relay.tasks.compaction import _background as background_module
 from relay.tasks.compaction._history import WORK_STATE_MARKER
@@ -617,7 +617,7 @@ def _is_record(item: relay.ResponseItem) -> bool:
     )
 
 
-def check_background(probe: Probe, lines: list[CompactedLine], backend: str) -> None:
+def check_background(probe: Probe, lines: list[Compacted], backend: str) -> None:
     """Every background install obeyed the rule and kept what came after its snapshot."""
     installed = [line for line in lines if line.receipt is not None and line.receipt.background]
     # Each computed install was installed (a hook stop comes before the computation).

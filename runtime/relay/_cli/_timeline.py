@@ -296,8 +296,8 @@ class _Reader:
                 self.tool_call(item, line.timestamp)
             case CompactedLine():
                 self.compacted(line)
-            case OpLine() if self.open is not None and self.open.id == line.id:
-                self.open.input = self.open.input or line.op_type
+            case OpLine(started=started) if self.open is not None and self.open.id == started.id:
+                self.open.input = self.open.input or started.op.type
             case _:
                 pass
 
@@ -395,12 +395,12 @@ class _Reader:
 
     def compacted(self, line: CompactedLine) -> None:
         number = len(self.compactions) + 1
-        for reference in line.masked_outputs:
+        for reference in line.compacted.masked_outputs:
             target = self.latest_call(reference.rpartition("#")[0] or reference)
             if target is not None and not target["masked"]:
                 target["masked"] = True
                 target["masked_by"] = number
-        receipt = line.receipt
+        receipt = line.compacted.receipt
         self.compactions.append(
             Compaction(
                 number=number,
@@ -414,8 +414,8 @@ class _Reader:
                 duration_ms=receipt.duration_ms if receipt else None,
                 background=receipt.background if receipt else False,
                 cut=receipt.cut if receipt else False,
-                window_number=line.window_number,
-                masked_outputs=len(line.masked_outputs),
+                window_number=line.compacted.window_number,
+                masked_outputs=len(line.compacted.masked_outputs),
                 summary=_summary(line),
                 summary_cut=False,
                 at_call=len(self.calls),
@@ -440,7 +440,7 @@ def _summary(line: CompactedLine) -> str | None:
     the local backend writes one (a remote backend's is an opaque item, and a masking or a
     fresh window has none)."""
     prefix = summary_prefix() + "\n"
-    text = line.message
+    text = line.compacted.message
     if text.startswith(prefix):
         text = text[len(prefix) :]
     return text if text.strip() else None

@@ -8,7 +8,8 @@ from typing import assert_never
 import attrs
 
 from .._base import _protocol as p
-from .._core._context import TurnSettings
+from .._base._codec import to_json
+from .._base._rollout_lines import Compacted, StartedOp, TurnContext, TurnSettings
 from .._core._history import is_contextual
 from .._core._summary import is_summary, summary_prefix
 from .._core._work_state import WorkState, work_state_lines
@@ -138,9 +139,9 @@ def _event_lines(msg: p.EventMsg) -> list[str]:
             assert_never(msg)
 
 
-def _compacted_lines(line: CompactedLine) -> list[str]:
-    number = f" #{line.window_number}" if line.window_number is not None else ""
-    receipt = line.receipt
+def _compacted_lines(compacted: Compacted) -> list[str]:
+    number = f" #{compacted.window_number}" if compacted.window_number is not None else ""
+    receipt = compacted.receipt
     if receipt is not None:
         head = (
             f"  ━━ checkpoint{number}: {p.receipt_figures(receipt)} tokens "
@@ -150,19 +151,21 @@ def _compacted_lines(line: CompactedLine) -> list[str]:
     else:
         head = f"  ━━ checkpoint{number}"
     out = [head]
-    if line.replacement_history is None:
+    if compacted.replacement_history is None:
         out.append("     (old-style record: the history is rebuilt from the summary)")
     else:
-        kept = len(line.replacement_history)
+        kept = len(compacted.replacement_history)
         out.append(f"     history replaced by {kept} item{'s' if kept != 1 else ''}")
-    summary = line.message
+    summary = compacted.message
     prefix = summary_prefix() + "\n"
     if summary.startswith(prefix):
         summary = summary[len(prefix) :]
     if summary.strip():
         out += _block(summary, "     │ ")
-    if line.work_state is not None:
-        out += [f"     ▸ {text}" for text in work_state_lines(WorkState.from_json(line.work_state))]
+    if compacted.work_state is not None:
+        out += [
+            f"     ▸ {text}" for text in work_state_lines(WorkState.from_json(compacted.work_state))
+        ]
     return out
 
 
@@ -194,18 +197,19 @@ class _Transcript:
                 yield from _item_lines(item)
             case EventMsgLine(msg=msg):
                 yield from self._event(line, msg)
-            case TurnContextLine(settings=new):
+            case TurnContextLine(context=TurnContext(settings=new)):
                 if self.settings is not None and new != self.settings:
                     effort = f", effort {new.effort}" if new.effort else ""
                     yield f"  ⚙ settings: model {new.model}, cwd {new.cwd}{effort}"
                 self.settings = new
             case WorldStateLine() | IdsLine() | TraceLine():
                 pass
-            case OpLine(op=op):
-                fields = ", ".join(f"{key}={value!r}" for key, value in op.items() if key != "type")
-                yield f"» {line.op_type}{f' ({fields})' if fields else ''}"
-            case CompactedLine():
-                yield from _compacted_lines(line)
+            case OpLine(started=StartedOp(op=op)):
+                shown = to_json(op).items()
+                fields = ", ".join(f"{key}={value!r}" for key, value in shown if key != "type")
+                yield f"» {op.type}{f' ({fields})' if fields else ''}"
+            case CompactedLine(compacted=compacted):
+                yield from _compacted_lines(compacted)
             case _:
                 assert_never(line)
 

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
-import attrs
-
 from .._base import _protocol as p
 from .._base._errors import ConfigError
+from .._base._rollout_lines import TurnSettings as TurnSettings
+from .._base._rollout_lines import WorldState as WorldState
 from .._base._templates import template
 
 _ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"})
@@ -30,32 +30,6 @@ def escape(text: str) -> str:
     start-up.)
     """
     return text.translate(_ESCAPES)
-
-
-@attrs.frozen
-class TurnSettings:
-    """What a turn runs with; the session's defaults change with overrides."""
-
-    model: str
-    """Model name."""
-    cwd: str
-    """Working directory."""
-    effort: str | None = None
-    """Reasoning effort."""
-
-
-@attrs.frozen
-class WorldState:
-    """The facts behind the environment context, snapshotted at the start of a window."""
-
-    cwd: str
-    """Working directory."""
-    shell: str
-    """The user's shell."""
-    current_date: str
-    """``YYYY-MM-DD``."""
-    timezone: str
-    """IANA name or UTC offset."""
 
 
 def world_state(cwd: str, now: Callable[[], datetime], shell: str | None) -> WorldState:

@@ -1,9 +1,10 @@
-"""The rollout recorder: every line format the session writes, in one place.
+"""The rollout recorder: the lines the session writes, in one place.
 
 The session and its task context say *what* happened (an item was recorded, a compaction was
-installed, a turn's context was set); this module says how that becomes rollout lines, on top
-of :class:`~relay._core._writer.RolloutWriter`, which owns the file. With persistence off there is
-no writer and every method does nothing.
+installed, a turn's context was set); this module says which rollout line that becomes, on top
+of :class:`~relay._core._writer.RolloutWriter`, which owns the file. Each line's payload is a
+class of ``relay._base._rollout_lines``, written with the codec (``to_json``), the classes the
+reader decodes. With persistence off there is no writer and every method does nothing.
 """
 
 from __future__ import annotations
@@ -12,10 +13,18 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-import attrs
-
 from .._base import _protocol as p
 from .._base._codec import to_json
+from .._base._rollout_lines import (
+    Compacted,
+    GeneratedIds,
+    LinePayload,
+    SessionMeta,
+    SessionSpan,
+    StartedOp,
+    TurnContext,
+    line_type,
+)
 from .._version import __version__
 from ._context import TurnSettings, WorldState, instructions_hash
 from ._work_state import WorkState
@@ -48,11 +57,6 @@ FLUSHED_EVENTS = (*TERMINAL_EVENTS, p.SessionConfigured)
 FLUSHED_IN_EPOCHS = (*FLUSHED_EVENTS, p.TurnStarted)
 
 
-def to_json_world(world: WorldState) -> dict[str, Any]:
-    """The JSON form of a world state."""
-    return attrs.asdict(world)
-
-
 class RolloutRecorder:
     """Writes the session's rollout lines (or nothing, when persistence is off)."""
 
@@ -76,7 +80,7 @@ class RolloutRecorder:
         if self.writer is None or (submission, item) == self._ids:
             return
         self._ids = (submission, item)
-        self.writer.write("ids", {"submission": submission, "item": item})
+        self._write(GeneratedIds(submission, item))
 
     def session_meta(
         self, session_id: str, created: datetime, cwd: str, model: str, provider: str
@@ -84,17 +88,7 @@ class RolloutRecorder:
         """The first line of a new session's rollout, flushed at once."""
         if self.writer is None:
             return
-        self.writer.write(
-            "session_meta",
-            {
-                "id": session_id,
-                "created": created.isoformat(),
-                "cwd": cwd,
-                "model": model,
-                "model_provider": provider,
-                "relay_version": __version__,
-            },
-        )
+        self._write(SessionMeta(session_id, created.isoformat(), cwd, model, provider, __version__))
         self.writer.flush()
 
     def event(
@@ -138,13 +132,11 @@ class RolloutRecorder:
 
     def op(self, submission_id: str, op: p.CustomOp) -> None:
         """An ``op`` line: a custom op that starts a task (so that a resume knows its type)."""
-        if self.writer is not None:
-            self.writer.write("op", {"id": submission_id, "op": to_json(op)})
+        self._write(StartedOp(submission_id, op))
 
     def world_state(self, world: WorldState) -> None:
         """A ``world_state`` line."""
-        if self.writer is not None:
-            self.writer.write("world_state", to_json_world(world))
+        self._write(world)
 
     def turn_context(self, settings: TurnSettings, instructions: str, world: WorldState) -> None:
         """A ``turn_context`` line: the turn's settings and the world they apply to."""
@@ -153,15 +145,14 @@ class RolloutRecorder:
         key = (settings.model, settings.cwd, settings.effort, instructions, world)
         if key != self._context:
             self._context = key
-            self._context_json = payload_json(
-                {
-                    "model": settings.model,
-                    "cwd": settings.cwd,
-                    "effort": settings.effort,
-                    "instructions_hash": instructions_hash(instructions),
-                    "world": to_json_world(world),
-                }
+            context = TurnContext(
+                settings.model,
+                settings.cwd,
+                settings.effort,
+                instructions_hash(instructions),
+                world,
             )
+            self._context_json = payload_json(to_json(context))
         self.writer.write_json("turn_context", self._context_json)
 
     def compacted(
@@ -179,27 +170,30 @@ class RolloutRecorder:
     ) -> None:
         """A ``compacted`` line: the new history and the window it opens, with the work-state
         record as it stands and the originals of the outputs it masked (when there are)."""
-        if self.writer is not None:
-            payload: dict[str, Any] = {
-                "message": message,
-                "replacement_history": [to_json(item) for item in items],
-                "window_number": window_number,
-                "first_window_id": first_window_id,
-                "previous_window_id": previous_window_id,
-                "window_id": window_id,
-                "receipt": to_json(receipt),
-            }
-            if work_state is not None:
-                payload["work_state"] = work_state.to_json()
-            if masked_outputs:
-                payload["masked_outputs"] = dict(masked_outputs)
-            self.writer.write("compacted", payload)
+        if self.writer is None:
+            return
+        self._write(
+            Compacted(
+                message,
+                tuple(items),
+                window_number,
+                first_window_id,
+                previous_window_id,
+                window_id,
+                receipt,
+                work_state.to_json() if work_state is not None else None,
+                dict(masked_outputs or {}),
+            )
+        )
 
     def trace(self, trace_id: str, span_id: str) -> None:
         """A ``trace`` line: the trace and span ids (hex) of this run of the session's span,
         so that a later resume can link to it. Written by whoever traces the session."""
+        self._write(SessionSpan(trace_id, span_id))
+
+    def _write(self, payload: LinePayload) -> None:
         if self.writer is not None:
-            self.writer.write("trace", {"trace_id": trace_id, "span_id": span_id})
+            self.writer.write(line_type(payload), to_json(payload))
 
     def close(self) -> None:
         """Flush and close the file."""
@@ -207,4 +201,4 @@ class RolloutRecorder:
             self.writer.close()
 
 
-__all__ = ["PERSISTED_EVENTS", "TERMINAL_EVENTS", "RolloutRecorder", "to_json_world"]
+__all__ = ["PERSISTED_EVENTS", "TERMINAL_EVENTS", "RolloutRecorder"]

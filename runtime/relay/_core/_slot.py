@@ -250,9 +250,7 @@ class TaskSlot:
         self.closed = True
 
 
-def report_failure(
-    writer: TurnWriter, view: TaskView, kind: str, error: BaseException
-) -> None:
+def report_failure(writer: TurnWriter, view: TaskView, kind: str, error: BaseException) -> None:
     """Report what ended a task: a model error as a regular turn reports it, anything else as
     an ``error`` naming the kind and the exception."""
     if isinstance(error, ContextWindowExceeded):

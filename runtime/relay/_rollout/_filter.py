@@ -184,12 +184,13 @@ class ResumeFilter:
                 # Only an item that decodes is in the history: one that does not leaves the
                 # next token_count the installation's, as a full read sees it.
                 self.installing = False
-            if isinstance(entry.line, CompactedLine) and entry.line.work_state is not None:
+            compacted = entry.line.compacted if isinstance(entry.line, CompactedLine) else None
+            if compacted is not None and compacted.work_state is not None:
                 # The record starts again from the snapshot: earlier notes are in it.
                 for noted in self.noted:
                     self._drop(noted)
                 self.noted = []
-            if isinstance(entry.line, CompactedLine) and entry.line.replacement_history is not None:
+            if compacted is not None and compacted.replacement_history is not None:
                 self._new_base()
         self._keep(entry)
 

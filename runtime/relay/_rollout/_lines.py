@@ -1,17 +1,28 @@
 """The lines of a rollout as typed values (docs/rollout.md): one frozen class per line
 ``type``, the notes a reader makes about lines it skips or partly reads, and the parsed
-rollout. ``relay._rollout._reader`` makes them from a file."""
+rollout. ``relay._rollout._reader`` makes them from a file.
+
+A line is where it is in the file (its number and timestamp) and its payload: a protocol
+value, or a class of ``relay._base._rollout_lines``, which the recorder writes.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 import attrs
 
 from .._base import _protocol as p
-from .._core._context import TurnSettings, WorldState
+from .._base._rollout_lines import (
+    Compacted,
+    GeneratedIds,
+    SessionMeta,
+    SessionSpan,
+    StartedOp,
+    TurnContext,
+    WorldState,
+)
 
 
 @attrs.frozen
@@ -27,24 +38,6 @@ class RolloutNote:
 
     def __str__(self) -> str:
         return f"line {self.line}: {self.message}"
-
-
-@attrs.frozen
-class SessionMeta:
-    """The ``session_meta`` payload: which session the rollout belongs to."""
-
-    id: str
-    """Session id."""
-    created: str | None = None
-    """When the session was created (ISO 8601)."""
-    cwd: str | None = None
-    """Working directory at creation."""
-    model: str | None = None
-    """Configured model."""
-    model_provider: str | None = None
-    """Configured provider name."""
-    relay_version: str | None = None
-    """Version of relay that created the file."""
 
 
 @attrs.frozen
@@ -95,12 +88,8 @@ class TurnContextLine:
     """1-based line number."""
     timestamp: str | None
     """RFC 3339 time of the write."""
-    settings: TurnSettings
-    """Model, cwd and effort."""
-    instructions_hash: str | None
-    """Short hash of the instructions."""
-    world: WorldState | None
-    """The world the history's initial context describes (the reference context)."""
+    context: TurnContext
+    """Its payload."""
 
 
 @attrs.frozen
@@ -123,24 +112,8 @@ class CompactedLine:
     """1-based line number."""
     timestamp: str | None
     """RFC 3339 time of the write."""
-    message: str
-    """The summary text (local backend), else empty."""
-    replacement_history: tuple[p.ResponseItem, ...] | None = None
-    """The new history; None on an old-style line (rebuilt when resuming)."""
-    window_number: int | None = None
-    """Compactions so far, this one included."""
-    first_window_id: str | None = None
-    """Id of the session's first window."""
-    previous_window_id: str | None = None
-    """Id of the window this compaction closed."""
-    window_id: str | None = None
-    """Id of the window it opened."""
-    receipt: p.CompactionReceipt | None = None
-    """What it did."""
-    work_state: Mapping[str, Any] | None = None
-    """The work-state record as it stood (JSON), when there was one."""
-    masked_outputs: Mapping[str, str] = attrs.field(factory=dict)
-    """The originals of the tool outputs this compaction masked, by call id."""
+    compacted: Compacted
+    """Its payload (the parts that did not decode left unset, with a note)."""
 
 
 @attrs.frozen
@@ -151,29 +124,20 @@ class IdsLine:
     """1-based line number."""
     timestamp: str | None
     """RFC 3339 time of the write."""
-    submission: int
-    """The number of the last generated submission id (``sub-N``)."""
-    item: int
-    """The number of the last generated item id (``user-N``, ``msg-N``, ...)."""
+    ids: GeneratedIds
+    """Its payload."""
 
 
 @attrs.frozen
 class OpLine:
-    """An op of a registered type that started a task (a custom op): its id and JSON form."""
+    """An op of a registered type that started a task (a custom op)."""
 
     number: int
     """1-based line number."""
     timestamp: str | None
     """RFC 3339 time of the write."""
-    id: str
-    """The submission id (the turn id of its task)."""
-    op: Mapping[str, Any]
-    """The op, as JSON: ``{"type": ..., **fields}``."""
-
-    @property
-    def op_type(self) -> str:
-        """The op's type."""
-        return str(self.op["type"])
+    started: StartedOp
+    """Its payload: the submission id and the op."""
 
 
 @attrs.frozen
@@ -185,10 +149,8 @@ class TraceLine:
     """1-based line number."""
     timestamp: str | None
     """RFC 3339 time of the write."""
-    trace_id: str
-    """The trace id, 32 hex digits."""
-    span_id: str
-    """The session span's id, 16 hex digits."""
+    span: SessionSpan
+    """Its payload."""
 
 
 RolloutLine: TypeAlias = (

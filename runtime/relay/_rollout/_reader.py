@@ -22,6 +22,11 @@ cannot be read at all); ``relay._cli._transcript`` renders parsed lines for ``re
 Reading for a resume (``for_resume``) checks every line as JSON but decodes only the lines a
 resume reads (``relay._rollout._filter`` chooses them), which is most of the cost of a long
 rollout saved. The typed lines are defined in ``relay._rollout._lines`` and exported here too.
+
+A payload is decoded with the codec into the class the recorder wrote it from
+(``relay._base._rollout_lines``). When the codec refuses one, the reader looks again, field by
+field, to name what is wrong in its own words, and to keep what it can of a ``compacted`` or
+``turn_context`` line (the notes above).
 """
 
 from __future__ import annotations
@@ -31,11 +36,12 @@ import io
 import json
 import json.scanner
 import threading
+import typing
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from os import PathLike
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, TypeVar
 
 import attrs
 
@@ -43,7 +49,15 @@ from .._base import _json
 from .._base import _protocol as p
 from .._base._codec import DecodeError, from_json, has_lone_surrogate
 from .._base._errors import RolloutError
-from .._core._context import TurnSettings, WorldState
+from .._base._rollout_lines import (
+    Compacted,
+    GeneratedIds,
+    SessionMeta,
+    SessionSpan,
+    StartedOp,
+    TurnContext,
+    WorldState,
+)
 from ._filter import ResumeFilter
 from ._lines import (
     CompactedLine,
@@ -54,12 +68,13 @@ from ._lines import (
     Rollout,
     RolloutLine,
     RolloutNote,
-    SessionMeta,
     SessionMetaLine,
     TraceLine,
     TurnContextLine,
     WorldStateLine,
 )
+
+T = TypeVar("T")
 
 
 class _Malformed(Exception):
@@ -285,7 +300,7 @@ class _Parser:
             timestamp = None
         match kind:
             case "session_meta":
-                return SessionMetaLine(number, timestamp, _session_meta(payload))
+                return SessionMetaLine(number, timestamp, _payload(payload, SessionMeta, kind))
             case "response_item":
                 return ResponseItemLine(number, timestamp, _response_item(payload))
             case "event_msg":
@@ -298,59 +313,41 @@ class _Parser:
                     event_id if isinstance(event_id, str) else None,
                 )
             case "turn_context":
-                return self._turn_context(number, timestamp, payload)
+                return TurnContextLine(number, timestamp, self._turn_context(number, payload))
             case "world_state":
                 return WorldStateLine(number, timestamp, _decode(payload, WorldState, kind))
             case "compacted":
-                return self._compacted(number, timestamp, payload)
+                return CompactedLine(number, timestamp, self._compacted(number, payload))
             case "ids":
-                fields = _object(payload, "ids")
-                return IdsLine(
-                    number,
-                    timestamp,
-                    _field(fields, "submission", int, "ids"),
-                    _field(fields, "item", int, "ids"),
-                )
+                return IdsLine(number, timestamp, _payload(payload, GeneratedIds, kind))
             case "op":
-                fields = _object(payload, "op")
-                op = fields.get("op")
-                if not isinstance(op, dict) or not isinstance(op.get("type"), str):
-                    raise _Malformed("op: 'op' is not an op with a type")
-                return OpLine(number, timestamp, _field(fields, "id", str, "op"), op)
+                return OpLine(number, timestamp, _payload(payload, StartedOp, kind))
             case "trace":
-                fields = _object(payload, "trace")
-                return TraceLine(
-                    number,
-                    timestamp,
-                    _hex(fields, "trace_id", 32),
-                    _hex(fields, "span_id", 16),
-                )
+                return TraceLine(number, timestamp, _span(_payload(payload, SessionSpan, kind)))
             case _:
                 raise _Malformed(f"unknown line type {kind!r}")
 
-    def _turn_context(self, number: int, timestamp: str | None, payload: Any) -> TurnContextLine:
-        fields = _object(payload, "turn_context")
-        settings = TurnSettings(
-            model=_field(fields, "model", str, "turn_context"),
-            cwd=_field(fields, "cwd", str, "turn_context"),
-            effort=_optional(fields, "effort", str, "turn_context"),
-        )
-        world: WorldState | None = None
-        if fields.get("world") is not None:
-            try:
-                world = _decode(fields["world"], WorldState, "turn_context world")
-            except _Malformed as exc:
-                self.note(number, f"{exc}; the reference context is left unset")
-        return TurnContextLine(
-            number,
-            timestamp,
-            settings,
-            _optional(fields, "instructions_hash", str, "turn_context"),
-            world,
-        )
+    def _turn_context(self, number: int, payload: Any) -> TurnContext:
+        """The payload; a ``world`` that does not decode is left unset, with a note."""
+        try:
+            return from_json(payload, TurnContext)
+        except DecodeError:
+            fields = _object(payload, "turn_context")
+            _check_fields(fields, TurnContext, "turn_context")
+        context = _payload({**fields, "world": None}, TurnContext, "turn_context")
+        try:
+            world: WorldState = _decode(fields.get("world"), WorldState, "turn_context world")
+        except _Malformed as exc:
+            self.note(number, f"{exc}; the reference context is left unset")
+            return context
+        return attrs.evolve(context, world=world)
 
-    def _compacted(self, number: int, timestamp: str | None, payload: Any) -> CompactedLine:
-        fields = _object(payload, "compacted")
+    def _compacted(self, number: int, payload: Any) -> Compacted:
+        """The payload; the parts that do not decode are left unset, each with a note."""
+        try:
+            return from_json(payload, Compacted)
+        except DecodeError:
+            fields = _object(payload, "compacted")
         message = _field(fields, "message", str, "compacted")
         replacement: tuple[p.ResponseItem, ...] | None = None
         raw_history = fields.get("replacement_history")
@@ -391,9 +388,7 @@ class _Parser:
         ):
             self.note(number, "compacted: masked_outputs is not an object of texts; ignored")
             masked = {}
-        return CompactedLine(
-            number,
-            timestamp,
+        return Compacted(
             message,
             replacement,
             receipt=receipt,
@@ -541,11 +536,35 @@ def _field(fields: Mapping[str, Any], name: str, kind: type, what: str) -> Any:
     return _typed(fields[name], name, kind, what)
 
 
-def _hex(fields: Mapping[str, Any], name: str, digits: int) -> str:
-    value: str = _field(fields, name, str, "trace")
-    if len(value) != digits or value.strip("0123456789abcdef") or not value.strip("0"):
-        raise _Malformed(f"invalid trace: {name!r} is not {digits} lowercase hex digits, not all 0")
-    return value
+def _payload(payload: Any, cls: type[T], what: str) -> T:
+    """A payload decoded by the codec. One it refuses is described field by field when a field
+    of a plain type is missing or of another type, else in the codec's words."""
+    try:
+        return from_json(payload, cls)
+    except DecodeError as exc:
+        _check_fields(_object(payload, what), cls, what)
+        raise _Malformed(f"invalid {what}: {exc}") from exc
+
+
+def _check_fields(fields: Mapping[str, Any], cls: type, what: str) -> None:
+    """Raise for the first field of ``cls`` typed ``str`` or ``int`` (or None) that ``fields``
+    lacks, when it has no default, or holds a value of another type."""
+    hints = typing.get_type_hints(cls)
+    for field in attrs.fields(cls):
+        for kind in (str, int):
+            if hints[field.name] in (kind, kind | None):
+                check = _field if field.default is attrs.NOTHING else _optional
+                check(fields, field.name, kind, what)
+
+
+def _span(span: SessionSpan) -> SessionSpan:
+    for name, digits in (("trace_id", 32), ("span_id", 16)):
+        value: str = getattr(span, name)
+        if len(value) != digits or value.strip("0123456789abcdef") or not value.strip("0"):
+            raise _Malformed(
+                f"invalid trace: {name!r} is not {digits} lowercase hex digits, not all 0"
+            )
+    return span
 
 
 def _optional(fields: Mapping[str, Any], name: str, kind: type, what: str) -> Any:
@@ -559,17 +578,6 @@ def _typed(value: Any, name: str, kind: type, what: str) -> Any:
             f"invalid {what}: {name!r} should be {kind.__name__}, got {type(value).__name__}"
         )
     return value
-
-
-def _session_meta(payload: Any) -> SessionMeta:
-    fields = _object(payload, "session_meta")
-    return SessionMeta(
-        id=_field(fields, "id", str, "session_meta"),
-        **{
-            name: _optional(fields, name, str, "session_meta")
-            for name in ("created", "cwd", "model", "model_provider", "relay_version")
-        },
-    )
 
 
 __all__ = [

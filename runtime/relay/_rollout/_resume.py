@@ -40,7 +40,7 @@ import attrs
 from .._base import _protocol as p
 from .._base._config import Config, resolve_api_key
 from .._base._errors import ConfigError, RolloutError
-from .._core._context import TurnSettings, WorldState
+from .._base._rollout_lines import Compacted, TurnSettings, WorldState
 from .._core._history import History
 from .._core._state import ResumedState
 from .._core._summary import (
@@ -124,17 +124,17 @@ class _Replay:
         self.history.record(item, from_model=is_model_output(item))
         self.installing = False
 
-    def compacted(self, line: CompactedLine) -> None:
-        if line.replacement_history is not None:
-            self.replace(line.replacement_history)
+    def compacted(self, compacted: Compacted) -> None:
+        if compacted.replacement_history is not None:
+            self.replace(compacted.replacement_history)
         else:
-            self.replace(rebuild_compacted_history(self.history.items, line.message))
+            self.replace(rebuild_compacted_history(self.history.items, compacted.message))
 
 
 def _newest_base(lines: Sequence[RolloutLine]) -> int | None:
     for index in range(len(lines) - 1, -1, -1):
         line = lines[index]
-        if isinstance(line, CompactedLine) and line.replacement_history is not None:
+        if isinstance(line, CompactedLine) and line.compacted.replacement_history is not None:
             return index
     return None
 
@@ -157,16 +157,16 @@ def reconstruct(rollout: Rollout) -> ResumedState:
     if base is not None:
         base_line = lines[base]
         assert isinstance(base_line, CompactedLine)
-        replay.compacted(base_line)
+        replay.compacted(base_line.compacted)
         start = base + 1
     for line in lines[start:]:
         match line:
             case ResponseItemLine(item=item):
                 replay.record(item)
-            case CompactedLine():
-                replay.compacted(line)
-            case TurnContextLine(world=world):
-                replay.reference_world = world
+            case CompactedLine(compacted=compacted):
+                replay.compacted(compacted)
+            case TurnContextLine(context=context):
+                replay.reference_world = context.world
             case EventMsgLine(msg=p.TokenCount(info=p.TokenUsageInfo() as info)):
                 if replay.installing:
                     replay.installing = False
@@ -197,31 +197,33 @@ def reconstruct(rollout: Rollout) -> ResumedState:
     spans: list[tuple[str, str]] = []
     for line in lines:
         match line:
-            case OpLine():
-                op_types[line.op_type] = None
-            case TraceLine(trace_id=trace_id, span_id=span_id):
-                spans.append((trace_id, span_id))
-            case TurnContextLine(settings=settings):
-                defaults = settings
-                model = settings.model
+            case OpLine(started=started):
+                op_types[started.op.type] = None
+            case TraceLine(span=span):
+                spans.append((span.trace_id, span.span_id))
+            case TurnContextLine(context=context):
+                defaults = context.settings
+                model = context.model
             case EventMsgLine(msg=p.SessionConfigured() as configured):
                 model, provider = configured.model, configured.model_provider
             case EventMsgLine(msg=p.TurnStarted(turn_id=turn_id)):
                 # Files written before ``ids`` lines existed still name their turns.
                 submissions = max(submissions, generated_number(turn_id, "sub"))
-            case IdsLine():
-                submissions = max(submissions, line.submission)
-                items = max(items, line.item)
+            case IdsLine(ids=ids):
+                submissions = max(submissions, ids.submission)
+                items = max(items, ids.item)
             case EventMsgLine(msg=p.TokenCount(info=p.TokenUsageInfo() as info)):
                 total_usage = info.total_token_usage
-            case CompactedLine():
+            case CompactedLine(compacted=compacted):
                 # An old-style line has no window fields: count it and start an unnamed window.
                 window_number = (
-                    line.window_number if line.window_number is not None else window_number + 1
+                    compacted.window_number
+                    if compacted.window_number is not None
+                    else window_number + 1
                 )
-                first_window_id = line.first_window_id or first_window_id
-                previous_window_id = line.previous_window_id or window_id
-                window_id = line.window_id
+                first_window_id = compacted.first_window_id or first_window_id
+                previous_window_id = compacted.previous_window_id or window_id
+                window_id = compacted.window_id
             case _:
                 pass
 
@@ -263,7 +265,7 @@ def restore_work_record(lines: Iterable[RolloutLine]) -> tuple[WorkState, dict[s
     outputs: dict[str, str] = {}
     for line in lines:
         match line:
-            case CompactedLine(work_state=snapshot, masked_outputs=masked):
+            case CompactedLine(compacted=Compacted(work_state=snapshot, masked_outputs=masked)):
                 if snapshot is not None:
                     record = WorkState.from_json(snapshot)
                 for call_id, output in masked.items():

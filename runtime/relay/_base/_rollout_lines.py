@@ -1,0 +1,209 @@
+"""The payload of each rollout line type (docs/rollout.md), defined once.
+
+A rollout line is ``{"timestamp", "type", "payload"}``. The recorder
+(``relay._core._recorder``) writes each payload here with the codec, ``to_json``; the reader
+(``relay._rollout._reader``) decodes it with ``from_json``. ``response_item`` and
+``event_msg`` lines carry protocol values (:data:`~relay._base._protocol.ResponseItem`,
+:data:`~relay._base._protocol.EventMsg`); every other line type carries one class of this
+module, named in :data:`PAYLOADS`.
+
+A payload's JSON form is its fields in the order they are declared: that order is the file's,
+and a rollout's bytes are compared with Codex's and read back by every later relay, so a
+field is never moved, renamed or left out except as :class:`Compacted` says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeAlias
+
+import attrs
+import cattrs.gen
+
+from . import _protocol as p
+from ._codec import converter
+
+
+@attrs.frozen
+class TurnSettings:
+    """What a turn runs with; the session's defaults change with overrides."""
+
+    model: str
+    """Model name."""
+    cwd: str
+    """Working directory."""
+    effort: str | None = None
+    """Reasoning effort."""
+
+
+@attrs.frozen
+class WorldState:
+    """The facts behind the environment context, snapshotted at the start of a window; the
+    payload of a ``world_state`` line."""
+
+    cwd: str
+    """Working directory."""
+    shell: str
+    """The user's shell."""
+    current_date: str
+    """``YYYY-MM-DD``."""
+    timezone: str
+    """IANA name or UTC offset."""
+
+
+@attrs.frozen
+class SessionMeta:
+    """The ``session_meta`` payload: which session the rollout belongs to."""
+
+    id: str
+    """Session id."""
+    created: str | None = None
+    """When the session was created (ISO 8601)."""
+    cwd: str | None = None
+    """Working directory at creation."""
+    model: str | None = None
+    """Configured model."""
+    model_provider: str | None = None
+    """Configured provider name."""
+    relay_version: str | None = None
+    """Version of relay that created the file."""
+
+
+@attrs.frozen
+class TurnContext:
+    """The ``turn_context`` payload: the settings and reference world a turn ran with."""
+
+    model: str
+    """Model name."""
+    cwd: str
+    """Working directory."""
+    effort: str | None = None
+    """Reasoning effort."""
+    instructions_hash: str | None = None
+    """Short hash of the instructions (16 hex digits of their SHA-256)."""
+    world: WorldState | None = None
+    """The world the history's initial context describes (the reference context)."""
+
+    @property
+    def settings(self) -> TurnSettings:
+        """Model, cwd and effort."""
+        return TurnSettings(self.model, self.cwd, self.effort)
+
+
+@attrs.frozen
+class Compacted:
+    """The ``compacted`` payload: an installed compaction.
+
+    ``work_state`` and ``masked_outputs`` are left out of the JSON form while they are unset
+    (no record, no masking); every other field is always written, ``null`` when unset. An
+    old-style line has only ``message``.
+    """
+
+    message: str
+    """The summary text (local backend), else empty."""
+    replacement_history: tuple[p.ResponseItem, ...] | None = None
+    """The new history; None on an old-style line (rebuilt when resuming)."""
+    window_number: int | None = None
+    """Compactions so far, this one included."""
+    first_window_id: str | None = None
+    """Id of the session's first window."""
+    previous_window_id: str | None = None
+    """Id of the window this compaction closed."""
+    window_id: str | None = None
+    """Id of the window it opened."""
+    receipt: p.CompactionReceipt | None = None
+    """What it did."""
+    work_state: Mapping[str, Any] | None = None
+    """The work-state record as it stood (JSON), when there was one."""
+    masked_outputs: Mapping[str, str] = attrs.field(factory=dict)
+    """The originals of the tool outputs this compaction masked, by call id."""
+
+
+@attrs.frozen
+class GeneratedIds:
+    """The ``ids`` payload: how far the session's generated ids have gone, so that a resume
+    continues them."""
+
+    submission: int
+    """The number of the last generated submission id (``sub-N``)."""
+    item: int
+    """The number of the last generated item id (``user-N``, ``msg-N``, ...)."""
+
+
+@attrs.frozen
+class StartedOp:
+    """The ``op`` payload: an op of a registered type that started a task (a custom op), so
+    that a resume knows the op types the session ran."""
+
+    id: str
+    """The submission id (the turn id of its task)."""
+    op: p.CustomOp
+    """The op, written as the codec writes it: ``{"type": ..., **fields}``."""
+
+
+@attrs.frozen
+class SessionSpan:
+    """The ``trace`` payload: the span of one run of the session in a trace (written when the
+    run was traced), so that a resume links its own span to it."""
+
+    trace_id: str
+    """The trace id, 32 hex digits."""
+    span_id: str
+    """The session span's id, 16 hex digits."""
+
+
+LinePayload: TypeAlias = (
+    SessionMeta | TurnContext | WorldState | Compacted | GeneratedIds | StartedOp | SessionSpan
+)
+"""The payloads of the line types other than ``response_item`` and ``event_msg``."""
+
+#: Each line type and what its payload decodes as, in the order docs/rollout.md lists them.
+PAYLOADS: dict[str, Any] = {
+    "session_meta": SessionMeta,
+    "response_item": p.ResponseItem,
+    "event_msg": p.EventMsg,
+    "turn_context": TurnContext,
+    "world_state": WorldState,
+    "ids": GeneratedIds,
+    "op": StartedOp,
+    "trace": SessionSpan,
+    "compacted": Compacted,
+}
+
+#: The line type of each payload class.
+LINE_TYPES: dict[type, str] = {
+    cls: kind for kind, cls in PAYLOADS.items() if isinstance(cls, type) and attrs.has(cls)
+}
+
+
+def line_type(payload: LinePayload) -> str:
+    """The ``type`` of the line that carries ``payload``."""
+    return LINE_TYPES[type(payload)]
+
+
+# Made when a compaction is first written, as the codec makes every encoder.
+converter.register_unstructure_hook_factory(
+    lambda cls: cls is Compacted,
+    lambda cls: cattrs.gen.make_dict_unstructure_fn(
+        cls,
+        converter,
+        work_state=cattrs.gen.override(omit_if_default=True),
+        masked_outputs=cattrs.gen.override(omit_if_default=True),
+    ),
+)
+
+
+__all__ = [
+    "LINE_TYPES",
+    "PAYLOADS",
+    "Compacted",
+    "GeneratedIds",
+    "LinePayload",
+    "SessionMeta",
+    "SessionSpan",
+    "StartedOp",
+    "TurnContext",
+    "TurnSettings",
+    "WorldState",
+    "line_type",
+]
