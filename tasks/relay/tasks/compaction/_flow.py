@@ -106,7 +106,7 @@ async def run_compaction(
         ctx.emit(relay.ErrorEvent(f"{backend.error_prefix}{error.message}", error.code))
         return CompactionOutcome.FAILED
     except relay.lowlevel.CompactionFailed as failure:
-        ctx.emit(relay.ErrorEvent(failure.message, failure.code))
+        ctx.emit(relay.ErrorEvent(f"{backend.error_prefix}{failure.message}", failure.code))
         return CompactionOutcome.FAILED
     match result.placement:
         case Placement.IN_PLACE:
