@@ -233,6 +233,19 @@ def test_every_public_class_resolves_its_type_hints(module: str, name: str) -> N
     typing.get_type_hints(cls, include_extras=True)
 
 
+#: Names public in two modules, each waiting for the narrowing of ``relay.lowlevel`` (issue 34):
+#: ``Compactor`` names two different objects (the port's interface, relay.tasks' compactor).
+PUBLIC_TWICE = {"Compactor": ["relay.lowlevel", "relay.tasks.compaction"]}
+
+
+def test_each_name_is_public_in_exactly_one_module() -> None:
+    homes: dict[str, list[str]] = {}
+    for name in PUBLIC_MODULES:
+        for attr in importlib.import_module(name).__all__:
+            homes.setdefault(attr, []).append(name)
+    assert {attr: where for attr, where in homes.items() if len(where) > 1} == PUBLIC_TWICE
+
+
 def test_the_friendly_and_the_low_level_namespace_do_not_overlap() -> None:
     assert public_names(relay) & public_names(relay.lowlevel) == set()
 

@@ -21,7 +21,6 @@ Hosts for the block of one program (Ray connected already)::
             ...
 """
 
-from ._base._protocol import SessionResumed as SessionResumed
 from ._cluster._client import ClusterClient as ClusterClient
 from ._cluster._client import ClusterSession as ClusterSession
 from ._cluster._client import HostLostError as HostLostError
@@ -39,7 +38,6 @@ __all__ = [
     "NoHostError",
     "PooledSession",
     "SessionPool",
-    "SessionResumed",
     "connect",
     "open_session_pool",
     "run_op_script",
