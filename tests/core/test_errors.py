@@ -98,10 +98,15 @@ def _breaks_the_rule(node: ast.expr) -> str:
 
 def test_every_message_relay_writes_follows_the_rule() -> None:
     names = set(public_exceptions())
+    alternatives = "|".join(sorted(names))
+    made = re.compile(rf"\b(?:{alternatives})\(")
     broken = []
     for root in SOURCES:
         for path in sorted(root.rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            text = path.read_text(encoding="utf-8")
+            if not made.search(text):  # parse only the modules that make one
+                continue
+            for node in ast.walk(ast.parse(text)):
                 if not isinstance(node, ast.Call) or not node.args:
                     continue
                 called = node.func
