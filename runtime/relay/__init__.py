@@ -15,9 +15,10 @@ import sys as _sys
 
 from ._version import __version__ as __version__
 
-# What type checkers and the API reference read; at run time each name is loaded on first use
-# from where _SOURCES says (PEP 562), so that ``import relay`` costs next to nothing. This
-# TYPE_CHECKING is ours, not typing's: importing typing would double the cost of the import.
+# What type checkers and the API reference read. At run time the names load when one is first
+# read, from where _SOURCES says (PEP 562, _base/_face.py), so that ``import relay`` costs next
+# to nothing. This TYPE_CHECKING is ours, not typing's: importing typing costs more than the
+# rest of the import.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from . import lowlevel as lowlevel

@@ -18,7 +18,7 @@ Embedders need only :mod:`relay` (sessions, ops, events, items, configuration, e
 from __future__ import annotations
 
 # As in relay/__init__.py: type checkers and the API reference read these imports; at run time
-# each name is loaded on first use, from where _SOURCES says.
+# the names load when one is first read, from where _SOURCES says.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ._base._codec import DecodeError as DecodeError
