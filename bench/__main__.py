@@ -2,9 +2,9 @@
 
 Options: ``--quick`` (tiny sizes, a couple of repetitions, no Codex: for the smoke test),
 ``--repeat N``, ``--only GROUP[,GROUP...]`` (turns, tracing, peer, compaction, background,
-masking, rollout, long, scale,
-process, cluster; ``--quick`` leaves cluster out unless it is named, since it starts a Ray
-instance),
+masking, rollout, long, scale, process, cluster, and startup: the start-up and one-turn part
+of process, run only when named; ``--quick`` leaves cluster out unless it is named, since it
+starts a Ray instance),
 ``--markdown FILE`` (also write the table as Markdown), ``--plots DIR`` (PNG plots; default
 ``docs/img`` for a full run, none for ``--quick``), ``--install-codex`` (install the pinned
 Codex CLI with npm first), ``--codex-prefix DIR`` (the ``npm --prefix`` folder holding it, if
@@ -33,10 +33,13 @@ GROUPS = (
     "long",
     "scale",
     "process",
+    "startup",
     "cluster",
 )
 #: Groups a ``--quick`` run leaves out unless ``--only`` names them.
 NOT_QUICK = ("cluster",)
+#: Groups that run only when ``--only`` names them (part of another group).
+ONLY_NAMED = ("startup",)
 
 
 def _runner(name: str) -> Callable[[Options], list[Figure]]:
@@ -81,6 +84,10 @@ def _runner(name: str) -> Callable[[Options], list[Figure]]:
         from . import cluster
 
         return cluster.run
+    if name == "startup":
+        from . import process as startup
+
+        return startup.run_startup
     from . import process
 
     return process.run
@@ -113,7 +120,7 @@ def _options(argv: list[str] | None) -> tuple[Options, list[str], Path | None]:
         problem = install_codex(opts.codex_prefix or CODEX_PREFIX)
         if problem:
             parser.error(f"could not install @openai/codex@{CODEX_VERSION}: {problem}")
-    groups = [g for g in GROUPS if not (opts.quick and g in NOT_QUICK)]
+    groups = [g for g in GROUPS if not (opts.quick and g in NOT_QUICK) and g not in ONLY_NAMED]
     if args.only:
         groups = [g.strip() for g in args.only.split(",") if g.strip()]
         unknown = set(groups) - set(GROUPS)

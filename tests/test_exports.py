@@ -6,7 +6,11 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import json
+import subprocess
+import sys
 import types
+import typing
 from pathlib import Path
 
 import pytest
@@ -141,10 +145,101 @@ def test_relay_shows_at_most_110_names_each_printed_where_it_is_imported() -> No
     assert repr(relay.Config).startswith("<class 'relay.Config'>")
 
 
-def test_relay_loads_its_names_as_it_is_imported() -> None:
-    """No module ``__getattr__`` hides what ``relay`` exports: each name is in its dict."""
-    assert not hasattr(relay, "__getattr__")
-    assert [name for name in relay.__all__ if name not in vars(relay)] == []
+#: The namespaces that load their names on first use, and the submodules they hold besides.
+LAZY = {"relay": {"lowlevel"}, "relay.lowlevel": set()}
+
+
+def static_sources(module: types.ModuleType) -> dict[str, str]:
+    """What the ``if TYPE_CHECKING:`` imports of a lazy namespace say: each name's module."""
+    assert module.__file__ is not None
+    tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+    (guard,) = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.If)
+        and isinstance(node.test, ast.Name)
+        and node.test.id == "TYPE_CHECKING"
+    ]
+    package = module.__name__ if module.__file__.endswith("__init__.py") else "relay"
+    found: dict[str, str] = {}
+    for node in guard.body:
+        assert isinstance(node, ast.ImportFrom) and node.level == 1
+        for alias in node.names:
+            assert alias.asname == alias.name
+            source = f"{package}.{node.module}" if node.module else f"{package}.{alias.name}"
+            found[alias.name] = source
+    return found
+
+
+@pytest.mark.parametrize("name", list(LAZY))
+def test_a_lazy_namespace_loads_what_its_static_imports_say(name: str) -> None:
+    """Type checkers and the API reference read the ``TYPE_CHECKING`` imports; a program gets
+    what the table of the namespace says: the two agree, and cover ``__all__``."""
+    module = importlib.import_module(name)
+    table = {**vars(module)["_SOURCES"]}
+    table.update({sub: f"{name}.{sub}" for sub in LAZY[name]})
+    assert static_sources(module) == table
+    eager = {"__version__"} if name == "relay" else set()
+    assert set(module.__all__) == set(table) - LAZY[name] | eager
+
+
+@pytest.mark.parametrize("name", list(LAZY))
+def test_a_lazy_namespace_lists_every_name_and_refuses_others(name: str) -> None:
+    module = importlib.import_module(name)
+    assert set(module.__all__) | LAZY[name] <= set(dir(module))
+    with pytest.raises(AttributeError, match=f"module '{name}' has no attribute 'Nothing'"):
+        _ = module.Nothing
+
+
+def test_the_first_name_read_loads_every_name_each_printed_where_it_is_imported(
+    tmp_path: Path,
+) -> None:
+    """``relay``'s names load together, on the first read of any: from then on every class
+    reports ``relay`` as its module, whichever name was read (a fresh interpreter)."""
+    code = """
+import json, relay
+before = sorted(set(relay.__all__) - set(vars(relay)))
+relay.TurnStarted
+after = sorted(set(relay.__all__) - set(vars(relay)))
+classes = [getattr(relay, name) for name in relay.__all__]
+shown = sorted({cls.__module__ for cls in classes if isinstance(cls, type)})
+resolved = relay.UserTurn.__annotations__["items"] == tuple[relay.InputItem, ...]
+print(json.dumps([len(before), after, shown, resolved]))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    unloaded, after, shown, resolved = json.loads(result.stdout)
+    assert unloaded == len(relay.__all__) - 1  # all but __version__
+    assert after == []
+    assert shown == ["relay"]
+    assert resolved
+
+
+def public_classes() -> list[tuple[str, str]]:
+    return [
+        (module, name)
+        for module in PUBLIC_MODULES
+        for name in importlib.import_module(module).__all__
+        if inspect.isclass(getattr(importlib.import_module(module), name))
+    ]
+
+
+@pytest.mark.parametrize(("module", "name"), public_classes())
+def test_every_public_class_resolves_its_type_hints(module: str, name: str) -> None:
+    """What pydantic, cattrs, mkdocstrings and users' code do with a class: its annotations
+    resolve, though the class reports the public module as its own."""
+    cls = getattr(importlib.import_module(module), name)
+    typing.get_type_hints(cls)
+    typing.get_type_hints(cls, include_extras=True)
+
+
+def test_each_name_is_public_in_exactly_one_module() -> None:
+    homes: dict[str, list[str]] = {}
+    for name in PUBLIC_MODULES:
+        for attr in importlib.import_module(name).__all__:
+            homes.setdefault(attr, []).append(name)
+    assert {attr: where for attr, where in homes.items() if len(where) > 1} == {}
 
 
 def test_the_low_level_face_is_the_port_and_the_interfaces() -> None:

@@ -29,7 +29,7 @@ import attrs
 from ._base import _protocol as p
 from ._base._codec import to_json, type_tag
 from ._base._config import Config, RolloutConfig
-from ._core._port import Compactor
+from ._core._port import CompactionPolicy
 from ._core._session import Session
 from ._core._summary import compaction_prompt
 from ._core._tools import Tool
@@ -217,7 +217,7 @@ async def open_test_session(
     model: ScriptedModel | None = None,
     seed: int = 0,
     tasks: Mapping[str, Any] | None = None,
-    compactor: Callable[[], Compactor] | None = None,
+    compactor: Callable[[], CompactionPolicy] | None = None,
 ) -> AsyncIterator[TestSession]:
     """A session on a scripted model, with a fixed clock, seeded jitter and no rollout.
 

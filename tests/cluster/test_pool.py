@@ -24,12 +24,7 @@ from relay._drive._op_script import parse_op_script
 from relay._drive._runner import ScriptRunner
 from relay._rollout._reader import EventMsgLine, read_rollout
 from relay._rollout._resume import reconstruct
-from relay.cluster import (
-    HostLostError,
-    PooledSession,
-    open_session_pool,
-    run_op_script,
-)
+from relay.cluster import HostLostError, PooledSession, open_session_pool, run_op_script
 
 pytestmark = pytest.mark.slow
 

@@ -21,6 +21,9 @@ TIMEOUT = 120
 
 #: A module that only the SDK's type catalogue (``openai.types.__init__``) imports.
 CATALOGUE = "openai.types.eval_create_params"
+#: A module that only the catalogue of shared types (``openai.types.shared.__init__``) imports;
+#: the SDK's exceptions import one module of that package.
+SHARED_CATALOGUE = "openai.types.shared.compound_filter"
 
 
 def python(code: str, *, cwd: Path | None = None) -> str:
@@ -64,11 +67,11 @@ def test_importing_the_wire_leaves_the_type_catalogue_unloaded() -> None:
     out = python(
         "import sys\n"
         "from relay._wire import _sdk\n"
-        f"names = ('openai', 'openai._client', {CATALOGUE!r})\n"
+        f"names = ('openai', 'openai._client', {CATALOGUE!r}, {SHARED_CATALOGUE!r})\n"
         "print(sorted(n for n in names if n in sys.modules))\n"
         "print([_sdk.is_deferred(name) for name in _sdk.DEFERRED])"
     )
-    assert out.splitlines() == ["['openai', 'openai._client']", "[True, True, True]"]
+    assert out.splitlines() == ["['openai', 'openai._client']", "[True, True, True, True]"]
 
 
 @pytest.mark.slow  # processes of its own
@@ -171,3 +174,4 @@ def test_a_turn_over_http_never_loads_the_type_catalogue(tmp_path: Path, mock_se
     imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines()}
     assert {"openai._base_client", "openai._exceptions", "relay._wire"} <= imported
     assert CATALOGUE not in imported
+    assert SHARED_CATALOGUE not in imported

@@ -1,9 +1,12 @@
-"""What a process pays for at start-up: the protocol's codec is built as it is used, and each
-command imports the shells it needs and no other command's."""
+"""What a process pays for at start-up: ``import relay`` loads nothing but the version, the
+protocol's codec is built as it is used, and each command imports what it uses: the shells it
+needs and no other command's, and none of the modules and packages it does not use."""
 
 from __future__ import annotations
 
 import json
+import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -131,3 +134,208 @@ except SystemExit:
 print(json.dumps(sorted(sys.modules)))
 """
     assert shells_of(imported_after(code, tmp_path)) == {"_cli"}
+
+
+# ----------------------------------------------------------------------------- what is not used
+
+#: relay's core and every dependency: what ``--version`` and every ``--help`` leave out.
+ANY_WORK = (
+    "relay._base",
+    "relay._core",
+    "relay._open",
+    "relay._drive",
+    "relay._rollout",
+    "relay._models",
+    "relay._wire",
+    "relay._mcp",
+    "relay._otel",
+    "relay._eval",
+    "relay._cluster",
+    "relay._testing",
+    "relay.lowlevel",
+    "relay.tasks",
+    "attr",
+    "attrs",
+    "cattrs",
+    "anyio",
+    "asyncio",
+    "trio",
+    "openai",
+    "pydantic",
+    "httpx2",
+    "hypercorn",
+    "ray",
+    "opentelemetry",
+    "mcp",
+    "tomllib",
+)
+#: The HTTP wire: only a provider that speaks HTTP needs it.
+HTTP = ("relay._wire", "openai", "pydantic", "httpx2", "httpcore2")
+#: What a session on the scripted model, with no MCP server, does not use.
+NOT_IN_A_SESSION = (
+    *HTTP,
+    "relay._eval",
+    "relay._cluster",
+    "relay._testing",
+    "relay._mcp",
+    "mcp",
+    "hypercorn",
+    "ray",
+    "matplotlib",
+)
+#: What reading a rollout does not use.
+NOT_IN_SHOW = (
+    *NOT_IN_A_SESSION,
+    "relay._drive",
+    "relay._open",
+    "relay._core._session",
+    "relay.lowlevel",
+    "relay.tasks",
+    "anyio",
+    "asyncio",
+    "trio",
+)
+HELPS = [
+    [*command.split(), "--help"]
+    for command in (
+        "run",
+        "exec",
+        "resume",
+        "show",
+        "eval",
+        "mock-server",
+        "cluster",
+        "cluster run",
+        "cluster up",
+        "cluster ls",
+        "cluster attach",
+        "cluster down",
+    )
+]
+SCRIPTED = ["--model-script", "hello.model.json", "--rollout-dir", "sessions"]
+#: Each command, and what it must not import.
+UNUSED: dict[str, tuple[list[str], tuple[str, ...]]] = {
+    "--version": (["--version"], ANY_WORK),
+    "--help": (["--help"], ANY_WORK),
+    **{" ".join(argv): (argv, ANY_WORK) for argv in HELPS},
+    "run": (["run", str(EXAMPLES / "hello.jsonl"), "--json", *SCRIPTED], (
+        *NOT_IN_A_SESSION, "relay._rollout._reader"
+    )),
+    "exec": (["exec", "hello", *SCRIPTED], (*NOT_IN_A_SESSION, "relay._rollout._reader")),
+    "resume": (["resume", "ROLLOUT", str(EXAMPLES / "hello.jsonl"), "--json", *SCRIPTED], (
+        NOT_IN_A_SESSION
+    )),
+    "show": (["show", "ROLLOUT"], NOT_IN_SHOW),
+    "show --html": (["show", "ROLLOUT", "--html"], NOT_IN_SHOW),
+}  # fmt: skip
+
+
+def used(modules: list[str], unused: tuple[str, ...]) -> list[str]:
+    """The modules of ``modules`` that are, or are inside, one of ``unused``."""
+    return [m for m in modules if any(m == u or m.startswith(f"{u}.") for u in unused)]
+
+
+def loaded_after(argv: list[str], cwd: Path) -> list[str]:
+    """The modules loaded (not only marked unavailable) once ``relay ARGV`` has run; it must
+    succeed."""
+    code = f"""
+import json, sys
+sys.argv = ["relay", *{argv!r}]
+from relay._cli._main import main
+try:
+    status = main()
+except SystemExit as exc:
+    status = exc.code
+loaded = sorted(name for name, module in sys.modules.items() if module is not None)
+print(json.dumps([status or 0, loaded]))
+"""
+    status, modules = imported_after(code, cwd)
+    assert status == 0
+    return list(modules)
+
+
+@pytest.fixture(scope="module")
+def rollout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The rollout of one scripted run of ``examples/hello.jsonl``."""
+    folder = tmp_path_factory.mktemp("rollout")
+    subprocess.run(
+        [sys.executable, "-m", "relay", "run", str(EXAMPLES / "hello.jsonl"), "--json",
+         "--model-script", str(EXAMPLES / "hello.model.json"), "--rollout-dir", "sessions"],
+        cwd=folder, capture_output=True, timeout=TIMEOUT, check=True,
+    )  # fmt: skip
+    (found,) = (folder / "sessions").rglob("rollout-*.jsonl")
+    return found
+
+
+def test_importing_relay_loads_nothing_but_its_version(tmp_path: Path) -> None:
+    code = """
+import json, sys
+import relay, relay.lowlevel
+print(json.dumps(sorted(name for name, module in sys.modules.items() if module is not None)))
+"""
+    modules = imported_after(code, tmp_path)
+    assert [m for m in modules if m.startswith("relay")] == [
+        "relay",
+        "relay._version",
+        "relay.lowlevel",
+    ]
+    assert used(modules, ("attr", "attrs", "anyio", "cattrs", "typing")) == []
+
+
+@pytest.mark.parametrize("command", list(UNUSED))
+def test_each_command_imports_only_what_it_uses(
+    tmp_path: Path, rollout: Path, command: str
+) -> None:
+    argv, unused = UNUSED[command]
+    argv = [str(rollout) if arg == "ROLLOUT" else arg for arg in argv]
+    (tmp_path / "hello.model.json").write_text(
+        (EXAMPLES / "hello.model.json").read_text(encoding="utf-8")
+    )
+    assert used(loaded_after(argv, tmp_path), unused) == []
+
+
+def test_eval_imports_only_what_it_uses(tmp_path: Path) -> None:
+    case = EXAMPLES / "eval" / "cases" / "01-billing-invoice"
+    corpus = tmp_path / "corpus"
+    shutil.copytree(case, corpus / case.name)
+    (tmp_path / "matrix.toml").write_text('[[configuration]]\nname = "local"\n')
+    argv = ["eval", str(corpus), "--matrix", "matrix.toml", "--repeats", "1", "--json", "out.json"]
+    unused = ("relay._cluster", "relay._testing", "relay._mcp", "mcp", "hypercorn", "ray",
+              "matplotlib", "relay._rollout._reader")  # fmt: skip
+    assert used(loaded_after(argv, tmp_path), unused) == []
+
+
+def test_the_mock_server_imports_no_session_and_no_sdk(tmp_path: Path) -> None:
+    """``relay mock-server`` serves model scripts: no session, no task, no SDK."""
+    (tmp_path / "hello.model.json").write_text(
+        (EXAMPLES / "hello.model.json").read_text(encoding="utf-8")
+    )
+    code = """
+import atexit, json, sys
+sys.argv = ["relay", "mock-server", "--script", "hello.model.json"]
+def loaded():
+    names = sorted(name for name, module in sys.modules.items() if module is not None)
+    sys.stderr.write(json.dumps(names) + "\\n")
+atexit.register(loaded)
+from relay._cli._main import main
+try:
+    main()
+except (SystemExit, KeyboardInterrupt):
+    pass
+"""
+    with subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as server:
+        assert server.stdout is not None
+        assert server.stdout.readline().startswith("http://127.0.0.1:")
+        server.send_signal(signal.SIGINT)
+        _, err = server.communicate(timeout=TIMEOUT)
+    modules = json.loads(err.strip().splitlines()[-1])
+    unused = ("openai", "pydantic", "relay._wire", "relay._open", "relay._core._session",
+              "relay._drive", "relay.tasks", "relay._eval", "relay._cluster", "relay._mcp",
+              "ray", "matplotlib")  # fmt: skip
+    assert used(modules, unused) == []

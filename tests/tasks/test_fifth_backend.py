@@ -7,6 +7,7 @@ relay's backends in a compactor whose policy function chooses it.
 from __future__ import annotations
 
 import attrs
+import pytest
 import trio
 import trio.testing
 
@@ -26,7 +27,7 @@ NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 class KeepTail:
     """Keeps the last user message and the last answer; asks no model."""
 
-    fail_with: relay.ModelError | None = None
+    fail_with: relay.ModelError | relay.lowlevel.CompactionFailed | None = None
     name: str = "keep_tail"
     error_prefix: str = "keep_tail could not compact: "
 
@@ -104,10 +105,14 @@ async def test_a_policy_that_does_not_choose_a_fifth_backend_leaves_relays_choic
     assert completed.item.receipt.backend == "local"
 
 
-async def test_a_model_error_of_a_fifth_backend_is_reported_with_its_prefix(
+@pytest.mark.parametrize("kind", [relay.ModelError, relay.lowlevel.CompactionFailed])
+async def test_a_failure_of_a_fifth_backend_is_reported_with_its_prefix_once(
     autojump_clock: trio.testing.MockClock,
+    kind: type[relay.ModelError] | type[relay.lowlevel.CompactionFailed],
 ) -> None:
-    failure = relay.ModelError("the quota is spent", relay.ErrorCode.SERVER_ERROR)
+    """A backend's failures leave its ``error_prefix`` out; the compaction adds it, once, to a
+    ``ModelError`` and a ``CompactionFailed`` alike (the rule of ``_base/_errors.py``)."""
+    failure = kind("the quota is spent", relay.ErrorCode.SERVER_ERROR)
     t = await compact_after_two_turns(KeepTail(fail_with=failure))
     errors = [
         e.msg for e in t.recorder.events if e.id == "c1" and isinstance(e.msg, relay.ErrorEvent)

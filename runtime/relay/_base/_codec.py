@@ -20,7 +20,7 @@ import cattrs
 import cattrs.gen
 
 from . import _protocol as p
-from ._errors import InvalidOpError
+from ._errors import InvalidOpError, RelayError
 from ._suggest import did_you_mean
 
 T = TypeVar("T")
@@ -28,7 +28,7 @@ T = TypeVar("T")
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 
 
-class DecodeError(ValueError):
+class DecodeError(RelayError, ValueError):
     """JSON that does not decode into the expected protocol type."""
 
 

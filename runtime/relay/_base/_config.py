@@ -249,7 +249,7 @@ class Config:
     compactor: str | None = None
     """What the session does at its compaction points, manual and automatic alike, in place
     of relay's own: ``"package.module:attribute"`` or ``"path/to/file.py:attribute"`` (in a
-    configuration file, relative to it), a callable that makes a ``relay.lowlevel.Compactor``
+    configuration file, relative to it), a callable that makes a ``relay.lowlevel.CompactionPolicy``
     for each task (docs/compaction.md)."""
     mcp_servers: Mapping[str, McpServerConfig] = attrs.field(factory=dict)
     """MCP servers whose tools the model may call, by name (docs/tools.md)."""

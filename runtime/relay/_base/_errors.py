@@ -1,18 +1,37 @@
 """relay's exceptions.
 
-Every exception relay raises on purpose derives from :class:`RelayError`::
+Every exception relay raises on purpose, and every exception its public modules export,
+derives from :class:`RelayError`. They are public in :mod:`relay` unless marked
+``[lowlevel]`` (:mod:`relay.lowlevel`, for authors of tasks, backends and model clients) or
+``[cluster]`` (:mod:`relay.cluster`)::
 
     RelayError
-    ├── ConfigError            bad configuration: unknown key, wrong type, missing API key
-    ├── InvalidOpError         an op that cannot be decoded or has invalid field values
-    ├── ScriptError            an unreadable or malformed op script / model script
-    ├── RolloutError           a rollout file that cannot be written or read
-    │   └── RolloutLockedError another session is appending to it
-    ├── ClosedSessionError     the session was shut down: your code closed it
-    ├── TurnFailed             a turn asked for with Session.ask did not answer
-    └── ModelError             the model call failed (carries an ErrorCode and retry advice)
-        ├── ContextWindowExceeded
-        └── StreamError        transport broke mid-stream (retryable)
+    ├── ConfigError               bad configuration: unknown key, wrong type, missing API key
+    ├── InvalidOpError            an op that cannot be decoded or has invalid field values
+    ├── DecodeError               JSON that is not the protocol type expected
+    ├── ScriptError               an unreadable or malformed op script / model script
+    ├── RolloutError              a rollout file that cannot be written or read
+    │   └── RolloutLockedError    another session is appending to it
+    ├── ClosedSessionError        the session was shut down: your code closed it
+    ├── TurnFailed                a turn asked for with Session.ask did not answer
+    ├── ToolError                 a tool failed in a way the model should read
+    ├── StopTurn                  [lowlevel] a task ends its turn; the reason was reported
+    ├── CompactionFailed          [lowlevel] a backend could not make a new history
+    ├── HostLostError             [cluster] a session's host was lost before it acknowledged
+    ├── NoHostError               [cluster] no host can take a session
+    └── ModelError                the model call failed (carries an ErrorCode and retry advice)
+        ├── ContextWindowExceeded the prompt does not fit the model's window
+        └── StreamError           transport broke mid-stream (retryable)
+
+``InvalidOpError`` and ``DecodeError`` are also ``ValueError``.
+
+Messages follow one rule: a message says what went wrong, in lower case, naming its subject
+first when it has one (the file, the key, the op), without a full stop and without the prefix
+of where it is reported. Whoever reports it adds that prefix, once: the command line
+``relay: `` (``relay: warning: `` for a warning), a tool's output ``error: `` (a
+``ToolError``), a compaction's ``error`` event its backend's ``error_prefix`` (Codex's
+``Error running local compact task: ``), for a ``CompactionFailed`` and a ``ModelError``
+alike. ``tests/core/test_errors.py`` checks the tree above and every message relay writes.
 
 Errors from the outside world (HTTP, the SDK, hook processes) are translated into this tree in
 exactly one place each (:func:`classify_http_error` for model servers), with ``raise ... from``.

@@ -17,7 +17,7 @@ from typing import Protocol
 import attrs
 
 from .._base import _protocol as p
-from .._base._errors import ErrorCode
+from .._base._errors import ErrorCode, RelayError
 from ._support import BackendContext
 
 
@@ -79,8 +79,12 @@ class BackendResult:
     """The model that wrote the new history, when a model did (named in the receipt)."""
 
 
-class CompactionFailed(Exception):
-    """A backend could not produce a new history; nothing was changed."""
+class CompactionFailed(RelayError):
+    """A backend could not produce a new history; nothing was changed.
+
+    ``message`` says what went wrong, without the backend's :attr:`~CompactionBackend.error_prefix`:
+    the compaction adds it where it reports the failure, as it does for a ``ModelError``.
+    """
 
     def __init__(self, message: str, code: ErrorCode) -> None:
         super().__init__(message)
@@ -131,7 +135,8 @@ class CompactionBackend(Protocol):
 
     @property
     def error_prefix(self) -> str:
-        """What the message of its failures starts with."""
+        """What the ``error`` event of its failures starts with (a ``CompactionFailed`` or a
+        ``ModelError`` it raised); its messages leave it out."""
         ...
 
     async def compact(self, ctx: BackendContext, request: CompactionRequest) -> BackendResult:

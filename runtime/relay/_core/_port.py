@@ -113,7 +113,7 @@ def emit_refusal(msg: object) -> TypeError | ValueError | None:
     return None
 
 
-class Compactor(Protocol):
+class CompactionPolicy(Protocol):
     """What a session does at its compaction points (one per task; ``relay.tasks`` has
     relay's own). It decides whether anything is due and does it."""
 
@@ -140,7 +140,7 @@ class TaskContext:
         handle: TaskHandle[SessionTask],
         writer: TurnWriter,
         backgrounds: Backgrounds,
-        compactor: Compactor,
+        compactor: CompactionPolicy,
     ) -> None:
         self._session = session
         self._handle = handle
@@ -291,7 +291,7 @@ class TaskContext:
 __all__ = [
     "LIFECYCLE_EVENTS",
     "TOOL_OUTPUT_TOKENS",
-    "Compactor",
+    "CompactionPolicy",
     "SessionTask",
     "TaskContext",
     "emit_refusal",

@@ -42,7 +42,7 @@ from ._event_stream import EventJson
 from ._history import HistoryView
 from ._hooks import CompactHook
 from ._input import user_message_of
-from ._port import Compactor, SessionTask
+from ._port import CompactionPolicy, SessionTask
 from ._session_writer import SessionWriter
 from ._slot import TaskSlot
 from ._state import SessionSnapshot
@@ -102,7 +102,7 @@ class Session(metaclass=NoPublicConstructor):
         services: SessionWriter,
         tasks: TaskFactories,
         task_group: anyio.abc.TaskGroup,
-        compactor: Callable[[], Compactor],
+        compactor: Callable[[], CompactionPolicy],
     ) -> None:
         self._services = services
         self._wiring = services.wiring
@@ -505,7 +505,7 @@ async def run_session(
     *,
     services: Callable[[], SessionWriter],
     tasks: TaskFactories,
-    compactor: Callable[[], Compactor],
+    compactor: Callable[[], CompactionPolicy],
     resumed: bool,
     first: Iterable[tuple[str, p.EventMsg]] = (),
     mcp_servers: Mapping[str, int] | None = None,

@@ -30,7 +30,7 @@ from .._base._errors import ContextWindowExceeded, ErrorCode, ModelError
 from ._context import TurnSettings, turn_aborted_marker
 from ._history import missing_outputs
 from ._input import user_message_of
-from ._port import Compactor, SessionTask, TaskContext
+from ._port import CompactionPolicy, SessionTask, TaskContext
 from ._session_writer import SessionWriter
 from ._support import Backgrounds
 from ._task import StopTurn, TaskHandle, TaskStatus, strayed
@@ -63,7 +63,7 @@ class TaskSlot:
         self,
         services: SessionWriter,
         task_group: anyio.abc.TaskGroup,
-        compactor: Callable[[], Compactor],
+        compactor: Callable[[], CompactionPolicy],
         changed: Callable[[], None],
     ) -> None:
         self._services = services

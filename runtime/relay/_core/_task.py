@@ -21,13 +21,14 @@ import anyio
 import attrs
 
 from .._base import _protocol as p
+from .._base._errors import RelayError
 from ._context import TurnSettings
 
 #: The task a handle runs (the session's :class:`~relay.SessionTask`).
 T = TypeVar("T")
 
 
-class StopTurn(Exception):
+class StopTurn(RelayError):
     """Raised in a task to end its turn now; whatever went wrong was reported already.
 
     The turn ends with ``turn_complete``, or with ``turn_aborted{reason}`` when ``reason`` is

@@ -23,7 +23,7 @@ import attrs
 
 from .._base import _json
 from .._base import _protocol as p
-from .._base._errors import ConfigError
+from .._base._errors import ConfigError, RelayError
 from .._base._model import ToolSpec
 from ._process import open_command
 from ._task import strayed
@@ -39,7 +39,7 @@ from ._work_state import (
 logger = logging.getLogger("relay.tools")
 
 
-class ToolError(Exception):
+class ToolError(RelayError):
     """A tool failed in a way the model should read (becomes the tool's output)."""
 
 

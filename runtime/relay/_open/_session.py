@@ -28,7 +28,7 @@ from .._base._mcp_config import McpServerConfig
 from .._base._model import ModelClient
 from .._base._tokens import TokenEstimator
 from .._core._hooks import CompactHook
-from .._core._port import Compactor
+from .._core._port import CompactionPolicy
 from .._core._session import Session, run_session
 from .._core._session_writer import SessionWriter
 from .._core._state import ResumedState
@@ -55,7 +55,7 @@ async def open_session(
     estimator: TokenEstimator | None = None,
     hooks: Iterable[CompactHook] = (),
     tasks: Mapping[str, TaskFactory | str] | None = None,
-    compactor: Callable[[], Compactor] | None = None,
+    compactor: Callable[[], CompactionPolicy] | None = None,
     api_key: str | None = None,
     epoch: Epoch | None = None,
     compact_model: ModelClient | None = None,
@@ -131,7 +131,7 @@ async def _open(
     estimator: TokenEstimator | None,
     hooks: Iterable[CompactHook],
     tasks: Mapping[str, TaskFactory | str] | None,
-    compactor: Callable[[], Compactor] | None,
+    compactor: Callable[[], CompactionPolicy] | None,
     api_key: str | None,
     epoch: Epoch | None,
     compact_model: ModelClient | None,
@@ -207,7 +207,7 @@ async def resume_session(
     estimator: TokenEstimator | None = None,
     hooks: Iterable[CompactHook] = (),
     tasks: Mapping[str, TaskFactory | str] | None = None,
-    compactor: Callable[[], Compactor] | None = None,
+    compactor: Callable[[], CompactionPolicy] | None = None,
     api_key: str | None = None,
     epoch: Epoch | None = None,
     compact_model: ModelClient | None = None,

@@ -7,10 +7,11 @@ models, which is about 60 % of the cost of importing the SDK and, in a ``relay r
 turn over HTTP, 0.4 s of CPU (docs/benchmarks.md). Importing any module of the SDK runs that
 ``__init__`` first.
 
-So, when the SDK is not loaded yet, the three packages whose ``__init__`` pulls in the
-catalogue (:data:`DEFERRED`) are entered as *deferred packages* before relay imports the
-modules it needs: module objects made from the packages' own specs whose submodules import as
-usual, and whose ``__init__`` has not run. Once relay's imports are done, each deferred package
+So, when the SDK is not loaded yet, the packages whose ``__init__`` pulls in the catalogue
+(:data:`DEFERRED`; ``openai.types.shared`` too, of which the SDK's exceptions use one module)
+are entered as *deferred packages* before relay imports the modules it needs: module objects
+made from the packages' own specs whose submodules import as usual, and whose ``__init__`` has
+not run. Once relay's imports are done, each deferred package
 runs its own ``__init__``, in the same module object, the first time anyone asks it for a name
 it does not have yet (``openai.OpenAI``, ``from openai import *``, ``dir(openai)``). A program
 that uses the SDK beside relay sees the complete package, the classes relay holds are the SDK's
@@ -32,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 #: The packages whose ``__init__`` is deferred, parents first.
-DEFERRED = ("openai", "openai.types", "openai.lib")
+DEFERRED = ("openai", "openai.types", "openai.types.shared", "openai.lib")
 
 #: The modules relay imports from the SDK (what the names below come from).
 _NEEDED = ("openai._client", "openai._base_client", "openai._exceptions")

@@ -119,7 +119,7 @@ async def run_compaction(
         support.emit(relay.ErrorEvent(f"{backend.error_prefix}{error.message}", error.code))
         return CompactionOutcome.FAILED
     except relay.lowlevel.CompactionFailed as failure:
-        support.emit(relay.ErrorEvent(failure.message, failure.code))
+        support.emit(relay.ErrorEvent(f"{backend.error_prefix}{failure.message}", failure.code))
         return CompactionOutcome.FAILED
     match result.placement:
         case Placement.IN_PLACE:

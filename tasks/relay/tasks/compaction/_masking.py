@@ -35,7 +35,7 @@ class MaskingBackend:
         items, originals = mask_old_outputs(history, ctx.view.config.mask_keep_recent_tokens)
         if not originals:
             raise CompactionFailed(
-                f"{self.error_prefix}no tool output is old enough to mask",
+                "no tool output is old enough to mask",
                 relay.ErrorCode.INTERNAL,
             )
         return BackendResult(items, placement=Placement.IN_PLACE, masked_outputs=originals)

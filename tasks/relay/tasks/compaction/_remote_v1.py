@@ -40,9 +40,7 @@ class RemoteV1Backend:
         try:
             output = compact_output(answer)
         except InvalidAnswer as problem:
-            raise CompactionFailed(
-                f"{ERROR_PREFIX}{problem}", relay.ErrorCode.SERVER_ERROR
-            ) from problem
+            raise CompactionFailed(str(problem), relay.ErrorCode.SERVER_ERROR) from problem
         return BackendResult(filter_remote_output(output))
 
 

@@ -60,11 +60,11 @@ class RemoteV2Backend:
             # Whatever broke the stream, it ended without ``response.completed``.
             detail = error.message
             message = detail if _NOT_COMPLETED in detail else f"{_NOT_COMPLETED}: {detail}"
-            raise CompactionFailed(f"{ERROR_PREFIX}{message}", error.code) from error
+            raise CompactionFailed(message, error.code) from error
         compactions = [item for item in result.output if isinstance(item, Compaction)]
         if len(compactions) != 1:
             raise CompactionFailed(
-                f"{ERROR_PREFIX}expected exactly one compaction item, got {len(compactions)} "
+                f"expected exactly one compaction item, got {len(compactions)} "
                 f"compaction item{'' if len(compactions) == 1 else 's'} of "
                 f"{len(result.output)} output item{'' if len(result.output) == 1 else 's'}",
                 relay.ErrorCode.SERVER_ERROR,
