@@ -5,7 +5,8 @@ over standard input and output by default, over streamable HTTP on 127.0.0.1:POR
 ``--http``. Its tools: ``echo``, ``add`` (structured content), ``slow`` (sleeps; a cancellation
 is written to the log), ``fail`` (an error result), ``crash`` (the process exits at once),
 ``image`` (a PNG), ``pid``, ``env`` and ``cwd`` (what the process sees), ``auth`` (the
-``Authorization`` header an HTTP request carried), and
+``Authorization`` header an HTTP request carried), ``offer`` and ``withdraw`` (add or remove
+a tool, then say the list changed: ``notifications/tools/list_changed``), and
 ``long_tool_name_...`` (a name over 64 characters once qualified).
 
 ``--fail-start TEXT`` writes TEXT to standard error and exits with status 2 before it answers;
@@ -116,6 +117,24 @@ def main() -> None:
         """The Authorization header of the request (HTTP), or (none)."""
         headers = ctx.headers
         return (headers or {}).get("authorization") or "(none)"
+
+    @server.tool()
+    async def offer(name: str, ctx: Context) -> str:
+        """Offer one more tool, NAME (it echoes its text), and say the list changed."""
+
+        async def added(text: str) -> str:
+            return text
+
+        server.add_tool(added, name=name, description=f"Echo, as {name}.")
+        await ctx.session.send_tool_list_changed()
+        return f"offered {name}"
+
+    @server.tool()
+    async def withdraw(name: str, ctx: Context) -> str:
+        """Stop offering the tool NAME, and say the list changed."""
+        server.remove_tool(name)
+        await ctx.session.send_tool_list_changed()
+        return f"withdrew {name}"
 
     @server.tool(name=LONG_TOOL)
     async def long_tool() -> str:
