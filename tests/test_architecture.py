@@ -4,6 +4,7 @@ scripted turn and one auto-compaction."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import re
 import sys
@@ -140,14 +141,27 @@ Profiler = Callable[[FrameType, str, Any], None]
 
 
 def recording(seen: set[str], where: Callable[[FrameType], bool]) -> Profiler:
+    """A profiler that adds to ``seen`` the module of each relay function called where
+    ``where`` says (a module's own code, run when it is first imported, is not a call)."""
+
     def profile(frame: FrameType, event: str, arg: Any) -> None:
-        if event != "call":
+        if event != "call" or frame.f_code.co_name == "<module>":
             return
         name = frame.f_globals.get("__name__", "")
         if (name == "relay" or name.startswith("relay.")) and where(frame):
             seen.add(name)
 
     return profile
+
+
+def forget_caches() -> None:
+    """Empty every ``functools`` cache of relay's modules: a path is what runs in a process
+    that has not run it before, whatever the tests before this one ran."""
+    for name, module in list(sys.modules.items()):
+        if name == "relay" or name.startswith("relay."):
+            for value in list(vars(module).values()):
+                if isinstance(value, functools._lru_cache_wrapper):
+                    value.cache_clear()
 
 
 async def profiled_turn(
@@ -163,6 +177,7 @@ async def profiled_turn(
         async for event in events:
             if isinstance(event.msg, relay.SessionConfigured):
                 break
+        forget_caches()
         sys.setprofile(recording(seen, where))
         try:
             await session.submit(relay.UserTurn(items=[relay.Text("hi")]))
