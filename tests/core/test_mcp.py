@@ -575,6 +575,40 @@ async def test_an_http_server_that_changes_its_tools_has_them_offered(
 
 
 @pytest.mark.slow
+async def test_a_list_changed_on_its_own_stream_is_offered_once_it_is_in(
+    http_server: tuple[str, Path, subprocess.Popen[bytes]],
+) -> None:
+    # Over HTTP, a notification the server sends on the connection's stream may come after the
+    # call's answer: the list is offered by the first request after it came.
+    url, _, _ = http_server
+    await listening(url)
+    script = {
+        "responses": [
+            call("mcp__web__offer", "c1", name="fresh", with_answer=False),
+            "Offered.",
+            call("mcp__web__fresh", "c2", text="next turn"),
+            "Done.",
+        ]
+    }
+    servers = {"web": McpServerConfig(url=url)}
+    async with testing.open_test_session(script, config=config(mcp_servers=servers)) as t:
+        await t.turns("offer")
+        with anyio.fail_after(DEADLINE):
+            # Another process sends it: nothing in the session to wait on but the registry.
+            while "mcp__web__fresh" not in t.session.tools.names():  # noqa: ASYNC110
+                await anyio.sleep(0.02)
+        await t.turns("call it")
+    assert "mcp__web__fresh" in offered(t.model.requests[2])
+    assert outputs(t.recorder)["c2"] == "next turn"
+    # Reported once, by whichever request offered it first: the first turn's second, or the
+    # second turn's first.
+    [(turn, message)] = warnings_of(t.recorder)
+    assert message == "MCP server 'web' now offers 14 tools (it offered 13): added mcp__web__fresh."
+    first = next(i for i, r in enumerate(t.model.requests) if "mcp__web__fresh" in offered(r))
+    assert (turn, first) in {("sub-1", 1), ("sub-2", 2)}
+
+
+@pytest.mark.slow
 async def test_an_interrupt_cancels_an_http_call_and_the_server_is_told(
     http_server: tuple[str, Path, subprocess.Popen[bytes]],
 ) -> None:
