@@ -5,7 +5,9 @@ over standard input and output by default, over streamable HTTP on 127.0.0.1:POR
 ``--http``. Its tools: ``echo``, ``add`` (structured content), ``slow`` (sleeps; a cancellation
 is written to the log), ``fail`` (an error result), ``crash`` (the process exits at once),
 ``image`` (a PNG), ``pid``, ``env`` and ``cwd`` (what the process sees), ``auth`` (the
-``Authorization`` header an HTTP request carried), and
+``Authorization`` header an HTTP request carried), ``offer`` and ``withdraw`` (add or remove
+a tool, then say the list changed, ``notifications/tools/list_changed``: with the call's
+answer, or with ``with_answer=false`` on the connection's own stream), and
 ``long_tool_name_...`` (a name over 64 characters once qualified).
 
 ``--fail-start TEXT`` writes TEXT to standard error and exits with status 2 before it answers;
@@ -54,6 +56,7 @@ def main() -> None:
     import anyio
     from mcp.server.mcpserver import Context, Image, MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import ToolListChangedNotification
 
     server = MCPServer("relay-test", log_level="WARNING")
 
@@ -116,6 +119,32 @@ def main() -> None:
         """The Authorization header of the request (HTTP), or (none)."""
         headers = ctx.headers
         return (headers or {}).get("authorization") or "(none)"
+
+    async def list_changed(ctx: Context, with_answer: bool) -> None:
+        # With the answer: on the call's own stream, before the answer (over HTTP too).
+        # Without: on the connection's, which over HTTP is a stream of its own.
+        related = ctx.request_id if with_answer else None
+        await ctx.session.send_notification(
+            ToolListChangedNotification(), related_request_id=related
+        )
+
+    @server.tool()
+    async def offer(name: str, ctx: Context, with_answer: bool = True) -> str:
+        """Offer one more tool, NAME (it echoes its text), and say the list changed."""
+
+        async def added(text: str) -> str:
+            return text
+
+        server.add_tool(added, name=name, description=f"Echo, as {name}.")
+        await list_changed(ctx, with_answer)
+        return f"offered {name}"
+
+    @server.tool()
+    async def withdraw(name: str, ctx: Context, with_answer: bool = True) -> str:
+        """Stop offering the tool NAME, and say the list changed."""
+        server.remove_tool(name)
+        await list_changed(ctx, with_answer)
+        return f"withdrew {name}"
 
     @server.tool(name=LONG_TOOL)
     async def long_tool() -> str:

@@ -34,7 +34,7 @@ pytest.importorskip("mcp")
 
 SERVER = Path(__file__).resolve().parent.parent / "mcp_server.py"
 #: Every tool of the test server.
-TOOLS = 11
+TOOLS = 13
 #: How long a test waits for what a server does on its own (it logs it).
 DEADLINE = 20.0
 
@@ -365,6 +365,58 @@ async def test_a_server_that_dies_fails_its_call_and_is_restarted_once_per_turn(
     assert not alive(int(found["b1"]))
 
 
+def warnings_of(recorder: testing.EventRecorder) -> list[tuple[str, str]]:
+    return [(e.id, e.msg.message) for e in recorder.events if isinstance(e.msg, relay.WarningEvent)]
+
+
+def offered(request: dict[str, Any]) -> set[str]:
+    return {tool["name"] for tool in request.get("tools", [])}
+
+
+@pytest.mark.slow
+async def test_a_new_list_of_tools_is_offered_by_the_next_request_and_reported() -> None:
+    script = {
+        "responses": [
+            call("mcp__test__offer", "c1", name="fresh"),
+            call("mcp__test__fresh", "c2", text="from the new tool"),
+            call("mcp__test__crash", "c3"),
+            # Started again: the new process lists the tools it starts with.
+            call("mcp__test__fresh", "c4", text="again"),
+            "Done.",
+        ]
+    }
+    async with testing.open_test_session(script, config=config(mcp_servers={"test": stdio()})) as t:
+        await t.turns("go")
+    requests = t.model.requests
+    assert ["mcp__test__fresh" in offered(r) for r in requests] == [False, True, True, True, False]
+    found = outputs(t.recorder)
+    assert found["c1"] == "offered fresh" and found["c2"] == "from the new tool"
+    assert found["c4"] == "error: MCP server 'test' no longer offers the tool 'fresh'"
+    assert t.recorder.of_type(relay.SessionConfigured)[0].mcp_servers == {"test": TOOLS}
+    assert warnings_of(t.recorder) == [
+        ("sub-1", "MCP server 'test' now offers 14 tools (it offered 13): added mcp__test__fresh."),
+        (
+            "sub-1",
+            "MCP server 'test' now offers 13 tools (it offered 14): removed mcp__test__fresh.",
+        ),
+    ]
+    # Each warning comes with the request that first offers the new list: after the output of
+    # the call that changed it, before the answer to that request.
+    msgs = t.recorder.msgs
+    first, second = [i for i, m in enumerate(msgs) if isinstance(m, relay.WarningEvent)]
+    completed = [
+        m.item.id
+        for m in msgs[:first]
+        if isinstance(m, relay.ItemCompleted) and isinstance(m.item, relay.ToolCallItem)
+    ]
+    assert completed == ["c1"]
+    assert [
+        m.item.id
+        for m in msgs[first:second]
+        if isinstance(m, relay.ItemCompleted) and isinstance(m.item, relay.ToolCallItem)
+    ] == ["c2", "c3", "c4"]
+
+
 # ------------------------------------------------------------------ masking and resume
 
 
@@ -494,6 +546,66 @@ async def test_the_model_calls_the_tools_of_an_http_server_with_a_bearer_token(
         # The token reached the server, and is kept out of what the session records.
         "c3": "Bearer [redacted]",
     }
+
+
+@pytest.mark.slow
+async def test_an_http_server_that_changes_its_tools_has_them_offered(
+    http_server: tuple[str, Path, subprocess.Popen[bytes]],
+) -> None:
+    url, _, _ = http_server
+    await listening(url)
+    script = {
+        "responses": [
+            call("mcp__web__offer", "c1", name="fresh"),
+            call("mcp__web__fresh", "c2", text="over http"),
+            call("mcp__web__withdraw", "c3", name="fresh"),
+            "Done.",
+        ]
+    }
+    servers = {"web": McpServerConfig(url=url)}
+    async with testing.open_test_session(script, config=config(mcp_servers=servers)) as t:
+        await t.turns("go")
+    requests = t.model.requests
+    assert ["mcp__web__fresh" in offered(r) for r in requests] == [False, True, True, False]
+    assert outputs(t.recorder)["c2"] == "over http"
+    assert warnings_of(t.recorder) == [
+        ("sub-1", "MCP server 'web' now offers 14 tools (it offered 13): added mcp__web__fresh."),
+        ("sub-1", "MCP server 'web' now offers 13 tools (it offered 14): removed mcp__web__fresh."),
+    ]
+
+
+@pytest.mark.slow
+async def test_a_list_changed_on_its_own_stream_is_offered_once_it_is_in(
+    http_server: tuple[str, Path, subprocess.Popen[bytes]],
+) -> None:
+    # Over HTTP, a notification the server sends on the connection's stream may come after the
+    # call's answer: the list is offered by the first request after it came.
+    url, _, _ = http_server
+    await listening(url)
+    script = {
+        "responses": [
+            call("mcp__web__offer", "c1", name="fresh", with_answer=False),
+            "Offered.",
+            call("mcp__web__fresh", "c2", text="next turn"),
+            "Done.",
+        ]
+    }
+    servers = {"web": McpServerConfig(url=url)}
+    async with testing.open_test_session(script, config=config(mcp_servers=servers)) as t:
+        await t.turns("offer")
+        with anyio.fail_after(DEADLINE):
+            # Another process sends it: nothing in the session to wait on but the registry.
+            while "mcp__web__fresh" not in t.session.tools.names():  # noqa: ASYNC110
+                await anyio.sleep(0.02)
+        await t.turns("call it")
+    assert "mcp__web__fresh" in offered(t.model.requests[2])
+    assert outputs(t.recorder)["c2"] == "next turn"
+    # Reported once, by whichever request offered it first: the first turn's second, or the
+    # second turn's first.
+    [(turn, message)] = warnings_of(t.recorder)
+    assert message == "MCP server 'web' now offers 14 tools (it offered 13): added mcp__web__fresh."
+    first = next(i for i, r in enumerate(t.model.requests) if "mcp__web__fresh" in offered(r))
+    assert (turn, first) in {("sub-1", 1), ("sub-2", 2)}
 
 
 @pytest.mark.slow

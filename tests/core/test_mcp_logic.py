@@ -14,6 +14,7 @@ import relay
 from relay import McpServerConfig, testing
 from relay._base._codec import to_json
 from relay._base._config import config_from_dict, load_config
+from relay._core._tools import ToolRegistry
 from relay._mcp._names import qualified_name, qualify
 from relay._mcp._results import is_error, result_text
 
@@ -291,3 +292,73 @@ async def test_without_the_mcp_extra_a_configured_server_is_a_config_error(
     off = {"docs": McpServerConfig(command="docs-server", enabled=False)}
     async with testing.open_test_session({}, config=relay.Config(mcp_servers=off)) as t:
         assert t.session.config.mcp_servers == off
+
+
+# ------------------------------------------------------------------ a server's list changes
+
+
+def test_what_a_new_list_changed_is_one_sentence_or_nothing() -> None:
+    listing = pytest.importorskip("relay._mcp._listing")
+    before = {"mcp__s__a": 1, "mcp__s__b": 2, "mcp__s__c": 3}
+    assert listing.tools_changed("s", before, dict(before)) is None
+    assert listing.tools_changed("s", before, dict(before), ["x"]) is None
+    after = {"mcp__s__a": 1, "mcp__s__c": 30, "mcp__s__d": 4, "mcp__s__e": 5}
+    assert listing.tools_changed("s", before, after, ["x"]) == (
+        "MCP server 's' now offers 4 tools (it offered 3): added mcp__s__d, mcp__s__e; "
+        "removed mcp__s__b; changed mcp__s__c; left out 'x', whose names another tool has."
+    )
+    assert listing.tools_changed("s", {"mcp__s__a": 1}, {}) == (
+        "MCP server 's' now offers 0 tools (it offered 1): removed mcp__s__a."
+    )
+    assert listing.tools_changed("s", {}, {"mcp__s__a": 1}) == (
+        "MCP server 's' now offers 1 tool (it offered 0): added mcp__s__a."
+    )
+
+
+class _Server:
+    """A server as the offer sees it: its names for its tools."""
+
+    def __init__(self, name: str, tools: list[str], description: str = "") -> None:
+        self.name = name
+        self.names = tools
+        self.description = description
+
+    def tools(self, taken: Any) -> tuple[list[Any], list[str]]:
+        async def handler(args: Any, ctx: Any) -> str:
+            return ""
+
+        made, skipped = [], []
+        for tool, name in qualify(self.name, self.names, taken):
+            if name is None:
+                skipped.append(tool)
+            else:
+                made.append(relay.Tool(name, self.description, {}, handler))
+        return made, skipped
+
+
+def test_a_new_list_takes_the_old_ones_place_in_the_registry_with_one_notice() -> None:
+    listing = pytest.importorskip("relay._mcp._listing")
+
+    async def handler(args: Any, ctx: Any) -> str:
+        return ""
+
+    registry = ToolRegistry({"shell": relay.Tool("shell", "", {}, handler)})
+    offer = listing.Offer(registry)
+    server = _Server("s", ["a", "b", "c"])
+    assert offer.first(server) == (3, [])
+    specs = registry.specs()
+    # The same list again changes nothing: the requests keep the same tools, and nothing is
+    # reported.
+    offer.relisted(server)
+    assert registry.specs() is specs and registry.take_notices() == []
+    # A tool that stays keeps its place; a new one comes last.
+    server.names = ["c", "a", "d"]
+    offer.relisted(server)
+    assert registry.names() == ["shell", "mcp__s__a", "mcp__s__c", "mcp__s__d"]
+    assert registry.take_notices() == [
+        "MCP server 's' now offers 3 tools (it offered 3): added mcp__s__d; removed mcp__s__b."
+    ]
+    assert registry.take_notices() == []
+    # A server not offered yet (still starting) is left to its first listing.
+    offer.relisted(_Server("late", ["x"]))
+    assert "mcp__late__x" not in registry.names() and registry.take_notices() == []

@@ -695,13 +695,14 @@ BACKGROUND_DROPPED = (
     "the history changed since its snapshot."
 )
 BACKGROUND_RECEIPT = p.CompactionReceipt(
-    trigger=relay.CompactionTrigger.PRE_TURN,
+    trigger=relay.CompactionTrigger.POST_TURN,
     backend="local",
     tokens_before=900,
     tokens_after=120,
     duration_ms=30,
     background=True,
     snapshot_age_ms=40,
+    installed_at=relay.CompactionTrigger.PRE_TURN,
 )
 
 
@@ -724,6 +725,7 @@ def test_a_resume_reads_a_background_install_with_its_receipt() -> None:
     ]
     assert receipts == [BACKGROUND_RECEIPT]
     assert receipts[0].background and receipts[0].snapshot_age_ms == 40
+    assert receipts[0].installed_at is relay.CompactionTrigger.PRE_TURN
     assert reconstruct(resume) == reconstruct(full)
     assert [m.content for m in reconstruct(resume).history if isinstance(m, p.Message)] == [
         p.user_message("S").content,

@@ -109,7 +109,7 @@ def test_no_server_outlives_relay(
     assert proc.stdout is not None
     out = Lines(proc.stdout)
     first = json.loads(out.until("session_configured"))
-    assert first["msg"]["mcp_servers"] == {"test": 11}
+    assert first["msg"]["mcp_servers"] == {"test": 13}
     out.until('"type":"tool_call"')
     wait_until(lambda: log.exists() and "slow s1 started" in log.read_text(), "the call")
     pid = int(log.read_text().splitlines()[0].removeprefix("started "))

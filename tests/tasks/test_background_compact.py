@@ -168,7 +168,9 @@ async def test_a_ready_current_result_is_installed_at_the_next_automatic_point(
     ]
     [(turn, receipt)] = receipts(t)
     assert turn == "sub-3"
-    assert receipt.background and receipt.trigger is relay.CompactionTrigger.PRE_TURN
+    # Recorded where it started, after the first turn, and where the third turn installed it.
+    assert receipt.background and receipt.trigger is relay.CompactionTrigger.POST_TURN
+    assert receipt.installed_at is relay.CompactionTrigger.PRE_TURN
     assert receipt.snapshot_age_ms is not None and receipt.snapshot_age_ms >= 3000
     assert [m.split(" (")[0] for m in background_events(t)] == [
         "Compacting the conversation in the background"
@@ -419,6 +421,63 @@ async def test_async_compaction_with_remote_v2_sends_four_requests(
     assert turn == "sub-2" and receipt.background and receipt.backend == "remote_v2"
 
 
+async def test_an_async_compaction_is_recorded_where_it_started_and_where_it_installed(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # Started after the first turn, installed before the second: the rollout's receipt says
+    # post_turn, as the point it started at, with the pre-turn point that installed it.
+    config = relay.Config(
+        model_context_window=200_000,
+        model_async_compact_threshold_percent=10,
+        features=relay.Features(async_compaction=True),
+        rollout=relay.RolloutConfig(dir=str(tmp_path)),
+    )
+    script = {"responses": [{"text": "a1", "total_tokens": 30_000}, "SUM", "a2"]}
+    async with testing.open_test_session(script, config=config) as t:
+        await t.turns("one", "two")
+        assert t.session.rollout is not None
+        path = t.session.rollout.path
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    [compacted] = [line["payload"] for line in lines if line["type"] == "compacted"]
+    receipt = compacted["receipt"]
+    assert (receipt["trigger"], receipt["background"], receipt["installed_at"]) == (
+        "post_turn",
+        True,
+        "pre_turn",
+    )
+    # The compacted line is written inside the turn that installs it.
+    started = [i for i, line in enumerate(lines) if line["payload"].get("type") == "turn_started"]
+    assert started[1] < lines.index(next(line for line in lines if line["type"] == "compacted"))
+    # The item_completed event carries the same receipt.
+    [(_, event_receipt)] = receipts(t)
+    assert event_receipt.trigger is relay.CompactionTrigger.POST_TURN
+    assert event_receipt.installed_at is relay.CompactionTrigger.PRE_TURN
+
+
+async def test_a_background_result_installed_mid_turn_names_that_point(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    script = {
+        "responses": [
+            {"text": "a1", "total_tokens": 700},  # background work starts
+            {"text": "SUM", "delay_ms": 2000},
+            {
+                "function_call": {"name": "sleep", "arguments": {"seconds": 0}, "call_id": "c1"},
+                "total_tokens": 1100,
+            },  # over the limit with a follow-up to come: the mid-turn point installs
+            {"text": "a2"},
+        ]
+    }
+    async with testing.open_test_session(script, config=background_config()) as t:
+        await t.turns("one")
+        await trio.sleep(3)
+        await t.turns("two")
+    [(turn, receipt)] = receipts(t)
+    assert turn == "sub-2" and receipt.background
+    assert receipt.trigger is relay.CompactionTrigger.POST_TURN
+    assert receipt.installed_at is relay.CompactionTrigger.MID_TURN
+
+
 async def test_a_new_background_compaction_replaces_a_stale_one(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -461,9 +520,16 @@ def test_a_checkpoint_line_says_when_a_result_came_from_the_background() -> None
     from relay._cli._pretty import background_note
 
     receipt = relay.CompactionReceipt(
-        relay.CompactionTrigger.PRE_TURN, "local", 20_000, 6_000, 2000, True, 18_000
+        relay.CompactionTrigger.POST_TURN,
+        "local",
+        20_000,
+        6_000,
+        2000,
+        True,
+        18_000,
+        installed_at=relay.CompactionTrigger.MID_TURN,
     )
-    assert background_note(receipt) == ", background, snapshot 18000 ms old"
+    assert background_note(receipt) == ", background, installed mid_turn, snapshot 18000 ms old"
     assert (
         background_note(relay.CompactionReceipt(relay.CompactionTrigger.MANUAL, "x", 1, 1, 1)) == ""
     )

@@ -231,6 +231,7 @@ converter.register_unstructure_hook_factory(
         background=cattrs.gen.override(omit_if_default=True),
         snapshot_age_ms=cattrs.gen.override(omit_if_default=True),
         model=cattrs.gen.override(omit_if_default=True),
+        installed_at=cattrs.gen.override(omit_if_default=True),
     ),
 )
 _register_tagged_union(p.InputItem)

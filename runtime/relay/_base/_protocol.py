@@ -123,7 +123,7 @@ class CompactionReceipt:
     """What a completed compaction did."""
 
     trigger: CompactionTrigger
-    """Why it ran."""
+    """Why it ran: for a background result, the point it started at (``post_turn``)."""
     backend: str
     """Which backend ran it."""
     tokens_before: int
@@ -145,6 +145,9 @@ class CompactionReceipt:
     model: str | None = None
     """The model that wrote the summary, when one did (``compact_model``, else the
     session's)."""
+    installed_at: CompactionTrigger | None = None
+    """For a background result: the compaction point that installed it (``pre_turn``,
+    ``mid_turn`` or ``post_turn``)."""
 
 
 def receipt_figures(receipt: CompactionReceipt) -> str:

@@ -26,7 +26,8 @@ def background_note(receipt: p.CompactionReceipt) -> str:
     """What a checkpoint line adds for a result computed in the background."""
     if not receipt.background:
         return ""
-    return f", background, snapshot {receipt.snapshot_age_ms or 0} ms old"
+    installed = f", installed {receipt.installed_at.value}" if receipt.installed_at else ""
+    return f", background{installed}, snapshot {receipt.snapshot_age_ms or 0} ms old"
 
 
 def tool_output_summary(output: str | None) -> str:

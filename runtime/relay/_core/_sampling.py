@@ -373,6 +373,11 @@ async def sample(
     wiring = session.wiring
     provider = wiring.compact_provider if prompt.purpose == "compact" else wiring.provider
     limit = provider.stream_max_retries if max_retries is None else max_retries
+    if prompt.tools:
+        # A change of the tools (an MCP server's new list) is reported with the request
+        # that first offers it.
+        for notice in wiring.tools.take_notices():
+            writer.emit(p.WarningEvent(notice))
 
     def reconnecting(attempt: int, error: ModelError) -> None:
         detail = error.message

@@ -14,7 +14,7 @@ import logging
 import os
 import stat
 import subprocess
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -96,11 +96,29 @@ class ToolRegistry:
     def __init__(self, tools: Mapping[str, Tool] | None = None) -> None:
         self._tools: dict[str, Tool] = dict(tools or {})
         self._specs: tuple[ToolSpec, ...] | None = None
+        self._notices: list[str] = []
 
     def register(self, tool: Tool) -> None:
         """Add or replace a tool."""
         self._tools[tool.name] = tool
         self._specs = None
+
+    def replace(self, old: Iterable[str], new: Iterable[Tool], notice: str) -> None:
+        """Take the tools named ``old`` away and register ``new`` (a tool that keeps its name
+        keeps its place), between two requests: ``notice`` says what changed, and waits for
+        the next request that offers the tools (:meth:`take_notices`)."""
+        made = {tool.name: tool for tool in new}
+        for name in old:
+            if name not in made:
+                self._tools.pop(name, None)
+        self._tools.update(made)
+        self._specs = None
+        self._notices.append(notice)
+
+    def take_notices(self) -> list[str]:
+        """What changed in the tools since the last request that offered them (once)."""
+        notices, self._notices = self._notices, []
+        return notices
 
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, if registered."""

@@ -3,7 +3,8 @@ tool layer (docs/tools.md).
 
 The core never imports this room. The face (:func:`relay.open_session`) starts the configured
 servers when a session opens (:func:`._servers.open_mcp_servers`, which needs the ``mcp``
-extra) and registers their tools; each call then goes through the session's tool registry like
+extra), which registers their tools in the session's tool registry and keeps them current as
+the servers' lists change (:mod:`._listing`); each call then goes through the registry like
 any other tool's. What can be said without the SDK (tool names, what a result reads as) is in
 plain functions here, :mod:`._names` and :mod:`._results`.
 """

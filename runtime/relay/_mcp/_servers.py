@@ -13,6 +13,9 @@ waiting on it are cancelled and fail with an output that says so.
 A server that went away is started again by the next call of one of its tools, at most once per
 turn: the turn id in the call's :class:`~relay.ToolContext` is the budget, so nothing of the
 core knows of servers.
+
+A server that says its list of tools changed is listed again by its connection's task, and the
+new list goes to the session's registry (:mod:`._listing`).
 """
 
 from __future__ import annotations
@@ -35,8 +38,9 @@ from mcp.shared.exceptions import MCPError
 
 from .._base import _protocol as p
 from .._base._mcp_config import McpServerConfig
-from .._core._tools import Tool, ToolContext, ToolError
+from .._core._tools import Tool, ToolContext, ToolError, ToolRegistry
 from .._version import __version__
+from ._listing import Listing, Offer, follow, list_tools
 from ._names import qualify
 from ._results import result_text
 from ._stdio import StdioLink, open_stdio
@@ -103,6 +107,8 @@ class Connection:
     """Why it is gone, when it went without being asked to."""
     calls: set[anyio.CancelScope] = attrs.field(factory=set)
     """The calls waiting on it."""
+    listing: Listing = attrs.field(factory=Listing)
+    """Whether :attr:`tools` is the server's list as it stands."""
 
     @property
     def usable(self) -> bool:
@@ -146,11 +152,14 @@ class McpServer:
         cwd: str,
         hidden_env: frozenset[str],
         group: anyio.abc.TaskGroup,
+        listed: Callable[[McpServer], None] = lambda server: None,
     ) -> None:
         self.name = name
         self.config = config
         self.connection: Connection | None = None
         """The current run, once one started."""
+        self.listed = listed
+        """Told when a run listed its tools again, or a new run listed them."""
         self._cwd = cwd
         self._hidden_env = hidden_env
         self._group = group
@@ -181,7 +190,10 @@ class McpServer:
             async with self._connect() as connection:
                 started.append(connection)
                 task_status.started(connection)
-                await _first_of(connection.stop, connection.link)
+                async with anyio.create_task_group() as following:
+                    following.start_soon(self._follow, connection)
+                    await _first_of(connection.stop, connection.link)
+                    following.cancel_scope.cancel()
                 if not connection.stop.is_set():
                     connection.lost = "its output ended"
         except BaseException as exc:
@@ -202,6 +214,20 @@ class McpServer:
         if failure is not None:
             task_status.started(failure)
 
+    async def _follow(self, connection: Connection) -> None:
+        async def relist() -> list[mcp_types.Tool]:
+            with anyio.fail_after(self.config.startup_timeout_sec):
+                return await list_tools(connection.session)
+
+        def listed(tools: list[mcp_types.Tool]) -> None:
+            connection.tools = self._offered(tools)
+            self.listed(self)
+
+        await follow(connection.listing, relist, listed, server=self.name)
+
+    def _offered(self, tools: Sequence[mcp_types.Tool]) -> dict[str, mcp_types.Tool]:
+        return {tool.name: tool for tool in tools if self.config.offers(tool.name)}
+
     def _failure(self, error: BaseException) -> StartFailed:
         if isinstance(error, OSError) and self.config.command is not None:
             why = error.strerror or str(error)
@@ -213,20 +239,22 @@ class McpServer:
         config = self.config
         transport = self._http() if config.url is not None else self._stdio()
         failure: StartFailed | None = None
+        listing = Listing()
         async with (
             transport as (link, (receive, send)),
-            ClientSession(receive, send, client_info=_CLIENT_INFO) as session,
+            ClientSession(
+                receive, send, client_info=_CLIENT_INFO, message_handler=listing.on_message
+            ) as session,
         ):
             # Errors are caught here: out of the session's block, its task group wraps them.
             try:
                 with anyio.fail_after(config.startup_timeout_sec):
                     await session.initialize()
-                    tools = await _list_tools(session)
+                    tools = await list_tools(session)
             except (TimeoutError, MCPError) as exc:
                 failure = await self._start_failure(exc, link)
             else:
-                offered = {tool.name: tool for tool in tools if config.offers(tool.name)}
-                yield Connection(session, offered, link)
+                yield Connection(session, self._offered(tools), link, listing=listing)
         if failure is not None:
             # Out of the transport: a stdio server is gone, and its standard error read.
             raise failure
@@ -359,6 +387,10 @@ class McpServer:
                 f"MCP server {self.name!r} {connection.gone()} during the call; it is started "
                 f"again at the next call{_last_words(connection.link, CALL_LINES)}"
             )
+        # A new list of tools the server announced before it answered is in before the request
+        # that follows the call.
+        with anyio.move_on_after(self.config.startup_timeout_sec):
+            await connection.listing.current.wait()
         text = result_text(result.model_dump(by_alias=True, mode="json", exclude_none=True))
         if result.is_error:
             raise ToolError(text or "the tool reported an error")
@@ -386,27 +418,13 @@ class McpServer:
                     f"{failure.describe(CALL_LINES)}"
                 ) from None
             ctx.emit(p.BackgroundEvent(f"MCP server {self.name!r} {gone}; started it again"))
+            self.listed(self)
             return connection
 
     def close(self) -> None:
         """Ask the current run to end (its task stops the server)."""
         if self.connection is not None:
             self.connection.stop.set()
-
-
-async def _list_tools(session: ClientSession) -> list[mcp_types.Tool]:
-    """Every tool the server lists, page by page (a cursor seen before ends the listing)."""
-    tools: list[mcp_types.Tool] = []
-    cursor: str | None = None
-    seen: set[str] = set()
-    while True:
-        params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-        page = await session.list_tools(params=params)
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if not cursor or cursor in seen:
-            return tools
-        seen.add(cursor)
 
 
 async def _first_of(stop: anyio.Event, link: StdioLink | None) -> None:
@@ -457,8 +475,6 @@ def _describe(error: BaseException) -> str:
 class McpStart:
     """What starting a session's servers came to."""
 
-    tools: tuple[Tool, ...]
-    """The tools of the servers that started."""
     counts: Mapping[str, int]
     """Each server that started, and the number of its tools."""
     warnings: tuple[str, ...]
@@ -473,19 +489,23 @@ async def open_mcp_servers(
     *,
     cwd: str,
     hidden_env: frozenset[str] = frozenset(),
-    taken: Sequence[str] = (),
+    registry: ToolRegistry,
 ) -> AsyncIterator[McpStart]:
-    """Start the enabled ``servers`` at once, each within its startup timeout, and yield their
-    tools; leaving the block stops every one (shielded, bounded).
+    """Start the enabled ``servers`` at once, each within its startup timeout, and register
+    their tools in ``registry`` (kept current as their lists change, until the block ends);
+    leaving the block stops every one (shielded, bounded).
 
     A server that does not start is a warning (with the end of its standard error), and the
     session goes on without its tools. ``cwd`` is a stdio server's working directory (and what
     a relative ``cwd`` of its own is relative to); ``hidden_env`` holds the variables no server
-    inherits; ``taken`` the tool names the session has already.
+    inherits.
     """
+    offer = Offer(registry)
     async with anyio.create_task_group() as group:
         started = [
-            McpServer(name, config, cwd=cwd, hidden_env=hidden_env, group=group)
+            McpServer(
+                name, config, cwd=cwd, hidden_env=hidden_env, group=group, listed=offer.relisted
+            )
             for name, config in servers.items()
             if config.enabled
         ]
@@ -501,10 +521,8 @@ async def open_mcp_servers(
             async with anyio.create_task_group() as starting:
                 for server in started:
                     starting.start_soon(start, server)
-            tools: list[Tool] = []
             counts: dict[str, int] = {}
             warnings: list[str] = []
-            names = list(taken)
             for server in started:
                 failure = failures.get(server.name)
                 if failure is not None:
@@ -512,16 +530,13 @@ async def open_mcp_servers(
                         f"MCP server {server.name!r} did not start: {failure.describe()}"
                     )
                     continue
-                made, skipped = server.tools(names)
-                names += [tool.name for tool in made]
-                tools += made
-                counts[server.name] = len(made)
+                counts[server.name], skipped = offer.first(server)
                 if skipped:
                     warnings.append(
                         f"MCP server {server.name!r}: left out {', '.join(map(repr, skipped))}, "
                         "whose names another tool has"
                     )
-            yield McpStart(tuple(tools), counts, tuple(warnings), _tokens(servers))
+            yield McpStart(counts, tuple(warnings), _tokens(servers))
         finally:
             for server in started:
                 server.close()

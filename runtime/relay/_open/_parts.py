@@ -176,15 +176,14 @@ async def start_mcp(
     cwd: str,
     secrets: Secrets,
 ) -> McpStart:
-    """Start the enabled MCP servers (stopped with ``stack``) and register their tools."""
+    """Start the enabled MCP servers (stopped with ``stack``) and register their tools, which
+    they keep current as their lists change."""
     open_mcp = _mcp_starter(config.mcp_servers)
     if open_mcp is None:
         return McpStart({}, [], secrets)
     started = await stack.enter_async_context(
-        open_mcp(config.mcp_servers, cwd=cwd, hidden_env=secrets.variables, taken=registry.names())
+        open_mcp(config.mcp_servers, cwd=cwd, hidden_env=secrets.variables, registry=registry)
     )
-    for tool in started.tools:
-        registry.register(tool)
     secrets = Secrets.of([*secrets.values, *started.secrets], secrets.variables)
     events: list[tuple[str, p.EventMsg]] = [
         (MCP_EVENT_ID, p.WarningEvent(secrets.redact(warning))) for warning in started.warnings

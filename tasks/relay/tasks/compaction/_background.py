@@ -11,7 +11,9 @@ working is waited for only when the history no longer fits the window (or, for
 
 A background compaction starts when a turn ends with usage at
 ``background_compact_threshold_percent`` of the auto-compaction limit (or, with
-``features.async_compaction``, at ``model_async_compact_threshold_percent`` of the window).
+``features.async_compaction``, at ``model_async_compact_threshold_percent`` of the window). Its
+receipt records that point, ``post_turn``, as its trigger, and the point that installs it as
+``installed_at``.
 """
 
 from __future__ import annotations
@@ -66,12 +68,14 @@ def installed_history(
 
 @attrs.frozen
 class BackgroundResult:
-    """What a background job returns: the backend's name and its result."""
+    """What a background job returns: the backend's name, where it started and its result."""
 
     backend: str
     """The backend's name, for the receipt."""
     result: BackendResult
     """The compacted snapshot."""
+    trigger: relay.CompactionTrigger = relay.CompactionTrigger.POST_TURN
+    """The point it started at, which the receipt records as its trigger."""
 
 
 def install_waiting(job: BackgroundJob | None) -> bool:
@@ -96,11 +100,11 @@ def start_background(ctx: CompactionContext, backend: CompactionBackend | None) 
         slot.drop(job, "the history changed since its snapshot")
     if backend is None:
         return
-    request = CompactionRequest(relay.CompactionTrigger.PRE_TURN)
+    request = CompactionRequest(relay.CompactionTrigger.POST_TURN)
 
     async def work(background: BackendContext) -> BackgroundResult:
         result = await backend.compact(background, request)
-        return BackgroundResult(backend.name, result)
+        return BackgroundResult(backend.name, result, request.trigger)
 
     started = slot.start(work)
     if started is not None:
@@ -177,7 +181,7 @@ async def install_background(
         support, installed_history(compacted, initial, job.snapshot, support.view.history)
     )
     receipt = relay.CompactionReceipt(
-        trigger=request.trigger,
+        trigger=done.trigger,
         backend=done.backend,
         tokens_before=tokens_before,
         tokens_after=support.estimate(history),
@@ -187,6 +191,7 @@ async def install_background(
         counted_before=counted_before,
         background=True,
         snapshot_age_ms=job.age_ms(anyio.current_time()),
+        installed_at=request.trigger,
     )
     return await install_result(
         ctx, item_id, history, done.result, receipt, clear_reference=False, model=model
