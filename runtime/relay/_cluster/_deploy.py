@@ -17,10 +17,11 @@ import attrs
 
 from .._base._config import Config, relay_home
 from .._base._errors import ConfigError
-from ._client import ClusterClient, ClusterSession, absolute, client_of
+from ._client import ClusterClient, absolute, client_of
 from ._leases import LEASE_S, check_lease
 from ._ray import DEFAULT_PREFIX, import_ray, registry_name
 from ._registry import remote_registry_class
+from ._session import ClusterSession
 
 #: How long ``down`` gives sessions to shut down in order before their hosts end.
 DOWN_GRACE_S = 10.0
