@@ -25,10 +25,8 @@ import asyncio
 import json
 import os
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -40,6 +38,7 @@ from .._base._config import Config
 from .._base._errors import ClosedSessionError, RolloutLockedError
 from .._core._writer import Epoch
 from ._buffers import Outbox, Ring
+from ._checks import HostChecks
 from ._leases import caller_timeout, expired, first_seq_after, grant, renew_every
 from ._ray import actor_errors, import_ray
 
@@ -52,8 +51,6 @@ RESUMED_EVENT_ID = "resume"
 LOCK_POLL_S = 0.05
 #: Recorded events a replay sends per item of its stream.
 REPLAY_CHUNK = 256
-#: The name of the directory of probe files, under a deployment's rollout directory.
-PROBE_DIR = ".relay-probes"
 
 
 @attrs.define(eq=False)
@@ -99,7 +96,7 @@ def event_text(event: p.Event, msg_json: str | None) -> str:
     return f'{{"id":{event_id},"seq":{event.seq},"msg":{msg_json}}}'
 
 
-class SessionHost:
+class SessionHost(HostChecks):
     """The sessions of one Ray actor; started and placed by the registry (``_registry.py``).
 
     Every method a caller uses takes the session's key and the epoch the caller knows: a
@@ -462,38 +459,6 @@ class SessionHost:
         if chunk:
             yield chunk
 
-    # ------------------------------------------------------------------ checks
-
-    async def probe_write(self, directory: str) -> dict[str, str]:
-        """Write this host's probe file in ``directory``; its path and content, or the error."""
-        token = uuid.uuid4().hex
-        path = Path(directory) / PROBE_DIR / f"{self.name}-{token[:8]}"
-
-        def write() -> None:
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            path.write_text(token, encoding="utf-8")
-
-        try:
-            await anyio.to_thread.run_sync(write)
-        except OSError as exc:
-            return {"error": f"cannot write in {directory}: {exc.strerror}"}
-        return {"path": str(path), "token": token}
-
-    async def probe_read(self, probes: dict[str, tuple[str, str]]) -> list[str]:
-        """Which of the probe files (by owner: path and content) this host reads as written."""
-        return await anyio.to_thread.run_sync(lambda: read_probes(probes))
-
-    async def probe_remove(self, path: str) -> None:
-        """Remove this host's probe file (where only this host may see it)."""
-        try:
-            await anyio.to_thread.run_sync(Path(path).unlink)
-        except OSError:
-            pass
-
-    async def unreadable(self, paths: list[str]) -> dict[str, str]:
-        """The paths of ``paths`` this host cannot read, each with the reason."""
-        return await anyio.to_thread.run_sync(lambda: unreadable(paths))
-
     # ------------------------------------------------------------------ plumbing
 
     async def watch(self) -> None:
@@ -546,45 +511,9 @@ def _resume_opener(
     return resume(rollout, config, first_events=events(), epoch=lease)
 
 
-def read_probes(probes: dict[str, tuple[str, str]]) -> list[str]:
-    """The owners of the probe files that read back as written."""
-    seen = []
-    for owner, (path, token) in probes.items():
-        try:
-            if Path(path).read_text(encoding="utf-8") == token:
-                seen.append(owner)
-        except (OSError, UnicodeDecodeError):
-            continue
-    return seen
-
-
-def unreadable(paths: list[str]) -> dict[str, str]:
-    """Each path of ``paths`` that cannot be read here (a file read, a directory listed)."""
-    problems: dict[str, str] = {}
-    for name in paths:
-        path = Path(name)
-        try:
-            if path.is_dir():
-                os.listdir(path)
-            else:
-                with path.open("rb") as file:
-                    file.read(1)
-        except OSError as exc:
-            problems[name] = exc.strerror or type(exc).__name__
-    return problems
-
-
 def remote_host_class(ray: Any) -> Any:
     """The Ray actor class of hosts."""
     return ray.remote(SessionHost)
 
 
-__all__ = [
-    "PROBE_DIR",
-    "RESUMED_EVENT_ID",
-    "SessionHost",
-    "event_text",
-    "read_probes",
-    "remote_host_class",
-    "unreadable",
-]
+__all__ = ["RESUMED_EVENT_ID", "SessionHost", "event_text", "remote_host_class"]

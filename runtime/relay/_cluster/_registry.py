@@ -3,11 +3,12 @@ on which host and in which epoch, and that moves sessions (``docs/cluster.md``).
 
 Theory of operation. The registry starts hosts (:meth:`Registry.add_hosts`): one placement
 group of their CPUs, spread over the nodes, with a bound on the wait for room; then the
-storage check, after which a host that does not see the shared rollout directory is kept out of
-placement and named. It places each new session on the least loaded serving host
-(:meth:`Registry.open`), after checking that every serving host can read the paths the session
-needs. Hosts renew their lease with it (:meth:`Registry.renew`), reporting the last event of
-each session that changed; the reply extends each session's seq grant.
+storage check (``_checks.py``), after which a host that does not see the shared rollout
+directory is kept out of placement and named. It places each new session on the least loaded
+serving host (:meth:`Registry.open`), after checking that every serving host can read the paths
+and load the tasks the session needs (``_checks.py``). Hosts renew their lease with it
+(:meth:`Registry.renew`), reporting the last event of each session that changed; the reply
+extends each session's seq grant.
 
 A host is lost when its lease runs out (the registry checks several times per lease) or when
 its process is gone (the registry has a call pending on every host, which fails at once then).
@@ -23,23 +24,14 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-import uuid
-from pathlib import Path
 from typing import Any
 
 import attrs
 
 from .._base._config import Config
-from ._host import PROBE_DIR, read_probes, remote_host_class
-from ._leases import (
-    GRANT,
-    MoveLog,
-    check_every,
-    expired,
-    grant,
-    lock_wait,
-    shared_group,
-)
+from ._checks import Confirmed, check_storage, session_problem
+from ._host import remote_host_class
+from ._leases import GRANT, MoveLog, check_every, expired, grant, lock_wait
 from ._ledger import choose_host
 from ._ray import (
     actor_errors,
@@ -56,39 +48,10 @@ from ._ray import (
 PLACEMENT_WAIT_S = 10.0
 #: How long a placed host has to start (its process, its imports).
 START_WAIT_S = 120.0
-#: How long a host has to answer each step of the storage check.
-CHECK_WAIT_S = 10.0
-#: The registry's own name in the storage check.
-REGISTRY = "registry"
 #: The longest pause between two tries at starting a replacement host.
 REPLACE_PAUSE_S = 10.0
 #: Ended sessions ``relay cluster ls`` still shows.
 ENDED_KEPT = 200
-#: (host, path) pairs the registry remembers a host could read; the oldest go past this.
-READABLE_KEPT = 1024
-
-
-class ReadablePaths:
-    """The paths each host was found to read, so a session's next open asks no host again.
-
-    A refusal is not kept: the next open asks again, so a mount or a permission set right in
-    between counts at once. Bounded: past ``kept`` pairs, the oldest are forgotten (and asked
-    again when they come back).
-    """
-
-    def __init__(self, kept: int = READABLE_KEPT) -> None:
-        self._seen: dict[tuple[str, str], None] = {}
-        self._kept = kept
-
-    def unknown(self, host: str, paths: list[str]) -> list[str]:
-        """Of ``paths``, those ``host`` was not found to read yet, in order."""
-        return [p for p in paths if (host, p) not in self._seen]
-
-    def readable(self, host: str, path: str) -> None:
-        """``host`` reads ``path``."""
-        self._seen[(host, path)] = None
-        while len(self._seen) > self._kept:
-            del self._seen[next(iter(self._seen))]
 
 
 @attrs.define(eq=False)
@@ -154,7 +117,7 @@ class Registry:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._monitoring = False
         self._closing = False
-        self._readable = ReadablePaths()
+        self._confirmed = Confirmed()
 
     # ------------------------------------------------------------------ plumbing
 
@@ -261,57 +224,8 @@ class Registry:
                 await self._lose(record, why)
 
     async def _check_storage(self, records: list[HostRecord]) -> list[str]:
-        """Which of ``records`` share the rollout directory with the others; the rest are
-        kept out of placement, and named. A host that does not answer within
-        :data:`CHECK_WAIT_S` (a frozen one) takes no part."""
-        directory = self.rollout_dir
         serving = [r for r in self._hosts.values() if r.state == "serving"]
-        checked = [*serving, *records]
-        probes: dict[str, tuple[str, str]] = {}
-        errors: dict[str, str] = {}
-        own = _write_probe(directory)
-        if "error" not in own:
-            probes[REGISTRY] = (own["path"], own["token"])
-        written = await _each(checked, lambda r: r.handle.probe_write.remote(directory))
-        for record, result in zip(checked, written, strict=True):
-            if isinstance(result, BaseException):
-                errors[record.name] = f"it did not answer the storage check ({result!r})"
-            elif "error" in result:
-                errors[record.name] = result["error"]
-            else:
-                probes[record.name] = (result["path"], result["token"])
-        read = await _each(checked, lambda r: r.handle.probe_read.remote(probes))
-        sees: dict[str, list[str]] = {
-            r.name: names for r, names in zip(checked, read, strict=True) if isinstance(names, list)
-        }
-        sees[REGISTRY] = read_probes(probes)
-        node_of = {r.name: r.node or r.name for r in checked}
-        node_of[REGISTRY] = self._ray.get_runtime_context().get_node_id()
-        group = shared_group(sees, node_of, REGISTRY)
-        if REGISTRY in probes:
-            _remove(probes[REGISTRY][0])
-        owners = [r for r in checked if r.name in probes]
-        await _each(owners, lambda r: r.handle.probe_remove.remote(probes[r.name][0]))
-        problems = []
-        for record in records:
-            if record.state == "lost":
-                continue
-            if record.name in group:
-                record.state = "serving"
-                continue
-            record.state = "no storage"
-            reason = errors.get(
-                record.name,
-                "the probe files the hosts on other nodes wrote there are not there, and "
-                "its own cannot be read from them: that path is another directory on its "
-                "node (is the shared file system mounted there?)",
-            )
-            record.problem = (
-                f"host {record.name} on node {(record.node or '?')[:12]} does not see the "
-                f"shared rollout directory {directory}: {reason}; it gets no sessions"
-            )
-            problems.append(record.problem)
-        return problems
+        return await check_storage(self._ray, self.rollout_dir, serving, records)
 
     async def renew(
         self, host: str, report: dict[str, tuple[int, str, float, bool, bool]]
@@ -474,7 +388,8 @@ class Registry:
         if key in self._sessions and self._sessions[key].state != "ended":
             return {"error": f"session {key} is already open"}
         config = in_deployment(config, self.rollout_dir)
-        problem = await self._unreadable_paths(config)
+        serving = [r for r in self._hosts.values() if r.state == "serving"]
+        problem = await session_problem(self._ray, serving, self._confirmed, config)
         if problem is not None:
             return {"error": problem}
         errors = actor_errors(self._ray)
@@ -499,30 +414,6 @@ class Registry:
             key, target.name, 1, 1, limit, opened["rollout"], config, state="idle"
         )
         return {"host": target.name, "epoch": 1, "first_seq": 1, "rollout": opened["rollout"]}
-
-    async def _unreadable_paths(self, config: Config) -> str | None:
-        """Why a serving host could not run the session after a move, if one could not."""
-        paths = [p for p in (config.model_script, config.cwd) if p]
-        serving = [r for r in self._hosts.values() if r.state == "serving"]
-        for record in serving:
-            todo = self._readable.unknown(record.name, paths)
-            if not todo:
-                continue
-            try:
-                found = await within(CHECK_WAIT_S, record.handle.unreadable.remote(todo))
-            except (TimeoutError, self._ray.exceptions.RayActorError):
-                continue  # a host that does not answer is the lease's business
-            for path in todo:
-                reason = found.get(path)
-                if reason is None:
-                    self._readable.readable(record.name, path)
-                    continue
-                what = "model script" if path == config.model_script else "working directory"
-                return (
-                    f"host {record.name} cannot read the {what} {path} ({reason}): every "
-                    "host must, since a session moves between them"
-                )
-        return None
 
     async def locate(self, key: str) -> dict[str, Any] | None:
         """Where session ``key`` is now (None: unknown here)."""
@@ -636,33 +527,6 @@ def in_deployment(config: Config, rollout_dir: str) -> Config:
     if config.rollout.dir is not None:
         return config
     return attrs.evolve(config, rollout=attrs.evolve(config.rollout, dir=rollout_dir))
-
-
-async def _each(records: list[HostRecord], call: Any) -> list[Any]:
-    """``call(record)`` on every record at once, each bounded by :data:`CHECK_WAIT_S`; an
-    error (or no answer) in place of a result."""
-    return await asyncio.gather(
-        *(within(CHECK_WAIT_S, call(record)) for record in records),
-        return_exceptions=True,
-    )
-
-
-def _write_probe(directory: str) -> dict[str, str]:
-    token = uuid.uuid4().hex
-    path = Path(directory) / PROBE_DIR / f"{REGISTRY}-{token[:8]}"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        path.write_text(token, encoding="utf-8")
-    except OSError as exc:
-        return {"error": exc.strerror or type(exc).__name__}
-    return {"path": str(path), "token": token}
-
-
-def _remove(path: str) -> None:
-    try:
-        Path(path).unlink()
-    except OSError:
-        pass
 
 
 def remote_registry_class(ray: Any) -> Any:
