@@ -82,6 +82,22 @@ def add_cluster_command(commands: Any) -> None:
     run.add_argument(
         "--rollout-dir", help="directory for rollout files; on a cluster, one every node reaches"
     )
+    run.add_argument(
+        "--task",
+        dest="tasks",
+        action="append",
+        default=[],
+        metavar="OP=FACTORY",
+        help="serve ops of type OP with FACTORY ('pkg.mod:factory' or 'file.py:factory'); "
+        "its module goes to the hosts the run starts",
+    )
+    run.add_argument(
+        "--otel",
+        action="store_true",
+        help="export OpenTelemetry traces, a span for the run and one per session: JSON lines on "
+        "stderr, or OTLP over HTTP when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_TRACES_EXPORTER "
+        "says so (the hosts the run starts then send the sessions' spans there too)",
+    )
 
     cluster_address = "Ray cluster to connect to (default $RAY_ADDRESS)"
     start = actions.add_parser(
@@ -101,6 +117,14 @@ def add_cluster_command(commands: Any) -> None:
         type=float,
         default=10.0,
         help="how long a host that stops renewing keeps its sessions (default 10)",
+    )
+    start.add_argument(
+        "--task",
+        dest="tasks",
+        action="append",
+        default=[],
+        metavar="OP=FACTORY",
+        help="carry FACTORY's module to the hosts, for sessions that serve ops of type OP with it",
     )
     listing = actions.add_parser("ls", help="list the deployment's hosts and sessions")
     where(listing, cluster_address)

@@ -28,6 +28,7 @@ from ._command import EXIT_FAILED, EXIT_OK, EXIT_USAGE, event_line, init_ray, ra
 from ._deploy import down, up
 from ._ray import import_ray
 from ._script import run_op_script
+from ._tasks import load_tasks, task_options
 
 
 def admin_command(args: argparse.Namespace) -> int:
@@ -41,13 +42,15 @@ def admin_command(args: argparse.Namespace) -> int:
     try:
         address = _address(args)
         steps = _stdin_script() if args.cluster_command == "attach" else None
+        # The modules of the tasks ``up`` carries are loaded here first, then go with the job.
+        carried = load_tasks(task_options(args.tasks))[0] if args.cluster_command == "up" else None
         ray = import_ray()
     except (ConfigError, ScriptError) as exc:
         print(f"relay: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    args.steps = steps
+    args.steps, args.carried = steps, carried
     try:
-        init_ray(ray, address, args.namespace)
+        init_ray(ray, address, args.namespace, carried.runtime_env() if carried else None)
     except Exception as exc:
         print(f"relay: cannot reach Ray at {address}: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -94,6 +97,7 @@ async def _up(args: argparse.Namespace) -> int:
         host_cpus=args.host_cpus,
         lease_s=args.lease_seconds,
         rollout_dir=rollout_dir,
+        tasks=dict(args.carried.tasks),
     )
     settings = result["settings"]
     print(
@@ -105,6 +109,14 @@ async def _up(args: argparse.Namespace) -> int:
         print(
             f"relay: the deployment was up already; its rollout directory stays "
             f"{settings['rollout_dir']}",
+            file=sys.stderr,
+        )
+    if settings["tasks"]:
+        print(f"relay: the hosts carry the tasks of {', '.join(sorted(settings['tasks']))}")
+    if args.tasks and settings["tasks"] != args.carried.tasks:
+        print(
+            "relay: the deployment was up already; its hosts carry the modules they started "
+            "with (relay cluster down, then up, to change them)",
             file=sys.stderr,
         )
     for problem in result["problems"]:

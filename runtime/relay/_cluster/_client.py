@@ -29,6 +29,7 @@ import attrs
 
 from .._base._config import Config
 from .._base._errors import ClosedSessionError, ConfigError
+from .._base._util import single_exception
 from ._ray import (
     DEFAULT_NAMESPACE,
     DEFAULT_PREFIX,
@@ -38,6 +39,7 @@ from ._ray import (
     stream_options,
 )
 from ._session import ClusterSession, NoHostError
+from ._trace import carrier
 
 #: Batches a host may send ahead of a caller that does not read them.
 STREAM_AHEAD = 4
@@ -102,11 +104,12 @@ class ClusterClient:
 
         Raises:
             NoHostError: no host is serving.
-            ConfigError: the configuration is invalid, or a host cannot read a path it names.
+            ConfigError: the configuration is invalid, or a host cannot read a path it names
+                or load one of its tasks.
         """
         config = for_hosts(config or Config())
         key = session_id or str(uuid.uuid4())
-        opened = await self._registry.open.remote(key, config)
+        opened = await self._registry.open.remote(key, config, carrier())
         if "no_host" in opened:
             raise NoHostError(opened["no_host"])
         if "error" in opened:
@@ -156,6 +159,17 @@ class ClusterClient:
             yield session
         finally:
             self._forget(session)
+
+    async def check(self, config: Config) -> None:
+        """Check that every serving host could run a session of ``config``: read the paths it
+        names and load its tasks (what :meth:`open_session` checks first).
+
+        Raises:
+            ConfigError: a host cannot.
+        """
+        problem = await self._registry.problem.remote(for_hosts(config))
+        if problem is not None:
+            raise ConfigError(problem)
 
     async def listing(self) -> dict[str, Any]:
         """The deployment's hosts and sessions (what ``relay cluster ls`` shows)."""
@@ -322,14 +336,18 @@ class ClusterClient:
 
 @asynccontextmanager
 async def client_of(ray: Any, registry: Any, namespace: str | None) -> AsyncIterator[ClusterClient]:
-    """A client of the deployment whose registry is ``registry`` (Ray is connected)."""
-    async with anyio.create_task_group() as tg:
-        client = ClusterClient(ray, registry, namespace, tg)
-        await client._start()
-        try:
-            yield client
-        finally:
-            tg.cancel_scope.cancel()
+    """A client of the deployment whose registry is ``registry`` (Ray is connected); what the
+    block raises comes out as it is, not in a group."""
+    try:
+        async with anyio.create_task_group() as tg:
+            client = ClusterClient(ray, registry, namespace, tg)
+            await client._start()
+            try:
+                yield client
+            finally:
+                tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        raise single_exception(group) from None
 
 
 @asynccontextmanager

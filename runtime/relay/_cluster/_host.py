@@ -41,9 +41,11 @@ from ._buffers import Outbox, Ring
 from ._checks import HostChecks
 from ._leases import caller_timeout, expired, first_seq_after, grant, renew_every
 from ._ray import actor_errors, import_ray
+from ._trace import host_export, within_context
 
 if TYPE_CHECKING:
     from .._core._session import Session
+    from .._otel._export import Export
 
 #: The id of the events a resumed session reports about its move.
 RESUMED_EVENT_ID = "resume"
@@ -113,6 +115,7 @@ class SessionHost(HostChecks):
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ray: Any = None
         self._ending = False
+        self._export: Export | None = None
 
     # ------------------------------------------------------------------ lease
 
@@ -127,8 +130,12 @@ class SessionHost(HostChecks):
         self._registry = registry
         self._lease_until = sent + self._lease_s
         self._spawn(self._renew_forever())
+        self._export = host_export()
         context = self._ray.get_runtime_context()
         return {"node": context.get_node_id(), "pid": os.getpid()}
+
+    def _tracer_provider(self) -> Any:
+        return self._export.provider if self._export is not None else None
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -274,14 +281,27 @@ class SessionHost(HostChecks):
             if caller is not None:
                 caller.wake.set()
 
-    async def open(self, key: str, config: Config, epoch: int, limit: int) -> dict[str, Any]:
-        """Open session ``key`` in ``epoch`` (its first); returns its rollout path."""
+    async def open(
+        self,
+        key: str,
+        config: Config,
+        epoch: int,
+        limit: int,
+        trace: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Open session ``key`` in ``epoch`` (its first), in the caller's trace context
+        ``trace``; returns its rollout path."""
         from .._open import open_session
 
         lease = Epoch(epoch, first_seq=1, holds=self.holds)
-        session = await self._start(
-            key, epoch, limit, lambda: open_session(config, session_id=key, epoch=lease)
-        )
+        provider = self._tracer_provider()
+
+        def opener() -> Any:
+            return open_session(config, session_id=key, epoch=lease, tracer_provider=provider)
+
+        # The session's task starts in this context: its span is the caller's span's child.
+        with within_context(trace):
+            session = await self._start(key, epoch, limit, opener)
         rollout = session.rollout
         return {"rollout": str(rollout.path) if rollout is not None else None}
 
@@ -312,7 +332,15 @@ class SessionHost(HostChecks):
             take_over = time.monotonic() >= deadline
             lease = Epoch(epoch, first_seq=first, holds=self.holds, take_over=take_over)
             events = _reported(rollout.unfinished_turn, lost_host, self.name, noticed_at)
-            opener = partial(_resume_opener, resume_session, rollout, config, events, lease)
+            opener = partial(
+                _resume_opener,
+                resume_session,
+                rollout,
+                config,
+                events,
+                lease,
+                self._tracer_provider(),
+            )
             try:
                 await self._start(key, epoch, own_limit, opener)
             except RolloutLockedError:
@@ -348,6 +376,9 @@ class SessionHost(HostChecks):
             for hosted in live:
                 assert hosted.session is not None
                 await hosted.session.wait_closed()
+        if self._export is not None:
+            # The hosts end next: what they traced goes out first, within a bound.
+            await anyio.to_thread.run_sync(self._export.close)
         return len(live)
 
     # ------------------------------------------------------------------ callers
@@ -507,8 +538,11 @@ def _resume_opener(
     config: Config,
     events: Callable[[], list[tuple[str, p.EventMsg]]],
     lease: Epoch,
+    tracer_provider: Any,
 ) -> Any:
-    return resume(rollout, config, first_events=events(), epoch=lease)
+    return resume(
+        rollout, config, first_events=events(), epoch=lease, tracer_provider=tracer_provider
+    )
 
 
 def remote_host_class(ray: Any) -> Any:

@@ -99,10 +99,13 @@ class Registry:
         rollout_dir: str,
         detached: bool,
         namespace: str | None = None,
+        tasks: dict[str, str] | None = None,
     ) -> None:
         self.prefix = prefix
         self.namespace = namespace
         """The Ray namespace of the deployment's named actors (None: the job's)."""
+        self.tasks = tasks or {}
+        """The tasks whose modules the hosts carry (op type: factory as a host names it)."""
         self.lease_s = lease_s
         self.rollout_dir = rollout_dir
         self.detached = detached
@@ -139,6 +142,7 @@ class Registry:
             "lease_s": self.lease_s,
             "rollout_dir": self.rollout_dir,
             "detached": self.detached,
+            "tasks": self.tasks,
         }
 
     # ------------------------------------------------------------------ hosts
@@ -381,15 +385,17 @@ class Registry:
 
     # ------------------------------------------------------------------ sessions
 
-    async def open(self, key: str, config: Config) -> dict[str, Any]:
-        """Open session ``key`` on the least loaded serving host: ``{"host", "epoch",
-        "first_seq", "rollout"}``, or ``{"error": ...}`` (``{"no_host": ...}`` when none)."""
+    async def open(
+        self, key: str, config: Config, trace: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        """Open session ``key`` on the least loaded serving host, in the caller's trace context
+        ``trace``: ``{"host", "epoch", "first_seq", "rollout"}``, or ``{"error": ...}``
+        (``{"no_host": ...}`` when none)."""
         self._start_monitor()
         if key in self._sessions and self._sessions[key].state != "ended":
             return {"error": f"session {key} is already open"}
         config = in_deployment(config, self.rollout_dir)
-        serving = [r for r in self._hosts.values() if r.state == "serving"]
-        problem = await session_problem(self._ray, serving, self._confirmed, config)
+        problem = await self.problem(config)
         if problem is not None:
             return {"error": problem}
         errors = actor_errors(self._ray)
@@ -400,7 +406,7 @@ class Registry:
             target.sessions.add(key)
             limit = GRANT
             try:
-                opened = await target.handle.open.remote(key, config, 1, limit)
+                opened = await target.handle.open.remote(key, config, 1, limit, trace)
             except errors:
                 target.sessions.discard(key)
                 await self._lose(target, "it died while opening a session")
@@ -414,6 +420,13 @@ class Registry:
             key, target.name, 1, 1, limit, opened["rollout"], config, state="idle"
         )
         return {"host": target.name, "epoch": 1, "first_seq": 1, "rollout": opened["rollout"]}
+
+    async def problem(self, config: Config) -> str | None:
+        """Why a session of ``config`` could not run on every serving host, if it could not:
+        a path a host cannot read, a task it cannot load."""
+        self._start_monitor()
+        serving = [r for r in self._hosts.values() if r.state == "serving"]
+        return await session_problem(self._ray, serving, self._confirmed, config)
 
     async def locate(self, key: str) -> dict[str, Any] | None:
         """Where session ``key`` is now (None: unknown here)."""
