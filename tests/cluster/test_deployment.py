@@ -11,9 +11,8 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,97 +21,20 @@ import pytest
 import relay
 from relay._rollout._reader import EventMsgLine, read_rollout
 
+from .deployments import (
+    DRIVER,
+    LEASE,
+    down,
+    json_lines,
+    listing,
+    ok,
+    open_sessions,
+    up,
+    write_model,
+)
 from .netns import LocalCluster, alive
 
 pytestmark = pytest.mark.slow
-
-DRIVER = str(Path(__file__).with_name("driver.py"))
-LEASE = 3.0
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
-
-
-def json_lines(text: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
-
-
-def listing(cluster: LocalCluster, namespace: str) -> dict[str, Any]:
-    result = ok(
-        cluster.relay(
-            "cluster", "ls", "--address", cluster.address, "--namespace", namespace, "--json"
-        )
-    )
-    return dict(json.loads(result.stdout))
-
-
-def up(
-    cluster: LocalCluster, namespace: str, shared: Path, *extra: str
-) -> subprocess.CompletedProcess[str]:
-    return cluster.relay(
-        "cluster",
-        "up",
-        "--address",
-        cluster.address,
-        "--namespace",
-        namespace,
-        "--rollout-dir",
-        str(shared),
-        "--lease-seconds",
-        str(LEASE),
-        *extra,
-    )
-
-
-def down(cluster: LocalCluster, namespace: str) -> None:
-    ok(cluster.relay("cluster", "down", "--address", cluster.address, "--namespace", namespace))
-
-
-def open_sessions(
-    cluster: LocalCluster, namespace: str, model: Path | str, shared: Path, *options: str
-) -> subprocess.CompletedProcess[str]:
-    """The test driver's ``open`` on the deployment in ``namespace`` (``options`` before it)."""
-    return cluster.command(
-        [
-            "python",
-            DRIVER,
-            "open",
-            "--address",
-            cluster.address,
-            "--namespace",
-            namespace,
-            *options,
-            "--model",
-            str(model),
-            "--rollout-dir",
-            str(shared),
-        ]
-    )
-
-
-def write_model(path: Path, *, nap: float | None = None, answers: int = 2) -> Path:
-    responses: list[dict[str, Any]] = [{"text": f"answer {n}"} for n in range(answers)]
-    if nap is not None:
-        responses.append(
-            {"function_call": {"name": "sleep", "arguments": {"seconds": nap}, "call_id": "nap"}}
-        )
-        responses.append({"text": "awake"})
-    path.write_text(json.dumps({"responses": responses}), encoding="utf-8")
-    return path
-
-
-@pytest.fixture
-def shared() -> Iterator[Path]:
-    """The shared directory: a place every node of these clusters sees (one machine)."""
-    import shutil
-    import tempfile
-
-    made = Path(tempfile.mkdtemp(prefix="relay-shared-", dir="/tmp"))
-    yield made
-    shutil.rmtree(made, ignore_errors=True)
-
 
 # --------------------------------------------------------------------------- placement
 
