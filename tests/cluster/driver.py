@@ -7,6 +7,7 @@ inside the cluster's network namespace. It prints one JSON object per line.
   (``session_resumed``), run one more turn in each; print ``done``.
 - ``watch``: follow sessions from the event after ``--after``; print every event until each
   session has shut down; print ``done``.
+- ``again``: attach to each session in turn, run one more turn in it; print where it ran.
 """
 
 from __future__ import annotations
@@ -130,9 +131,19 @@ async def watch(args: argparse.Namespace) -> None:
         say(done=True, at=time.time())
 
 
+async def again(args: argparse.Namespace) -> None:
+    async with connect(args.address, namespace=args.namespace) as client:
+        for key in args.sessions:
+            async with client.attach(key) as session:
+                events = aiter(session.events())
+                turn_id = await session.submit(turn("once more"), id=f"{key[:8]}-again")
+                seen = await until(events, relay.TurnComplete, turn_id)
+                say(id=key, host=session.host, epoch=session.epoch, seen=len(seen))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("action", choices=["open", "follow", "watch"])
+    parser.add_argument("action", choices=["open", "follow", "watch", "again"])
     parser.add_argument("sessions", nargs="*")
     parser.add_argument("--address", required=True)
     parser.add_argument("--namespace", default="relay")
@@ -143,7 +154,7 @@ def main() -> None:
     parser.add_argument("--rollout-dir")
     parser.add_argument("--after", type=int)
     args = parser.parse_args()
-    actions = {"open": open_sessions, "follow": follow, "watch": watch}
+    actions = {"open": open_sessions, "follow": follow, "watch": watch, "again": again}
     anyio.run(actions[args.action], args, backend="asyncio")
 
 

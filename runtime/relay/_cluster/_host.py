@@ -144,13 +144,16 @@ class SessionHost(HostChecks):
 
     async def _renew_forever(self) -> None:
         errors = actor_errors(self._ray)
+        due = time.monotonic()
         while not self._ending:
-            await asyncio.sleep(renew_every(self._lease_s))
+            # A third of a lease after the last renewal was sent: at once when its reply came
+            # later than that (the registry was held up), while the lease still holds.
+            await asyncio.sleep(max(0.0, due + renew_every(self._lease_s) - time.monotonic()))
             self._forget_silent_callers()
             if time.monotonic() >= self._lease_until:
                 self._end("its lease ran out before it could renew it")
                 return
-            sent = time.monotonic()
+            sent = due = time.monotonic()
             try:
                 reply = await asyncio.wait_for(
                     self._registry.renew.remote(self.name, self._report()), self._lease_s

@@ -10,13 +10,14 @@ and load the tasks the session needs (``_checks.py``). Hosts renew their lease w
 (:meth:`Registry.renew`), reporting the last event of each session that changed; the reply
 extends each session's seq grant.
 
-A host is lost when its lease runs out (the registry checks several times per lease) or when
-its process is gone (the registry has a call pending on every host, which fails at once then).
-Its sessions then move, each to the least loaded serving host on another node when there is
-one, in the next epoch, after the last number the lost host was granted. The registry kills
-what is left of the lost host, and starts a replacement in its place in the placement group,
-which Ray runs as soon as the cluster has room for it. Callers learn of moves by waiting on
-:meth:`Registry.moves`.
+A host is lost when its lease runs out while the registry can hear it (it checks several
+times per lease, and counts no time it was stopped: ``_leases.lost_leases``) or when its
+process is gone (the registry has a call pending on every host, which fails at once then). Its
+sessions then move, each to the least loaded serving host on another node when there is one,
+in the next epoch, after the last number the lost host was granted; when no host serves, they
+wait for one started in a lost one's place. The registry kills what is left of the lost host,
+and starts a replacement in its place in the placement group, which Ray runs as soon as the
+cluster has room for it. Callers learn of moves by waiting on :meth:`Registry.moves`.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import attrs
 from .._base._config import Config
 from ._checks import Confirmed, check_storage, session_problem
 from ._host import remote_host_class
-from ._leases import GRANT, MoveLog, check_every, expired, grant, lock_wait
+from ._leases import GRANT, MoveLog, check_every, grant, hearing_since, lock_wait, lost_leases
 from ._ledger import choose_host
 from ._ray import (
     actor_errors,
@@ -121,6 +122,12 @@ class Registry:
         self._monitoring = False
         self._closing = False
         self._confirmed = Confirmed()
+        self._heard_since = 0.0
+        """From when the registry could hear its hosts (``_leases.hearing_since``)."""
+        self._replacing = 0
+        """Hosts being started in the place of lost ones."""
+        self._serving = asyncio.Event()
+        """Set (and made anew) whenever a host begins to serve."""
 
     # ------------------------------------------------------------------ plumbing
 
@@ -229,7 +236,10 @@ class Registry:
 
     async def _check_storage(self, records: list[HostRecord]) -> list[str]:
         serving = [r for r in self._hosts.values() if r.state == "serving"]
-        return await check_storage(self._ray, self.rollout_dir, serving, records)
+        problems = await check_storage(self._ray, self.rollout_dir, serving, records)
+        if any(record.state == "serving" for record in records):
+            self._served()
+        return problems
 
     async def renew(
         self, host: str, report: dict[str, tuple[int, str, float, bool, bool]]
@@ -273,15 +283,20 @@ class Registry:
             self._sessions.pop(self._ended.pop(0), None)
 
     async def _monitor(self) -> None:
+        checked = time.monotonic()
         while True:
             await asyncio.sleep(check_every(self.lease_s))
             now = time.monotonic()
+            # Woken late (stopped, or held up), the registry judges no lease by the time it
+            # could not hear: the renewals sent meanwhile are still unread.
+            self._heard_since = hearing_since(self._heard_since, checked, now, self.lease_s)
+            checked = now
             live = {
                 r.name: r.renewed_at
                 for r in self._hosts.values()
                 if r.state in ("checking", "serving", "no storage")
             }
-            for name in expired(live, self.lease_s, now):
+            for name in lost_leases(live, self.lease_s, now, self._heard_since):
                 record = self._hosts[name]
                 await self._lose(
                     record, f"its lease ran out ({self.lease_s:g} s without a renewal)"
@@ -300,10 +315,11 @@ class Registry:
             self._ray.kill(record.handle, no_restart=True)
         except Exception:  # already gone
             pass
+        if was_serving or record.node is None:
+            self._replacing += 1  # counted before its sessions look for a host
+            self._spawn(self._replace(record))
         for key in list(record.sessions):
             self._spawn(self._move(key, record, lease_ends, noticed_at))
-        if was_serving or record.node is None:
-            self._spawn(self._replace(record))
 
     async def _replace(self, lost: HostRecord) -> None:
         """A host in the lost one's place in its placement group: Ray starts it once the
@@ -311,24 +327,30 @@ class Registry:
         group's bundle is being placed again (its node died), a start fails: it is tried
         again, less and less often, as long as the deployment runs."""
         pause = 1.0
-        while not self._closing:
-            record = self._create_host(lost.group, lost.bundle, lost.cpus)
-            try:
-                await self._started(record)
-            except actor_errors(self._ray):
-                # Not a host that ever served: it leaves no trace in the listing.
-                self._hosts.pop(record.name, None)
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, REPLACE_PAUSE_S)
-                continue
-            await self._check_storage([record])
-            return
+        try:
+            while not self._closing:
+                record = self._create_host(lost.group, lost.bundle, lost.cpus)
+                try:
+                    await self._started(record)
+                except actor_errors(self._ray):
+                    # Not a host that ever served: it leaves no trace in the listing.
+                    self._hosts.pop(record.name, None)
+                    await asyncio.sleep(pause)
+                    pause = min(pause * 2, REPLACE_PAUSE_S)
+                    continue
+                await self._check_storage([record])
+                return
+        finally:
+            self._replacing -= 1
+            self._served()  # sessions waiting for it look again
 
     async def _move(self, key: str, lost: HostRecord, lease_ends: float, noticed_at: float) -> None:
         session = self._sessions.get(key)
-        if session is None or session.state in ("ended", "lost"):
-            return
         lost.sessions.discard(key)
+        if session is None or session.state in ("ended", "lost", "moving"):
+            # A moving session is the business of the move under way: it was only being placed
+            # on ``lost`` (which died taking it over), and that move places it elsewhere.
+            return
         session.state = "moving"
         if session.rollout is None:
             self._lose_session(session, f"its host {lost.name} was lost and it has no rollout")
@@ -337,8 +359,17 @@ class Registry:
         while True:
             target = self._choose(avoid_node=lost.node)
             if target is None:
-                self._lose_session(session, f"its host {lost.name} was lost and no host is left")
-                return
+                if self._closing or not self._replacing:
+                    self._lose_session(
+                        session, f"its host {lost.name} was lost and no host is left"
+                    )
+                    return
+                # No host serves, and one is starting in a lost one's place: the session goes
+                # on there (every host may have ended itself while the registry was stopped).
+                session.problem = f"its host {lost.name} was lost; it waits for a host to serve"
+                waiter = self._serving
+                await waiter.wait()
+                continue
             epoch = session.epoch + 1
             target.sessions.add(key)
             try:
@@ -364,7 +395,7 @@ class Registry:
             break
         session.host, session.epoch = target.name, epoch
         session.first_seq, session.limit = started["first_seq"], started["limit"]
-        session.state = "running"
+        session.state, session.problem = "running", None
         self._moves.add(key, target.name, epoch, session.first_seq)
         self._wake()
 
@@ -372,6 +403,10 @@ class Registry:
         session.state, session.problem, session.host = "lost", why, None
         self._moves.add(session.id, None, session.epoch, session.first_seq, why)
         self._wake()
+
+    def _served(self) -> None:
+        self._serving.set()
+        self._serving = asyncio.Event()
 
     def _wake(self) -> None:
         self._moved.set()
