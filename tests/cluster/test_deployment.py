@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -268,6 +269,64 @@ def test_an_attach_from_an_early_seq_reads_the_rest_from_the_rollout(
         assert len(seqs) > len({s for s in recorded if s is not None and s > 3})  # and deltas
     finally:
         down(cluster, "replay")
+
+
+def attach_lines(
+    cluster: LocalCluster, namespace: str, session: str, *extra: str, script: str = ""
+) -> subprocess.CompletedProcess[str]:
+    return cluster.relay(
+        "cluster",
+        "attach",
+        session,
+        "--address",
+        cluster.address,
+        "--namespace",
+        namespace,
+        *extra,
+        input=script,
+    )
+
+
+def relay_lines(stderr: str) -> list[str]:
+    """What relay said on standard error: Ray's own log lines aside (in the cluster's network
+    namespace, with no route out, Ray warns that it cannot find this machine's address)."""
+    return [line for line in stderr.splitlines() if not line.startswith("[")]
+
+
+def test_an_attach_to_an_unknown_or_ended_session_says_so_in_one_line_and_exits_1(
+    cluster: LocalCluster, shared: Path, tmp_path: Path
+) -> None:
+    ok(up(cluster, "attaching", shared, "--hosts", "1"))
+    try:
+        unknown = attach_lines(cluster, "attaching", "no-such-session")
+        assert unknown.returncode == 1
+        assert relay_lines(unknown.stderr) == [
+            "relay: no session no-such-session in this deployment"
+        ]
+        model = write_model(tmp_path / "model.json")
+        (session,) = json_lines(ok(open_sessions(cluster, "attaching", model, shared)).stdout)
+        # Past the last seq: said, and the stream begins with the session's next event.
+        turn = REST.split("\n")[0] + "\n" + REST.split("\n")[1] + "\n"
+        past = session["seq"] + 1000
+        attached = ok(
+            attach_lines(
+                cluster, "attaching", session["id"], "--from", str(past), "--shutdown", script=turn
+            )
+        )
+        assert relay_lines(attached.stderr) == [
+            f"relay: warning: --from {past} is past the last event of session {session['id']} "
+            f"(seq {session['seq']}): its events come from the next one"
+        ]
+        events = json_lines(attached.stdout)
+        assert events[0]["seq"] == session["seq"] + 1
+        assert events[-1]["msg"]["type"] == "shutdown_complete"
+        ended = attach_lines(cluster, "attaching", session["id"])
+        assert ended.returncode == 1
+        assert relay_lines(ended.stderr) == [
+            f"relay: session {session['id']} has ended; its rollout is {session['rollout']}"
+        ]
+    finally:
+        down(cluster, "attaching")
 
 
 # --------------------------------------------------------------------------- fencing

@@ -12,7 +12,7 @@ import pytest
 import relay
 from relay._cluster import _client as client_module
 from relay._cluster._buffers import DROPPED_EVENT_ID, READER_EVENTS
-from relay._cluster._client import connect
+from relay._cluster._client import MOVES_WAIT_S, client_of, connect
 from relay._cluster._host import event_text
 from relay._cluster._session import ClusterSession
 
@@ -107,3 +107,33 @@ def test_connect_without_an_address_names_it_and_starts_no_ray(
     with pytest.raises(relay.ConfigError, match="needs the Ray cluster's address"):
         anyio.run(main, backend="asyncio")
     assert started == []
+
+
+class Registry:
+    """A registry's handle that answers a client's start and its wait for moves."""
+
+    class _Call:
+        def __init__(self, answer: Any) -> None:
+            self.answer = answer
+
+        def remote(self, *args: Any) -> Any:
+            async def answer() -> Any:
+                if args and args[-1] == MOVES_WAIT_S:  # the long wait for moves: none come
+                    await anyio.sleep_forever()
+                return self.answer
+
+            return answer()
+
+    moves = _Call({"version": 0, "moves": []})
+    settings = _Call({"lease_s": 10.0})
+
+
+def test_what_a_clients_block_raises_comes_out_as_it_is() -> None:
+    ray: Any = type("Ray", (), {"exceptions": type("E", (), {"RayActorError": RuntimeError})})
+
+    async def main() -> None:
+        async with client_of(ray, Registry(), None):
+            raise relay.ConfigError("no session s-1 in this deployment")
+
+    with pytest.raises(relay.ConfigError, match="no session s-1"):
+        anyio.run(main, backend="asyncio")

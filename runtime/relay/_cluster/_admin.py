@@ -5,8 +5,9 @@ Each command connects to the Ray cluster at ``--address`` (else ``$RAY_ADDRESS``
 deployment's ``--namespace``, does its work and returns: the deployment goes on.
 
 Exit codes: 0 done; 1 the work failed (``up``: a host cannot see the shared rollout directory;
-``attach``: the session failed, or a ``wait_for`` can no longer be met); 2 bad usage (Ray
-missing or unreachable, no deployment, no such session, a cluster without room).
+``attach``: no such session, or it ended or was lost, or it failed, or a ``wait_for`` can no
+longer be met); 2 bad usage (Ray missing or unreachable, no deployment, a cluster without
+room).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Coroutine, Sequence
+from contextlib import AsyncExitStack
 from typing import Any
 
 from .._base import _protocol as p
@@ -184,10 +186,21 @@ def listing_lines(listing: dict[str, Any], now: float) -> list[str]:
 
 
 async def _attach(args: argparse.Namespace) -> int:
-    async with (
-        connect(namespace=args.namespace) as client,
-        client.attach(args.session, after=args.from_seq) as session,
-    ):
+    async with connect(namespace=args.namespace) as client, AsyncExitStack() as stack:
+        try:
+            session = await stack.enter_async_context(
+                client.attach(args.session, after=args.from_seq)
+            )
+        except ConfigError as exc:  # no such session: the work failed, the usage was right
+            print(f"relay: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        last = session.followed_at
+        if args.from_seq is not None and last is not None and args.from_seq > last:
+            print(
+                f"relay: warning: --from {args.from_seq} is past the last event of session "
+                f"{session.id} (seq {last}): its events come from the next one",
+                file=sys.stderr,
+            )
 
         def sink(event: p.Event) -> None:
             sys.stdout.write(event_line(event) + "\n")

@@ -133,7 +133,9 @@ class ClusterClient:
         """Follow a session another process opened; leaving the block lets go of it (the
         session goes on).
 
-        ``after``: the events come from the one after this ``seq`` (None: from now on).
+        ``after``: the events come from the one after this ``seq`` (None: from now on); past
+        the session's last event (:attr:`ClusterSession.followed_at` says which), from the
+        next one.
 
         Raises:
             ConfigError: no such session in this deployment.
@@ -219,8 +221,9 @@ class ClusterClient:
         if session.followed_at is None:
             session.followed_at = followed["last"]
         first, since = followed["first"], followed["after"]
-        # Nothing up to ``since`` is for this caller (it follows from there).
-        feed.skip_through(since)
+        # Nothing up to ``since`` is for this caller (it follows from there); a ``since`` past
+        # the session's last event is taken as that event, so that no later one is skipped.
+        feed.skip_through(min(since, followed["last"]))
         if since + 1 < first and session.rollout_path is not None:
             stream = handle.replay.options(num_returns="streaming").remote(
                 session.id, session.rollout_path, since, first

@@ -75,6 +75,8 @@ class _Hosted:
     reported: bool = True
     """Whether the registry has heard of the last event."""
     granted: anyio.Event = attrs.field(factory=anyio.Event)
+    floor: int = 0
+    """The ``seq`` before the epoch's first: the session's last event until it emits one here."""
 
 
 @attrs.define(eq=False)
@@ -218,10 +220,12 @@ class SessionHost(HostChecks):
             raise ClosedSessionError(f"session {key} is not on host {self.name}")
         return hosted
 
-    async def _start(self, key: str, epoch: int, limit: int, opener: Callable[[], Any]) -> Session:
+    async def _start(
+        self, key: str, epoch: int, limit: int, opener: Callable[[], Any], floor: int = 0
+    ) -> Session:
         if key in self._sessions and not self._sessions[key].ended:
             raise ClosedSessionError(f"session {key} is already on host {self.name}")
-        hosted = _Hosted(key, epoch, limit)
+        hosted = _Hosted(key, epoch, limit, floor=floor)
         self._sessions[key] = hosted
         self._spawn(self._run(hosted, opener))
         await hosted.ready.wait()
@@ -345,7 +349,7 @@ class SessionHost(HostChecks):
                 self._tracer_provider(),
             )
             try:
-                await self._start(key, epoch, own_limit, opener)
+                await self._start(key, epoch, own_limit, opener, floor=first - 1)
             except RolloutLockedError:
                 # The lost host's process still holds it: until its lease has ended, it may
                 # be on its way out; after that, this epoch takes the file over.
@@ -396,7 +400,7 @@ class SessionHost(HostChecks):
         hosted = self._get(key, epoch)
         caller = self._caller(caller_id)
         outbox = Outbox()
-        last = hosted.last[0] if hosted.last is not None else 0
+        last = hosted.last[0] if hosted.last is not None else hosted.floor
         if after is None:
             after = last
         kept = hosted.ring.after(after)
