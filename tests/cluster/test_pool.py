@@ -18,6 +18,7 @@ import anyio
 import pytest
 
 import relay
+from relay import SessionResumed
 from relay._base._codec import type_tag
 from relay._drive._op_script import parse_op_script
 from relay._drive._runner import ScriptRunner
@@ -26,7 +27,6 @@ from relay._rollout._resume import reconstruct
 from relay.cluster import (
     HostLostError,
     PooledSession,
-    SessionResumed,
     open_session_pool,
     run_op_script,
 )

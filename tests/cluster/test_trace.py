@@ -53,7 +53,7 @@ def test_a_run_is_a_span_and_each_session_a_span_within_it(
             first.saw(
                 event(
                     2,
-                    relay.lowlevel.SessionResumed(
+                    relay.SessionResumed(
                         lost_host="relay-host-0",
                         host="relay-host-1",
                         aborted_turn="t1",

@@ -91,13 +91,7 @@ def add_cluster_command(commands: Any) -> None:
         help="serve ops of type OP with FACTORY ('pkg.mod:factory' or 'file.py:factory'); "
         "its module goes to the hosts the run starts",
     )
-    run.add_argument(
-        "--otel",
-        action="store_true",
-        help="export OpenTelemetry traces, a span for the run and one per session: JSON lines on "
-        "stderr, or OTLP over HTTP when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_TRACES_EXPORTER "
-        "says so (the hosts the run starts then send the sessions' spans there too)",
-    )
+    otel_option(run, "the run's (a span for it and one per session, and over OTLP the sessions')")
 
     cluster_address = "Ray cluster to connect to (default $RAY_ADDRESS)"
     start = actions.add_parser(

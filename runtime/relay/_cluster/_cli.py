@@ -53,7 +53,7 @@ from ._tasks import Carried, load_tasks, task_options
 
 if TYPE_CHECKING:
     from .._otel._export import Export
-from ._trace import RunTracer, SessionSpan, close_export, command_export, host_variables
+from ._trace import RunTracer, SessionSpan, host_variables
 
 
 @attrs.define
@@ -238,13 +238,15 @@ def cluster_command(args: argparse.Namespace) -> int:
         from ._admin import admin_command
 
         return admin_command(args)
+    from .._otel._export import close_export, export_for
+
     export: Export | None = None
     try:
         config, scripts, carried = _load(args)
         address = ray_address(args)
         ray = import_ray()
         Path(args.out).mkdir(parents=True, exist_ok=True)
-        export = command_export(args.otel)
+        export = export_for(args.otel, os.environ, sys.stderr, "relay")
     except OSError as exc:
         print(f"relay: cannot create {args.out}: {exc.strerror}", file=sys.stderr)
         return EXIT_USAGE
@@ -256,7 +258,7 @@ def cluster_command(args: argparse.Namespace) -> int:
         init_ray(ray, address, args.namespace, _runtime_env(carried, export))
     except Exception as exc:
         print(f"relay: cannot start or reach Ray: {exc}", file=sys.stderr)
-        close_export(export)
+        close_export(export, sys.stderr, "relay")
         return EXIT_USAGE
     tracer = RunTracer(export.provider) if export is not None else None
     started = time.perf_counter()
@@ -270,7 +272,7 @@ def cluster_command(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     finally:
         ray.shutdown()
-        close_export(export)
+        close_export(export, sys.stderr, "relay")
     print(summary_table(tally, time.perf_counter() - started))
     return EXIT_OK if tally.failures == 0 else EXIT_FAILED
 

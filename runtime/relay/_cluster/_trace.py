@@ -222,50 +222,12 @@ def host_variables(environ: Mapping[str, str]) -> dict[str, str]:
     return found
 
 
-def command_export(flag: bool) -> Export | None:
-    """The SDK set up to export the command's spans: asked for by ``--otel`` (a problem is a
-    usage error) or by ``OTEL_TRACES_EXPORTER`` (a problem is a warning, and no spans), as for
-    ``relay run``.
-
-    Raises:
-        ConfigError: ``--otel``, and the SDK is missing or the environment names an exporter
-            relay does not have.
-    """
-    from .._otel._export import exporters, start_export, wanted
-
-    if not wanted(flag, os.environ):
-        return None
-    try:
-        chosen = exporters(os.environ)
-        return start_export(chosen, sys.stderr) if chosen else None
-    except ConfigError as exc:
-        if flag:
-            raise
-        print(f"relay: warning: no traces: {exc}", file=sys.stderr)
-        return None
-
-
-def close_export(export: Export | None) -> None:
-    """Export what is left of the command's spans, waiting a bounded time, and say so when
-    they were not all exported."""
-    from .._otel._export import FLUSH_SECONDS
-
-    if export is not None and not export.close():
-        print(
-            f"relay: warning: the spans were not all exported within {FLUSH_SECONDS:g} s; "
-            "is the OTLP collector reachable?",
-            file=sys.stderr,
-        )
-
-
 __all__ = [
     "RUN_SPAN",
     "SESSION_SPAN",
     "RunTracer",
     "SessionSpan",
     "carrier",
-    "close_export",
-    "command_export",
     "host_export",
     "host_variables",
     "within_context",
