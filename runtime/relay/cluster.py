@@ -22,14 +22,14 @@ Hosts for the block of one program (Ray connected already)::
 """
 
 from ._cluster._client import ClusterClient as ClusterClient
-from ._cluster._client import ClusterSession as ClusterSession
-from ._cluster._client import HostLostError as HostLostError
-from ._cluster._client import NoHostError as NoHostError
 from ._cluster._client import connect as connect
 from ._cluster._deploy import PooledSession as PooledSession
 from ._cluster._deploy import SessionPool as SessionPool
 from ._cluster._deploy import open_session_pool as open_session_pool
 from ._cluster._script import run_op_script as run_op_script
+from ._cluster._session import ClusterSession as ClusterSession
+from ._cluster._session import HostLostError as HostLostError
+from ._cluster._session import NoHostError as NoHostError
 from ._core._writer import Epoch as Epoch
 
 __all__ = [

@@ -37,6 +37,14 @@ def ray_address() -> Iterator[str]:
         ray.shutdown()
 
 
+@pytest.fixture
+def shared() -> Iterator[Path]:
+    """The shared directory: a place every node of these clusters sees (one machine)."""
+    made = Path(tempfile.mkdtemp(prefix="relay-shared-", dir="/tmp"))
+    yield made
+    shutil.rmtree(made, ignore_errors=True)
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
     """A head and two worker nodes (1 CPU each) in a network namespace, for a module."""

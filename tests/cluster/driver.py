@@ -5,6 +5,9 @@ inside the cluster's network namespace. It prints one JSON object per line.
   that a tool keeps busy; print each session.
 - ``follow``: follow sessions from now; print every event; once every session has moved
   (``session_resumed``), run one more turn in each; print ``done``.
+- ``watch``: follow sessions from the event after ``--after``; print every event until each
+  session has shut down; print ``done``.
+- ``again``: attach to each session in turn, run one more turn in it; print where it ran.
 """
 
 from __future__ import annotations
@@ -109,9 +112,38 @@ async def follow(args: argparse.Namespace) -> None:
             tg.cancel_scope.cancel()
 
 
+async def watch(args: argparse.Namespace) -> None:
+    async with connect(args.address, namespace=args.namespace) as client, AsyncExitStack() as stack:
+        sessions: list[ClusterSession] = [
+            await stack.enter_async_context(client.attach(key, after=args.after))
+            for key in args.sessions
+        ]
+        say(ready=True, at=time.time())
+
+        async def read(session: ClusterSession) -> None:
+            async for event in session.events():
+                msg = relay.lowlevel.to_json(event.msg)
+                say(session=session.id, seq=event.seq, id=event.id, type=msg["type"])
+
+        async with anyio.create_task_group() as tg:
+            for session in sessions:
+                tg.start_soon(read, session)
+        say(done=True, at=time.time())
+
+
+async def again(args: argparse.Namespace) -> None:
+    async with connect(args.address, namespace=args.namespace) as client:
+        for key in args.sessions:
+            async with client.attach(key) as session:
+                events = aiter(session.events())
+                turn_id = await session.submit(turn("once more"), id=f"{key[:8]}-again")
+                seen = await until(events, relay.TurnComplete, turn_id)
+                say(id=key, host=session.host, epoch=session.epoch, seen=len(seen))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("action", choices=["open", "follow"])
+    parser.add_argument("action", choices=["open", "follow", "watch", "again"])
     parser.add_argument("sessions", nargs="*")
     parser.add_argument("--address", required=True)
     parser.add_argument("--namespace", default="relay")
@@ -120,9 +152,10 @@ def main() -> None:
     parser.add_argument("--busy", action="store_true")
     parser.add_argument("--model")
     parser.add_argument("--rollout-dir")
+    parser.add_argument("--after", type=int)
     args = parser.parse_args()
-    action = open_sessions if args.action == "open" else follow
-    anyio.run(action, args, backend="asyncio")
+    actions = {"open": open_sessions, "follow": follow, "watch": watch, "again": again}
+    anyio.run(actions[args.action], args, backend="asyncio")
 
 
 if __name__ == "__main__":

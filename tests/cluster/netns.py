@@ -146,11 +146,12 @@ class LocalCluster:
         return node
 
     def command(self, args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
-        """Run a command in the namespace (``python`` is this interpreter)."""
+        """Run a command in the namespace (``python`` is this interpreter; ``env``: variables
+        of its own besides the cluster's)."""
         kwargs.setdefault("timeout", 180)
         return subprocess.run(
             self._line(args),
-            env=environment(),
+            env={**environment(), **kwargs.pop("env", {})},
             capture_output=True,
             text=True,
             cwd=kwargs.pop("cwd", ROOT),

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.otlp import otlp_receiver, received_spans
+
 pytestmark = pytest.mark.slow
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -69,3 +71,110 @@ def test_cluster_run_writes_each_sessions_events_and_sums_up(
     kinds = [e["msg"]["type"] for e in compact]
     assert kinds.count("turn_complete") == 3 and "context_compacted" in kinds
     assert len(list((tmp_path / "sessions").rglob("rollout-*.jsonl"))) == 3
+
+
+ONE_TURN = (
+    '{"op": {"type": "user_turn", "items": [{"type": "text", "text": "hi"}]}}\n'
+    '{"wait_for": {"type": "turn_complete"}}\n'
+)
+
+
+def cluster_run(
+    ray_address: str, tmp_path: Path, *extra: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``relay cluster run`` of two one-turn scripts on hosts of its own, in a fresh process
+    without the OTEL variables of the test's own."""
+    script = tmp_path / "one.jsonl"
+    script.write_text(ONE_TURN, encoding="utf-8")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "relay",
+            "cluster",
+            "run",
+            str(script),
+            str(script),
+            "--address",
+            ray_address,
+            "--namespace",
+            "traced",
+            "--out",
+            str(tmp_path / "events"),
+            "--rollout-dir",
+            str(tmp_path / "sessions"),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**environ, **(env or {})},
+        timeout=120,
+        check=False,
+    )
+
+
+def test_cluster_run_otel_writes_a_span_for_the_run_and_one_per_session(
+    ray_address: str, tmp_path: Path
+) -> None:
+    result = cluster_run(ray_address, tmp_path, "--otel")
+    assert result.returncode == 0, result.stderr
+    spans = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    # The sessions' own spans are the hosts', which print nothing here.
+    assert sorted(span["name"] for span in spans) == [
+        "relay.cluster.run",
+        "relay.cluster.session",
+        "relay.cluster.session",
+    ]
+    (run,) = [span for span in spans if span["name"] == "relay.cluster.run"]
+    sessions = [span for span in spans if span["name"] == "relay.cluster.session"]
+    assert run["attributes"]["relay.cluster.scripts"] == 2
+    assert run["attributes"]["relay.cluster.turns"] == 2
+    ids = set()
+    for span in sessions:
+        assert span["parent_id"] == run["context"]["span_id"]
+        assert span["attributes"]["relay.cluster.script"] == "one.jsonl"
+        assert span["attributes"]["relay.cluster.outcome"] == "completed"
+        assert span["attributes"]["relay.cluster.host"].startswith("relay-")
+        ids.add(span["attributes"]["gen_ai.conversation.id"])
+    events = [
+        json.loads(line)
+        for path in (tmp_path / "events").iterdir()
+        for line in path.read_text().splitlines()
+    ]
+    assert ids == {
+        e["msg"]["session_id"] for e in events if e["msg"]["type"] == "session_configured"
+    }
+
+
+def test_cluster_run_otel_over_otlp_has_the_hosts_send_the_sessions_spans_in_its_trace(
+    ray_address: str, tmp_path: Path
+) -> None:
+    with otlp_receiver() as (endpoint, bodies):
+        result = cluster_run(
+            ray_address,
+            tmp_path,
+            "--otel",
+            env={"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_SERVICE_NAME": "relay-cluster"},
+        )
+    assert result.returncode == 0, result.stderr
+    assert "{" not in result.stderr  # nothing to the console
+    spans = received_spans(bodies)
+    assert sorted(span["name"] for span in spans) == sorted(
+        ["relay.cluster.run"]
+        + ["relay.cluster.session", "relay.session", "invoke_agent relay", "chat scripted"] * 2
+    )
+    assert {span["service"] for span in spans} == {"relay-cluster"}
+    (run,) = [span for span in spans if span["name"] == "relay.cluster.run"]
+    by_id = {span["span"]: span for span in spans}
+    assert {span["trace"] for span in spans} == {run["trace"]}
+    for span in spans:
+        if span["name"] == "relay.session":
+            # Made on a host, within the script's span of the caller.
+            parent = by_id[span["parent"]]
+            assert parent["name"] == "relay.cluster.session"
+            assert (
+                parent["attributes"]["gen_ai.conversation.id"]
+                == (span["attributes"]["gen_ai.conversation.id"])
+            )

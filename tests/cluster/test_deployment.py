@@ -13,7 +13,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,97 +22,20 @@ import pytest
 import relay
 from relay._rollout._reader import EventMsgLine, read_rollout
 
+from .deployments import (
+    DRIVER,
+    LEASE,
+    down,
+    json_lines,
+    listing,
+    ok,
+    open_sessions,
+    up,
+    write_model,
+)
 from .netns import LocalCluster, alive
 
 pytestmark = pytest.mark.slow
-
-DRIVER = str(Path(__file__).with_name("driver.py"))
-LEASE = 3.0
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
-
-
-def json_lines(text: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
-
-
-def listing(cluster: LocalCluster, namespace: str) -> dict[str, Any]:
-    result = ok(
-        cluster.relay(
-            "cluster", "ls", "--address", cluster.address, "--namespace", namespace, "--json"
-        )
-    )
-    return dict(json.loads(result.stdout))
-
-
-def up(
-    cluster: LocalCluster, namespace: str, shared: Path, *extra: str
-) -> subprocess.CompletedProcess[str]:
-    return cluster.relay(
-        "cluster",
-        "up",
-        "--address",
-        cluster.address,
-        "--namespace",
-        namespace,
-        "--rollout-dir",
-        str(shared),
-        "--lease-seconds",
-        str(LEASE),
-        *extra,
-    )
-
-
-def down(cluster: LocalCluster, namespace: str) -> None:
-    ok(cluster.relay("cluster", "down", "--address", cluster.address, "--namespace", namespace))
-
-
-def open_sessions(
-    cluster: LocalCluster, namespace: str, model: Path | str, shared: Path, *options: str
-) -> subprocess.CompletedProcess[str]:
-    """The test driver's ``open`` on the deployment in ``namespace`` (``options`` before it)."""
-    return cluster.command(
-        [
-            "python",
-            DRIVER,
-            "open",
-            "--address",
-            cluster.address,
-            "--namespace",
-            namespace,
-            *options,
-            "--model",
-            str(model),
-            "--rollout-dir",
-            str(shared),
-        ]
-    )
-
-
-def write_model(path: Path, *, nap: float | None = None, answers: int = 2) -> Path:
-    responses: list[dict[str, Any]] = [{"text": f"answer {n}"} for n in range(answers)]
-    if nap is not None:
-        responses.append(
-            {"function_call": {"name": "sleep", "arguments": {"seconds": nap}, "call_id": "nap"}}
-        )
-        responses.append({"text": "awake"})
-    path.write_text(json.dumps({"responses": responses}), encoding="utf-8")
-    return path
-
-
-@pytest.fixture
-def shared() -> Iterator[Path]:
-    """The shared directory: a place every node of these clusters sees (one machine)."""
-    import shutil
-    import tempfile
-
-    made = Path(tempfile.mkdtemp(prefix="relay-shared-", dir="/tmp"))
-    yield made
-    shutil.rmtree(made, ignore_errors=True)
-
 
 # --------------------------------------------------------------------------- placement
 
@@ -346,6 +269,64 @@ def test_an_attach_from_an_early_seq_reads_the_rest_from_the_rollout(
         assert len(seqs) > len({s for s in recorded if s is not None and s > 3})  # and deltas
     finally:
         down(cluster, "replay")
+
+
+def attach_lines(
+    cluster: LocalCluster, namespace: str, session: str, *extra: str, script: str = ""
+) -> subprocess.CompletedProcess[str]:
+    return cluster.relay(
+        "cluster",
+        "attach",
+        session,
+        "--address",
+        cluster.address,
+        "--namespace",
+        namespace,
+        *extra,
+        input=script,
+    )
+
+
+def relay_lines(stderr: str) -> list[str]:
+    """What relay said on standard error: Ray's own log lines aside (in the cluster's network
+    namespace, with no route out, Ray warns that it cannot find this machine's address)."""
+    return [line for line in stderr.splitlines() if not line.startswith("[")]
+
+
+def test_an_attach_to_an_unknown_or_ended_session_says_so_in_one_line_and_exits_1(
+    cluster: LocalCluster, shared: Path, tmp_path: Path
+) -> None:
+    ok(up(cluster, "attaching", shared, "--hosts", "1"))
+    try:
+        unknown = attach_lines(cluster, "attaching", "no-such-session")
+        assert unknown.returncode == 1
+        assert relay_lines(unknown.stderr) == [
+            "relay: no session no-such-session in this deployment"
+        ]
+        model = write_model(tmp_path / "model.json")
+        (session,) = json_lines(ok(open_sessions(cluster, "attaching", model, shared)).stdout)
+        # Past the last seq: said, and the stream begins with the session's next event.
+        turn = REST.split("\n")[0] + "\n" + REST.split("\n")[1] + "\n"
+        past = session["seq"] + 1000
+        attached = ok(
+            attach_lines(
+                cluster, "attaching", session["id"], "--from", str(past), "--shutdown", script=turn
+            )
+        )
+        assert relay_lines(attached.stderr) == [
+            f"relay: warning: --from {past} is past the last event of session {session['id']} "
+            f"(seq {session['seq']}): its events come from the next one"
+        ]
+        events = json_lines(attached.stdout)
+        assert events[0]["seq"] == session["seq"] + 1
+        assert events[-1]["msg"]["type"] == "shutdown_complete"
+        ended = attach_lines(cluster, "attaching", session["id"])
+        assert ended.returncode == 1
+        assert relay_lines(ended.stderr) == [
+            f"relay: session {session['id']} has ended; its rollout is {session['rollout']}"
+        ]
+    finally:
+        down(cluster, "attaching")
 
 
 # --------------------------------------------------------------------------- fencing

@@ -12,8 +12,9 @@ import pytest
 import relay
 from relay._cluster import _client as client_module
 from relay._cluster._buffers import DROPPED_EVENT_ID, READER_EVENTS
-from relay._cluster._client import ClusterSession, connect
+from relay._cluster._client import MOVES_WAIT_S, client_of, connect
 from relay._cluster._host import event_text
+from relay._cluster._session import ClusterSession
 
 
 def texts(first: int, last: int) -> list[str]:
@@ -46,7 +47,7 @@ def test_a_caller_that_does_not_read_keeps_a_bounded_queue_and_is_told_what_it_l
     made = session()
     total = READER_EVENTS + 500
     for first in range(1, total + 1, 100):
-        made._deliver(1, None, texts(first, min(first + 99, total)))
+        made.feed.deliver(1, None, texts(first, min(first + 99, total)))
     assert made.queued == total
     got = read_all(made)
     assert len(got) <= READER_EVENTS
@@ -60,8 +61,8 @@ def test_a_caller_that_does_not_read_keeps_a_bounded_queue_and_is_told_what_it_l
 
 def test_a_run_the_host_dropped_is_one_warning_in_its_place() -> None:
     made = session()
-    made._deliver(1, None, texts(1, 3))
-    made._deliver(1, (4, 9, 6), texts(10, 12))
+    made.feed.deliver(1, None, texts(1, 3))
+    made.feed.deliver(1, (4, 9, 6), texts(10, 12))
     got = read_all(made)
     assert [(e.id, e.seq) for e in got] == [
         ("e1", 1),
@@ -79,8 +80,8 @@ def test_a_run_the_host_dropped_is_one_warning_in_its_place() -> None:
 
 def test_a_batch_of_an_older_epoch_is_not_taken() -> None:
     made = session()
-    made._deliver(1, None, texts(1, 2))
-    made._deliver(0, None, texts(3, 4))
+    made.feed.deliver(1, None, texts(1, 2))
+    made.feed.deliver(0, None, texts(3, 4))
     assert [e.seq for e in read_all(made)] == [1, 2]
 
 
@@ -106,3 +107,33 @@ def test_connect_without_an_address_names_it_and_starts_no_ray(
     with pytest.raises(relay.ConfigError, match="needs the Ray cluster's address"):
         anyio.run(main, backend="asyncio")
     assert started == []
+
+
+class Registry:
+    """A registry's handle that answers a client's start and its wait for moves."""
+
+    class _Call:
+        def __init__(self, answer: Any) -> None:
+            self.answer = answer
+
+        def remote(self, *args: Any) -> Any:
+            async def answer() -> Any:
+                if args and args[-1] == MOVES_WAIT_S:  # the long wait for moves: none come
+                    await anyio.sleep_forever()
+                return self.answer
+
+            return answer()
+
+    moves = _Call({"version": 0, "moves": []})
+    settings = _Call({"lease_s": 10.0})
+
+
+def test_what_a_clients_block_raises_comes_out_as_it_is() -> None:
+    ray: Any = type("Ray", (), {"exceptions": type("E", (), {"RayActorError": RuntimeError})})
+
+    async def main() -> None:
+        async with client_of(ray, Registry(), None):
+            raise relay.ConfigError("no session s-1 in this deployment")
+
+    with pytest.raises(relay.ConfigError, match="no session s-1"):
+        anyio.run(main, backend="asyncio")

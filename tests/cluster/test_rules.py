@@ -16,8 +16,9 @@ from relay._cluster._buffers import (
     ReaderQueue,
     Ring,
 )
+from relay._cluster._checks import read_probes, unreadable
 from relay._cluster._client import for_hosts
-from relay._cluster._host import event_text, read_probes, unreadable
+from relay._cluster._host import event_text
 from relay._cluster._leases import (
     GRANT,
     MoveLog,

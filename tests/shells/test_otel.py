@@ -5,15 +5,14 @@ key kept out of every span; a session without OpenTelemetry; the ``relay`` comma
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import random
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +40,7 @@ from relay._otel._values import (
 from relay._rollout._reader import TraceLine, parse_rollout, read_rollout
 from relay._rollout._resume import reconstruct
 from relay.testing import ScriptedModel
+from tests.otlp import otlp_receiver
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 CONTENT = (
@@ -849,36 +849,6 @@ def test_relay_run_otel_without_the_sdk_is_a_usage_error(tmp_path: Path) -> None
     )
     assert asked.returncode == 0
     assert asked.stderr.startswith("relay: warning: no traces: --otel needs the OpenTelemetry SDK")
-
-
-class _Receiver(http.server.BaseHTTPRequestHandler):
-    bodies: list[tuple[str, bytes]]
-
-    def do_POST(self) -> None:
-        length = int(self.headers["Content-Length"])
-        self.bodies.append((self.path, self.rfile.read(length)))
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        del format, args
-
-
-@contextmanager
-def otlp_receiver() -> Iterator[tuple[str, list[tuple[str, bytes]]]]:
-    """A loopback HTTP server that takes ``POST /v1/traces`` and keeps the bodies."""
-    bodies: list[tuple[str, bytes]] = []
-    handler = type("Receiver", (_Receiver,), {"bodies": bodies})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", bodies
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.mark.slow

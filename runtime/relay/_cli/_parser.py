@@ -82,6 +82,16 @@ def add_cluster_command(commands: Any) -> None:
     run.add_argument(
         "--rollout-dir", help="directory for rollout files; on a cluster, one every node reaches"
     )
+    run.add_argument(
+        "--task",
+        dest="tasks",
+        action="append",
+        default=[],
+        metavar="OP=FACTORY",
+        help="serve ops of type OP with FACTORY ('pkg.mod:factory' or 'file.py:factory'); "
+        "its module goes to the hosts the run starts",
+    )
+    otel_option(run, "the run's (a span for it and one per session, and over OTLP the sessions')")
 
     cluster_address = "Ray cluster to connect to (default $RAY_ADDRESS)"
     start = actions.add_parser(
@@ -101,6 +111,14 @@ def add_cluster_command(commands: Any) -> None:
         type=float,
         default=10.0,
         help="how long a host that stops renewing keeps its sessions (default 10)",
+    )
+    start.add_argument(
+        "--task",
+        dest="tasks",
+        action="append",
+        default=[],
+        metavar="OP=FACTORY",
+        help="carry FACTORY's module to the hosts, for sessions that serve ops of type OP with it",
     )
     listing = actions.add_parser("ls", help="list the deployment's hosts and sessions")
     where(listing, cluster_address)

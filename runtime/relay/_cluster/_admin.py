@@ -5,8 +5,9 @@ Each command connects to the Ray cluster at ``--address`` (else ``$RAY_ADDRESS``
 deployment's ``--namespace``, does its work and returns: the deployment goes on.
 
 Exit codes: 0 done; 1 the work failed (``up``: a host cannot see the shared rollout directory;
-``attach``: the session failed, or a ``wait_for`` can no longer be met); 2 bad usage (Ray
-missing or unreachable, no deployment, no such session, a cluster without room).
+``attach``: no such session, or it ended or was lost, or it failed, or a ``wait_for`` can no
+longer be met); 2 bad usage (Ray missing or unreachable, no deployment, a cluster without
+room).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Coroutine, Sequence
+from contextlib import AsyncExitStack
 from typing import Any
 
 from .._base import _protocol as p
@@ -28,6 +30,7 @@ from ._command import EXIT_FAILED, EXIT_OK, EXIT_USAGE, event_line, init_ray, ra
 from ._deploy import down, up
 from ._ray import import_ray
 from ._script import run_op_script
+from ._tasks import load_tasks, task_options
 
 
 def admin_command(args: argparse.Namespace) -> int:
@@ -41,13 +44,15 @@ def admin_command(args: argparse.Namespace) -> int:
     try:
         address = _address(args)
         steps = _stdin_script() if args.cluster_command == "attach" else None
+        # The modules of the tasks ``up`` carries are loaded here first, then go with the job.
+        carried = load_tasks(task_options(args.tasks))[0] if args.cluster_command == "up" else None
         ray = import_ray()
     except (ConfigError, ScriptError) as exc:
         print(f"relay: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    args.steps = steps
+    args.steps, args.carried = steps, carried
     try:
-        init_ray(ray, address, args.namespace)
+        init_ray(ray, address, args.namespace, carried.runtime_env() if carried else None)
     except Exception as exc:
         print(f"relay: cannot reach Ray at {address}: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -94,6 +99,7 @@ async def _up(args: argparse.Namespace) -> int:
         host_cpus=args.host_cpus,
         lease_s=args.lease_seconds,
         rollout_dir=rollout_dir,
+        tasks=dict(args.carried.tasks),
     )
     settings = result["settings"]
     print(
@@ -105,6 +111,14 @@ async def _up(args: argparse.Namespace) -> int:
         print(
             f"relay: the deployment was up already; its rollout directory stays "
             f"{settings['rollout_dir']}",
+            file=sys.stderr,
+        )
+    if settings["tasks"]:
+        print(f"relay: the hosts carry the tasks of {', '.join(sorted(settings['tasks']))}")
+    if args.tasks and settings["tasks"] != args.carried.tasks:
+        print(
+            "relay: the deployment was up already; its hosts carry the modules they started "
+            "with (relay cluster down, then up, to change them)",
             file=sys.stderr,
         )
     for problem in result["problems"]:
@@ -172,10 +186,21 @@ def listing_lines(listing: dict[str, Any], now: float) -> list[str]:
 
 
 async def _attach(args: argparse.Namespace) -> int:
-    async with (
-        connect(namespace=args.namespace) as client,
-        client.attach(args.session, after=args.from_seq) as session,
-    ):
+    async with connect(namespace=args.namespace) as client, AsyncExitStack() as stack:
+        try:
+            session = await stack.enter_async_context(
+                client.attach(args.session, after=args.from_seq)
+            )
+        except ConfigError as exc:  # no such session: the work failed, the usage was right
+            print(f"relay: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        last = session.followed_at
+        if args.from_seq is not None and last is not None and args.from_seq > last:
+            print(
+                f"relay: warning: --from {args.from_seq} is past the last event of session "
+                f"{session.id} (seq {last}): its events come from the next one",
+                file=sys.stderr,
+            )
 
         def sink(event: p.Event) -> None:
             sys.stdout.write(event_line(event) + "\n")

@@ -1,26 +1,22 @@
-"""The caller's side of a deployment: a client process and the sessions it opens or attaches to.
+"""The caller's side of a deployment: a client process, its streams from the hosts, and where
+its sessions are.
 
 Theory of operation. A :class:`ClusterClient` talks to one registry. It has, per host it follows
 sessions on, one stream of event batches (``SessionHost.stream``), and one long wait on the
-registry for moves. A :class:`ClusterSession` has the face of a local session: ``submit``
-returns once the host accepted the op, ``events()`` yields the session's events in order.
+registry for moves. Each session it opens or attaches to (:class:`~._session.ClusterSession`)
+hands it a :class:`~._session.SessionFeed`, which the client writes: the batches of the host's
+stream, and what it replays from the rollout.
 
-Every event carries the session's ``seq``, which the hosts number across epochs. A session
-followed from ``seq`` N gets what the host still keeps after N (its latest events, exactly),
-and before that what the rollout records (the host reads it); an event is taken once, by its
-``seq``, so the two never overlap. When the registry moves a session, the client follows it to
-its new host from the last ``seq`` it has: what the old host had recorded and not sent comes
-from the rollout, the new epoch's events from the new host, and nothing of an older epoch is
-taken after the move. The ``session_resumed`` a caller reads names the submissions of *that*
-caller no event showed handled (its :class:`~._ledger.Ledger`).
-
-Events wait for the reader in a bounded :class:`~._buffers.ReaderQueue`: a reader that does not
-keep up loses its oldest events, and reads one ``warning`` in their place.
+A session followed from ``seq`` N gets what the host still keeps after N (its latest events,
+exactly), and before that what the rollout records (the host reads it). When the registry moves
+a session, the client follows it to its new host from the last ``seq`` it has: what the old host
+had recorded and not sent comes from the rollout, the new epoch's events from the new host. A
+host that forgot this caller (it was silent for three leases) ends its stream; the client then
+follows that host's sessions again, in the same way.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
 from collections.abc import AsyncIterator
@@ -31,38 +27,24 @@ from typing import Any
 import anyio
 import attrs
 
-from .._base import _protocol as p
-from .._base._codec import from_json, to_json
 from .._base._config import Config
-from .._base._errors import ClosedSessionError, ConfigError, RelayError
-from ._buffers import Dropped, ReaderQueue
-from ._ledger import Ledger
+from .._base._errors import ClosedSessionError, ConfigError
+from .._base._util import single_exception
 from ._ray import (
     DEFAULT_NAMESPACE,
     DEFAULT_PREFIX,
     actor_errors,
     import_ray,
     registry_name,
-    relay_error,
     stream_options,
 )
+from ._session import ClusterSession, NoHostError
+from ._trace import carrier
 
 #: Batches a host may send ahead of a caller that does not read them.
 STREAM_AHEAD = 4
 #: How long one wait on the registry for moves lasts before it is asked again.
 MOVES_WAIT_S = 30.0
-
-
-class HostLostError(RelayError):
-    """The host of a session was lost before it acknowledged a submission.
-
-    The session runs again on another host when this is raised; the op may or may not have
-    been handled before the loss (the event stream tells), and it was not submitted again.
-    """
-
-
-class NoHostError(RelayError):
-    """No host can take a session: it cannot be placed, or moved."""
 
 
 def absolute(path: str | os.PathLike[str]) -> str:
@@ -84,264 +66,6 @@ def for_hosts(config: Config, cwd: str | None = None) -> Config:
     if config.model_script is not None and not Path(config.model_script).is_absolute():
         config = attrs.evolve(config, model_script=str(here / config.model_script))
     return config
-
-
-class ClusterSession:
-    """A session on a deployment's hosts; from :meth:`ClusterClient.open_session` or
-    :meth:`ClusterClient.attach`.
-
-    Attributes:
-        id: the session id.
-        rollout_path: its rollout file.
-        host: the name of the host it runs on now.
-        epoch: its epoch there (one more at each move).
-    """
-
-    def __init__(
-        self,
-        client: ClusterClient,
-        key: str,
-        host: str,
-        epoch: int,
-        rollout: str | None,
-    ) -> None:
-        self.id = key
-        self.rollout_path = rollout
-        self.host = host
-        self.epoch = epoch
-        self._client = client
-        self._ledger = Ledger()
-        # Ids this caller makes: its own prefix, so that two callers never make the same one.
-        self._id_prefix = f"{key[:8]}-{uuid.uuid4().hex[:4]}"
-        self._counter = 0
-        self._queue = ReaderQueue()
-        self._changed = anyio.Event()
-        self._queued_seq = 0
-        self._taken_seq = 0
-        self._moved = anyio.Event()
-        self._closed = False
-        self._ended = False
-        self._failure: BaseException | None = None
-        self._events_taken = False
-        self._detached = False
-        self._replaying = False
-        self._held: list[tuple[tuple[int, int, int] | None, list[str]]] = []
-        self.followed_at: int | None = None
-        """The ``seq`` of the session's last event when this caller began to follow it."""
-
-    # ------------------------------------------------------------------ surface
-
-    def _next_id(self, sub_id: str | None) -> str:
-        if sub_id is not None:
-            return sub_id
-        self._counter += 1
-        return f"{self._id_prefix}-{self._counter}"
-
-    async def submit(self, op: p.Op, *, id: str | None = None) -> str:
-        """Submit ``op``; returns the submission id once the host has accepted it.
-
-        Ops are handled in the order their submissions were accepted: await one before sending
-        the next when their order matters (Ray does not order concurrent calls to an actor).
-
-        Raises:
-            HostLostError: the host was lost before accepting it (it was not submitted again).
-            ClosedSessionError: the session has shut down.
-        """
-        return await self.submit_json(to_json(op), id=id)
-
-    async def submit_json(
-        self, payload: Any, *, id: str | None = None, origin: str | None = None
-    ) -> str:
-        """Submit an op in its JSON form; a bad one is reported as ``error{invalid_op}``."""
-        sub_id = self._next_id(id)
-        if self._closed:
-            raise ClosedSessionError("the session has shut down")
-        self._raise_failure()
-        moved = self._moved
-        host = self._client.host_handle(self.host)
-        call = host.submit.remote(self.id, self.epoch, payload, sub_id, origin)
-        outcome, value = await self._until_moved(call, moved)
-        if outcome == "done":
-            self._ledger.accept(value)
-            return str(value)
-        if outcome == "failed":
-            await self._after_failure(value, moved)
-        self._raise_failure()
-        raise HostLostError(
-            f"the host of session {self.id} was lost before it accepted submission {sub_id!r}; "
-            f"the session now runs on {self.host}, and the op was not submitted again"
-        )
-
-    async def _after_failure(self, exc: BaseException, moved: anyio.Event) -> None:
-        """A call to the host failed: return once the session has moved, or raise."""
-        if isinstance(exc, actor_errors(self._client.ray)):
-            await moved.wait()  # the registry moves the sessions of a lost host
-            return
-        found = relay_error(exc)
-        if isinstance(found, ClosedSessionError):
-            # The host no longer has the session in this epoch: it moved, or it ended.
-            if moved.is_set() or await self._client.relocate(self):
-                return
-            raise ClosedSessionError("the session has shut down") from None
-        if found is not None:
-            raise found from None
-        raise exc
-
-    async def _until_moved(self, call: Any, moved: anyio.Event) -> tuple[str, Any]:
-        """``("done", value)``, ``("failed", error)`` or ``("moved", None)``, whichever first."""
-        result: list[tuple[str, Any]] = []
-        async with anyio.create_task_group() as tg:
-
-            async def call_it() -> None:
-                try:
-                    result.append(("done", await call))
-                except Exception as exc:
-                    result.append(("failed", exc))
-                tg.cancel_scope.cancel()
-
-            async def watch() -> None:
-                await moved.wait()
-                result.append(("moved", None))
-                tg.cancel_scope.cancel()
-
-            tg.start_soon(call_it)
-            tg.start_soon(watch)
-        return result[0]
-
-    def events(self) -> AsyncIterator[p.Event]:
-        """The event stream, across hosts; it ends after ``shutdown_complete``. One reader."""
-        if self._events_taken:
-            raise RuntimeError("the event stream of a session has only one reader")
-        self._events_taken = True
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[p.Event]:
-        while True:
-            event = self._queue.pop()
-            if event is None:
-                if self._ended:
-                    break
-                waiter = self._changed
-                await waiter.wait()
-                continue
-            self._taken_seq = event.seq
-            yield event
-        self._raise_failure()
-
-    async def wait_idle(self) -> int:
-        """Wait until the session is idle; returns the ``seq`` of its last event then.
-
-        Compare with :attr:`taken_seq` to know whether the reader has taken them all.
-        """
-        while True:
-            moved = self._moved
-            self._raise_failure()
-            if self._closed:
-                return self._queued_seq
-            host = self._client.host_handle(self.host)
-            outcome, value = await self._until_moved(
-                host.wait_idle.remote(self.id, self.epoch), moved
-            )
-            if outcome == "done":
-                return int(value)
-            if outcome == "failed":
-                await self._after_failure(value, moved)
-
-    @property
-    def taken_seq(self) -> int:
-        """The ``seq`` of the last event the reader took."""
-        return self._taken_seq
-
-    @property
-    def queued(self) -> int:
-        """The ``seq`` of the last event that reached this process (taken or waiting for the
-        reader; a dropped run counts by its last ``seq``)."""
-        return self._queued_seq
-
-    @property
-    def closed(self) -> bool:
-        """Whether the session has shut down (``shutdown_complete`` arrived)."""
-        return self._closed
-
-    async def shutdown(self) -> None:
-        """Submit ``shutdown`` (unless done already) and wait for ``shutdown_complete``.
-
-        A shutdown a lost host had accepted is submitted again to the session's new host."""
-        while not self._ended:
-            epoch = self.epoch
-            try:
-                await self.submit(p.Shutdown())
-            except HostLostError:
-                continue
-            except ClosedSessionError:
-                pass
-            while not self._ended and self.epoch == epoch:
-                waiter = self._changed
-                await waiter.wait()
-
-    def detach(self) -> None:
-        """Leave the session running when this caller lets go of it."""
-        self._detached = True
-
-    def _raise_failure(self) -> None:
-        if self._failure is not None:
-            raise self._failure
-
-    # ------------------------------------------------------------------ what arrives
-
-    def _notify(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
-
-    def _deliver(self, epoch: int, dropped: tuple[int, int, int] | None, texts: list[str]) -> None:
-        """A batch from a host's stream: taken only from the epoch the session is in."""
-        if epoch != self.epoch:
-            return
-        if self._replaying:
-            self._held.append((dropped, texts))
-            return
-        self._take(dropped, texts)
-
-    def _take(self, dropped: tuple[int, int, int] | None, texts: list[str]) -> None:
-        if dropped is not None:
-            first, last, count = dropped
-            if last > self._queued_seq:
-                self._queue.push_dropped(Dropped(max(first, self._queued_seq + 1), last, count))
-                self._queued_seq = last
-        for text in texts:
-            data = json.loads(text)
-            if data["seq"] <= self._queued_seq:
-                continue  # had already (from the rollout, or the host's latest)
-            event: p.Event = from_json(data, p.Event)
-            self._queued_seq = event.seq
-            msg = event.msg
-            if isinstance(msg, p.SessionResumed):
-                loss = self._ledger.lose()
-                msg = attrs.evolve(
-                    msg,
-                    aborted_turn=msg.aborted_turn or loss.aborted_turn,
-                    unhandled=loss.unhandled,
-                )
-                event = attrs.evolve(event, msg=msg)
-            self._ledger.saw(event)
-            if isinstance(msg, p.ShutdownComplete):
-                self._closed = self._ended = True
-            self._queue.push(event)
-        self._notify()
-
-    def _fail(self, failure: BaseException) -> None:
-        self._failure = failure
-        self._closed = self._ended = True
-        self._moved.set()
-        self._notify()
-
-    def _move(self, host: str, epoch: int) -> None:
-        self.host, self.epoch = host, epoch
-        self._replaying = True
-        self._held.clear()
-        moved, self._moved = self._moved, anyio.Event()
-        moved.set()
-        self._notify()
 
 
 class ClusterClient:
@@ -380,11 +104,12 @@ class ClusterClient:
 
         Raises:
             NoHostError: no host is serving.
-            ConfigError: the configuration is invalid, or a host cannot read a path it names.
+            ConfigError: the configuration is invalid, or a host cannot read a path it names
+                or load one of its tasks.
         """
         config = for_hosts(config or Config())
         key = session_id or str(uuid.uuid4())
-        opened = await self._registry.open.remote(key, config)
+        opened = await self._registry.open.remote(key, config, carrier())
         if "no_host" in opened:
             raise NoHostError(opened["no_host"])
         if "error" in opened:
@@ -397,7 +122,7 @@ class ClusterClient:
             yield session
         finally:
             with anyio.CancelScope(shield=True):
-                if not session._detached:
+                if not session.detached:
                     await session.shutdown()
                 self._forget(session)
 
@@ -408,7 +133,9 @@ class ClusterClient:
         """Follow a session another process opened; leaving the block lets go of it (the
         session goes on).
 
-        ``after``: the events come from the one after this ``seq`` (None: from now on).
+        ``after``: the events come from the one after this ``seq`` (None: from now on); past
+        the session's last event (:attr:`ClusterSession.followed_at` says which), from the
+        next one.
 
         Raises:
             ConfigError: no such session in this deployment.
@@ -434,6 +161,17 @@ class ClusterClient:
             yield session
         finally:
             self._forget(session)
+
+    async def check(self, config: Config) -> None:
+        """Check that every serving host could run a session of ``config``: read the paths it
+        names and load its tasks (what :meth:`open_session` checks first).
+
+        Raises:
+            ConfigError: a host cannot.
+        """
+        problem = await self._registry.problem.remote(for_hosts(config))
+        if problem is not None:
+            raise ConfigError(problem)
 
     async def listing(self) -> dict[str, Any]:
         """The deployment's hosts and sessions (what ``relay cluster ls`` shows)."""
@@ -462,7 +200,8 @@ class ClusterClient:
         """Have the session's events sent here from its host, from after ``seq`` ``after``:
         first what the rollout records that the host no longer keeps, then the rest."""
         epoch, host = session.epoch, session.host
-        session._replaying = True
+        feed = session.feed
+        feed.hold()
         errors = actor_errors(self.ray)
         try:
             handle = self.host_handle(host)
@@ -482,8 +221,9 @@ class ClusterClient:
         if session.followed_at is None:
             session.followed_at = followed["last"]
         first, since = followed["first"], followed["after"]
-        # Nothing up to ``since`` is for this caller (it follows from there).
-        session._queued_seq = max(session._queued_seq, since)
+        # Nothing up to ``since`` is for this caller (it follows from there); a ``since`` past
+        # the session's last event is taken as that event, so that no later one is skipped.
+        feed.skip_through(min(since, followed["last"]))
         if since + 1 < first and session.rollout_path is not None:
             stream = handle.replay.options(num_returns="streaming").remote(
                 session.id, session.rollout_path, since, first
@@ -493,16 +233,12 @@ class ClusterClient:
                     chunk = await ref
                     if session.epoch != epoch:
                         return
-                    session._take(None, chunk)
+                    feed.take(None, chunk)
             except errors:
                 return
         if session.epoch != epoch:
             return
-        session._replaying = False
-        held, session._held = session._held, []
-        for dropped, texts in held:
-            session._take(dropped, texts)
-        session._notify()
+        feed.replayed()
 
     def _pump_from(self, host: str) -> None:
         if host not in self._pumps:
@@ -521,7 +257,7 @@ class ClusterClient:
                 for key, epoch, dropped, texts in await ref:
                     session = self._sessions.get(key)
                     if session is not None:
-                        session._deliver(epoch, dropped, texts)
+                        session.feed.deliver(epoch, dropped, texts)
             # The host ended the stream: it had not heard from this caller for too long.
             forgotten = True
         except actor_errors(self.ray):
@@ -532,8 +268,8 @@ class ClusterClient:
             # Follow its sessions there again, from the last event each has (the rest of what
             # the host no longer keeps comes from the rollout).
             for session in list(self._sessions.values()):
-                if session.host == host and not session._ended:
-                    self._tg.start_soon(self._follow, session, session._queued_seq)
+                if session.host == host and not session.feed.ended:
+                    self._tg.start_soon(self._follow, session, session.feed.queued_seq)
 
     async def _keep_places(self, every_s: float) -> None:
         """Renew this caller's place on every host it follows sessions on (a host forgets a
@@ -580,18 +316,18 @@ class ClusterClient:
         self, session: ClusterSession, host: str | None, epoch: int, problem: str | None
     ) -> None:
         if host is None:
-            if not session._ended:
-                session._fail(NoHostError(f"session {session.id} was lost: {problem}"))
+            if not session.feed.ended:
+                session.feed.fail(NoHostError(f"session {session.id} was lost: {problem}"))
             return
         if epoch <= session.epoch:
             return
         old = session.host
-        session._move(host, epoch)
+        session.feed.move(host, epoch)
         try:
             self.host_handle(old).unfollow.remote(self._id, session.id)
         except Exception:
             pass
-        self._tg.start_soon(self._follow, session, session._queued_seq)
+        self._tg.start_soon(self._follow, session, session.feed.queued_seq)
 
     async def _start(self) -> None:
         found = await self._registry.moves.remote(2**62, 0)
@@ -603,14 +339,18 @@ class ClusterClient:
 
 @asynccontextmanager
 async def client_of(ray: Any, registry: Any, namespace: str | None) -> AsyncIterator[ClusterClient]:
-    """A client of the deployment whose registry is ``registry`` (Ray is connected)."""
-    async with anyio.create_task_group() as tg:
-        client = ClusterClient(ray, registry, namespace, tg)
-        await client._start()
-        try:
-            yield client
-        finally:
-            tg.cancel_scope.cancel()
+    """A client of the deployment whose registry is ``registry`` (Ray is connected); what the
+    block raises comes out as it is, not in a group."""
+    try:
+        async with anyio.create_task_group() as tg:
+            client = ClusterClient(ray, registry, namespace, tg)
+            await client._start()
+            try:
+                yield client
+            finally:
+                tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        raise single_exception(group) from None
 
 
 @asynccontextmanager
@@ -664,12 +404,4 @@ async def connect(
             ray.shutdown()
 
 
-__all__ = [
-    "ClusterClient",
-    "ClusterSession",
-    "HostLostError",
-    "NoHostError",
-    "client_of",
-    "connect",
-    "for_hosts",
-]
+__all__ = ["ClusterClient", "absolute", "client_of", "connect", "for_hosts"]

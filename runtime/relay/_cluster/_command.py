@@ -33,9 +33,16 @@ def ray_address(args: argparse.Namespace) -> str | None:
     return address
 
 
-def init_ray(ray: Any, address: str | None, namespace: str | None) -> None:
-    """Connect to the Ray cluster at ``address`` (None: start a local one on loopback)."""
+def init_ray(
+    ray: Any,
+    address: str | None,
+    namespace: str | None,
+    runtime_env: dict[str, Any] | None = None,
+) -> None:
+    """Connect to the Ray cluster at ``address`` (None: start a local one on loopback), as a
+    job whose processes get ``runtime_env`` (the modules of the tasks a session names)."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    job = {"runtime_env": runtime_env} if runtime_env else {}
     if address is None:
         # A run's own instance listens on loopback only (Ray takes the machine's address else).
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -45,9 +52,16 @@ def init_ray(ray: Any, address: str | None, namespace: str | None) -> None:
             log_to_driver=False,
             logging_level="WARNING",
             namespace=namespace,
+            **job,
         )
     else:
-        ray.init(address=address, log_to_driver=False, logging_level="WARNING", namespace=namespace)
+        ray.init(
+            address=address,
+            log_to_driver=False,
+            logging_level="WARNING",
+            namespace=namespace,
+            **job,
+        )
 
 
 __all__ = [

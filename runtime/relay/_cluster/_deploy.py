@@ -17,10 +17,11 @@ import attrs
 
 from .._base._config import Config, relay_home
 from .._base._errors import ConfigError
-from ._client import ClusterClient, ClusterSession, absolute, client_of
+from ._client import ClusterClient, absolute, client_of
 from ._leases import LEASE_S, check_lease
 from ._ray import DEFAULT_PREFIX, import_ray, registry_name
 from ._registry import remote_registry_class
+from ._session import ClusterSession
 
 #: How long ``down`` gives sessions to shut down in order before their hosts end.
 DOWN_GRACE_S = 10.0
@@ -66,11 +67,15 @@ async def up(
     lease_s: float,
     rollout_dir: str,
     prefix: str = DEFAULT_PREFIX,
+    tasks: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Start a lasting deployment of ``hosts`` hosts in ``namespace`` (Ray is connected), or
     start the hosts the one running there lacks to have that many serving. Returns the hosts
     serving, those started, the storage problems and the deployment's settings (those of the
     running one, when there is one).
+
+    ``tasks`` (op type: factory, as the hosts load it) are the tasks whose modules the job's
+    ``runtime_env`` carries: the registry's, which every host it starts inherits.
 
     Raises:
         ConfigError: bad settings, or the cluster cannot place the hosts.
@@ -92,7 +97,7 @@ async def up(
                 **_registry_options(ray, prefix, detached=True, namespace=namespace),
                 get_if_exists=True,
             )
-            .remote(prefix, lease_s, rollout_dir, True, namespace)
+            .remote(prefix, lease_s, rollout_dir, True, namespace, tasks)
         )
     listing = await registry.listing.remote()
     running = [h["name"] for h in listing["hosts"] if h["state"] in ("serving", "checking")]

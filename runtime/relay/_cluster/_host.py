@@ -25,10 +25,8 @@ import asyncio
 import json
 import os
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -40,11 +38,14 @@ from .._base._config import Config
 from .._base._errors import ClosedSessionError, RolloutLockedError
 from .._core._writer import Epoch
 from ._buffers import Outbox, Ring
+from ._checks import HostChecks
 from ._leases import caller_timeout, expired, first_seq_after, grant, renew_every
 from ._ray import actor_errors, import_ray
+from ._trace import host_export, within_context
 
 if TYPE_CHECKING:
     from .._core._session import Session
+    from .._otel._export import Export
 
 #: The id of the events a resumed session reports about its move.
 RESUMED_EVENT_ID = "resume"
@@ -52,8 +53,6 @@ RESUMED_EVENT_ID = "resume"
 LOCK_POLL_S = 0.05
 #: Recorded events a replay sends per item of its stream.
 REPLAY_CHUNK = 256
-#: The name of the directory of probe files, under a deployment's rollout directory.
-PROBE_DIR = ".relay-probes"
 
 
 @attrs.define(eq=False)
@@ -76,6 +75,8 @@ class _Hosted:
     reported: bool = True
     """Whether the registry has heard of the last event."""
     granted: anyio.Event = attrs.field(factory=anyio.Event)
+    floor: int = 0
+    """The ``seq`` before the epoch's first: the session's last event until it emits one here."""
 
 
 @attrs.define(eq=False)
@@ -99,7 +100,7 @@ def event_text(event: p.Event, msg_json: str | None) -> str:
     return f'{{"id":{event_id},"seq":{event.seq},"msg":{msg_json}}}'
 
 
-class SessionHost:
+class SessionHost(HostChecks):
     """The sessions of one Ray actor; started and placed by the registry (``_registry.py``).
 
     Every method a caller uses takes the session's key and the epoch the caller knows: a
@@ -116,6 +117,7 @@ class SessionHost:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ray: Any = None
         self._ending = False
+        self._export: Export | None = None
 
     # ------------------------------------------------------------------ lease
 
@@ -130,8 +132,12 @@ class SessionHost:
         self._registry = registry
         self._lease_until = sent + self._lease_s
         self._spawn(self._renew_forever())
+        self._export = host_export()
         context = self._ray.get_runtime_context()
         return {"node": context.get_node_id(), "pid": os.getpid()}
+
+    def _tracer_provider(self) -> Any:
+        return self._export.provider if self._export is not None else None
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -140,13 +146,16 @@ class SessionHost:
 
     async def _renew_forever(self) -> None:
         errors = actor_errors(self._ray)
+        due = time.monotonic()
         while not self._ending:
-            await asyncio.sleep(renew_every(self._lease_s))
+            # A third of a lease after the last renewal was sent: at once when its reply came
+            # later than that (the registry was held up), while the lease still holds.
+            await asyncio.sleep(max(0.0, due + renew_every(self._lease_s) - time.monotonic()))
             self._forget_silent_callers()
             if time.monotonic() >= self._lease_until:
                 self._end("its lease ran out before it could renew it")
                 return
-            sent = time.monotonic()
+            sent = due = time.monotonic()
             try:
                 reply = await asyncio.wait_for(
                     self._registry.renew.remote(self.name, self._report()), self._lease_s
@@ -211,10 +220,12 @@ class SessionHost:
             raise ClosedSessionError(f"session {key} is not on host {self.name}")
         return hosted
 
-    async def _start(self, key: str, epoch: int, limit: int, opener: Callable[[], Any]) -> Session:
+    async def _start(
+        self, key: str, epoch: int, limit: int, opener: Callable[[], Any], floor: int = 0
+    ) -> Session:
         if key in self._sessions and not self._sessions[key].ended:
             raise ClosedSessionError(f"session {key} is already on host {self.name}")
-        hosted = _Hosted(key, epoch, limit)
+        hosted = _Hosted(key, epoch, limit, floor=floor)
         self._sessions[key] = hosted
         self._spawn(self._run(hosted, opener))
         await hosted.ready.wait()
@@ -277,14 +288,27 @@ class SessionHost:
             if caller is not None:
                 caller.wake.set()
 
-    async def open(self, key: str, config: Config, epoch: int, limit: int) -> dict[str, Any]:
-        """Open session ``key`` in ``epoch`` (its first); returns its rollout path."""
+    async def open(
+        self,
+        key: str,
+        config: Config,
+        epoch: int,
+        limit: int,
+        trace: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Open session ``key`` in ``epoch`` (its first), in the caller's trace context
+        ``trace``; returns its rollout path."""
         from .._open import open_session
 
         lease = Epoch(epoch, first_seq=1, holds=self.holds)
-        session = await self._start(
-            key, epoch, limit, lambda: open_session(config, session_id=key, epoch=lease)
-        )
+        provider = self._tracer_provider()
+
+        def opener() -> Any:
+            return open_session(config, session_id=key, epoch=lease, tracer_provider=provider)
+
+        # The session's task starts in this context: its span is the caller's span's child.
+        with within_context(trace):
+            session = await self._start(key, epoch, limit, opener)
         rollout = session.rollout
         return {"rollout": str(rollout.path) if rollout is not None else None}
 
@@ -315,9 +339,17 @@ class SessionHost:
             take_over = time.monotonic() >= deadline
             lease = Epoch(epoch, first_seq=first, holds=self.holds, take_over=take_over)
             events = _reported(rollout.unfinished_turn, lost_host, self.name, noticed_at)
-            opener = partial(_resume_opener, resume_session, rollout, config, events, lease)
+            opener = partial(
+                _resume_opener,
+                resume_session,
+                rollout,
+                config,
+                events,
+                lease,
+                self._tracer_provider(),
+            )
             try:
-                await self._start(key, epoch, own_limit, opener)
+                await self._start(key, epoch, own_limit, opener, floor=first - 1)
             except RolloutLockedError:
                 # The lost host's process still holds it: until its lease has ended, it may
                 # be on its way out; after that, this epoch takes the file over.
@@ -351,6 +383,9 @@ class SessionHost:
             for hosted in live:
                 assert hosted.session is not None
                 await hosted.session.wait_closed()
+        if self._export is not None:
+            # The hosts end next: what they traced goes out first, within a bound.
+            await anyio.to_thread.run_sync(self._export.close)
         return len(live)
 
     # ------------------------------------------------------------------ callers
@@ -365,7 +400,7 @@ class SessionHost:
         hosted = self._get(key, epoch)
         caller = self._caller(caller_id)
         outbox = Outbox()
-        last = hosted.last[0] if hosted.last is not None else 0
+        last = hosted.last[0] if hosted.last is not None else hosted.floor
         if after is None:
             after = last
         kept = hosted.ring.after(after)
@@ -462,38 +497,6 @@ class SessionHost:
         if chunk:
             yield chunk
 
-    # ------------------------------------------------------------------ checks
-
-    async def probe_write(self, directory: str) -> dict[str, str]:
-        """Write this host's probe file in ``directory``; its path and content, or the error."""
-        token = uuid.uuid4().hex
-        path = Path(directory) / PROBE_DIR / f"{self.name}-{token[:8]}"
-
-        def write() -> None:
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            path.write_text(token, encoding="utf-8")
-
-        try:
-            await anyio.to_thread.run_sync(write)
-        except OSError as exc:
-            return {"error": f"cannot write in {directory}: {exc.strerror}"}
-        return {"path": str(path), "token": token}
-
-    async def probe_read(self, probes: dict[str, tuple[str, str]]) -> list[str]:
-        """Which of the probe files (by owner: path and content) this host reads as written."""
-        return await anyio.to_thread.run_sync(lambda: read_probes(probes))
-
-    async def probe_remove(self, path: str) -> None:
-        """Remove this host's probe file (where only this host may see it)."""
-        try:
-            await anyio.to_thread.run_sync(Path(path).unlink)
-        except OSError:
-            pass
-
-    async def unreadable(self, paths: list[str]) -> dict[str, str]:
-        """The paths of ``paths`` this host cannot read, each with the reason."""
-        return await anyio.to_thread.run_sync(lambda: unreadable(paths))
-
     # ------------------------------------------------------------------ plumbing
 
     async def watch(self) -> None:
@@ -542,36 +545,11 @@ def _resume_opener(
     config: Config,
     events: Callable[[], list[tuple[str, p.EventMsg]]],
     lease: Epoch,
+    tracer_provider: Any,
 ) -> Any:
-    return resume(rollout, config, first_events=events(), epoch=lease)
-
-
-def read_probes(probes: dict[str, tuple[str, str]]) -> list[str]:
-    """The owners of the probe files that read back as written."""
-    seen = []
-    for owner, (path, token) in probes.items():
-        try:
-            if Path(path).read_text(encoding="utf-8") == token:
-                seen.append(owner)
-        except (OSError, UnicodeDecodeError):
-            continue
-    return seen
-
-
-def unreadable(paths: list[str]) -> dict[str, str]:
-    """Each path of ``paths`` that cannot be read here (a file read, a directory listed)."""
-    problems: dict[str, str] = {}
-    for name in paths:
-        path = Path(name)
-        try:
-            if path.is_dir():
-                os.listdir(path)
-            else:
-                with path.open("rb") as file:
-                    file.read(1)
-        except OSError as exc:
-            problems[name] = exc.strerror or type(exc).__name__
-    return problems
+    return resume(
+        rollout, config, first_events=events(), epoch=lease, tracer_provider=tracer_provider
+    )
 
 
 def remote_host_class(ray: Any) -> Any:
@@ -579,12 +557,4 @@ def remote_host_class(ray: Any) -> Any:
     return ray.remote(SessionHost)
 
 
-__all__ = [
-    "PROBE_DIR",
-    "RESUMED_EVENT_ID",
-    "SessionHost",
-    "event_text",
-    "read_probes",
-    "remote_host_class",
-    "unreadable",
-]
+__all__ = ["RESUMED_EVENT_ID", "SessionHost", "event_text", "remote_host_class"]

@@ -3,7 +3,11 @@ storage check, the log of moves. No Ray, no event loop (``docs/cluster.md``, Lea
 
 - **Leases.** A host renews its lease every third of it. The registry counts a lease from the
   last renewal it received; the host counts it from when it sent that renewal, so the host
-  stops writing before the registry can give its sessions to another host.
+  stops writing before the registry can give its sessions to another host. The registry counts
+  only time it could hear: after it was stopped (or its loop held up), renewals wait unread
+  for it, so it counts a lease anew from when it began to hear again (:func:`hearing_since`),
+  and a host is lost only when its own lease ran out while the registry could hear it
+  (:func:`lost_leases`).
 - **Epochs.** Every placement of a session on a host is an epoch: 1 at open, one more at each
   move. The rollout records it (``docs/rollout.md``, Epochs).
 - **Callers.** A client renews its place on every host it follows sessions on once a lease; a
@@ -49,8 +53,34 @@ def check_every(lease_s: float) -> float:
 
 
 def expired(renewed_at: Mapping[str, float], lease_s: float, now: float) -> list[str]:
-    """The hosts whose lease ran out at ``now`` (by the registry's clock)."""
+    """The keys of ``renewed_at`` not renewed for longer than ``lease_s`` at ``now``."""
     return [host for host, at in renewed_at.items() if now - at > lease_s]
+
+
+def hearing_since(since: float, checked_at: float, now: float, lease_s: float) -> float:
+    """From when the registry could hear its hosts, as of its check at ``now`` (the one before
+    was at ``checked_at``; ``since`` is what it was then).
+
+    A check later than due by more than a renewal's period means that the registry was
+    stopped, or its loop held up, and read nothing meanwhile: the renewals sent then wait for
+    it, and a check at its wake runs before them. It hears again from ``now``. A check late by
+    less cannot make a host that renewed look lost: its last renewal read is then at most two
+    periods old, within its lease.
+    """
+    late = now - checked_at - check_every(lease_s)
+    return now if late > renew_every(lease_s) else since
+
+
+def lost_leases(
+    renewed_at: Mapping[str, float], lease_s: float, now: float, heard_since: float
+) -> list[str]:
+    """The hosts whose lease ran out at ``now`` while the registry could hear them: no renewal
+    read for a lease, counted from the last one read or from ``heard_since``, the later.
+
+    A host judged lost here had its own lease run out too: it counts its lease from when it
+    sent the renewal the registry read last.
+    """
+    return [host for host, at in renewed_at.items() if now - max(at, heard_since) > lease_s]
 
 
 def lock_wait(lease_ends: float, now: float) -> float:
@@ -161,7 +191,9 @@ __all__ = [
     "expired",
     "first_seq_after",
     "grant",
+    "hearing_since",
     "lock_wait",
+    "lost_leases",
     "renew_every",
     "shared_group",
 ]

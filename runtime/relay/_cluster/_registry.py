@@ -3,19 +3,21 @@ on which host and in which epoch, and that moves sessions (``docs/cluster.md``).
 
 Theory of operation. The registry starts hosts (:meth:`Registry.add_hosts`): one placement
 group of their CPUs, spread over the nodes, with a bound on the wait for room; then the
-storage check, after which a host that does not see the shared rollout directory is kept out of
-placement and named. It places each new session on the least loaded serving host
-(:meth:`Registry.open`), after checking that every serving host can read the paths the session
-needs. Hosts renew their lease with it (:meth:`Registry.renew`), reporting the last event of
-each session that changed; the reply extends each session's seq grant.
+storage check (``_checks.py``), after which a host that does not see the shared rollout
+directory is kept out of placement and named. It places each new session on the least loaded
+serving host (:meth:`Registry.open`), after checking that every serving host can read the paths
+and load the tasks the session needs (``_checks.py``). Hosts renew their lease with it
+(:meth:`Registry.renew`), reporting the last event of each session that changed; the reply
+extends each session's seq grant.
 
-A host is lost when its lease runs out (the registry checks several times per lease) or when
-its process is gone (the registry has a call pending on every host, which fails at once then).
-Its sessions then move, each to the least loaded serving host on another node when there is
-one, in the next epoch, after the last number the lost host was granted. The registry kills
-what is left of the lost host, and starts a replacement in its place in the placement group,
-which Ray runs as soon as the cluster has room for it. Callers learn of moves by waiting on
-:meth:`Registry.moves`.
+A host is lost when its lease runs out while the registry can hear it (it checks several
+times per lease, and counts no time it was stopped: ``_leases.lost_leases``) or when its
+process is gone (the registry has a call pending on every host, which fails at once then). Its
+sessions then move, each to the least loaded serving host on another node when there is one,
+in the next epoch, after the last number the lost host was granted; when no host serves, they
+wait for one started in a lost one's place. The registry kills what is left of the lost host,
+and starts a replacement in its place in the placement group, which Ray runs as soon as the
+cluster has room for it. Callers learn of moves by waiting on :meth:`Registry.moves`.
 """
 
 from __future__ import annotations
@@ -23,23 +25,14 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-import uuid
-from pathlib import Path
 from typing import Any
 
 import attrs
 
 from .._base._config import Config
-from ._host import PROBE_DIR, read_probes, remote_host_class
-from ._leases import (
-    GRANT,
-    MoveLog,
-    check_every,
-    expired,
-    grant,
-    lock_wait,
-    shared_group,
-)
+from ._checks import Confirmed, check_storage, session_problem
+from ._host import remote_host_class
+from ._leases import GRANT, MoveLog, check_every, grant, hearing_since, lock_wait, lost_leases
 from ._ledger import choose_host
 from ._ray import (
     actor_errors,
@@ -56,39 +49,10 @@ from ._ray import (
 PLACEMENT_WAIT_S = 10.0
 #: How long a placed host has to start (its process, its imports).
 START_WAIT_S = 120.0
-#: How long a host has to answer each step of the storage check.
-CHECK_WAIT_S = 10.0
-#: The registry's own name in the storage check.
-REGISTRY = "registry"
 #: The longest pause between two tries at starting a replacement host.
 REPLACE_PAUSE_S = 10.0
 #: Ended sessions ``relay cluster ls`` still shows.
 ENDED_KEPT = 200
-#: (host, path) pairs the registry remembers a host could read; the oldest go past this.
-READABLE_KEPT = 1024
-
-
-class ReadablePaths:
-    """The paths each host was found to read, so a session's next open asks no host again.
-
-    A refusal is not kept: the next open asks again, so a mount or a permission set right in
-    between counts at once. Bounded: past ``kept`` pairs, the oldest are forgotten (and asked
-    again when they come back).
-    """
-
-    def __init__(self, kept: int = READABLE_KEPT) -> None:
-        self._seen: dict[tuple[str, str], None] = {}
-        self._kept = kept
-
-    def unknown(self, host: str, paths: list[str]) -> list[str]:
-        """Of ``paths``, those ``host`` was not found to read yet, in order."""
-        return [p for p in paths if (host, p) not in self._seen]
-
-    def readable(self, host: str, path: str) -> None:
-        """``host`` reads ``path``."""
-        self._seen[(host, path)] = None
-        while len(self._seen) > self._kept:
-            del self._seen[next(iter(self._seen))]
 
 
 @attrs.define(eq=False)
@@ -136,10 +100,13 @@ class Registry:
         rollout_dir: str,
         detached: bool,
         namespace: str | None = None,
+        tasks: dict[str, str] | None = None,
     ) -> None:
         self.prefix = prefix
         self.namespace = namespace
         """The Ray namespace of the deployment's named actors (None: the job's)."""
+        self.tasks = tasks or {}
+        """The tasks whose modules the hosts carry (op type: factory as a host names it)."""
         self.lease_s = lease_s
         self.rollout_dir = rollout_dir
         self.detached = detached
@@ -154,7 +121,13 @@ class Registry:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._monitoring = False
         self._closing = False
-        self._readable = ReadablePaths()
+        self._confirmed = Confirmed()
+        self._heard_since = 0.0
+        """From when the registry could hear its hosts (``_leases.hearing_since``)."""
+        self._replacing = 0
+        """Hosts being started in the place of lost ones."""
+        self._serving = asyncio.Event()
+        """Set (and made anew) whenever a host begins to serve."""
 
     # ------------------------------------------------------------------ plumbing
 
@@ -176,6 +149,7 @@ class Registry:
             "lease_s": self.lease_s,
             "rollout_dir": self.rollout_dir,
             "detached": self.detached,
+            "tasks": self.tasks,
         }
 
     # ------------------------------------------------------------------ hosts
@@ -261,56 +235,10 @@ class Registry:
                 await self._lose(record, why)
 
     async def _check_storage(self, records: list[HostRecord]) -> list[str]:
-        """Which of ``records`` share the rollout directory with the others; the rest are
-        kept out of placement, and named. A host that does not answer within
-        :data:`CHECK_WAIT_S` (a frozen one) takes no part."""
-        directory = self.rollout_dir
         serving = [r for r in self._hosts.values() if r.state == "serving"]
-        checked = [*serving, *records]
-        probes: dict[str, tuple[str, str]] = {}
-        errors: dict[str, str] = {}
-        own = _write_probe(directory)
-        if "error" not in own:
-            probes[REGISTRY] = (own["path"], own["token"])
-        written = await _each(checked, lambda r: r.handle.probe_write.remote(directory))
-        for record, result in zip(checked, written, strict=True):
-            if isinstance(result, BaseException):
-                errors[record.name] = f"it did not answer the storage check ({result!r})"
-            elif "error" in result:
-                errors[record.name] = result["error"]
-            else:
-                probes[record.name] = (result["path"], result["token"])
-        read = await _each(checked, lambda r: r.handle.probe_read.remote(probes))
-        sees: dict[str, list[str]] = {
-            r.name: names for r, names in zip(checked, read, strict=True) if isinstance(names, list)
-        }
-        sees[REGISTRY] = read_probes(probes)
-        node_of = {r.name: r.node or r.name for r in checked}
-        node_of[REGISTRY] = self._ray.get_runtime_context().get_node_id()
-        group = shared_group(sees, node_of, REGISTRY)
-        if REGISTRY in probes:
-            _remove(probes[REGISTRY][0])
-        owners = [r for r in checked if r.name in probes]
-        await _each(owners, lambda r: r.handle.probe_remove.remote(probes[r.name][0]))
-        problems = []
-        for record in records:
-            if record.state == "lost":
-                continue
-            if record.name in group:
-                record.state = "serving"
-                continue
-            record.state = "no storage"
-            reason = errors.get(
-                record.name,
-                "the probe files the hosts on other nodes wrote there are not there, and "
-                "its own cannot be read from them: that path is another directory on its "
-                "node (is the shared file system mounted there?)",
-            )
-            record.problem = (
-                f"host {record.name} on node {(record.node or '?')[:12]} does not see the "
-                f"shared rollout directory {directory}: {reason}; it gets no sessions"
-            )
-            problems.append(record.problem)
+        problems = await check_storage(self._ray, self.rollout_dir, serving, records)
+        if any(record.state == "serving" for record in records):
+            self._served()
         return problems
 
     async def renew(
@@ -355,15 +283,20 @@ class Registry:
             self._sessions.pop(self._ended.pop(0), None)
 
     async def _monitor(self) -> None:
+        checked = time.monotonic()
         while True:
             await asyncio.sleep(check_every(self.lease_s))
             now = time.monotonic()
+            # Woken late (stopped, or held up), the registry judges no lease by the time it
+            # could not hear: the renewals sent meanwhile are still unread.
+            self._heard_since = hearing_since(self._heard_since, checked, now, self.lease_s)
+            checked = now
             live = {
                 r.name: r.renewed_at
                 for r in self._hosts.values()
                 if r.state in ("checking", "serving", "no storage")
             }
-            for name in expired(live, self.lease_s, now):
+            for name in lost_leases(live, self.lease_s, now, self._heard_since):
                 record = self._hosts[name]
                 await self._lose(
                     record, f"its lease ran out ({self.lease_s:g} s without a renewal)"
@@ -382,10 +315,11 @@ class Registry:
             self._ray.kill(record.handle, no_restart=True)
         except Exception:  # already gone
             pass
+        if was_serving or record.node is None:
+            self._replacing += 1  # counted before its sessions look for a host
+            self._spawn(self._replace(record))
         for key in list(record.sessions):
             self._spawn(self._move(key, record, lease_ends, noticed_at))
-        if was_serving or record.node is None:
-            self._spawn(self._replace(record))
 
     async def _replace(self, lost: HostRecord) -> None:
         """A host in the lost one's place in its placement group: Ray starts it once the
@@ -393,24 +327,30 @@ class Registry:
         group's bundle is being placed again (its node died), a start fails: it is tried
         again, less and less often, as long as the deployment runs."""
         pause = 1.0
-        while not self._closing:
-            record = self._create_host(lost.group, lost.bundle, lost.cpus)
-            try:
-                await self._started(record)
-            except actor_errors(self._ray):
-                # Not a host that ever served: it leaves no trace in the listing.
-                self._hosts.pop(record.name, None)
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, REPLACE_PAUSE_S)
-                continue
-            await self._check_storage([record])
-            return
+        try:
+            while not self._closing:
+                record = self._create_host(lost.group, lost.bundle, lost.cpus)
+                try:
+                    await self._started(record)
+                except actor_errors(self._ray):
+                    # Not a host that ever served: it leaves no trace in the listing.
+                    self._hosts.pop(record.name, None)
+                    await asyncio.sleep(pause)
+                    pause = min(pause * 2, REPLACE_PAUSE_S)
+                    continue
+                await self._check_storage([record])
+                return
+        finally:
+            self._replacing -= 1
+            self._served()  # sessions waiting for it look again
 
     async def _move(self, key: str, lost: HostRecord, lease_ends: float, noticed_at: float) -> None:
         session = self._sessions.get(key)
-        if session is None or session.state in ("ended", "lost"):
-            return
         lost.sessions.discard(key)
+        if session is None or session.state in ("ended", "lost", "moving"):
+            # A moving session is the business of the move under way: it was only being placed
+            # on ``lost`` (which died taking it over), and that move places it elsewhere.
+            return
         session.state = "moving"
         if session.rollout is None:
             self._lose_session(session, f"its host {lost.name} was lost and it has no rollout")
@@ -419,8 +359,17 @@ class Registry:
         while True:
             target = self._choose(avoid_node=lost.node)
             if target is None:
-                self._lose_session(session, f"its host {lost.name} was lost and no host is left")
-                return
+                if self._closing or not self._replacing:
+                    self._lose_session(
+                        session, f"its host {lost.name} was lost and no host is left"
+                    )
+                    return
+                # No host serves, and one is starting in a lost one's place: the session goes
+                # on there (every host may have ended itself while the registry was stopped).
+                session.problem = f"its host {lost.name} was lost; it waits for a host to serve"
+                waiter = self._serving
+                await waiter.wait()
+                continue
             epoch = session.epoch + 1
             target.sessions.add(key)
             try:
@@ -446,7 +395,7 @@ class Registry:
             break
         session.host, session.epoch = target.name, epoch
         session.first_seq, session.limit = started["first_seq"], started["limit"]
-        session.state = "running"
+        session.state, session.problem = "running", None
         self._moves.add(key, target.name, epoch, session.first_seq)
         self._wake()
 
@@ -454,6 +403,10 @@ class Registry:
         session.state, session.problem, session.host = "lost", why, None
         self._moves.add(session.id, None, session.epoch, session.first_seq, why)
         self._wake()
+
+    def _served(self) -> None:
+        self._serving.set()
+        self._serving = asyncio.Event()
 
     def _wake(self) -> None:
         self._moved.set()
@@ -467,14 +420,17 @@ class Registry:
 
     # ------------------------------------------------------------------ sessions
 
-    async def open(self, key: str, config: Config) -> dict[str, Any]:
-        """Open session ``key`` on the least loaded serving host: ``{"host", "epoch",
-        "first_seq", "rollout"}``, or ``{"error": ...}`` (``{"no_host": ...}`` when none)."""
+    async def open(
+        self, key: str, config: Config, trace: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        """Open session ``key`` on the least loaded serving host, in the caller's trace context
+        ``trace``: ``{"host", "epoch", "first_seq", "rollout"}``, or ``{"error": ...}``
+        (``{"no_host": ...}`` when none)."""
         self._start_monitor()
         if key in self._sessions and self._sessions[key].state != "ended":
             return {"error": f"session {key} is already open"}
         config = in_deployment(config, self.rollout_dir)
-        problem = await self._unreadable_paths(config)
+        problem = await self.problem(config)
         if problem is not None:
             return {"error": problem}
         errors = actor_errors(self._ray)
@@ -485,7 +441,7 @@ class Registry:
             target.sessions.add(key)
             limit = GRANT
             try:
-                opened = await target.handle.open.remote(key, config, 1, limit)
+                opened = await target.handle.open.remote(key, config, 1, limit, trace)
             except errors:
                 target.sessions.discard(key)
                 await self._lose(target, "it died while opening a session")
@@ -500,29 +456,12 @@ class Registry:
         )
         return {"host": target.name, "epoch": 1, "first_seq": 1, "rollout": opened["rollout"]}
 
-    async def _unreadable_paths(self, config: Config) -> str | None:
-        """Why a serving host could not run the session after a move, if one could not."""
-        paths = [p for p in (config.model_script, config.cwd) if p]
+    async def problem(self, config: Config) -> str | None:
+        """Why a session of ``config`` could not run on every serving host, if it could not:
+        a path a host cannot read, a task it cannot load."""
+        self._start_monitor()
         serving = [r for r in self._hosts.values() if r.state == "serving"]
-        for record in serving:
-            todo = self._readable.unknown(record.name, paths)
-            if not todo:
-                continue
-            try:
-                found = await within(CHECK_WAIT_S, record.handle.unreadable.remote(todo))
-            except (TimeoutError, self._ray.exceptions.RayActorError):
-                continue  # a host that does not answer is the lease's business
-            for path in todo:
-                reason = found.get(path)
-                if reason is None:
-                    self._readable.readable(record.name, path)
-                    continue
-                what = "model script" if path == config.model_script else "working directory"
-                return (
-                    f"host {record.name} cannot read the {what} {path} ({reason}): every "
-                    "host must, since a session moves between them"
-                )
-        return None
+        return await session_problem(self._ray, serving, self._confirmed, config)
 
     async def locate(self, key: str) -> dict[str, Any] | None:
         """Where session ``key`` is now (None: unknown here)."""
@@ -636,33 +575,6 @@ def in_deployment(config: Config, rollout_dir: str) -> Config:
     if config.rollout.dir is not None:
         return config
     return attrs.evolve(config, rollout=attrs.evolve(config.rollout, dir=rollout_dir))
-
-
-async def _each(records: list[HostRecord], call: Any) -> list[Any]:
-    """``call(record)`` on every record at once, each bounded by :data:`CHECK_WAIT_S`; an
-    error (or no answer) in place of a result."""
-    return await asyncio.gather(
-        *(within(CHECK_WAIT_S, call(record)) for record in records),
-        return_exceptions=True,
-    )
-
-
-def _write_probe(directory: str) -> dict[str, str]:
-    token = uuid.uuid4().hex
-    path = Path(directory) / PROBE_DIR / f"{REGISTRY}-{token[:8]}"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        path.write_text(token, encoding="utf-8")
-    except OSError as exc:
-        return {"error": exc.strerror or type(exc).__name__}
-    return {"path": str(path), "token": token}
-
-
-def _remove(path: str) -> None:
-    try:
-        Path(path).unlink()
-    except OSError:
-        pass
 
 
 def remote_registry_class(ray: Any) -> Any:

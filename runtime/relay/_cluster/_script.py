@@ -18,7 +18,7 @@ from .._base._codec import to_json
 from .._base._errors import ScriptError
 from .._base._util import single_exception
 from .._drive._op_script import OpLine, Sleep, Step, WaitFor, matches
-from ._client import ClusterSession, HostLostError
+from ._session import ClusterSession, HostLostError
 
 
 async def run_op_script(
