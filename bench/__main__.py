@@ -5,7 +5,8 @@ Options: ``--quick`` (tiny sizes, a couple of repetitions, no Codex: for the smo
 masking, rollout, long, scale, process, cluster, and startup: the start-up and one-turn part
 of process, run only when named; ``--quick`` leaves cluster out unless it is named, since it
 starts a Ray instance),
-``--markdown FILE`` (also write the table as Markdown), ``--plots DIR`` (PNG plots; default
+``--markdown FILE`` (also write the table as Markdown), ``--json FILE`` (also write the figures
+as JSON, as :mod:`bench.against` reads them), ``--plots DIR`` (PNG plots; default
 ``docs/img`` for a full run, none for ``--quick``), ``--install-codex`` (install the pinned
 Codex CLI with npm first), ``--codex-prefix DIR`` (the ``npm --prefix`` folder holding it, if
 not the default one) and ``--no-codex``.
@@ -14,6 +15,7 @@ not the default one) and ``--no-codex``.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -93,12 +95,13 @@ def _runner(name: str) -> Callable[[Options], list[Figure]]:
     return process.run
 
 
-def _options(argv: list[str] | None) -> tuple[Options, list[str], Path | None]:
+def _options(argv: list[str] | None) -> tuple[Options, list[str], Path | None, Path | None]:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
     parser.add_argument("--repeat", type=int, help="repetitions of each measurement")
     parser.add_argument("--only", help=f"comma-separated groups of {', '.join(GROUPS)}")
     parser.add_argument("--markdown", type=Path, help="also write the table as Markdown here")
+    parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
     parser.add_argument("--plots", type=Path, help="directory for the PNG plots")
     parser.add_argument("--no-plots", action="store_true", help="make no plots")
     parser.add_argument("--codex-prefix", type=Path, help="npm prefix holding @openai/codex")
@@ -128,11 +131,11 @@ def _options(argv: list[str] | None) -> tuple[Options, list[str], Path | None]:
             parser.error(f"unknown group(s): {', '.join(sorted(unknown))}")
     if not args.no_plots:
         opts.plots = args.plots or (None if args.quick else Path("docs/img"))
-    return opts, groups, args.markdown
+    return opts, groups, args.markdown, args.json
 
 
 def main(argv: list[str] | None = None) -> int:
-    opts, groups, markdown = _options(argv)
+    opts, groups, markdown, json_path = _options(argv)
     machine = _report.machine()
     print(f"relay bench{' (quick)' if opts.quick else ''}: {machine}", flush=True)
     figures: list[Figure] = []
@@ -159,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
             + "".join(f"- {note}\n" for note in opts.notes),
             encoding="utf-8",
         )
+    if json_path is not None:
+        json_path.write_text(json.dumps([_report.as_json(f) for f in figures]), encoding="utf-8")
     return 0
 
 

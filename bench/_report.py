@@ -83,6 +83,20 @@ def text_table(figures: Sequence[Figure]) -> str:
     return "\n".join(lines)
 
 
+def as_json(figure: Figure) -> dict[str, object]:
+    """One figure's summary, as ``--json`` writes it."""
+    return {
+        "group": figure.group,
+        "name": figure.name,
+        "unit": figure.unit,
+        "median": figure.median,
+        "p10": figure.p10,
+        "p90": figure.p90,
+        "n": len(figure.samples),
+        "note": figure.note,
+    }
+
+
 def markdown_table(figures: Sequence[Figure]) -> str:
     """The table in Markdown, one table per group."""
     lines: list[str] = []

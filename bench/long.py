@@ -27,6 +27,7 @@ import trio
 import relay
 from relay import open_session
 from relay._core._state import ResumedState
+from relay._open._session import open_state
 from relay.testing import ScriptedModel, fixed_clock
 
 from ._core import Figure, Options, Target, ms, no_gc, percentile
@@ -100,8 +101,8 @@ async def _at_history(items: int, canned: bool, turns: int) -> tuple[list[float]
     )
     walls: list[float] = []
     cpus: list[float] = []
-    async with open_session(
-        config(), model=model, clock=fixed_clock, rng=random.Random(0), resume=state
+    async with open_state(
+        config(), state, model=model, clock=fixed_clock, rng=random.Random(0)
     ) as session:
         driver = TurnDriver(session)
         await driver.turn("warm up: the first request encodes the restored history")

@@ -52,3 +52,35 @@ def test_quick_bench_prints_the_table(tmp_path: Path) -> None:
     assert "submit → turn_complete" in out
     assert "figures in" in out
     assert markdown.read_text(encoding="utf-8").startswith("Machine: ")
+
+
+def test_a_group_runs_in_turn_against_another_commit(tmp_path: Path) -> None:
+    markdown = tmp_path / "against.md"
+    command = ["bench.against", "HEAD", "--quick", "--rounds", "2", "--markdown", str(markdown)]
+    result = subprocess.run(
+        [sys.executable, "-m", *command],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert [line for line in result.stderr.splitlines() if line.startswith("round")] == [
+        "round 1: ref ...",
+        "round 1: this ...",
+        "round 2: this ...",
+        "round 2: ref ...",
+    ]
+    header = result.stdout.splitlines()[0].split("  ")
+    assert [cell.strip() for cell in header if cell.strip()][3:] == [
+        "ratio",
+        "range over the rounds",
+    ]
+    figures = [line.split("|")[1].strip() for line in markdown.read_text().splitlines()[2:]]
+    assert "10 sessions: first-event latency, p99 of each run" in figures
+    assert figures[-2:] == [
+        "the whole bench process (scale): wall",
+        "the whole bench process (scale): CPU",
+    ]

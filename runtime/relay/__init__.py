@@ -118,7 +118,7 @@ if TYPE_CHECKING:
     from ._core._port import SessionTask as SessionTask
     from ._core._port import TaskContext as TaskContext
     from ._core._session import Session as Session
-    from ._core._session import SessionStatistics as SessionStatistics
+    from ._core._state import SessionStatistics as SessionStatistics
     from ._core._tools import Tool as Tool
     from ._core._tools import ToolContext as ToolContext
     from ._core._tools import ToolError as ToolError
@@ -343,7 +343,7 @@ _SOURCES = {
     "SessionTask": "relay._core._port",
     "TaskContext": "relay._core._port",
     "Session": "relay._core._session",
-    "SessionStatistics": "relay._core._session",
+    "SessionStatistics": "relay._core._state",
     "Tool": "relay._core._tools",
     "ToolContext": "relay._core._tools",
     "ToolError": "relay._core._tools",

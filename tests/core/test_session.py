@@ -367,6 +367,54 @@ async def test_reading_events_that_wait_is_still_a_cancellation_point() -> None:
         assert read == []
 
 
+async def test_a_turn_starts_before_other_work_runs() -> None:
+    # Nothing is ahead of the op, so submitting it answers it: its turn_started is out before
+    # any other task runs, another session's turn waiting to run or the turn's own task.
+    config = relay.Config(rollout=relay.RolloutConfig(enabled=False))
+    mine, other = testing.ScriptedModel(None), testing.ScriptedModel(None)
+    async with (
+        relay.open_session(config, model=mine) as session,
+        relay.open_session(config, model=other) as busy,
+    ):
+        events = session.events()
+        await trio.testing.wait_all_tasks_blocked()
+        busy.submit_nowait(relay.UserTurn(items=[relay.Text("busy")]), id="b1")
+        await session.submit(relay.UserTurn(items=[relay.Text("go")]), id="t1")
+        first = [await anext(events), await anext(events)]
+        assert [(e.id, type(e.msg).__name__) for e in first] == [
+            ("session", "SessionConfigured"),
+            ("t1", "TurnStarted"),
+        ]
+        assert (mine.requests, other.requests) == ([], [])
+        await trio.testing.wait_all_tasks_blocked()
+        assert (len(mine.requests), len(other.requests)) == (1, 1)
+
+
+async def test_an_op_behind_one_the_loop_holds_waits_for_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The interrupt waits for the loop (it aborts a turn): the input after it must not steer
+    # the turn it aborts, but start a turn of its own once it is aborted.
+    script = {"responses": [sleep_call(60), {"text": "next"}]}
+    async with testing.open_test_session(script) as t:
+        await t.turn("wait a minute", id="t1")
+        await t.wait_for(testing.tool_call_started)
+        t.session.submit_nowait(relay.Interrupt(), id="stop")
+        t.session.submit_nowait(relay.UserInput(items=[relay.Text("then this")]), id="t2")
+        await t.wait_for(lambda e: e.id == "t2" and isinstance(e.msg, relay.TurnComplete))
+    ends = [
+        (e.id, type(e.msg).__name__)
+        for e in t.recorder.events
+        if isinstance(e.msg, relay.TurnStarted | relay.TurnComplete | relay.TurnAborted)
+    ]
+    assert ends == [
+        ("t1", "TurnStarted"),
+        ("t1", "TurnAborted"),
+        ("t2", "TurnStarted"),
+        ("t2", "TurnComplete"),
+    ]
+
+
 async def test_invalid_ops_through_the_api_raise_and_leave_the_session_usable(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -401,7 +449,7 @@ async def test_override_turn_context_changes_later_turns_only(
 ) -> None:
     async with testing.open_test_session() as t:
         await t.submit(relay.OverrideTurnContext(model="gpt-5", effort="low"))
-        await t.session.wait_idle()
+        await trio.testing.wait_all_tasks_blocked()
         assert t.recorder.types() == ["session_configured"]
         await t.turn("hi", id="t1")
         await t.wait_for(relay.TurnComplete)

@@ -5,6 +5,9 @@ and dispatches each to a handler; handlers return quickly (at most an abort's gr
 because work runs in tasks, one at a time, in the session's :class:`~._slot.TaskSlot`. Every op
 that starts work names its task through the session's task factories, keyed by op type; the
 slot gives every kind the same life (``turn_started``, replacement, abort, the terminal event).
+A submission to an idle session (none waiting for the loop, no task running) but an interrupt
+or a shutdown is handled where it is made: with no task to abort, that has no ``await``, and a
+turn's ``turn_started`` is out before any other task runs, not behind other sessions' work.
 
 Everything that changes goes through the session's one writer,
 :class:`~._session_writer.SessionWriter` (the state, the numbering of events and ids, the
@@ -18,6 +21,7 @@ business of whoever opens the session: :func:`relay.open_session`, or a resume.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -44,8 +48,8 @@ from ._hooks import CompactHook
 from ._input import user_message_of
 from ._port import CompactionPolicy, SessionTask
 from ._session_writer import SessionWriter
-from ._slot import TaskSlot
-from ._state import SessionSnapshot
+from ._slot import Rest, TaskSlot
+from ._state import SessionSnapshot, SessionStatistics
 from ._tools import ToolRegistry
 from ._work_state import pin_label, pin_refusal
 from ._writer import RolloutWriter
@@ -55,34 +59,18 @@ TaskFactories = Mapping[str, Callable[[Any], SessionTask]]
 
 
 @attrs.frozen
-class SessionStatistics:
-    """A snapshot of what the session is doing."""
-
-    submissions_pending: int
-    """Submissions not yet handled by the loop."""
-    running_turn: str | None
-    """The turn id of the running task, if any."""
-    running_kind: str | None
-    """Its kind."""
-    queued_turns: int
-    """Turns waiting for the running task to end."""
-    events_emitted: int
-    """Events so far."""
-    history_items: int
-    """Items in the history."""
-    background_compaction: str | None = None
-    """Where the session's background compaction is (``running``, ``ready`` or ``failed``),
-    when there is one that no turn has taken yet."""
-    last_seq: int = 0
-    """The ``seq`` of the last event (``events_emitted`` unless the numbering started later:
-    an epoch's, ``docs/rollout.md``)."""
-
-
-@attrs.frozen
 class _RawSubmission:
     id: str
     payload: Any
     origin: str | None
+
+
+@attrs.frozen
+class _Failed:
+    """A submission whose handling raised where it was made; the loop raises it."""
+
+    id: str
+    error: Exception
 
 
 class Session(metaclass=NoPublicConstructor):
@@ -118,7 +106,7 @@ class Session(metaclass=NoPublicConstructor):
         self._idle.set()
         self._idle_wakers: list[anyio.Event] = []
         self._sub_send, self._sub_recv = anyio.create_memory_object_stream[
-            p.Submission | _RawSubmission
+            p.Submission | _RawSubmission | _Failed
         ](math.inf)
         services.on_rollout_failure = self._rollout_failed
 
@@ -207,7 +195,8 @@ class Session(metaclass=NoPublicConstructor):
     # ------------------------------------------------------------------ submitting
 
     def submit_nowait(self, op: p.Op, *, id: str | None = None) -> str:
-        """Queue ``op`` for the loop; returns the submission id.
+        """Submit ``op``; returns the submission id. In an idle session ``op`` is handled before
+        this returns (but an interrupt or a shutdown); else the loop handles it, in order.
 
         Raises:
             InvalidOpError: ``op`` is not an op.
@@ -232,9 +221,14 @@ class Session(metaclass=NoPublicConstructor):
         return sub_id
 
     async def submit(self, op: p.Op, *, id: str | None = None) -> str:
-        """Submit ``op``; returns the submission id. See :meth:`submit_nowait`."""
-        await anyio.lowlevel.checkpoint()
-        return self.submit_nowait(op, id=id)
+        """Submit ``op``; returns the submission id (see :meth:`submit_nowait`). In an idle
+        session a turn has started on return, and no other task ran; an op the loop handles
+        lets the others run first, as any checkpoint does."""
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        sub_id = self.submit_nowait(op, id=id)
+        if self._unprocessed:  # the loop has it
+            await anyio.lowlevel.cancel_shielded_checkpoint()
+        return sub_id
 
     async def ask(
         self,
@@ -263,11 +257,12 @@ class Session(metaclass=NoPublicConstructor):
         if on_busy is p.OnBusy.STEER:
             raise ValueError("ask() runs a turn of its own: on_busy must be queue or replace")
         items = [p.Text(prompt)] if isinstance(prompt, str) else list(prompt)
-        collector = AnswerCollector()
+        # The collector knows its turn before the submission, which may be handled at once.
+        collector = AnswerCollector(turn_id=self._next_id(None))
         self._services.listeners.append(collector.see)
         try:
-            collector.turn_id = self.submit_nowait(p.UserTurn(items=items, on_busy=on_busy))
             self._asking[collector.turn_id] = collector
+            self.submit_nowait(p.UserTurn(items=items, on_busy=on_busy), id=collector.turn_id)
             await collector.done.wait()
         finally:
             self._services.listeners.remove(collector.see)
@@ -303,9 +298,24 @@ class Session(metaclass=NoPublicConstructor):
     def _enqueue(self, submission: p.Submission | _RawSubmission) -> None:
         if self._closed:
             raise ClosedSessionError("the session has shut down")
+        here = self._is_idle() and not self._shutting_down
         self._unprocessed += 1
+        left: p.Submission | _RawSubmission | _Failed = submission
+        if here:
+            # Nothing is ahead of it and no task runs, so nothing it does waits (but an
+            # interrupt and a shutdown, left to the loop): the loop's next step is done here.
+            try:
+                decoded = self._decoded(submission)
+                if decoded is None or not isinstance(decoded.op, p.Interrupt | p.Shutdown):
+                    rest = None if decoded is None else self._answer(decoded)
+                    assert rest is None, f"{submission!r} waits in an idle session"
+                    self._handled(submission.id)
+                    return
+                left = decoded
+            except Exception as exc:  # a bug: the loop raises it, as when it crashes
+                left = _Failed(submission.id, exc)
         self._refresh_idle()
-        self._sub_send.send_nowait(submission)
+        self._sub_send.send_nowait(left)
 
     # ------------------------------------------------------------------ reading
 
@@ -387,27 +397,42 @@ class Session(metaclass=NoPublicConstructor):
                 try:
                     await self._handle(submission)
                 finally:
-                    self._unprocessed -= 1
-                    self._refresh_idle()
-                    asking = self._asking.get(submission.id)
-                    if asking is not None:
-                        queued = any(turn.id == submission.id for turn in self._slot.queue)
-                        asking.handled(queued)
+                    self._handled(submission.id)
                 if self._closed:
                     break
         if not self._closed:
             await self._shutdown(last_id)
 
-    async def _handle(self, submission: p.Submission | _RawSubmission) -> None:
+    def _handled(self, sub_id: str) -> None:
+        self._unprocessed -= 1
+        self._refresh_idle()
+        asking = self._asking.get(sub_id)
+        if asking is not None:
+            asking.handled(any(turn.id == sub_id for turn in self._slot.queue))
+
+    async def _handle(self, submission: p.Submission | _RawSubmission | _Failed) -> None:
+        if isinstance(submission, _Failed):
+            raise submission.error
+        decoded = self._decoded(submission)
+        rest = None if decoded is None else self._answer(decoded)
+        if rest is not None:
+            await rest()
+
+    def _decoded(self, submission: p.Submission | _RawSubmission) -> p.Submission | None:
+        """``submission`` with its op decoded, or None after an ``error{invalid_op}``."""
+        if not isinstance(submission, _RawSubmission):
+            return submission
+        try:
+            op = decode_op(submission.payload, self._custom_types)
+        except InvalidOpError as exc:
+            prefix = f"{submission.origin}: " if submission.origin else ""
+            self._services.emit(submission.id, p.ErrorEvent(f"{prefix}{exc}", ErrorCode.INVALID_OP))
+            return None
+        return p.Submission(submission.id, op)
+
+    def _answer(self, submission: p.Submission) -> Rest | None:
+        """Handle ``submission``; returns the rest that waits (an abort, the shutdown), if any."""
         services = self._services
-        if isinstance(submission, _RawSubmission):
-            try:
-                op = decode_op(submission.payload, self._custom_types)
-            except InvalidOpError as exc:
-                prefix = f"{submission.origin}: " if submission.origin else ""
-                services.emit(submission.id, p.ErrorEvent(f"{prefix}{exc}", ErrorCode.INVALID_OP))
-                return
-            submission = p.Submission(submission.id, op)
         sub_id, op = submission.id, submission.op
         slot = self._slot
         match op:
@@ -415,15 +440,14 @@ class Session(metaclass=NoPublicConstructor):
                 settings = self._update_defaults(op)
                 if op.pin:
                     self._pin(sub_id, user_message_of(op.items).text(), settings.model)
-                await slot.offer(sub_id, self._factory(op), settings, op.on_busy, op.items)
+                return slot.offer(sub_id, self._factory(op), settings, op.on_busy, op.items)
             case p.UserInput():
                 defaults = services.state.defaults
-                await slot.offer(sub_id, self._factory(op), defaults, p.OnBusy.STEER, op.items)
+                return slot.offer(sub_id, self._factory(op), defaults, p.OnBusy.STEER, op.items)
             case p.Compact():
-                await slot.spawn(sub_id, services.state.defaults, self._factory(op))
+                return slot.spawn(sub_id, services.state.defaults, self._factory(op))
             case p.Interrupt():
-                await slot.abort(p.AbortReason.INTERRUPTED)
-                slot.start_queued()
+                return slot.interrupt
             case p.OverrideTurnContext():
                 self._update_defaults(op)
             case p.Unpin(text=text):
@@ -432,12 +456,13 @@ class Session(metaclass=NoPublicConstructor):
                     services.emit(sub_id, p.ErrorEvent(message, ErrorCode.INVALID_OP))
                 services.unpin(sub_id, text)
             case p.Shutdown():
-                await self._shutdown(sub_id)
+                return functools.partial(self._shutdown, sub_id)
             case p.CustomOp():
                 services.recorder.op(sub_id, op)
-                await slot.offer(sub_id, self._factory(op), services.state.defaults, op.on_busy)
+                return slot.offer(sub_id, self._factory(op), services.state.defaults, op.on_busy)
             case _:
                 assert_never(op)
+        return None
 
     def _factory(self, op: p.Op) -> Callable[[], SessionTask]:
         make = self._tasks[_op_type(op)]
@@ -543,6 +568,7 @@ async def run_session(
             finally:
                 # Leaving the block closes the submission channel; the loop shuts the
                 # session down (bounded by the abort grace) and returns.
+                session._shutting_down = True
                 session._sub_send.close()
                 with anyio.CancelScope(shield=True):
                     await session.wait_closed()
@@ -550,4 +576,4 @@ async def run_session(
         raise single_exception(group) from None
 
 
-__all__ = ["Session", "SessionStatistics", "TaskFactories", "run_session"]
+__all__ = ["Session", "TaskFactories", "run_session"]

@@ -1,14 +1,17 @@
 """The task slot: at most one running task, the turns queued behind it, and how a task ends.
 
 Theory of operation. Starting a task first aborts the running one (reason ``replaced``), so its
-``turn_aborted`` is emitted before the new ``turn_started``. Aborting cancels the task's scope,
-waits for it to finish for at most :data:`ABORT_GRACE` seconds (it may still emit events
-meanwhile), then detaches it: the slot records synthetic outputs for calls left unanswered
-(and, for an interrupt, the ``<turn_aborted>`` marker), lets the task leave the history
-consistent (:meth:`~relay.SessionTask.abort`) and emits ``turn_aborted``. A task that returns by
-itself, or raises, is completed by its runner: ``turn_complete``, or ``turn_aborted{reason}``
-when it stopped for one. The bookkeeping after a task ends or is aborted has no ``await`` in
-it, so no other code of the session runs between a decision and the events that report it.
+``turn_aborted`` is emitted before the new ``turn_started``. Starting waits only for that abort:
+with no task running, the task starts (``turn_started`` is out) before :meth:`TaskSlot.offer`
+returns, and with one running, the abort and the start are handed back as the rest, for the
+caller to await. Aborting cancels the task's scope, waits for it to finish for at most
+:data:`ABORT_GRACE` seconds (it may still emit events meanwhile), then detaches it: the slot
+records synthetic outputs for calls left unanswered (and, for an interrupt, the
+``<turn_aborted>`` marker), lets the task leave the history consistent
+(:meth:`~relay.SessionTask.abort`) and emits ``turn_aborted``. A task that returns by itself, or
+raises, is completed by its runner: ``turn_complete``, or ``turn_aborted{reason}`` when it
+stopped for one. The bookkeeping after a task ends or is aborted has no ``await`` in it, so no
+other code of the session runs between a decision and the events that report it.
 
 Every kind of task gets the same treatment here: ``turn_started`` and the terminal event are
 emitted at this one site, whatever the task is.
@@ -16,9 +19,10 @@ emitted at this one site, whatever the task is.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import assert_never
 
 import anyio
@@ -45,6 +49,9 @@ ABORT_GRACE = 0.1
 
 TaskFactory = Callable[[], SessionTask]
 """Makes the task an op starts (it may raise: the op is then refused with an ``error``)."""
+
+Rest = Callable[[], Awaitable[None]]
+"""What is left of handling an op once it must wait (an abort); its caller awaits it."""
 
 
 @attrs.frozen
@@ -82,15 +89,16 @@ class TaskSlot:
 
     # ------------------------------------------------------------------ starting
 
-    async def offer(
+    def offer(
         self,
         turn_id: str,
         factory: TaskFactory,
         settings: TurnSettings,
         on_busy: p.OnBusy,
         steer: tuple[p.InputItem, ...] | None = None,
-    ) -> None:
-        """Start the work of an op now, or as ``on_busy`` says when a task is running.
+    ) -> Rest | None:
+        """Start the work of an op now, or as ``on_busy`` says when a task is running; returns
+        what is left when it replaces the running task (see :meth:`spawn`).
 
         ``steer`` is the op's input when it may join the running task.
         """
@@ -109,21 +117,28 @@ class TaskSlot:
                                 ErrorCode.ACTIVE_TURN_NOT_STEERABLE,
                             ),
                         )
-                    return
+                    return None
                 case p.OnBusy.QUEUE:
                     self.queue.append(_Queued(turn_id, factory, settings, steer))
-                    return
+                    return None
                 case p.OnBusy.REPLACE:
                     pass
                 case _:
                     assert_never(on_busy)
-        await self.spawn(turn_id, settings, factory)
+        return self.spawn(turn_id, settings, factory)
 
-    async def spawn(self, turn_id: str, settings: TurnSettings, factory: TaskFactory) -> None:
-        """Build the task, abort the running one (``replaced``) and start it."""
+    def spawn(self, turn_id: str, settings: TurnSettings, factory: TaskFactory) -> Rest | None:
+        """Build the task and start it. When a task is running, the rest waits: abort it
+        (``replaced``), then start the new one; it is returned for the caller to await."""
         task = self._build(turn_id, factory)
         if task is None:
-            return
+            return None
+        if self.running is None:
+            self._start(turn_id, task, settings)
+            return None
+        return functools.partial(self._replace, turn_id, task, settings)
+
+    async def _replace(self, turn_id: str, task: SessionTask, settings: TurnSettings) -> None:
         await self.abort(p.AbortReason.REPLACED)
         self._start(turn_id, task, settings)
 
@@ -236,6 +251,11 @@ class TaskSlot:
         self.running, self._port = None, None
         self._changed()
 
+    async def interrupt(self) -> None:
+        """Abort the running task (``interrupted``), then start the turns queued behind it."""
+        await self.abort(p.AbortReason.INTERRUPTED)
+        self.start_queued()
+
     async def shut_down(self) -> None:
         """Abort the running task, stop the background job, and record the input of turns
         that never started (after what the aborted turn recorded, as an aborted turn keeps
@@ -286,4 +306,4 @@ def overflow_advice(error: ContextWindowExceeded, compacts: bool) -> str:
     )
 
 
-__all__ = ["ABORT_GRACE", "TaskFactory", "TaskSlot", "overflow_advice", "report_failure"]
+__all__ = ["ABORT_GRACE", "Rest", "TaskFactory", "TaskSlot", "overflow_advice", "report_failure"]

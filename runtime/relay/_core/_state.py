@@ -109,6 +109,30 @@ class SessionSnapshot:
     """Server tokens per estimated token."""
 
 
+@attrs.frozen
+class SessionStatistics:
+    """A snapshot of what the session is doing."""
+
+    submissions_pending: int
+    """Submissions not yet handled."""
+    running_turn: str | None
+    """The turn id of the running task, if any."""
+    running_kind: str | None
+    """Its kind."""
+    queued_turns: int
+    """Turns waiting for the running task to end."""
+    events_emitted: int
+    """Events so far."""
+    history_items: int
+    """Items in the history."""
+    background_compaction: str | None = None
+    """Where the session's background compaction is (``running``, ``ready`` or ``failed``),
+    when there is one that no turn has taken yet."""
+    last_seq: int = 0
+    """The ``seq`` of the last event (``events_emitted`` unless the numbering started later:
+    an epoch's, ``docs/rollout.md``)."""
+
+
 @attrs.define(eq=False)
 class SessionState:
     """What a session knows between turns; only the session's writer changes it
@@ -202,4 +226,4 @@ class SessionState:
         return p.TokenCount(p.TokenUsageInfo(self.total_usage, last, window, estimated))
 
 
-__all__ = ["ResumedState", "SessionSnapshot", "SessionState"]
+__all__ = ["ResumedState", "SessionSnapshot", "SessionState", "SessionStatistics"]

@@ -98,7 +98,7 @@ async def open_session(
         ConfigError: the configuration is invalid (unknown provider, missing or invalid API
             key, a task factory that cannot be loaded, ...).
     """
-    async with _open(
+    async with open_state(
         _parts.checked_config(config, mcp_servers),
         None,
         model=model,
@@ -119,25 +119,26 @@ async def open_session(
 
 
 @asynccontextmanager
-async def _open(
+async def open_state(
     config: Config,
     resume: ResumedState | None,
     *,
-    model: ModelClient | None,
-    tools: Iterable[Tool],
-    session_id: str | None,
-    clock: Callable[[], datetime] | None,
-    rng: random.Random | None,
-    estimator: TokenEstimator | None,
-    hooks: Iterable[CompactHook],
-    tasks: Mapping[str, TaskFactory | str] | None,
-    compactor: Callable[[], CompactionPolicy] | None,
-    api_key: str | None,
-    epoch: Epoch | None,
-    compact_model: ModelClient | None,
-    tracer_provider: TracerProvider | None,
+    model: ModelClient | None = None,
+    tools: Iterable[Tool] = (),
+    session_id: str | None = None,
+    clock: Callable[[], datetime] | None = None,
+    rng: random.Random | None = None,
+    estimator: TokenEstimator | None = None,
+    hooks: Iterable[CompactHook] = (),
+    tasks: Mapping[str, TaskFactory | str] | None = None,
+    compactor: Callable[[], CompactionPolicy] | None = None,
+    api_key: str | None = None,
+    epoch: Epoch | None = None,
+    compact_model: ModelClient | None = None,
+    tracer_provider: TracerProvider | None = None,
 ) -> AsyncIterator[Session]:
-    """The steps of opening a session, new (``resume`` None) or resumed."""
+    """The steps of opening a session, new (``resume`` None) or continuing ``resume`` (a
+    state rebuilt from a rollout, or made by a program that measures relay)."""
     factories = task_factories(config.tasks, tasks)
     _parts.check_resumable(factories, resume)
     make_compactor = compactor or load_object(
@@ -254,7 +255,7 @@ async def resume_session(
             f"session_id {session_id!r} is not the id of the session the rollout records "
             f"({state.session_id!r})"
         )
-    async with _open(
+    async with open_state(
         _parts.checked_config(config, mcp_servers),
         state,
         model=model,
@@ -308,4 +309,4 @@ async def _resumed(
     return attrs.evolve(state, first_events=(*warnings, *first_events)), config
 
 
-__all__ = ["open_session", "resume_session"]
+__all__ = ["open_session", "open_state", "resume_session"]
