@@ -459,3 +459,67 @@ def test_a_scripted_run_imports_no_rollout_reader_and_no_sdk(tmp_path: Path) -> 
     imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines()}
     assert "relay._core._session" in imported
     assert imported.isdisjoint({"relay._rollout._reader", "openai"})
+
+
+STUBBORN = """
+import anyio
+import attrs
+import relay
+
+
+@attrs.frozen
+class Stubborn(relay.SessionTask):
+    @property
+    def kind(self) -> str:
+        return "stubborn"
+
+    async def run(self, ctx: relay.TaskContext) -> str | None:
+        ctx.emit(relay.WarningEvent("holding on"))
+        with anyio.CancelScope(shield=True):  # ignores every cancellation
+            await anyio.sleep(3600)
+        return None
+
+
+def stubborn(op: relay.CustomOp) -> Stubborn:
+    return Stubborn()
+"""
+
+
+@pytest.mark.slow  # waits out the bound of five seconds
+@pytest.mark.parametrize("signum", [None, signal.SIGTERM])
+def test_a_task_that_ignores_cancellation_does_not_keep_relay_alive(
+    processes: list[subprocess.Popen[bytes]], tmp_path: Path, signum: int | None
+) -> None:
+    (tmp_path / "stubborn.py").write_text(STUBBORN)
+    script = write_jsonl(
+        tmp_path / "s.jsonl",
+        {"id": "s1", "op": {"type": "stubborn"}},
+        {"wait_for": {"type": "warning"}},
+        {"op": {"type": "shutdown"}} if signum is None else {"sleep_ms": 3_600_000},
+    )
+    proc = spawn(
+        processes,
+        "run",
+        str(script),
+        "--json",
+        "--task",
+        "stubborn=stubborn.py:stubborn",
+        "-c",
+        "rollout.enabled=false",
+        cwd=tmp_path,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    out = Lines(proc.stdout)
+    out.until('"type":"warning"')
+    if signum is not None:
+        proc.send_signal(signum)
+    status = proc.wait(timeout=TIMEOUT)
+    err = "".join(Lines(proc.stderr).rest())
+    tail = [json.loads(line)["msg"]["type"] for line in out.rest()[-2:]]
+    assert tail == ["turn_aborted", "shutdown_complete"]
+    if signum is None:
+        assert status == 0
+        assert "stubborn s1 did not stop when asked" in err
+    else:
+        assert status == 128 + signum
+        assert "did not end within 5 s of the signal" in err

@@ -31,10 +31,12 @@ from typing import TYPE_CHECKING, Any
 
 from ._parser import EXIT_USAGE, build_parser
 from ._streams import (
+    END_BOUND,
     EXIT_FAILED,
     EXIT_OK,
     Interrupted,
     discard_stdout,
+    end_after,
     exit_before_start,
     hold_standard_descriptors,
     signal_status,
@@ -262,6 +264,14 @@ async def _run(
 
                     tg.start_soon(tick)
                 await runner.run(steps, release=True)
+                # The session ends as the block exits; a task that ignores its cancellation
+                # holds that up, but not the process past the bound.
+                timer = end_after(
+                    END_BOUND,
+                    lambda: _lingering(session),
+                    lambda: _ended_early(outcome, answer_only),
+                )
+            timer.cancel()
             tg.cancel_scope.cancel()
 
     with anyio.open_signal_receiver(*_SIGNALS) as signals:
@@ -270,6 +280,26 @@ async def _run(
         except BaseExceptionGroup as group:
             raise single_exception(group) from None
     return interrupted
+
+
+def _lingering(session: Any) -> str:
+    """The warning of a run whose session does not end: the tasks that would not stop."""
+    tasks = session.statistics().lingering
+    named = ", ".join(tasks) if tasks else "a task"
+    return (
+        f"the session did not end within {END_BOUND:g} s: {named} did not stop when asked "
+        "(it ignores cancellation)"
+    )
+
+
+def _ended_early(outcome: RunOutcome, answer_only: bool) -> int:
+    """The exit status of a run ended past the bound, with what ``relay exec`` prints."""
+    if answer_only:
+        for error in outcome.errors:
+            print(f"relay: {error.message}", file=sys.stderr)
+        if outcome.last_answer is not None:
+            print(outcome.last_answer, flush=True)
+    return EXIT_FAILED if outcome.failed else EXIT_OK
 
 
 def _backend() -> str:

@@ -15,6 +15,7 @@ import io
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
@@ -62,8 +63,16 @@ class Interrupted:
             self.signum = signum
             if self.runner is not None and not stopped:
                 self.runner.stop()
-        elif signum == signal.SIGINT:
-            # A second Ctrl-C means now: no shutdown, no flush beyond what is already written.
+            if signum != signal.SIGPIPE:
+                # The session shuts down now; whatever holds it up, the process ends in time.
+                first = signum
+                end_after(
+                    END_BOUND,
+                    lambda: f"the session did not end within {END_BOUND:g} s of the signal",
+                    lambda: signal_status(first),
+                )
+        elif signum in (signal.SIGINT, signal.SIGTERM):
+            # A second signal means now: no shutdown, no flush beyond what is already written.
             exit_interrupted(self.signum)
 
 
@@ -126,6 +135,30 @@ def to_stdout(write: Callable[[], object]) -> int:
     return EXIT_OK
 
 
+#: Seconds of wall time a run may take to end once it was asked to (a signal, or the end of its
+#: script), whatever a task of its does: past them, the process ends anyway (docs/cli.md).
+END_BOUND = 5.0
+
+
+def end_after(seconds: float, why: Callable[[], str], status: Callable[[], int]) -> threading.Timer:
+    """End the process ``seconds`` from now, on the wall clock and whatever its event loop
+    does, with a warning saying ``why()`` and the exit status ``status()``; cancel the timer
+    returned to let it end by itself."""
+
+    def end() -> None:
+        try:
+            sys.stdout.flush()
+            sys.stderr.write(f"relay: warning: {why()}; exiting without waiting for it\n")
+            sys.stderr.flush()
+        finally:
+            os._exit(status())
+
+    timer = threading.Timer(seconds, end)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
 def exit_interrupted(signum: int) -> None:
     try:
         sys.stderr.write("relay: interrupted\n")
@@ -140,11 +173,13 @@ def exit_before_start(signum: int, _frame: Any) -> None:
 
 
 __all__ = [
+    "END_BOUND",
     "EXIT_FAILED",
     "EXIT_OK",
     "ClosedOutput",
     "Interrupted",
     "discard_stdout",
+    "end_after",
     "exit_before_start",
     "exit_interrupted",
     "hold_standard_descriptors",

@@ -190,6 +190,7 @@ class Session(metaclass=NoPublicConstructor):
             history_items=len(self._services.state.history),
             background_compaction=job.state.value if job is not None else None,
             last_seq=self._services.last_seq,
+            lingering=tuple(f"{h.task.kind} {h.turn_id}" for h in self._slot.lingering),
         )
 
     # ------------------------------------------------------------------ submitting

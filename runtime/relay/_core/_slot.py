@@ -86,6 +86,9 @@ class TaskSlot:
         """Turns waiting for the running task to end."""
         self.closed = False
         """Set at shutdown: nothing starts any more."""
+        self.lingering: list[TaskHandle[SessionTask]] = []
+        """Aborted tasks whose code has not returned after their grace period (it ignores
+        cancellation): detached, they hold up the session's end until they do."""
 
     # ------------------------------------------------------------------ starting
 
@@ -205,6 +208,8 @@ class TaskSlot:
                     report_failure(writer, port.view, handle.task.kind, exc)
         finally:
             handle.finished.set()
+            if handle in self.lingering:
+                self.lingering.remove(handle)
         if handle.status is TaskStatus.RUNNING:
             self._complete(handle, result)
 
@@ -239,6 +244,8 @@ class TaskSlot:
         # No await from here on: a task that lingers in a shielded section cannot run until
         # it is detached, so the abort hook's writes are the last of its turn.
         handle.status = TaskStatus.ENDED
+        if not handle.finished.is_set():
+            self.lingering.append(handle)
         services = self._services
         for output in missing_outputs(services.state.history.items):
             services.record(output)

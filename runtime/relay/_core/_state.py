@@ -131,6 +131,9 @@ class SessionStatistics:
     last_seq: int = 0
     """The ``seq`` of the last event (``events_emitted`` unless the numbering started later:
     an epoch's, ``docs/rollout.md``)."""
+    lingering: tuple[str, ...] = ()
+    """Tasks that were stopped and whose code has not returned (it ignores cancellation), as
+    ``"KIND TURN_ID"``: the session's end waits for them."""
 
 
 @attrs.define(eq=False)
