@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.shells.timelines import read_page
+from tests.cli.timelines import read_page
 
 
 def find_chromium() -> str:

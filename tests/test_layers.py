@@ -383,3 +383,31 @@ def test_the_repository_has_no_symlinks() -> None:
         ["git", "ls-files", "-s"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
     assert [line for line in listed.splitlines() if line.startswith("120000")] == []
+
+
+#: The rooms whose tests have a folder of their own, named as the room: the tests mirror the
+#: code they test. (The face ``relay._open`` is tested through the sessions it opens, the pages'
+#: HTML through the pages; ``reliability`` and ``real_server`` test the whole.)
+TESTED_ROOMS = (
+    "base",
+    "core",
+    "models",
+    "wire",
+    "mcp",
+    "otel",
+    "rollout",
+    "cli",
+    "drive",
+    "eval",
+    "cluster",
+    "testing",
+    "tasks",
+)
+
+
+def test_the_tests_mirror_the_rooms() -> None:
+    folders = {path.name for path in (ROOT / "tests").iterdir() if (path / "__init__.py").exists()}
+    assert set(TESTED_ROOMS) <= folders
+    assert folders - set(TESTED_ROOMS) <= {"reliability", "real_server"}
+    rooms = {name.split(".")[-1].lstrip("_") for name in ALLOWED}
+    assert set(TESTED_ROOMS) - {"tasks"} <= rooms

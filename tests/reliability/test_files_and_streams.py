@@ -133,7 +133,7 @@ def test_relay_run_past_its_file_size_limit_reports_it_and_shuts_down(tmp_path: 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 64 KiB tmpfs (it needs the privilege to mount; without it the writer's own test,
-    ``tests/core/test_rollout_disk.py``, covers a full disk)."""
+    ``tests/rollout/test_rollout_disk.py``, covers a full disk)."""
     mount = tmp_path / "disk"
     mount.mkdir()
     made = subprocess.run(

@@ -31,7 +31,7 @@ of where it is reported. Whoever reports it adds that prefix, once: the command 
 ``relay: `` (``relay: warning: `` for a warning), a tool's output ``error: `` (a
 ``ToolError``), a compaction's ``error`` event its backend's ``error_prefix`` (Codex's
 ``Error running local compact task: ``), for a ``CompactionFailed`` and a ``ModelError``
-alike. ``tests/core/test_errors.py`` checks the tree above and every message relay writes.
+alike. ``tests/base/test_errors.py`` checks the tree above and every message relay writes.
 
 Errors from the outside world (HTTP, the SDK, hook processes) are translated into this tree in
 exactly one place each (:func:`classify_http_error` for model servers), with ``raise ... from``.

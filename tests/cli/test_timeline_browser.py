@@ -18,7 +18,7 @@ from relay._cli._timeline_page import CONTEXT_COLOR, render_page
 from relay._html import page
 from relay._rollout._reader import parse_rollout, read_rollout
 from tests.browser import browse, find_chromium, loaded, png_pixels
-from tests.shells.timelines import eventful_rollout, long_rollout, read_page
+from tests.cli.timelines import eventful_rollout, long_rollout, read_page
 
 pytestmark = pytest.mark.slow  # each test starts a browser: a second or two
 

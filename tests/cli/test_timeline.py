@@ -3,7 +3,7 @@
 The page's data is checked against the rollout it was made from, read independently here (the
 raw JSON lines); the page fetches nothing; a 10,000-turn session makes a page of a few hundred
 kilobytes; the example page in the docs is what the example session makes. In a real browser:
-``tests/shells/test_timeline_browser.py``.
+``tests/cli/test_timeline_browser.py``.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from relay._core._summary import summary_prefix
 from relay._html import Chart, Series, json_script, nice_ticks, svg_chart
 from relay._rollout._reader import parse_rollout, read_rollout
 from relay._rollout._resume import reconstruct
-from tests.shells.timelines import LIMIT, Page, eventful_rollout, long_rollout, read_page
+from tests.cli.timelines import LIMIT, Page, eventful_rollout, long_rollout, read_page
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -19,8 +19,8 @@ from relay._eval._run import run_matrix
 from relay._eval._score import RunRecord
 from relay._eval._trace import EvalTracer, run_attributes
 from relay._otel import _names as n
-from tests.shells.test_eval import _write_case
-from tests.shells.test_otel import Traced, attributes
+from tests.eval.test_eval import _write_case
+from tests.otel.test_otel import Traced, attributes
 
 CONFIGURATIONS = [
     Configuration("local", {}),

@@ -17,7 +17,7 @@ from relay._cli._main import main
 from relay._eval._page import FIGURES_ID, PAGE_FORMAT, figures_table, page_data
 from relay._eval._score import RunRecord, figure_text, summarize
 from tests.browser import browse, evaluate, find_chromium, loaded, png_pixels
-from tests.shells.timelines import read_page
+from tests.cli.timelines import read_page
 
 CORPUS = Path(__file__).resolve().parents[2] / "examples" / "eval"
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None

@@ -17,7 +17,7 @@ import pytest
 
 from relay._base import _protocol as p
 from relay._cli._pretty import session_header
-from tests.shells.test_cli_lifecycle import (
+from tests.cli.test_cli_lifecycle import (
     TIMEOUT,
     USER_TURN,
     Lines,
