@@ -154,7 +154,7 @@ def test_the_test_module_of_writing_a_task_passes(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "3 passed" in result.stdout
+    assert "4 passed" in result.stdout
 
 
 def test_the_first_task_of_writing_a_task_does_what_the_page_says() -> None:

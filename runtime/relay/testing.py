@@ -12,6 +12,10 @@
 
 Wait for observable events, never for wall-clock time: under trio's ``autojump_clock`` every
 delay of a model script, every grace period and every retry backoff runs in virtual time.
+While relay waits on real work (a tool's worker thread, a command, a hook command), it holds
+the clock's autojump, so a deadline of the test does not pass while the work runs; the work's
+own deadlines run on the wall clock. :func:`real_work` holds the clock the same way for real
+work a test or a task of its own waits on.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from ._base import _protocol as p
 from ._base._codec import to_json, type_tag
 from ._base._config import Config, RolloutConfig
 from ._core._port import CompactionPolicy
+from ._core._real_work import real_work
 from ._core._session import Session
 from ._core._summary import compaction_prompt
 from ._core._tools import Tool
@@ -315,6 +320,7 @@ __all__ = [
     "open_mock_server",
     "open_test_session",
     "parse_model_script",
+    "real_work",
     "recording",
     "scripted_http_client",
     "serve_mock",

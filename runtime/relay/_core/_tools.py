@@ -26,6 +26,7 @@ from .._base import _protocol as p
 from .._base._errors import ConfigError, RelayError
 from .._base._model import ToolSpec
 from ._process import open_command
+from ._real_work import in_thread, real_work
 from ._task import strayed
 from ._work_state import (
     WorkEntry,
@@ -273,7 +274,7 @@ def _read_head(path: Path, raw: str) -> tuple[bytes, int]:
 async def _read_file(args: Mapping[str, Any], ctx: ToolContext) -> str:
     raw = args.get("path")
     path = resolve_in_cwd(ctx.cwd, raw)
-    data, size = await anyio.to_thread.run_sync(_read_head, path, str(raw))
+    data, size = await in_thread(_read_head, path, str(raw))
     ctx.note(file_read(readable(str(raw)), size, data))
     text = data.decode("utf-8", errors="replace")
     for entry in lines_that_stood_out(readable(str(raw)), text):
@@ -325,9 +326,7 @@ async def _list_dir(args: Mapping[str, Any], ctx: ToolContext) -> str:
     raw = args.get("path") or "."
     path = resolve_in_cwd(ctx.cwd, raw)
     # A huge directory takes its time: an interrupted turn does not wait for the listing.
-    lines, total = await anyio.to_thread.run_sync(
-        _list_head, path, str(raw), abandon_on_cancel=True
-    )
+    lines, total = await in_thread(_list_head, path, str(raw), abandon_on_cancel=True)
     ctx.note(dir_listed(readable(str(raw)), total))
     if not lines:
         return "(empty)"
@@ -362,16 +361,18 @@ async def _shell(args: Mapping[str, Any], ctx: ToolContext) -> str:
     size = 0
     try:
         # The command's group is killed on every way out of this block: its children do not
-        # outlive the call, nor relay.
-        async with open_command(
-            argv,
-            cwd=ctx.cwd,
-            env={k: v for k, v in os.environ.items() if k not in ctx.hidden_env},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        ) as process:
-            with anyio.move_on_after(timeout_ms / 1000) as scope:
+        # outlive the call, nor relay. The timeout is the guard's, on the wall clock: the
+        # output ends when it kills them.
+        with real_work():
+            async with open_command(
+                argv,
+                cwd=ctx.cwd,
+                env={k: v for k, v in os.environ.items() if k not in ctx.hidden_env},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                time_limit=timeout_ms / 1000,
+            ) as process:
                 assert process.stdout is not None
                 async for chunk in process.stdout:
                     if size < _SHELL_OUTPUT_LIMIT:
@@ -380,7 +381,7 @@ async def _shell(args: Mapping[str, Any], ctx: ToolContext) -> str:
                 await process.wait()
     except OSError as exc:
         raise ToolError(f"cannot start {argv[0]!r}: {exc.strerror}") from None
-    timed_out = scope.cancelled_caught
+    timed_out = process.timed_out
     output = b"".join(chunks).decode("utf-8", errors="replace")
     shown = [readable(x) for x in argv]
     ctx.note(command_run(shown, None if timed_out else process.returncode, output))
