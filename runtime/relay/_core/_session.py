@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, assert_never
@@ -481,12 +482,16 @@ class Session(metaclass=NoPublicConstructor):
 
     def _update_defaults(self, op: p.UserTurn | p.OverrideTurnContext) -> TurnSettings:
         """Apply the settings ``op`` carries to the defaults; returns the new defaults."""
+        services = self._services
         changes: dict[str, Any] = {
             name: value
             for name in ("model", "cwd", "effort")
             if (value := getattr(op, name)) is not None
         }
-        services = self._services
+        if "cwd" in changes:
+            # Recorded absolute, as the session's own: a resume from elsewhere works there.
+            cwd = os.path.join(services.state.defaults.cwd, changes["cwd"])
+            changes["cwd"] = os.path.abspath(cwd)
         if changes:
             services.set_defaults(attrs.evolve(services.state.defaults, **changes))
         return services.state.defaults
