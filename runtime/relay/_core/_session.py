@@ -192,6 +192,8 @@ class Session(metaclass=NoPublicConstructor):
             background_compaction=job.state.value if job is not None else None,
             last_seq=self._services.last_seq,
             lingering=tuple(f"{h.task.kind} {h.turn_id}" for h in self._slot.lingering),
+            events_unread=self._services.events.unread,
+            events_dropped=self._services.events.dropped,
         )
 
     # ------------------------------------------------------------------ submitting
@@ -240,7 +242,8 @@ class Session(metaclass=NoPublicConstructor):
     ) -> Answer:
         """Run a turn with ``prompt`` and return its answer: for a program that wants an
         answer, not an event loop. The events are still emitted, whether or not anyone reads
-        them.
+        them; until a reader takes the stream, the session keeps only the latest 1,000
+        (:meth:`events`).
 
         The turn waits for a running task to end (``on_busy=queue``), or replaces it
         (``replace``); it never steers another turn.
@@ -322,7 +325,13 @@ class Session(metaclass=NoPublicConstructor):
     # ------------------------------------------------------------------ reading
 
     def events(self) -> AsyncIterator[p.Event]:
-        """The event stream; it ends after ``shutdown_complete``. Only one reader may take it."""
+        """The event stream; it ends after ``shutdown_complete``. Only one reader may take it.
+
+        Every event waits for the reader once it has taken the stream. Until then the session
+        keeps only the latest 1,000 events: a reader that takes the stream after more were
+        emitted first gets one ``warning`` with the id ``"dropped"``, numbered as the last
+        event it stands for, in place of those dropped (docs/session.md).
+        """
         return self._services.events.reader()
 
     def keep_event_json(self) -> None:
