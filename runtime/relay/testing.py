@@ -74,8 +74,10 @@ class EventRecorder:
 
     def __init__(self) -> None:
         self.events: list[p.Event] = []
+        """The events, in order."""
         self._changed = anyio.Event()
         self.closed = False
+        """Whether the stream has ended (after ``shutdown_complete``)."""
 
     async def consume(self, session: Session) -> None:
         """Read every event of ``session`` until its stream ends."""
@@ -172,13 +174,25 @@ def _check(predicate: type[Any] | Callable[[p.Event], bool]) -> Callable[[p.Even
 
 @attrs.define
 class TestSession:
-    """A session, its scripted model and its event recorder."""
+    """A session, its scripted model and its event recorder, from :func:`open_test_session`.
+
+    Example::
+
+        async with testing.open_test_session({"responses": [{"text": "hi"}]}) as t:
+            await t.turns("hello")
+        assert t.recorder.of_type(relay.TurnComplete)[0].last_agent_message == "hi"
+        assert testing.user_texts(t.model.requests[0])[-1] == "hello"
+    """
 
     __test__ = False  # not a pytest test class
 
     session: Session
+    """The session: ``t.session.ask(...)``, ``t.session.history``, ``t.session.statistics()``."""
     model: ScriptedModel
+    """The scripted model: ``t.model.requests`` holds the JSON body of each request it got."""
     recorder: EventRecorder
+    """Every event of the session, as it came: ``t.recorder.events``, ``.msgs``,
+    ``.of_type(cls)``, ``.types()``."""
 
     async def submit(self, op: p.Op, *, id: str | None = None) -> str:
         """Submit an op."""
