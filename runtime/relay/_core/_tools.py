@@ -286,6 +286,8 @@ async def _read_file(args: Mapping[str, Any], ctx: ToolContext) -> str:
 
 #: Entries ``list_dir`` shows; the others are counted.
 _LIST_LIMIT = 1000
+#: The directory ``list_dir`` lists when the call names none.
+_LIST_DEFAULT = "."
 
 
 def _list_head(path: Path, raw: str) -> tuple[list[str], int]:
@@ -323,7 +325,7 @@ def _is_dir(entry: os.DirEntry[str]) -> bool:
 
 
 async def _list_dir(args: Mapping[str, Any], ctx: ToolContext) -> str:
-    raw = args.get("path") or "."
+    raw = args.get("path") or _LIST_DEFAULT
     path = resolve_in_cwd(ctx.cwd, raw)
     # A huge directory takes its time: an interrupted turn does not wait for the listing.
     lines, total = await in_thread(_list_head, path, str(raw), abandon_on_cancel=True)
@@ -344,6 +346,8 @@ async def _sleep(args: Mapping[str, Any], ctx: ToolContext) -> str:
 
 
 _SHELL_OUTPUT_LIMIT = 64 * 1024
+#: How long a ``shell`` command may run when the call does not say.
+_SHELL_TIMEOUT_MS = 10_000
 
 
 async def _shell(args: Mapping[str, Any], ctx: ToolContext) -> str:
@@ -354,7 +358,7 @@ async def _shell(args: Mapping[str, Any], ctx: ToolContext) -> str:
         or not all(isinstance(a, str) and "\0" not in a for a in argv)
     ):
         raise ToolError("argv must be a non-empty list of strings")
-    timeout_ms = args.get("timeout_ms", 10_000)
+    timeout_ms = args.get("timeout_ms", _SHELL_TIMEOUT_MS)
     if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or timeout_ms <= 0:
         raise ToolError("timeout_ms must be a positive integer")
     chunks: list[bytes] = []
@@ -401,7 +405,12 @@ BUILTIN_TOOLS: Mapping[str, tuple[Tool, bool]] = {
             "Read a text file inside the working directory.",
             {
                 "type": "object",
-                "properties": {"path": {"type": "string", "description": "Path relative to cwd"}},
+                "properties": {
+                    "path": {
+                        "type": "string",
+                        "description": "The file, relative to the working directory",
+                    }
+                },
                 "required": ["path"],
             },
             _read_file,
@@ -414,7 +423,13 @@ BUILTIN_TOOLS: Mapping[str, tuple[Tool, bool]] = {
             "List a directory inside the working directory.",
             {
                 "type": "object",
-                "properties": {"path": {"type": "string", "description": "Path relative to cwd"}},
+                "properties": {
+                    "path": {
+                        "type": "string",
+                        "description": "The directory, relative to the working directory",
+                        "default": _LIST_DEFAULT,
+                    }
+                },
             },
             _list_dir,
         ),
@@ -426,7 +441,13 @@ BUILTIN_TOOLS: Mapping[str, tuple[Tool, bool]] = {
             "Wait for a number of seconds.",
             {
                 "type": "object",
-                "properties": {"seconds": {"type": "number", "minimum": 0}},
+                "properties": {
+                    "seconds": {
+                        "type": "number",
+                        "minimum": 0,
+                        "description": "How long to wait",
+                    }
+                },
                 "required": ["seconds"],
             },
             _sleep,
@@ -440,8 +461,18 @@ BUILTIN_TOOLS: Mapping[str, tuple[Tool, bool]] = {
             {
                 "type": "object",
                 "properties": {
-                    "argv": {"type": "array", "items": {"type": "string"}},
-                    "timeout_ms": {"type": "integer", "minimum": 1},
+                    "argv": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "The program and its arguments",
+                    },
+                    "timeout_ms": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "description": "How long it may run; then every process it started "
+                        "is killed",
+                        "default": _SHELL_TIMEOUT_MS,
+                    },
                 },
                 "required": ["argv"],
             },
