@@ -113,6 +113,19 @@ def test_an_unknown_op_type_is_exit_2_naming_the_closest_registered_one(project:
     assert result.stdout == ""
 
 
+def test_an_op_its_factory_refuses_is_exit_2_before_anything_runs(project: Path) -> None:
+    (project / "bad.jsonl").write_text(
+        '{"op": {"type": "review", "path": "src/app.py"}}\n{"op": {"type": "review"}}\n'
+    )
+    result = relay_cli(
+        "run", "bad.jsonl", "--task", "review=review.py:review", "--rollout-dir", "r", cwd=project
+    )
+    assert result.returncode == 2
+    assert result.stderr == "relay: bad.jsonl line 2: review: a review op needs a 'path' string\n"
+    assert result.stdout == ""
+    assert not (project / "r").exists()
+
+
 def test_a_factory_that_cannot_be_imported_is_exit_2_naming_it(project: Path) -> None:
     result = relay_cli(*RUN, "--task", "review=no_such_module:review", cwd=project)
     assert result.returncode == 2

@@ -35,7 +35,14 @@ from .._core._state import ResumedState
 from .._core._tools import Tool, recall_tool
 from .._core._writer import Epoch
 from . import _parts
-from ._tasks import BUILTIN_COMPACTOR, TaskFactory, load_object, task_factories
+from ._tasks import (
+    BUILTIN_COMPACTOR,
+    TASKS_EVENT_ID,
+    TaskFactory,
+    claimed_twice,
+    load_object,
+    task_factories,
+)
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -182,7 +189,12 @@ async def open_state(
                 tracer.attach(made)
             return made
 
-        first = [*(resume.first_events if resume is not None else ()), *mcp.events]
+        claims = claimed_twice({*config.tasks, *(tasks or {})})
+        first = [
+            *(resume.first_events if resume is not None else ()),
+            *((TASKS_EVENT_ID, p.WarningEvent(text)) for text in claims),
+            *mcp.events,
+        ]
         async with run_session(
             config,
             services=writer,
