@@ -13,6 +13,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def test_the_readme_says_where_its_first_command_writes_before_it_runs() -> None:
+    readme = (ROOT / "README.md").read_text()
+    before = readme[: readme.index("```sh")]
+    assert "~/.relay/sessions" in before and "rollout.enabled=false" in before
+
+
 def test_ci_runs_the_readme_test_command() -> None:
     blocks = re.findall(r"```sh\n(.*?)\n```", (ROOT / "README.md").read_text(), re.S)
     run_command, test_command = blocks[0], blocks[1]

@@ -193,6 +193,23 @@ def test_exec_prints_the_answer_or_the_events(tmp_path: Path) -> None:
     assert "turn_complete" in kinds
 
 
+def test_exec_reads_the_prompt_from_stdin_without_its_trailing_newlines(tmp_path: Path) -> None:
+    piped = relay_cli(
+        "exec", "-", "--rollout-dir", "r", cwd=tmp_path, stdin="Line one.\n  Line two.\n\n"
+    )
+    assert (piped.returncode, piped.stdout) == (0, "echo: Line one.\n  Line two.\n")
+
+
+def test_exec_help_says_it_prints_the_answer_unless_asked_otherwise(tmp_path: Path) -> None:
+    helped = relay_cli("exec", "--help", cwd=tmp_path)
+    text = " ".join(helped.stdout.split())
+    assert "--pretty a readable transcript instead of the answer" in text
+    assert "--json one JSON event per line instead of the answer" in text
+    assert "the default" not in text
+    ran = relay_cli("run", "--help", cwd=tmp_path)
+    assert "(the default on a terminal)" in " ".join(ran.stdout.split())
+
+
 def test_exec_of_a_failing_turn_is_exit_1_with_the_error_on_stderr(tmp_path: Path) -> None:
     (tmp_path / "model.json").write_text(
         json.dumps({"responses": [{"http_error": {"status": 400, "message": "no such model"}}]})

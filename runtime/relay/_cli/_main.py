@@ -173,7 +173,8 @@ def _prompt_script(prompt: str) -> tuple[str, list[Step]]:
 
     if prompt == "-":
         try:
-            prompt = sys.stdin.buffer.read().decode("utf-8")
+            # Without the newlines that end what was piped in, as $(...) in a shell drops them.
+            prompt = sys.stdin.buffer.read().decode("utf-8").rstrip("\r\n")
         except UnicodeDecodeError as exc:
             raise ScriptError("the prompt on standard input is not UTF-8 text") from exc
     if not prompt.strip():

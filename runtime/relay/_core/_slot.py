@@ -172,6 +172,7 @@ class TaskSlot:
                 wiring.context_window(settings.model),
                 wiring.wall_time(),
                 services.budget(settings.model).limit,
+                task.kind,
             ),
         )
         self._tg.start_soon(self._run, handle, port, writer, name=f"relay task {turn_id}")
