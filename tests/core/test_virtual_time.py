@@ -110,3 +110,19 @@ async def test_a_test_that_does_real_io_holds_the_clock_with_real_work(
     assert autojump_clock.autojump_threshold == 0
     await trio.sleep(3)
     assert trio.current_time() == started + 3
+
+
+@pytest.mark.parametrize("run", range(10))
+async def test_a_session_resumes_within_a_virtual_deadline(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path, run: int
+) -> None:
+    sessions = tmp_path / "sessions"
+    config = relay.Config(cwd=str(tmp_path), rollout=relay.RolloutConfig(dir=str(sessions)))
+    model = testing.ScriptedModel({"responses": [{"text": "one"}, {"text": f"two {run}"}]})
+    async with relay.open_session(config, model=model) as session:
+        await session.ask("first")
+    (rollout,) = sessions.rglob("*.jsonl")
+    with trio.fail_after(5):
+        async with relay.resume_session(rollout, config, model=model) as resumed:
+            answer = await resumed.ask("second")
+    assert answer.message == f"two {run}"

@@ -18,7 +18,6 @@ from functools import partial
 from os import PathLike
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import attrs
 
 from .._base import _protocol as p
@@ -29,6 +28,7 @@ from .._base._model import ModelClient
 from .._base._tokens import TokenEstimator
 from .._core._hooks import CompactHook
 from .._core._port import CompactionPolicy
+from .._core._real_work import in_thread
 from .._core._session import Session, run_session
 from .._core._session_writer import SessionWriter
 from .._core._state import ResumedState
@@ -302,7 +302,7 @@ async def _resumed(
     if isinstance(source, Rollout):
         rollout = source
     else:
-        rollout = await anyio.to_thread.run_sync(partial(read_rollout, source, for_resume=True))
+        rollout = await in_thread(partial(read_rollout, source, for_resume=True))
     state = reconstruct(rollout)
     if config is None:
         config = resumed_config(Config(), state, api_key=api_key)
