@@ -229,10 +229,8 @@ class Config:
     project_doc: str = "AGENTS.md"
     """File name of project instructions looked up in ``cwd``."""
     cwd: str | None = None
-    """Working directory; default the process's. A relative path is relative to the
-    configuration file (in one) or to the process's working directory (given with ``-c`` or
-    in a program). It is resolved once, when the session opens, and recorded absolute; one
-    that does not exist is a configuration error."""
+    """Working directory; default the process's. Relative: to the configuration file (in one),
+    else to the process's. Made absolute when the session opens; a missing one is an error."""
     features: Features = Features()
     """Feature switches."""
     model_providers: Mapping[str, ProviderConfig] = attrs.field(factory=dict)
