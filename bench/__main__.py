@@ -1,7 +1,7 @@
 """``python -m bench``: run the suite and print the table.
 
 Options: ``--quick`` (tiny sizes, a couple of repetitions, no Codex: for the smoke test),
-``--repeat N``, ``--only GROUP[,GROUP...]`` (turns, tracing, peer, compaction, background,
+``--repeat N``, ``--only GROUP[,GROUP...]`` (turns, ask, tracing, peer, compaction, background,
 masking, rollout, long, scale, process, cluster, and startup: the start-up and one-turn part
 of process, run only when named; ``--quick`` leaves cluster out unless it is named, since it
 starts a Ray instance),
@@ -26,6 +26,7 @@ from ._core import Figure, Options
 
 GROUPS = (
     "turns",
+    "ask",
     "tracing",
     "peer",
     "compaction",
@@ -50,6 +51,10 @@ def _runner(name: str) -> Callable[[Options], list[Figure]]:
         from . import turns
 
         return turns.run
+    if name == "ask":
+        from . import ask
+
+        return ask.run
     if name == "tracing":
         from . import otel
 

@@ -34,6 +34,7 @@ def test_quick_bench_prints_the_table(tmp_path: Path) -> None:
     assert out.startswith("relay bench (quick): ")
     for group in (
         "== turn overhead",
+        "== ask() without a reader",
         "== replacement latency",
         "== compaction bookkeeping",
         "== background compaction",

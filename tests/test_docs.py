@@ -38,6 +38,17 @@ def test_configuration_document_matches_the_config_classes() -> None:
     assert (ROOT / "docs" / "config.md").read_text() == render_config()
 
 
+def test_the_built_in_tools_arguments_in_the_tools_document_are_their_schemas() -> None:
+    # Regenerate with: python -m relay._cli._tools_doc --write docs/tools.md
+    from relay._cli._tools_doc import BEGIN, END, render
+
+    document = (ROOT / "docs" / "tools.md").read_text()
+    assert document.count(BEGIN) == document.count(END) == 1
+    assert document.split(BEGIN)[1].split(END)[0] == render()
+    for tool in ("read_file", "list_dir", "sleep", "shell", "recall", "new_context_window"):
+        assert f"#### `{tool}`" in render()
+
+
 def _value_at(config: Config, path: str) -> Any:
     node: Any = config
     for part in path.split("."):
@@ -154,7 +165,7 @@ def test_the_test_module_of_writing_a_task_passes(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "3 passed" in result.stdout
+    assert "4 passed" in result.stdout
 
 
 def test_the_first_task_of_writing_a_task_does_what_the_page_says() -> None:

@@ -54,9 +54,19 @@ class Review(relay.SessionTask):
         return result.last_agent_message or "The model wrote no review."
 
 
-def review(op: relay.CustomOp) -> Review:
-    """The task of a ``review`` op: its field ``path`` names the file."""
+def check(op: relay.CustomOp) -> None:
+    """Refuse a ``review`` op without a ``path`` string."""
     path = op.fields.get("path")
     if not isinstance(path, str) or not path:
         raise ValueError("a review op needs a 'path' string")
-    return Review(path)
+
+
+def review(op: relay.CustomOp) -> Review:
+    """The task of a ``review`` op: its field ``path`` names the file."""
+    check(op)
+    return Review(op.fields["path"])
+
+
+# ``relay run`` asks the factory's ``validate`` about every review op of a script before
+# anything runs, so that a bad one is exit 2 naming its line rather than a failed turn.
+review.validate = check  # type: ignore[attr-defined]

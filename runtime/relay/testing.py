@@ -12,6 +12,10 @@
 
 Wait for observable events, never for wall-clock time: under trio's ``autojump_clock`` every
 delay of a model script, every grace period and every retry backoff runs in virtual time.
+While relay waits on real work (a tool's worker thread, a command, a hook command), it holds
+the clock's autojump, so a deadline of the test does not pass while the work runs; the work's
+own deadlines run on the wall clock. :func:`real_work` holds the clock the same way for real
+work a test or a task of its own waits on.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from ._base import _protocol as p
 from ._base._codec import to_json, type_tag
 from ._base._config import Config, RolloutConfig
 from ._core._port import CompactionPolicy
+from ._core._real_work import real_work
 from ._core._session import Session
 from ._core._summary import compaction_prompt
 from ._core._tools import Tool
@@ -69,8 +74,10 @@ class EventRecorder:
 
     def __init__(self) -> None:
         self.events: list[p.Event] = []
+        """The events, in order."""
         self._changed = anyio.Event()
         self.closed = False
+        """Whether the stream has ended (after ``shutdown_complete``)."""
 
     async def consume(self, session: Session) -> None:
         """Read every event of ``session`` until its stream ends."""
@@ -167,13 +174,25 @@ def _check(predicate: type[Any] | Callable[[p.Event], bool]) -> Callable[[p.Even
 
 @attrs.define
 class TestSession:
-    """A session, its scripted model and its event recorder."""
+    """A session, its scripted model and its event recorder, from :func:`open_test_session`.
+
+    Example::
+
+        async with testing.open_test_session({"responses": [{"text": "hi"}]}) as t:
+            await t.turns("hello")
+        assert t.recorder.of_type(relay.TurnComplete)[0].last_agent_message == "hi"
+        assert testing.user_texts(t.model.requests[0])[-1] == "hello"
+    """
 
     __test__ = False  # not a pytest test class
 
     session: Session
+    """The session: ``t.session.ask(...)``, ``t.session.history``, ``t.session.statistics()``."""
     model: ScriptedModel
+    """The scripted model: ``t.model.requests`` holds the JSON body of each request it got."""
     recorder: EventRecorder
+    """Every event of the session, as it came: ``t.recorder.events``, ``.msgs``,
+    ``.of_type(cls)``, ``.types()``."""
 
     async def submit(self, op: p.Op, *, id: str | None = None) -> str:
         """Submit an op."""
@@ -315,6 +334,7 @@ __all__ = [
     "open_mock_server",
     "open_test_session",
     "parse_model_script",
+    "real_work",
     "recording",
     "scripted_http_client",
     "serve_mock",

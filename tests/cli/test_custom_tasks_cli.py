@@ -113,6 +113,19 @@ def test_an_unknown_op_type_is_exit_2_naming_the_closest_registered_one(project:
     assert result.stdout == ""
 
 
+def test_an_op_its_factory_refuses_is_exit_2_before_anything_runs(project: Path) -> None:
+    (project / "bad.jsonl").write_text(
+        '{"op": {"type": "review", "path": "src/app.py"}}\n{"op": {"type": "review"}}\n'
+    )
+    result = relay_cli(
+        "run", "bad.jsonl", "--task", "review=review.py:review", "--rollout-dir", "r", cwd=project
+    )
+    assert result.returncode == 2
+    assert result.stderr == "relay: bad.jsonl line 2: review: a review op needs a 'path' string\n"
+    assert result.stdout == ""
+    assert not (project / "r").exists()
+
+
 def test_a_factory_that_cannot_be_imported_is_exit_2_naming_it(project: Path) -> None:
     result = relay_cli(*RUN, "--task", "review=no_such_module:review", cwd=project)
     assert result.returncode == 2
@@ -178,6 +191,23 @@ def test_exec_prints_the_answer_or_the_events(tmp_path: Path) -> None:
     kinds = [e["type"] for e in events(piped)]
     assert kinds[0] == "session_configured" and kinds[-1] == "shutdown_complete"
     assert "turn_complete" in kinds
+
+
+def test_exec_reads_the_prompt_from_stdin_without_its_trailing_newlines(tmp_path: Path) -> None:
+    piped = relay_cli(
+        "exec", "-", "--rollout-dir", "r", cwd=tmp_path, stdin="Line one.\n  Line two.\n\n"
+    )
+    assert (piped.returncode, piped.stdout) == (0, "echo: Line one.\n  Line two.\n")
+
+
+def test_exec_help_says_it_prints_the_answer_unless_asked_otherwise(tmp_path: Path) -> None:
+    helped = relay_cli("exec", "--help", cwd=tmp_path)
+    text = " ".join(helped.stdout.split())
+    assert "--pretty a readable transcript instead of the answer" in text
+    assert "--json one JSON event per line instead of the answer" in text
+    assert "the default" not in text
+    ran = relay_cli("run", "--help", cwd=tmp_path)
+    assert "(the default on a terminal)" in " ".join(ran.stdout.split())
 
 
 def test_exec_of_a_failing_turn_is_exit_1_with_the_error_on_stderr(tmp_path: Path) -> None:

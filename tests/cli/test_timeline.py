@@ -502,3 +502,20 @@ def test_timeline_json_is_plain_data(eventful: Path) -> None:
     data = timeline_json(condense(read_timeline(read_rollout(eventful))))
     assert json.loads(json.dumps(data)) == data
     assert list(data)[:3] == ["format", "session", "counts"]
+
+
+def test_a_custom_op_s_turn_has_the_op_as_its_input() -> None:
+    from relay._base import _protocol as p
+    from tests.core.test_rollout_reader import event, meta, raw, text_of
+
+    text = text_of(
+        meta(),
+        raw("op", {"id": "r1", "op": {"type": "review", "path": "a.py"}}),
+        event(p.TurnStarted("r1", None, 0.0)),
+        raw("op", {"id": "r2", "op": {"type": "lint"}}),
+        event(p.TurnComplete("r1", None, 1)),
+        event(p.TurnStarted("r2", None, 1.0)),
+        event(p.TurnComplete("r2", None, 1)),
+    )
+    timeline = read_timeline(parse_rollout(text))
+    assert [turn.input for turn in timeline.turns] == ["review (path='a.py')", "lint"]

@@ -349,3 +349,78 @@ def test_a_task_module_that_exits_as_it_is_imported_is_a_configuration_error(
     (tmp_path / "exits.py").write_text("import sys\nsys.exit(0)\n")
     with pytest.raises(relay.ConfigError, match=r"cannot import .*exits\.py: it exited \(0\)"):
         load_object(f"{tmp_path / 'exits.py'}:make", what="task exits")
+
+
+# ------------------------------------------------------------------ failures a task means
+
+
+@attrs.frozen
+class GivesUp(relay.SessionTask):
+    @property
+    def kind(self) -> str:
+        return "give_up"
+
+    async def run(self, ctx: relay.TaskContext) -> str | None:
+        raise relay.ToolError("the file to lint is not there")
+
+
+def refuses(op: relay.CustomOp) -> Echo:
+    raise ValueError("a picky op needs a 'text' string")
+
+
+async def test_a_factory_that_refuses_its_op_and_a_task_that_gives_up_are_task_failed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    more = {"picky": refuses, "give_up": lambda op: GivesUp()}
+    async with testing.open_test_session({}, tasks=tasks(**more)) as t:
+        await t.submit(relay.CustomOp("picky"), id="p1")
+        await t.wait_for(relay.ErrorEvent)
+        await t.submit(relay.CustomOp("give_up"), id="g1")
+        await t.wait_for(relay.TurnComplete)
+    errors = [(e.id, e.msg) for e in t.recorder.events if isinstance(e.msg, relay.ErrorEvent)]
+    assert errors == [
+        (
+            "p1",
+            relay.ErrorEvent(
+                "cannot start the task: ValueError(\"a picky op needs a 'text' string\")",
+                relay.ErrorCode.TASK_FAILED,
+            ),
+        ),
+        (
+            "g1",
+            relay.ErrorEvent(
+                "the give_up task failed: ToolError('the file to lint is not there')",
+                relay.ErrorCode.TASK_FAILED,
+            ),
+        ),
+    ]
+
+
+# ------------------------------------------------------------------ installed packages
+
+
+async def test_two_installed_packages_claiming_one_op_type_is_a_warning_naming_both(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from relay._open import _tasks
+
+    claims = (
+        ("lint", "lint_a.tasks:lint", "lint-a"),
+        ("lint", "lint_b.tasks:lint", "lint-b"),
+        ("fmt", "lint_b.tasks:fmt", "lint-b"),
+    )
+    monkeypatch.setattr(_tasks, "_entry_points", lambda: claims)
+    async with testing.open_test_session({}) as t:
+        await t.wait_for(relay.WarningEvent)
+    (warning,) = [e for e in t.recorder.events if isinstance(e.msg, relay.WarningEvent)]
+    assert warning.id == "tasks"
+    assert warning.msg.message == (
+        "the op type 'lint' is claimed by 2 installed packages: lint-a (lint_a.tasks:lint) and "
+        "lint-b (lint_b.tasks:lint); lint-b's is used. Name the one to use in [tasks], with "
+        "relay --task or with open_session(tasks=...)"
+    )
+    # A factory given to the session settles it: no warning.
+    monkeypatch.setattr(_tasks, "_entry_points", lambda: claims[:2])
+    async with testing.open_test_session({}, tasks={"lint": echo}) as t:
+        pass
+    assert not t.recorder.of_type(relay.WarningEvent)

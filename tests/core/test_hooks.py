@@ -1,8 +1,8 @@
 """Compaction hooks (docs/compaction.md): commands and callables, their outcomes, what they stop.
 
-Tests that run hook commands use the real clock: a subprocess is waited for on the operating
-system, and under ``autojump_clock`` that wait would let virtual time jump straight to the
-hook's timeout. Callable hooks run in virtual time.
+A hook command's timeout runs on the wall clock (its guard keeps it), and relay holds an
+``autojump_clock`` while it waits on the command, so hook commands run under either clock.
+Callable hooks run in virtual time.
 """
 
 from __future__ import annotations
@@ -135,6 +135,15 @@ async def test_a_crashing_command_fails() -> None:
     # A stop printed by a command that then fails is not a decision.
     failing_stop = python('print(\'{"decision": "stop"}\'); raise SystemExit(1)')
     assert (await run_hook_command(failing_stop, INFO)).outcome == "failed"
+
+
+async def test_a_command_under_a_virtual_clock_has_its_whole_timeout(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    slow = python("import sys, time; sys.stdin.read(); time.sleep(0.1)", timeout_ms=10_000)
+    hanging = python(HANG, timeout_ms=200)
+    assert (await run_hook_command(slow, INFO)).outcome == "continue"
+    assert (await run_hook_command(hanging, INFO)).problem == "did not finish within 200 ms"
 
 
 async def test_a_command_that_cannot_start_fails(tmp_path: Path) -> None:

@@ -193,3 +193,34 @@ async def test_a_command_starts_with_the_default_action_for_sigpipe(tmp_path: Pa
     ignored = int(output.split()[1], 16)
     for signum in (signal.SIGPIPE, signal.SIGXFSZ):
         assert not ignored & (1 << (signum - 1)), signal.Signals(signum).name
+
+
+async def read_all(argv: list[str], cwd: Path, time_limit: float) -> tuple[bytes, int, bool]:
+    async with open_command(
+        argv,
+        cwd=str(cwd),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        time_limit=time_limit,
+    ) as process:
+        assert process.stdout is not None
+        output = b"".join([chunk async for chunk in process.stdout])
+        code = await process.wait()
+    return output, code, process.timed_out
+
+
+async def test_the_guard_ends_a_command_at_its_time_limit(tmp_path: Path) -> None:
+    argv = ["sh", "-c", "echo started; exec sleep 60"]
+    assert await read_all(argv, tmp_path, 0.2) == (b"started\n", -signal.SIGKILL, True)
+
+
+async def test_the_time_limit_covers_a_child_that_keeps_the_output_open(tmp_path: Path) -> None:
+    # The command exits at once and leaves a child that writes on: the limit ends the child.
+    argv = ["sh", "-c", "(echo child; exec sleep 60) & echo parent"]
+    output, code, timed_out = await read_all(argv, tmp_path, 0.2)
+    assert (sorted(output.splitlines()), code, timed_out) == ([b"child", b"parent"], 0, True)
+
+
+async def test_a_command_that_ends_in_time_has_not_timed_out(tmp_path: Path) -> None:
+    assert await read_all(["echo", "hi"], tmp_path, 60) == (b"hi\n", 0, False)

@@ -50,7 +50,9 @@ async def test_the_session_runs_the_tasks_it_is_given(
         "agent_message",
         "turn_complete",
     ]
-    assert t.recorder.msgs[1] == relay.TurnStarted("t1", None, testing.FIXED_NOW.timestamp())
+    assert t.recorder.msgs[1] == relay.TurnStarted(
+        "t1", None, testing.FIXED_NOW.timestamp(), kind="echo"
+    )
     assert t.recorder.msgs[3] == relay.ItemCompleted(
         "t1", relay.AgentMessageItem(t.recorder.msgs[2].item.id, "echo: hello")
     )

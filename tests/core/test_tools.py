@@ -411,8 +411,15 @@ def test_builtin_specs_describe_their_arguments() -> None:
     assert specs["shell"].parameters["properties"]["argv"] == {
         "type": "array",
         "items": {"type": "string"},
+        "description": "The program and its arguments",
     }
+    assert specs["shell"].parameters["properties"]["timeout_ms"]["default"] == 10_000
     assert all(spec.description for spec in specs.values())
+    assert all(
+        "description" in argument
+        for spec in specs.values()
+        for argument in spec.parameters["properties"].values()
+    )
 
 
 # ------------------------------------------------------------------ sleep

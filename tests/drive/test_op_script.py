@@ -322,3 +322,33 @@ def test_a_wait_counter_looks_at_each_event_once(monkeypatch: pytest.MonkeyPatch
         totals.append(counter.count)
     assert totals[-1] == 4 and totals[48] == 0 and totals[49] == 1
     assert len(looked_at) == 200
+
+
+# ------------------------------------------------------------------ a factory's own check
+
+
+def test_a_factory_with_validate_checks_its_ops_before_anything_runs() -> None:
+    from relay._drive._op_script import validate_ops
+
+    def review(op: p.CustomOp) -> object:
+        raise AssertionError("a check builds no task")
+
+    def check(op: p.CustomOp) -> None:
+        path = op.fields.get("path")
+        if not isinstance(path, str) or not path:
+            raise ValueError("a review op needs a 'path' string")
+
+    review.validate = check  # type: ignore[attr-defined]
+    script = lines(
+        {"op": {"type": "review", "path": "a.py"}},
+        {"op": {"type": "review"}},
+        {"op": {"type": "lint"}},
+        {"op": {"type": "review", "path": 3}},
+    )
+    steps = parse_op_script(script, "s.jsonl", {"review", "lint"})
+    with pytest.raises(ScriptError) as caught:
+        validate_ops(steps, {"review": review, "lint": lambda op: None}, "s.jsonl")
+    assert str(caught.value).splitlines() == [
+        "s.jsonl line 2: review: a review op needs a 'path' string",
+        "s.jsonl line 4: review: a review op needs a 'path' string",
+    ]

@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -178,6 +179,7 @@ async def test_a_turn_with_a_tool_call_and_a_compaction(
         n.GEN_AI_PROVIDER_NAME: "scripted",
         n.GEN_AI_CONVERSATION_ID: t.session.id,
         n.RELAY_TURN_ID: "sub-1",
+        n.RELAY_TASK_KIND: "regular",
     }
     assert turn.status.status_code is StatusCode.UNSET
     first, summary, answer = sorted(traced.named("chat scripted"), key=lambda s: s.start_time or 0)
@@ -323,6 +325,37 @@ async def test_an_interrupted_turn_records_its_reason_and_is_no_error(
     assert attributes(request)[n.RELAY_CANCELLED] is True
     assert attributes(request)[n.GEN_AI_RESPONSE_FINISH_REASONS] == ("error",)
     assert request.status.status_code is StatusCode.UNSET
+
+
+async def test_a_turn_span_names_the_kind_of_its_task(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    @attrs.frozen
+    class Note(relay.SessionTask):
+        @property
+        def kind(self) -> str:
+            return "note"
+
+        async def run(self, ctx: relay.TaskContext) -> str | None:
+            return "noted"
+
+    traced = Traced()
+    async with (
+        relay.open_session(
+            relay.Config(rollout=NO_ROLLOUT),
+            model=ScriptedModel(None),
+            tasks={"note": lambda op: Note()},
+            tracer_provider=traced.provider,
+        ) as session,
+        testing.recording(session) as recorder,
+    ):
+        ops = (relay.UserTurn(items=[relay.Text("hi")]), relay.CustomOp("note"), relay.Compact())
+        for done, op in enumerate(ops, start=1):
+            await session.submit(op)
+            await recorder.wait_for(relay.TurnComplete, done)
+    turns = sorted(traced.named("invoke_agent relay"), key=lambda s: s.start_time or 0)
+    assert [attributes(turn)[n.RELAY_TASK_KIND] for turn in turns] == ["regular", "note", "compact"]
+    assert [m.kind for m in recorder.of_type(relay.TurnStarted)] == ["regular", "note", "compact"]
 
 
 async def test_hooks_are_spans_of_their_turn(autojump_clock: trio.testing.MockClock) -> None:

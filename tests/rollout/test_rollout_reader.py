@@ -614,6 +614,49 @@ def test_the_transcript_shows_each_session_configured_as_one_header_line() -> No
     ]
 
 
+def test_an_op_is_shown_in_its_own_turn_even_when_it_was_queued() -> None:
+    data = text_of(
+        meta(),
+        raw("op", {"id": "r1", "op": {"type": "review", "path": "a.py"}}),
+        event(p.TurnStarted("r1", None, 0.0)),
+        raw("op", {"id": "r2", "op": {"type": "review", "path": "b.py"}}),
+        event(p.TurnComplete("r1", None, 1)),
+        event(p.TurnStarted("r2", None, 1.0)),
+        event(p.TurnComplete("r2", None, 1)),
+        raw("op", {"id": "r3", "op": {"type": "lint"}}),
+    )
+    assert list(render_transcript(parse_rollout(data)))[2:] == [
+        "",
+        "▶ turn r1 · 2026-01-02 03:04:05",
+        "» review (path='a.py')",
+        "✓ turn r1 complete in 1 ms",
+        "",
+        "▶ turn r2 · 2026-01-02 03:04:05",
+        "» review (path='b.py')",
+        "✓ turn r2 complete in 1 ms",
+        "» lint (its turn never started)",
+    ]
+
+
+def test_tool_output_and_messages_keep_their_indentation() -> None:
+    code = "def f():\n    if x:\n        return 1"
+    data = text_of(
+        meta(),
+        event(p.TurnStarted("t1", None, 0.0)),
+        item(p.FunctionCall("read_file", "{}", "c1")),
+        item(p.FunctionCallOutput("c1", code + "\n")),
+        item(p.assistant_message("Like this:\n    x  =  1")),
+    )
+    assert list(render_transcript(parse_rollout(data)))[5:] == [
+        "    ↳ def f():",
+        "    ↳     if x:",
+        "    ↳         return 1",
+        "  model › Like this:",
+        "              x  =  1",
+        "⚡ turn t1 has not ended (the session stopped, or still runs)",
+    ]
+
+
 def test_an_old_style_checkpoint_is_shown_without_a_receipt() -> None:
     lines = list(render_transcript(parse_rollout(text_of(meta(), compacted(None, "S")))))
     assert lines[2:] == [

@@ -229,7 +229,8 @@ class Config:
     project_doc: str = "AGENTS.md"
     """File name of project instructions looked up in ``cwd``."""
     cwd: str | None = None
-    """Working directory; default the process's."""
+    """Working directory; default the process's. Relative: to the configuration file (in one),
+    else to the process's. Made absolute when the session opens; a missing one is an error."""
     features: Features = Features()
     """Feature switches."""
     model_providers: Mapping[str, ProviderConfig] = attrs.field(factory=dict)
@@ -561,9 +562,12 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
 
 
 def _resolve_paths(data: dict[str, Any], base: Path) -> None:
-    """Make the paths a configuration file gives relative to itself absolute: hook arguments
-    that start with ``./`` or ``../``, task factories named by a ``.py`` file, and MCP
-    servers' commands and working directories."""
+    """Make the paths a configuration file gives relative to itself absolute: the working
+    directory, hook arguments that start with ``./`` or ``../``, task factories named by a
+    ``.py`` file, and MCP servers' commands and working directories."""
+    cwd = data.get("cwd")
+    if isinstance(cwd, str) and cwd and not Path(cwd).is_absolute():
+        data["cwd"] = str(base / cwd)
     resolve_mcp_paths(data.get("mcp_servers"), base)
     hooks = data.get("hooks")
     for point in ("pre_compact", "post_compact"):

@@ -59,6 +59,7 @@ class ErrorCode(enum.StrEnum):
     STEP_LIMIT = "step_limit"
     TOOL_LOOP = "tool_loop"
     ROLLOUT = "rollout"
+    TASK_FAILED = "task_failed"
     INTERNAL = "internal"
 
 

@@ -71,7 +71,8 @@ class UserTurn:
     model: str | None = attrs.field(default=None, validator=optional_str)
     """Model for this turn and later ones."""
     cwd: str | None = attrs.field(default=None, validator=optional_str)
-    """Working directory for this turn and later ones."""
+    """Working directory for this turn and later ones (a relative path is relative to the
+    current one)."""
     effort: str | None = attrs.field(default=None, validator=optional_str)
     """Reasoning effort for this turn and later ones."""
     on_busy: OnBusy = attrs.field(default=OnBusy.STEER, converter=OnBusy)
@@ -110,7 +111,7 @@ class OverrideTurnContext:
     model: str | None = attrs.field(default=None, validator=optional_str)
     """New default model."""
     cwd: str | None = attrs.field(default=None, validator=optional_str)
-    """New default working directory."""
+    """New default working directory (a relative path is relative to the current one)."""
     effort: str | None = attrs.field(default=None, validator=optional_str)
     """New default reasoning effort."""
 

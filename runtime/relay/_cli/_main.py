@@ -26,7 +26,7 @@ import argparse
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._parser import EXIT_USAGE, build_parser
@@ -124,11 +124,14 @@ def _newest_rollout(config: Config) -> str:
     return max(found)[1]
 
 
-def _read_script(name: str, custom_types: frozenset[str]) -> tuple[str, list[Step]]:
+def _read_script(name: str, factories: Mapping[str, Any]) -> tuple[str, list[Step]]:
+    """The op script ``name``, checked against the op types of ``factories``, and each custom
+    op by its factory when the factory can check one (its ``validate``)."""
     from pathlib import Path
 
     from .._base._errors import ScriptError
-    from .._drive._op_script import parse_op_script
+    from .._drive._op_script import parse_op_script, validate_ops
+    from .._open import custom_op_types
 
     if name == "-":
         try:
@@ -144,7 +147,9 @@ def _read_script(name: str, custom_types: frozenset[str]) -> tuple[str, list[Ste
         except UnicodeDecodeError as exc:
             raise ScriptError(f"op script {name} is not UTF-8 text") from exc
         label = Path(name).name
-    return label, parse_op_script(text, label, custom_types)
+    steps = parse_op_script(text, label, custom_op_types(factories))
+    validate_ops(steps, factories, label)
+    return label, steps
 
 
 def _check_registered(name: str, op_types: Sequence[str], registered: frozenset[str]) -> None:
@@ -168,7 +173,8 @@ def _prompt_script(prompt: str) -> tuple[str, list[Step]]:
 
     if prompt == "-":
         try:
-            prompt = sys.stdin.buffer.read().decode("utf-8")
+            # Without the newlines that end what was piped in, as $(...) in a shell drops them.
+            prompt = sys.stdin.buffer.read().decode("utf-8").rstrip("\r\n")
         except UnicodeDecodeError as exc:
             raise ScriptError("the prompt on standard input is not UTF-8 text") from exc
     if not prompt.strip():
@@ -355,7 +361,8 @@ def _run_command(args: argparse.Namespace) -> int:
         config = _config(args)
         # A task that cannot be loaded is found before anything runs, and the op script is
         # checked against the op types registered.
-        custom_types = custom_op_types(task_factories(config.tasks))
+        factories = task_factories(config.tasks)
+        custom_types = custom_op_types(factories)
         if args.command == "resume":
             from .._rollout._reader import read_rollout
             from .._rollout._resume import reconstruct, resumed_config
@@ -372,7 +379,7 @@ def _run_command(args: argparse.Namespace) -> int:
         if args.command == "exec":
             label, steps = _prompt_script(args.prompt)
         else:
-            label, steps = _read_script(args.script, custom_types)
+            label, steps = _read_script(args.script, factories)
         if config.model_provider == "scripted" and config.model_script:
             from .._models._script import load_model_script
 

@@ -176,20 +176,25 @@ def build_parser() -> argparse.ArgumentParser:
             "('pkg.mod:factory' or 'file.py:factory')",
         )
         otel_option(sub)
+        # ``exec`` prints the answer alone unless asked; a script prints its events.
         output = sub.add_mutually_exclusive_group()
         output.add_argument(
             "--pretty",
             dest="output",
             action="store_const",
             const="pretty",
-            help="a readable transcript (the default on a terminal)",
+            help="a readable transcript (the default on a terminal)"
+            if script
+            else "a readable transcript instead of the answer",
         )
         output.add_argument(
             "--json",
             dest="output",
             action="store_const",
             const="json",
-            help="one JSON event per line (the default in a pipe or file)",
+            help="one JSON event per line (the default in a pipe or file)"
+            if script
+            else "one JSON event per line instead of the answer",
         )
 
     run = commands.add_parser("run", help="run an op script in a new session")

@@ -262,6 +262,12 @@ class _OpenTurn:
         )
 
 
+def _cut_input(text: str) -> str:
+    """A turn's input as the timeline keeps it: on one line, at most ``INPUT_CHARS``."""
+    text = " ".join(text.split())
+    return text[: INPUT_CHARS - 1] + "…" if len(text) > INPUT_CHARS else text
+
+
 @attrs.define
 class _Reader:
     rollout: Rollout
@@ -278,6 +284,9 @@ class _Reader:
     limit: int | None = None
     # Tool calls by call id, newest last: what a masking or a recall refers to.
     by_call_id: dict[str, list[int]] = attrs.field(factory=dict)
+    # A custom op, by its id, until its turn starts (it is written when the session handles
+    # it: for a queued op, inside the turn it waits behind).
+    ops: dict[str, str] = attrs.field(factory=dict)
 
     @property
     def turn_id(self) -> str | None:
@@ -296,8 +305,8 @@ class _Reader:
                 self.tool_call(item, line.timestamp)
             case CompactedLine():
                 self.compacted(line)
-            case OpLine(started=started) if self.open is not None and self.open.id == started.id:
-                self.open.input = self.open.input or started.op.type
+            case OpLine():
+                self.ops[line.started.id] = _cut_input(line.text)
             case _:
                 pass
 
@@ -309,7 +318,7 @@ class _Reader:
                 self.window = msg.model_context_window
             case p.TurnStarted():
                 self.end_open_turn()
-                self.open = _OpenTurn(msg.turn_id, time)
+                self.open = _OpenTurn(msg.turn_id, time, self.ops.pop(msg.turn_id, None))
                 self.window = msg.model_context_window
                 self.limit = msg.auto_compact_token_limit
             case p.TurnComplete(turn_id=turn_id, duration_ms=ms):
@@ -320,9 +329,7 @@ class _Reader:
             case p.ShutdownComplete():
                 self.end_open_turn()
             case p.UserMessage(message=message) if self.open and self.open.input is None:
-                text = " ".join(message.split())
-                cut = len(text) > INPUT_CHARS
-                self.open.input = text[: INPUT_CHARS - 1] + "…" if cut else text
+                self.open.input = _cut_input(message)
             case p.TokenCount(info=p.TokenUsageInfo() as info):
                 last = info.last_token_usage
                 if info.model_context_window is not None:

@@ -486,7 +486,8 @@ def _notes(timeline: Timeline) -> str:
 
 
 def render_page(timeline: Timeline) -> str:
-    """The whole page of ``timeline`` (condense a long one first: :func:`~._timeline.condense`)."""
+    """The whole page of ``timeline`` (condense a long one first:
+    :func:`~._timeline_condense.condense`)."""
     session = timeline.session
     body = "\n".join(
         [

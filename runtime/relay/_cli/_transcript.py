@@ -8,8 +8,7 @@ from typing import assert_never
 import attrs
 
 from .._base import _protocol as p
-from .._base._codec import to_json
-from .._base._rollout_lines import Compacted, StartedOp, TurnContext, TurnSettings
+from .._base._rollout_lines import Compacted, TurnContext, TurnSettings
 from .._core._history import is_contextual
 from .._core._summary import is_summary, summary_prefix
 from .._core._work_state import WorkState, work_state_lines
@@ -38,9 +37,15 @@ def _short(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _cut(line: str, limit: int = 200) -> str:
+    """One line of a block as written (its indentation kept: code reads as code), cut."""
+    line = line.rstrip()
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 def _block(text: str, indent: str, limit: int = OUTPUT_LINES) -> list[str]:
     lines = text.rstrip().splitlines() or [""]
-    shown = [f"{indent}{_short(line, 200)}" for line in lines[:limit]]
+    shown = [f"{indent}{_cut(line)}" for line in lines[:limit]]
     if len(lines) > limit:
         shown.append(f"{indent}… {len(lines) - limit} more lines")
     return shown
@@ -176,6 +181,9 @@ class _Transcript:
     settings: TurnSettings | None = None
     open_turn: str | None = None
     shut_down: bool = False
+    # An op's line, by its id, until its turn starts: the op is written when the session
+    # handles it, which for a queued op is inside the turn it waits behind.
+    ops: dict[str, str] = attrs.field(factory=dict)
 
     def line(self, line: RolloutLine) -> Iterator[str]:
         if isinstance(line, SessionMetaLine):
@@ -204,10 +212,8 @@ class _Transcript:
                 self.settings = new
             case WorldStateLine() | IdsLine() | TraceLine():
                 pass
-            case OpLine(started=StartedOp(op=op)):
-                shown = to_json(op).items()
-                fields = ", ".join(f"{key}={value!r}" for key, value in shown if key != "type")
-                yield f"» {op.type}{f' ({fields})' if fields else ''}"
+            case OpLine():
+                self.ops[line.started.id] = f"» {line.text}"
             case CompactedLine(compacted=compacted):
                 yield from _compacted_lines(compacted)
             case _:
@@ -220,6 +226,9 @@ class _Transcript:
                 when = f" · {line.timestamp[:19].replace('T', ' ')}" if line.timestamp else ""
                 yield ""
                 yield f"▶ turn {turn_id}{when}"
+                op = self.ops.pop(turn_id, None)
+                if op is not None:
+                    yield op
                 return
             case p.TurnComplete() | p.TurnAborted():
                 self.open_turn = None
@@ -233,6 +242,8 @@ class _Transcript:
     def end(self) -> Iterator[str]:
         if self.open_turn is not None:
             yield f"⚡ turn {self.open_turn} has not ended (the session stopped, or still runs)"
+        for op in self.ops.values():
+            yield f"{op} (its turn never started)"
 
 
 def render_transcript(rollout: Rollout) -> Iterator[str]:

@@ -19,9 +19,7 @@ from collections.abc import Iterator
 import attrs
 
 from .._base import _protocol as p
-
-#: The id of the warning that stands for events a buffer dropped.
-DROPPED_EVENT_ID = "dropped"
+from .._core._event_stream import DROPPED_EVENT_ID
 
 #: A host keeps at most this many of a session's latest events, and this many bytes of them.
 RING_EVENTS = 64

@@ -63,24 +63,32 @@ def environment_context(world: WorldState) -> p.Message:
     return p.user_message("\n".join(lines))
 
 
-def check_working_directory(cwd: str) -> None:
-    """Refuse a working directory whose name is not UTF-8.
+def working_directory(cwd: str | None) -> str:
+    """The absolute path of the working directory ``cwd`` (default: the process's).
 
-    Its name goes into the model's context and every rollout line that records a turn's
-    settings; neither can carry bytes that are not UTF-8, and an escaped form would not lead
-    back to the directory on resume.
+    A relative ``cwd`` is relative to the process's working directory. It is resolved once,
+    when a session opens: the session records the absolute path, so that a resume from
+    elsewhere works in the same directory.
 
     Raises:
-        ConfigError: the name is not valid UTF-8 (the message shows its bytes escaped).
+        ConfigError: the directory does not exist, is not a directory, or its name is not
+            valid UTF-8 (it goes into the model's context and every rollout line that records
+            a turn's settings; neither can carry bytes that are not UTF-8, and an escaped form
+            would not lead back to the directory on resume).
     """
+    path = os.path.abspath(cwd if cwd is not None else os.getcwd())
     try:
-        cwd.encode("utf-8")
+        path.encode("utf-8")
     except UnicodeEncodeError:
-        shown = os.fsencode(cwd).decode("utf-8", errors="backslashreplace")
+        shown = os.fsencode(path).decode("utf-8", errors="backslashreplace")
         raise ConfigError(
             f"the working directory {shown} is not valid UTF-8; run relay in one that is, or"
             " set cwd"
         ) from None
+    if not os.path.isdir(path):
+        problem = "is not a directory" if os.path.exists(path) else "does not exist"
+        raise ConfigError(f"the working directory {path} {problem} (cwd)")
+    return path
 
 
 def project_instructions(path: str, text: str) -> p.Message:

@@ -43,6 +43,7 @@ from .._base import _protocol as p
 from .._base._config import HookCommand, Hooks
 from .._base._secret import NO_SECRETS, Secrets
 from ._process import Command, open_command
+from ._real_work import real_work
 
 logger = logging.getLogger("relay.hooks")
 
@@ -247,29 +248,31 @@ async def run_hook_command(
     stderr = bytearray()
     try:
         # The hook's group is killed on every way out of this block: no child of it outlives
-        # the run, nor relay.
-        async with open_command(
-            argv,
-            cwd=info.cwd,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        ) as process:
-            with anyio.move_on_after(hook.timeout_ms / 1000) as scope:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(_read_into, process.stdout, stdout)
-                    tg.start_soon(_read_into, process.stderr, stderr)
-                    tg.start_soon(_feed, process, payload)
-                    await process.wait()
-                    # The hook's exit decides, not the end of its output: a child it left
-                    # behind may hold the pipes open. Everything it started goes now, so the
-                    # readers get what was written and then the end.
-                    await process.end()
+        # the run, nor relay. The timeout is the guard's, on the wall clock.
+        with real_work():
+            async with (
+                open_command(
+                    argv,
+                    cwd=info.cwd,
+                    env=env,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    time_limit=hook.timeout_ms / 1000,
+                ) as process,
+                anyio.create_task_group() as tg,
+            ):
+                tg.start_soon(_read_into, process.stdout, stdout)
+                tg.start_soon(_read_into, process.stderr, stderr)
+                tg.start_soon(_feed, process, payload)
+                await process.wait()
+                # The hook's exit decides, not the end of its output: a child it left
+                # behind may hold the pipes open. Everything it started goes now, so the
+                # readers get what was written and then the end.
+                await process.end()
     except OSError as exc:
         return HookResult("failed", problem=f"could not start: {exc.strerror or exc}")
-    timed_out = scope.cancelled_caught
-    if timed_out:
+    if process.timed_out:
         return HookResult("timeout", problem=f"did not finish within {hook.timeout_ms} ms")
     code = process.returncode
     if code != 0:

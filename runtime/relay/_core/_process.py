@@ -42,17 +42,21 @@ import anyio.abc
 #: How long ending a command may take before the owner stops waiting for its guard.
 REAP_SECONDS = 5.0
 
-# The guard, run as ``python -I -S -c _GUARD FD ARGV...``: -I so that nothing in the working
-# directory or the environment changes what it runs; only modules of the standard library, so
-# that it starts in milliseconds. It tells relay, one line each: ``S<pid>`` (started) or
-# ``E<errno>`` (not), then ``X<code>`` when the command exits (a negative code: the signal
-# that killed it). The command starts with every signal at its default action: Python ignores
-# SIGPIPE and SIGXFSZ for itself, which ``producer | head`` in a command must not inherit.
-# The guard's exit status is 0 when it ended the command and everything it started.
+# The guard, run as ``python -I -S -c _GUARD FD LIMIT ARGV...``: -I so that nothing in the
+# working directory or the environment changes what it runs; only modules of the standard
+# library, so that it starts in milliseconds. LIMIT is the command's time limit in seconds of
+# the wall clock, or ``-`` for none. The guard tells relay, one line each: ``S<pid>`` (started)
+# or ``E<errno>`` (not), then ``X<code>`` when the command exits (a negative code: the signal
+# that killed it), and ``T`` when the limit passed first: the guard then ends the command and
+# everything it started, as when the link closes. The command starts with every signal at its
+# default action: Python ignores SIGPIPE and SIGXFSZ for itself, which ``producer | head`` in
+# a command must not inherit. The guard's exit status is 0 when it ended the command and
+# everything it started.
 _GUARD = """\
-import os, select, signal, sys
+import os, select, signal, sys, time
 link = int(sys.argv[1])
 os.set_inheritable(link, False)
+deadline = None if sys.argv[2] == "-" else time.monotonic() + float(sys.argv[2])
 if sys.platform == "linux":
     try:
         import ctypes
@@ -68,7 +72,7 @@ for each in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
     signal.signal(each, lambda *_: stop.append(True))
 try:
     command = os.posix_spawnp(
-        sys.argv[2], sys.argv[2:], os.environ, setpgroup=0, setsigdef=signal.valid_signals()
+        sys.argv[3], sys.argv[3:], os.environ, setpgroup=0, setsigdef=signal.valid_signals()
     )
 except OSError as exc:
     os.write(link, b"E%d\\n" % (exc.errno or 0))
@@ -111,7 +115,11 @@ def children():
 
 say(b"S%d\\n" % command)
 while not stop:
-    ready = select.select([link, wake], [], [])[0]
+    left = None if deadline is None else deadline - time.monotonic()
+    if left is not None and left <= 0:
+        say(b"T\\n")
+        break
+    ready = select.select([link, wake], [], [], left)[0]
     if wake in ready:
         os.read(wake, 512)
     if link in ready:
@@ -165,6 +173,9 @@ class Command:
         self.returncode: int | None = None
         """How the command exited, once :meth:`wait` has seen it: its exit status, or the
         negative number of the signal that killed it."""
+        self.timed_out = False
+        """Whether the command's time limit passed before :meth:`wait` returned, so that the
+        guard ended the command and everything it started."""
 
     @property
     def stdin(self) -> anyio.abc.ByteSendStream | None:
@@ -192,8 +203,14 @@ class Command:
                 # The guard is gone without a word (something killed it): the command is
                 # counted as killed, and :meth:`end` makes sure of it.
                 self.returncode = -signal.SIGKILL
+            elif line == b"T":
+                self.timed_out = True
             elif line[:1] == b"X" and _is_int(line[1:]):
                 self.returncode = int(line[1:])
+        # The command may have exited in time and left a process that held its output past
+        # the limit: the guard said ``T`` before it ended that process, so the word is here
+        # by the time the owner saw the output end.
+        self.timed_out = self.timed_out or b"T" in self._pending_lines()
         return self.returncode
 
     async def end(self) -> None:
@@ -230,6 +247,19 @@ class Command:
             number = int(line[1:])
         raise OSError(number, os.strerror(number) if number else "the command did not start")
 
+    def _pending_lines(self) -> list[bytes]:
+        """The whole lines the guard has written and relay not read yet, without waiting."""
+        while True:
+            try:
+                chunk = self._link.recv(256, socket.MSG_DONTWAIT)
+            except OSError:  # nothing more now (or the link is closed)
+                break
+            if not chunk:
+                break
+            self._buffer += chunk
+        *lines, self._buffer = self._buffer.split(b"\n")
+        return lines
+
     async def _line(self) -> bytes | None:
         """The guard's next line, or None when its end of the link closed."""
         while b"\n" not in self._buffer:
@@ -265,11 +295,15 @@ async def open_command(
     stdin: _Stream,
     stdout: _Stream,
     stderr: _Stream,
+    time_limit: float | None = None,
 ) -> AsyncIterator[Command]:
     """Run ``argv`` (no shell) under a guard, in a process group of its own, dying with relay.
 
     Yields the command. On leaving, the command and every process it started (those that left
-    its group and session included) are killed, and the guard reaped.
+    its group and session included) are killed, and the guard reaped. ``time_limit`` seconds
+    of the wall clock (whatever clock the event loop has) after the command started, the guard
+    kills them all itself, and :attr:`Command.timed_out` says so once :meth:`Command.wait`
+    returns.
 
     Raises:
         OSError: the command could not be started (``strerror`` says why).
@@ -277,7 +311,9 @@ async def open_command(
     ours, theirs = socket.socketpair()
     try:
         with theirs:
+            limit = "-" if time_limit is None else repr(float(time_limit))
             guard = [sys.executable or "python3", "-I", "-S", "-c", _GUARD, str(theirs.fileno())]
+            guard.append(limit)
             process = await anyio.open_process(
                 [*guard, *argv],
                 cwd=cwd,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, assert_never
@@ -191,6 +192,8 @@ class Session(metaclass=NoPublicConstructor):
             background_compaction=job.state.value if job is not None else None,
             last_seq=self._services.last_seq,
             lingering=tuple(f"{h.task.kind} {h.turn_id}" for h in self._slot.lingering),
+            events_unread=self._services.events.unread,
+            events_dropped=self._services.events.dropped,
         )
 
     # ------------------------------------------------------------------ submitting
@@ -239,7 +242,8 @@ class Session(metaclass=NoPublicConstructor):
     ) -> Answer:
         """Run a turn with ``prompt`` and return its answer: for a program that wants an
         answer, not an event loop. The events are still emitted, whether or not anyone reads
-        them.
+        them; until a reader takes the stream, the session keeps only the latest 1,000
+        (:meth:`events`).
 
         The turn waits for a running task to end (``on_busy=queue``), or replaces it
         (``replace``); it never steers another turn.
@@ -321,7 +325,13 @@ class Session(metaclass=NoPublicConstructor):
     # ------------------------------------------------------------------ reading
 
     def events(self) -> AsyncIterator[p.Event]:
-        """The event stream; it ends after ``shutdown_complete``. Only one reader may take it."""
+        """The event stream; it ends after ``shutdown_complete``. Only one reader may take it.
+
+        Every event waits for the reader once it has taken the stream. Until then the session
+        keeps only the latest 1,000 events: a reader that takes the stream after more were
+        emitted first gets one ``warning`` with the id ``"dropped"``, numbered as the last
+        event it stands for, in place of those dropped (docs/session.md).
+        """
         return self._services.events.reader()
 
     def keep_event_json(self) -> None:
@@ -481,12 +491,16 @@ class Session(metaclass=NoPublicConstructor):
 
     def _update_defaults(self, op: p.UserTurn | p.OverrideTurnContext) -> TurnSettings:
         """Apply the settings ``op`` carries to the defaults; returns the new defaults."""
+        services = self._services
         changes: dict[str, Any] = {
             name: value
             for name in ("model", "cwd", "effort")
             if (value := getattr(op, name)) is not None
         }
-        services = self._services
+        if "cwd" in changes:
+            # Recorded absolute, as the session's own: a resume from elsewhere works there.
+            cwd = os.path.join(services.state.defaults.cwd, changes["cwd"])
+            changes["cwd"] = os.path.abspath(cwd)
         if changes:
             services.set_defaults(attrs.evolve(services.state.defaults, **changes))
         return services.state.defaults

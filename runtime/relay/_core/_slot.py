@@ -38,6 +38,7 @@ from ._port import CompactionPolicy, SessionTask, TaskContext
 from ._session_writer import SessionWriter
 from ._support import Backgrounds
 from ._task import StopTurn, TaskHandle, TaskStatus, strayed
+from ._tools import ToolError
 from ._turn import TurnWriter
 from ._view import TaskView
 from ._work_state import pins_overflow_advice
@@ -151,9 +152,9 @@ class TaskSlot:
             return factory()
         except Exception as exc:
             logger.exception("cannot build the task of %s", turn_id)
-            self._services.emit(
-                turn_id, p.ErrorEvent(f"cannot start the task: {exc!r}", ErrorCode.INTERNAL)
-            )
+            # A factory refuses an op it cannot serve with ValueError; anything else is a bug.
+            code = ErrorCode.TASK_FAILED if isinstance(exc, ValueError) else ErrorCode.INTERNAL
+            self._services.emit(turn_id, p.ErrorEvent(f"cannot start the task: {exc!r}", code))
             return None
 
     def _start(self, turn_id: str, task: SessionTask, settings: TurnSettings) -> None:
@@ -171,6 +172,7 @@ class TaskSlot:
                 wiring.context_window(settings.model),
                 wiring.wall_time(),
                 services.budget(settings.model).limit,
+                task.kind,
             ),
         )
         self._tg.start_soon(self._run, handle, port, writer, name=f"relay task {turn_id}")
@@ -290,7 +292,9 @@ def report_failure(writer: TurnWriter, view: TaskView, kind: str, error: BaseExc
     elif isinstance(error, ModelError):
         writer.emit(p.ErrorEvent(error.message, error.code))
     else:
-        writer.emit(p.ErrorEvent(f"the {kind} task failed: {error!r}", ErrorCode.INTERNAL))
+        # A task gives up on purpose with ToolError; anything else is a bug.
+        code = ErrorCode.TASK_FAILED if isinstance(error, ToolError) else ErrorCode.INTERNAL
+        writer.emit(p.ErrorEvent(f"the {kind} task failed: {error!r}", code))
 
 
 def overflow_advice(error: ContextWindowExceeded, compacts: bool) -> str:

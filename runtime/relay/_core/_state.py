@@ -134,6 +134,11 @@ class SessionStatistics:
     lingering: tuple[str, ...] = ()
     """Tasks that were stopped and whose code has not returned (it ignores cancellation), as
     ``"KIND TURN_ID"``: the session's end waits for them."""
+    events_unread: int = 0
+    """Events emitted and not read yet: at most 1,000 until a reader takes the stream
+    (:meth:`Session.events <relay.Session.events>`), every one after."""
+    events_dropped: int = 0
+    """Events dropped because no reader had taken the stream when more were waiting."""
 
 
 @attrs.define(eq=False)

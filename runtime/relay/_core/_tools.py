@@ -26,6 +26,7 @@ from .._base import _protocol as p
 from .._base._errors import ConfigError, RelayError
 from .._base._model import ToolSpec
 from ._process import open_command
+from ._real_work import in_thread, real_work
 from ._task import strayed
 from ._work_state import (
     WorkEntry,
@@ -273,7 +274,7 @@ def _read_head(path: Path, raw: str) -> tuple[bytes, int]:
 async def _read_file(args: Mapping[str, Any], ctx: ToolContext) -> str:
     raw = args.get("path")
     path = resolve_in_cwd(ctx.cwd, raw)
-    data, size = await anyio.to_thread.run_sync(_read_head, path, str(raw))
+    data, size = await in_thread(_read_head, path, str(raw))
     ctx.note(file_read(readable(str(raw)), size, data))
     text = data.decode("utf-8", errors="replace")
     for entry in lines_that_stood_out(readable(str(raw)), text):
@@ -285,6 +286,8 @@ async def _read_file(args: Mapping[str, Any], ctx: ToolContext) -> str:
 
 #: Entries ``list_dir`` shows; the others are counted.
 _LIST_LIMIT = 1000
+#: The directory ``list_dir`` lists when the call names none.
+_LIST_DEFAULT = "."
 
 
 def _list_head(path: Path, raw: str) -> tuple[list[str], int]:
@@ -322,12 +325,10 @@ def _is_dir(entry: os.DirEntry[str]) -> bool:
 
 
 async def _list_dir(args: Mapping[str, Any], ctx: ToolContext) -> str:
-    raw = args.get("path") or "."
+    raw = args.get("path") or _LIST_DEFAULT
     path = resolve_in_cwd(ctx.cwd, raw)
     # A huge directory takes its time: an interrupted turn does not wait for the listing.
-    lines, total = await anyio.to_thread.run_sync(
-        _list_head, path, str(raw), abandon_on_cancel=True
-    )
+    lines, total = await in_thread(_list_head, path, str(raw), abandon_on_cancel=True)
     ctx.note(dir_listed(readable(str(raw)), total))
     if not lines:
         return "(empty)"
@@ -345,6 +346,8 @@ async def _sleep(args: Mapping[str, Any], ctx: ToolContext) -> str:
 
 
 _SHELL_OUTPUT_LIMIT = 64 * 1024
+#: How long a ``shell`` command may run when the call does not say.
+_SHELL_TIMEOUT_MS = 10_000
 
 
 async def _shell(args: Mapping[str, Any], ctx: ToolContext) -> str:
@@ -355,23 +358,25 @@ async def _shell(args: Mapping[str, Any], ctx: ToolContext) -> str:
         or not all(isinstance(a, str) and "\0" not in a for a in argv)
     ):
         raise ToolError("argv must be a non-empty list of strings")
-    timeout_ms = args.get("timeout_ms", 10_000)
+    timeout_ms = args.get("timeout_ms", _SHELL_TIMEOUT_MS)
     if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or timeout_ms <= 0:
         raise ToolError("timeout_ms must be a positive integer")
     chunks: list[bytes] = []
     size = 0
     try:
         # The command's group is killed on every way out of this block: its children do not
-        # outlive the call, nor relay.
-        async with open_command(
-            argv,
-            cwd=ctx.cwd,
-            env={k: v for k, v in os.environ.items() if k not in ctx.hidden_env},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        ) as process:
-            with anyio.move_on_after(timeout_ms / 1000) as scope:
+        # outlive the call, nor relay. The timeout is the guard's, on the wall clock: the
+        # output ends when it kills them.
+        with real_work():
+            async with open_command(
+                argv,
+                cwd=ctx.cwd,
+                env={k: v for k, v in os.environ.items() if k not in ctx.hidden_env},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                time_limit=timeout_ms / 1000,
+            ) as process:
                 assert process.stdout is not None
                 async for chunk in process.stdout:
                     if size < _SHELL_OUTPUT_LIMIT:
@@ -380,7 +385,7 @@ async def _shell(args: Mapping[str, Any], ctx: ToolContext) -> str:
                 await process.wait()
     except OSError as exc:
         raise ToolError(f"cannot start {argv[0]!r}: {exc.strerror}") from None
-    timed_out = scope.cancelled_caught
+    timed_out = process.timed_out
     output = b"".join(chunks).decode("utf-8", errors="replace")
     shown = [readable(x) for x in argv]
     ctx.note(command_run(shown, None if timed_out else process.returncode, output))
@@ -400,7 +405,12 @@ BUILTIN_TOOLS: Mapping[str, tuple[Tool, bool]] = {
             "Read a text file inside the working directory.",
             {
                 "type": "object",
-                "properties": {"path": {"type": "string", "description": "Path relative to cwd"}},
+                "properties": {
+                    "path": {
+                        "type": "string",
+                        "description": "The file, relative to the working directory",
+                    }
+                },
                 "required": ["path"],
             },
             _read_file,
@@ -413,7 +423,13 @@ BUILTIN_TOOLS: Mapping[str, tuple[Tool, bool]] = {
             "List a directory inside the working directory.",
             {
                 "type": "object",
-                "properties": {"path": {"type": "string", "description": "Path relative to cwd"}},
+                "properties": {
+                    "path": {
+                        "type": "string",
+                        "description": "The directory, relative to the working directory",
+                        "default": _LIST_DEFAULT,
+                    }
+                },
             },
             _list_dir,
         ),
@@ -425,7 +441,13 @@ BUILTIN_TOOLS: Mapping[str, tuple[Tool, bool]] = {
             "Wait for a number of seconds.",
             {
                 "type": "object",
-                "properties": {"seconds": {"type": "number", "minimum": 0}},
+                "properties": {
+                    "seconds": {
+                        "type": "number",
+                        "minimum": 0,
+                        "description": "How long to wait",
+                    }
+                },
                 "required": ["seconds"],
             },
             _sleep,
@@ -439,8 +461,18 @@ BUILTIN_TOOLS: Mapping[str, tuple[Tool, bool]] = {
             {
                 "type": "object",
                 "properties": {
-                    "argv": {"type": "array", "items": {"type": "string"}},
-                    "timeout_ms": {"type": "integer", "minimum": 1},
+                    "argv": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "description": "The program and its arguments",
+                    },
+                    "timeout_ms": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "description": "How long it may run; then every process it started "
+                        "is killed",
+                        "default": _SHELL_TIMEOUT_MS,
+                    },
                 },
                 "required": ["argv"],
             },

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
-import anyio
 import attrs
 
 from .._base._config import Config, ProviderConfig
@@ -24,6 +23,7 @@ from .._base._templates import template
 from .._base._tokens import ApproxEstimator, TokenEstimator, context_window_for
 from ._context import WorldState, world_state
 from ._hooks import CompactHook
+from ._real_work import in_thread
 from ._tools import ToolRegistry
 
 
@@ -43,7 +43,7 @@ class Estimators:
                 self._estimator = ApproxEstimator()
             else:
                 estimator = TiktokenEstimator("o200k_base")
-                await anyio.to_thread.run_sync(get_encoding, estimator.encoding_name)
+                await in_thread(get_encoding, estimator.encoding_name)
                 self._estimator = estimator
         return self._estimator
 

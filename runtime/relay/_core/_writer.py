@@ -9,12 +9,14 @@ A writer holds an exclusive lock (``flock``) on its file from open to close, so 
 in one process or two, never append to the same rollout: the second gets
 :class:`RolloutLockedError`. The lock goes with the file's last descriptor, so a process that
 dies in any way releases it. On a file system that has no locks (``ENOLCK``, an NFS mount
-without its lock service) the writer goes on without one and says so in :attr:`warning`.
+without its lock service) the writer goes on without one and says so in
+:attr:`RolloutWriter.warning`.
 
 A write that fails (a full disk, a file past its size limit) never raises: the writer takes
 back the part of a line it had written, so that the file ends with its last whole line, writes
-nothing more, and keeps the error in :attr:`failure` for the session to report. A new file
-that never got a whole line is removed when the writer closes: no empty rollout is left.
+nothing more, and keeps the error in :attr:`RolloutWriter.failure` for the session to report.
+A new file that never got a whole line is removed when the writer closes: no empty rollout is
+left.
 """
 
 from __future__ import annotations

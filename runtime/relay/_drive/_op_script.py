@@ -254,6 +254,32 @@ def parse_op_script(
     return steps
 
 
+def validate_ops(steps: Iterable[Step], factories: Mapping[str, Any], name: str) -> None:
+    """Let each custom op's factory check the op before anything runs, when it can.
+
+    A factory that has a ``validate`` attribute (a callable taking the op) is asked about every
+    op of its type; a ``ValueError`` it raises is a problem of that op's line.
+
+    Raises:
+        ScriptError: one line per problem, each ``NAME line N: TYPE: ...``.
+    """
+    problems: list[str] = []
+    for step in steps:
+        if not (isinstance(step, OpLine) and isinstance(step.op, p.CustomOp)):
+            continue
+        validate = getattr(factories.get(step.op.type), "validate", None)
+        if not callable(validate):
+            continue
+        try:
+            validate(step.op)
+        except ValueError as exc:
+            problems.append(f"{name} line {step.line}: {step.op.type}: {exc}")
+        except Exception as exc:
+            problems.append(f"{name} line {step.line}: {step.op.type}: its check failed: {exc!r}")
+    if problems:
+        raise ScriptError("\n".join(problems))
+
+
 _MISSING = object()
 
 

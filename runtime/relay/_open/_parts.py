@@ -22,7 +22,7 @@ from .._base._mcp_config import McpServerConfig, check_mcp_server
 from .._base._model import ModelClient
 from .._base._secret import Secrets
 from .._base._tokens import TokenEstimator
-from .._core._context import TurnSettings, check_working_directory
+from .._core._context import TurnSettings, working_directory
 from .._core._hooks import CompactHook
 from .._core._session import TaskFactories
 from .._core._session_writer import SessionWriter
@@ -52,7 +52,9 @@ def checked_config(
     """
     config = config or Config()
     compaction_prompt(config)  # an unreadable prompt file is a configuration error, found now
-    check_working_directory(config.cwd or os.getcwd())
+    # Made absolute once, here: the session records it so, and a resume from elsewhere works
+    # in the same directory.
+    config = attrs.evolve(config, cwd=working_directory(config.cwd))
     servers = mcp_server_tables(config, mcp_servers)
     return attrs.evolve(config, mcp_servers=servers) if mcp_servers else config
 

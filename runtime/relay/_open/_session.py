@@ -18,7 +18,6 @@ from functools import partial
 from os import PathLike
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import attrs
 
 from .._base import _protocol as p
@@ -29,13 +28,21 @@ from .._base._model import ModelClient
 from .._base._tokens import TokenEstimator
 from .._core._hooks import CompactHook
 from .._core._port import CompactionPolicy
+from .._core._real_work import in_thread
 from .._core._session import Session, run_session
 from .._core._session_writer import SessionWriter
 from .._core._state import ResumedState
 from .._core._tools import Tool, recall_tool
 from .._core._writer import Epoch
 from . import _parts
-from ._tasks import BUILTIN_COMPACTOR, TaskFactory, load_object, task_factories
+from ._tasks import (
+    BUILTIN_COMPACTOR,
+    TASKS_EVENT_ID,
+    TaskFactory,
+    claimed_twice,
+    load_object,
+    task_factories,
+)
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -182,7 +189,12 @@ async def open_state(
                 tracer.attach(made)
             return made
 
-        first = [*(resume.first_events if resume is not None else ()), *mcp.events]
+        claims = claimed_twice({*config.tasks, *(tasks or {})})
+        first = [
+            *(resume.first_events if resume is not None else ()),
+            *((TASKS_EVENT_ID, p.WarningEvent(text)) for text in claims),
+            *mcp.events,
+        ]
         async with run_session(
             config,
             services=writer,
@@ -290,7 +302,7 @@ async def _resumed(
     if isinstance(source, Rollout):
         rollout = source
     else:
-        rollout = await anyio.to_thread.run_sync(partial(read_rollout, source, for_resume=True))
+        rollout = await in_thread(partial(read_rollout, source, for_resume=True))
     state = reconstruct(rollout)
     if config is None:
         config = resumed_config(Config(), state, api_key=api_key)

@@ -13,7 +13,7 @@ import hashlib
 import importlib
 import importlib.util
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -92,9 +92,38 @@ def _load_file(path: Path) -> Any:
 ENTRY_POINT_GROUP = "relay.tasks"
 
 
+#: The id of the warnings about the task factories installed packages add.
+TASKS_EVENT_ID = "tasks"
+
+
 @functools.cache
-def _entry_points() -> tuple[tuple[str, str], ...]:
-    return tuple((ep.name, ep.value) for ep in metadata.entry_points(group=ENTRY_POINT_GROUP))
+def _entry_points() -> tuple[tuple[str, str, str], ...]:
+    """``(op type, factory, package)`` of every entry point, in the order they take effect."""
+    return tuple(
+        (ep.name, ep.value, ep.dist.name if ep.dist is not None else "an unnamed package")
+        for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)
+    )
+
+
+def claimed_twice(given: Iterable[str] = ()) -> list[str]:
+    """A warning for each op type two installed packages claim (the last one wins), unless
+    ``given`` (a configuration's or a program's op types) settles it."""
+    claims: dict[str, list[tuple[str, str]]] = {}
+    for op_type, named, package in _entry_points():
+        if (package, named) not in claims.setdefault(op_type, []):
+            claims[op_type].append((package, named))
+    warnings = []
+    for op_type, found in claims.items():
+        if len(found) < 2 or op_type in given:
+            continue
+        listed = ", ".join(f"{package} ({named})" for package, named in found[:-1])
+        package, named = found[-1]
+        warnings.append(
+            f"the op type {op_type!r} is claimed by {len(found)} installed packages: {listed} "
+            f"and {package} ({named}); {package}'s is used. Name the one to use in [tasks], "
+            "with relay --task or with open_session(tasks=...)"
+        )
+    return warnings
 
 
 @attrs.frozen
@@ -106,9 +135,17 @@ class _Deferred:
     op_type: str
 
     def __call__(self, op: Any) -> SessionTask:
-        factory = load_object(self.spec, what=f"task {self.op_type} (entry point)")
-        task: SessionTask = factory(op)
+        task: SessionTask = self._factory()(op)
         return task
+
+    def validate(self, op: Any) -> None:
+        """The factory's own check of ``op``, when it has one (``relay run`` asks for it)."""
+        validate = getattr(self._factory(), "validate", None)
+        if callable(validate):
+            validate(op)
+
+    def _factory(self) -> Any:
+        return load_object(self.spec, what=f"task {self.op_type} (entry point)")
 
 
 def task_factories(
@@ -124,7 +161,7 @@ def task_factories(
     """
     specs: dict[str, TaskFactory | str] = dict(BUILTIN_TASKS)
     factories: dict[str, TaskFactory] = {}
-    for op_type, named in _entry_points():
+    for op_type, named, _ in _entry_points():
         if op_type in BUILTIN_OP_TYPES - BUILTIN_TASKS.keys():
             continue  # an op relay handles itself is no package's to take
         specs.pop(op_type, None)
@@ -151,7 +188,9 @@ __all__ = [
     "BUILTIN_COMPACTOR",
     "BUILTIN_TASKS",
     "ENTRY_POINT_GROUP",
+    "TASKS_EVENT_ID",
     "TaskFactory",
+    "claimed_twice",
     "custom_op_types",
     "load_object",
     "task_factories",

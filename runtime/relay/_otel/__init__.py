@@ -7,7 +7,7 @@ the global one, which the embedding program configures with its SDK as usual; wi
 configured every span is a no-op.
 
 The core knows nothing of this room: :class:`~._observer.SessionTracer` listens to the
-session's events and :class:`~._model.TracedModel` wraps its model client.
+session's events and :class:`~._observer.TracedModel` wraps its model client.
 """
 
 from __future__ import annotations

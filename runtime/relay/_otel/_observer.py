@@ -219,6 +219,7 @@ class SessionTracer:
                 n.GEN_AI_PROVIDER_NAME: self._provider,
                 n.GEN_AI_CONVERSATION_ID: self.redact(self._conversation),
                 n.RELAY_TURN_ID: self.redact(msg.turn_id),
+                **({n.RELAY_TASK_KIND: msg.kind} if msg.kind is not None else {}),
             },
         )
         if not span.is_recording():

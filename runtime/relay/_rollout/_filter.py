@@ -75,7 +75,7 @@ class _Kept:
 
 @attrs.define
 class ResumeFilter:
-    """Chooses, as the lines come, the ones a resume reads (see :func:`parse_rollout`).
+    """Chooses, as the lines come, the ones a resume reads (see :func:`~._reader.parse_rollout`).
 
     Items are decoded as they come, so that their JSON records are not held; a ``compacted``
     line with a replacement history is decoded as it comes, to know whether it is the new

@@ -14,6 +14,7 @@ from typing import TypeAlias
 import attrs
 
 from .._base import _protocol as p
+from .._base._codec import to_json
 from .._base._rollout_lines import (
     Compacted,
     GeneratedIds,
@@ -138,6 +139,14 @@ class OpLine:
     """RFC 3339 time of the write."""
     started: StartedOp
     """Its payload: the submission id and the op."""
+
+    @property
+    def text(self) -> str:
+        """The op as one line: its type, then its fields (``review (path='src/app.py')``)."""
+        op = self.started.op
+        shown = to_json(op).items()
+        fields = ", ".join(f"{key}={value!r}" for key, value in shown if key != "type")
+        return f"{op.type} ({fields})" if fields else op.type
 
 
 @attrs.frozen

@@ -18,8 +18,9 @@ errors whatever the model is. For streams the SDK hands back the raw HTTP respon
 unclosed when a stream ends early, which trio reports. The SDK is imported by this package
 alone (its client and errors, through :mod:`._sdk`), so the scripted path never loads it.
 
-Failures are translated into relay's error tree in one function, :func:`translate`; whatever
-the server or the transport said, the API key never appears in an error message.
+Failures are translated into relay's error tree in one function,
+:func:`~._errors.translate`; whatever the server or the transport said, the API key never
+appears in an error message.
 
 Invariant kept by both stream contexts: the response body is entered with ``async with``
 before anything is yielded, so the byte iterator and the response are closed however the

@@ -1,7 +1,7 @@
 """Masking: old tool outputs give way to placeholders, no model request.
 
 Not one of the backends the policy selects: the automatic compaction flow runs it first when
-``features.tool_output_masking`` is on (:mod:`relay.tasks.compaction.auto`). The history is
+``features.tool_output_masking`` is on (:mod:`relay.tasks.compaction._auto`). The history is
 edited in place; the originals of what it masked go to the rollout's ``compacted`` line, and
 the ``recall`` tool returns them.
 """
