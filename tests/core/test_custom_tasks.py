@@ -382,7 +382,8 @@ async def test_a_factory_that_refuses_its_op_and_a_task_that_gives_up_are_task_f
         (
             "p1",
             relay.ErrorEvent(
-                "cannot start the task: ValueError(\"a picky op needs a 'text' string\")",
+                "cannot start the task of 'picky': "
+                "ValueError(\"a picky op needs a 'text' string\")",
                 relay.ErrorCode.TASK_FAILED,
             ),
         ),
@@ -424,3 +425,38 @@ async def test_two_installed_packages_claiming_one_op_type_is_a_warning_naming_b
     async with testing.open_test_session({}, tasks={"lint": echo}) as t:
         pass
     assert not t.recorder.of_type(relay.WarningEvent)
+
+
+def _forgets(op: relay.CustomOp) -> Any:
+    Echo("never returned")
+
+
+async def _awaits(op: relay.CustomOp) -> relay.SessionTask:
+    return Echo("too late")
+
+
+def _exits(op: relay.CustomOp) -> Any:
+    raise SystemExit(2)
+
+
+@pytest.mark.parametrize(
+    ("factory", "why"),
+    [
+        (_forgets, "returned None (a forgotten return?)"),
+        (_awaits, "is an async function"),
+        (lambda op: object(), "returned object, which is no relay.SessionTask"),
+        (_exits, "SystemExit(2)"),
+    ],
+)
+async def test_a_factory_that_makes_no_task_is_an_error_naming_the_op_type(
+    factory: Any, why: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with testing.open_test_session({"responses": []}, tasks={"odd": factory}) as t:
+        await t.submit(relay.CustomOp("odd", {}), id="o1")
+        answer = await t.session.ask("still here?")
+    assert answer.message == "echo: still here?"
+    (error,) = [e.msg for e in t.recorder.events if e.id == "o1"]
+    assert isinstance(error, relay.ErrorEvent)
+    assert error.code == relay.ErrorCode.TASK_FAILED
+    assert error.message.startswith("cannot start the task of 'odd': ")
+    assert why in error.message

@@ -76,7 +76,7 @@ async def test_a_task_that_cannot_be_built_is_an_error_event(
         (
             "c1",
             relay.ErrorEvent(
-                "cannot start the task: RuntimeError('no compaction today (briefly)')",
+                "cannot start the task of 'compact': RuntimeError('no compaction today (briefly)')",
                 relay.ErrorCode.INTERNAL,
             ),
         )

@@ -10,6 +10,8 @@ so nothing it does is reported once its turn has ended.
 
 from __future__ import annotations
 
+import inspect
+import typing
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -99,6 +101,29 @@ LIFECYCLE_EVENTS = (
     p.SessionResumed,
     p.ShutdownComplete,
 )
+
+
+def made_task(op_type: str, made: object) -> SessionTask:
+    """What a task factory made for an op of ``op_type``, checked to be a task.
+
+    Raises:
+        TypeError: naming the op type and what the factory returned instead (nothing: a
+            forgotten ``return``; a coroutine: an ``async def`` factory; anything else).
+    """
+    if made is None:
+        raise TypeError(f"the task factory of {op_type!r} returned None (a forgotten return?)")
+    if inspect.iscoroutine(made):
+        made.close()
+        raise TypeError(
+            f"the task factory of {op_type!r} is an async function: a factory returns its task "
+            "at once, and the task's run is what awaits"
+        )
+    if not (isinstance(getattr(made, "kind", None), str) and callable(getattr(made, "run", None))):
+        raise TypeError(
+            f"the task factory of {op_type!r} returned {type(made).__name__}, which is no "
+            "relay.SessionTask (a kind and a run method)"
+        )
+    return typing.cast(SessionTask, made)
 
 
 def emit_refusal(msg: object) -> TypeError | ValueError | None:
@@ -295,4 +320,5 @@ __all__ = [
     "SessionTask",
     "TaskContext",
     "emit_refusal",
+    "made_task",
 ]

@@ -49,7 +49,7 @@ from ._hooks import CompactHook
 from ._input import user_message_of
 from ._port import CompactionPolicy, SessionTask
 from ._session_writer import SessionWriter
-from ._slot import Rest, TaskSlot
+from ._slot import Rest, TaskFactory, TaskSlot
 from ._state import SessionSnapshot, SessionStatistics
 from ._tools import ToolRegistry
 from ._work_state import pin_label, pin_refusal
@@ -475,9 +475,9 @@ class Session(metaclass=NoPublicConstructor):
                 assert_never(op)
         return None
 
-    def _factory(self, op: p.Op) -> Callable[[], SessionTask]:
-        make = self._tasks[_op_type(op)]
-        return lambda: make(op)
+    def _factory(self, op: p.Op) -> TaskFactory:
+        op_type = _op_type(op)
+        return TaskFactory(op_type, self._tasks[op_type], op)
 
     def _pin(self, sub_id: str, text: str, model: str) -> None:
         """Pin ``text``, unless the pinned messages would take too much of the window."""

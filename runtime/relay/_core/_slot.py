@@ -23,7 +23,7 @@ import functools
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import assert_never
+from typing import Any, assert_never
 
 import anyio
 import anyio.abc
@@ -34,7 +34,7 @@ from .._base._errors import ContextWindowExceeded, ErrorCode, ModelError
 from ._context import TurnSettings, turn_aborted_marker
 from ._history import missing_outputs
 from ._input import user_message_of
-from ._port import CompactionPolicy, SessionTask, TaskContext
+from ._port import CompactionPolicy, SessionTask, TaskContext, made_task
 from ._session_writer import SessionWriter
 from ._support import Backgrounds
 from ._task import StopTurn, TaskHandle, TaskStatus, strayed
@@ -48,8 +48,20 @@ logger = logging.getLogger("relay")
 #: Seconds an aborted task may take to finish before it is detached (docs/architecture.md).
 ABORT_GRACE = 0.1
 
-TaskFactory = Callable[[], SessionTask]
-"""Makes the task an op starts (it may raise: the op is then refused with an ``error``)."""
+@attrs.frozen
+class TaskFactory:
+    """Makes the task an op starts (it may raise: the op is then refused with an ``error``
+    naming its type)."""
+
+    op_type: str
+    """The op's type."""
+    make: Callable[[Any], object]
+    """The session's factory of that type."""
+    op: object
+    """The op."""
+
+    def __call__(self) -> SessionTask:
+        return made_task(self.op_type, self.make(self.op))
 
 Rest = Callable[[], Awaitable[None]]
 """What is left of handling an op once it must wait (an abort); its caller awaits it."""
@@ -150,11 +162,16 @@ class TaskSlot:
         """The task ``factory`` makes, or None after an ``error`` event when it failed."""
         try:
             return factory()
-        except Exception as exc:
+        except BaseException as exc:
+            if not isinstance(exc, Exception) and not strayed(exc):
+                raise
             logger.exception("cannot build the task of %s", turn_id)
-            # A factory refuses an op it cannot serve with ValueError; anything else is a bug.
-            code = ErrorCode.TASK_FAILED if isinstance(exc, ValueError) else ErrorCode.INTERNAL
-            self._services.emit(turn_id, p.ErrorEvent(f"cannot start the task: {exc!r}", code))
+            # A factory refuses an op it cannot serve with ValueError, and one that makes no
+            # task is its own error (TypeError); anything else is a bug.
+            failed = isinstance(exc, ValueError | TypeError | SystemExit)
+            code = ErrorCode.TASK_FAILED if failed else ErrorCode.INTERNAL
+            message = f"cannot start the task of {factory.op_type!r}: {exc!r}"
+            self._services.emit(turn_id, p.ErrorEvent(message, code))
             return None
 
     def _start(self, turn_id: str, task: SessionTask, settings: TurnSettings) -> None:
