@@ -12,7 +12,12 @@ waiting on it are cancelled and fail with an output that says so.
 
 A server that went away is started again by the next call of one of its tools, at most once per
 turn: the turn id in the call's :class:`~relay.ToolContext` is the budget, so nothing of the
-core knows of servers.
+core knows of servers. An answer relay could not read (:mod:`._answers`) fails its call and
+leaves the server be.
+
+What the model is offered is capped (:mod:`._listing`): at most :data:`MAX_TOOLS` tools a
+server and a session, relay's own included, read from at most :data:`MAX_PAGES` pages of a
+server's list; each cut is a warning that names the server.
 """
 
 from __future__ import annotations
@@ -37,6 +42,9 @@ from .._base import _protocol as p
 from .._base._mcp_config import McpServerConfig
 from .._core._tools import Tool, ToolContext, ToolError
 from .._version import __version__
+from ._answers import Unreadable
+from ._http import AnswerBook, Answers
+from ._listing import MAX_PAGES, MAX_TOOLS, list_tools, room_left
 from ._names import qualify
 from ._results import result_text
 from ._stdio import StdioLink, open_stdio
@@ -103,6 +111,8 @@ class Connection:
     """Why it is gone, when it went without being asked to."""
     calls: set[anyio.CancelScope] = attrs.field(factory=set)
     """The calls waiting on it."""
+    cut: str | None = None
+    """What its tool list left out, as a warning, when the caps left out any."""
 
     @property
     def usable(self) -> bool:
@@ -118,8 +128,6 @@ class Connection:
     def gone(self) -> str:
         """What became of the server, as a phrase (``stopped (exit status 3)``)."""
         link = self.link
-        if link is not None and link.broken is not None:
-            return f"broke the protocol: it {link.broken}"
         if self.lost is not None and link is None:
             return f"is unreachable: {self.lost}"
         return f"stopped{_status(link)}"
@@ -205,8 +213,17 @@ class McpServer:
     def _failure(self, error: BaseException) -> StartFailed:
         if isinstance(error, OSError) and self.config.command is not None:
             why = error.strerror or str(error)
+            cwd = self._server_cwd()
+            if error.filename == cwd:
+                # The process was not started in it: the command was never looked for.
+                return StartFailed(f"its cwd {cwd!r} cannot be used: {why}")
             return StartFailed(f"cannot start {self.config.command!r}: {why}")
         return StartFailed(_describe(error))
+
+    def _server_cwd(self) -> str:
+        """The working directory of a stdio server: its ``cwd``, relative to the session's."""
+        cwd = self.config.cwd
+        return str(Path(self._cwd) / cwd) if cwd else self._cwd
 
     @asynccontextmanager
     async def _connect(self) -> AsyncIterator[Connection]:
@@ -221,12 +238,12 @@ class McpServer:
             try:
                 with anyio.fail_after(config.startup_timeout_sec):
                     await session.initialize()
-                    tools = await _list_tools(session)
+                    listed = await list_tools(session, config.offers)
             except (TimeoutError, MCPError) as exc:
                 failure = await self._start_failure(exc, link)
             else:
-                offered = {tool.name: tool for tool in tools if config.offers(tool.name)}
-                yield Connection(session, offered, link)
+                offered = {tool.name: tool for tool in listed.tools}
+                yield Connection(session, offered, link, cut=listed.warning(self.name))
         if failure is not None:
             # Out of the transport: a stdio server is gone, and its standard error read.
             raise failure
@@ -237,6 +254,8 @@ class McpServer:
             failure = StartFailed(
                 f"did not start within {self.config.startup_timeout_sec:g} s", link
             )
+        elif isinstance(exc, MCPError) and isinstance(exc.data, Unreadable):
+            failure = StartFailed(f"its answer could not be read: {exc.data.why}", link)
         elif (
             isinstance(exc, MCPError)
             and link is not None
@@ -264,9 +283,14 @@ class McpServer:
             }
         )
         environ.update(config.env)
-        cwd = str(Path(self._cwd) / config.cwd) if config.cwd else self._cwd
         argv = [config.command, *config.args]
-        async with open_stdio(self.name, argv, cwd=cwd, env=environ) as (link, receive, send):
+        cwd = self._server_cwd()
+        bound = config.tool_output_max_bytes
+        async with open_stdio(self.name, argv, cwd=cwd, env=environ, bound=bound) as (
+            link,
+            receive,
+            send,
+        ):
             yield link, (receive, send)
 
     @asynccontextmanager
@@ -284,11 +308,16 @@ class McpServer:
                 )
             headers["Authorization"] = f"Bearer {token}"
         timeout = httpx2.Timeout(30.0, read=300.0)
+        book = AnswerBook(config.tool_output_max_bytes)
+        hooks = {"response": [book.bound_response]}
         async with (
-            httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
-            streamable_http_client(config.url, http_client=http) as (receive, send),
+            httpx2.AsyncClient(headers=headers, timeout=timeout, event_hooks=hooks) as http,
+            # The SDK's own bound on an event is a backstop: the body is bounded first.
+            streamable_http_client(
+                config.url, http_client=http, max_sse_event_size=2 * book.bound
+            ) as (receive, send),
         ):
-            yield None, (receive, send)
+            yield None, (Answers(receive, book), send)
 
     # ------------------------------------------------------------------ calling
 
@@ -339,6 +368,10 @@ class McpServer:
                     tool, dict(arguments), read_timeout_seconds=timeout
                 )
             except MCPError as exc:
+                if isinstance(exc.data, Unreadable):
+                    raise ToolError(
+                        f"the answer of MCP server {self.name!r} could not be read: {exc.data.why}"
+                    ) from None
                 if exc.code == mcp_types.REQUEST_TIMEOUT:
                     raise ToolError(
                         f"the call timed out after {timeout:g} s (tool_timeout_sec); the server "
@@ -392,21 +425,6 @@ class McpServer:
         """Ask the current run to end (its task stops the server)."""
         if self.connection is not None:
             self.connection.stop.set()
-
-
-async def _list_tools(session: ClientSession) -> list[mcp_types.Tool]:
-    """Every tool the server lists, page by page (a cursor seen before ends the listing)."""
-    tools: list[mcp_types.Tool] = []
-    cursor: str | None = None
-    seen: set[str] = set()
-    while True:
-        params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-        page = await session.list_tools(params=params)
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if not cursor or cursor in seen:
-            return tools
-        seen.add(cursor)
 
 
 async def _first_of(stop: anyio.Event, link: StdioLink | None) -> None:
@@ -512,14 +530,23 @@ async def open_mcp_servers(
                         f"MCP server {server.name!r} did not start: {failure.describe()}"
                     )
                     continue
+                connection = server.connection
+                if connection is not None and connection.cut is not None:
+                    warnings.append(connection.cut)
                 made, skipped = server.tools(names)
-                names += [tool.name for tool in made]
-                tools += made
-                counts[server.name] = len(made)
+                kept, left_out = room_left(made, len(names))
+                names += [tool.name for tool in kept]
+                tools += kept
+                counts[server.name] = len(kept)
                 if skipped:
                     warnings.append(
                         f"MCP server {server.name!r}: left out {', '.join(map(repr, skipped))}, "
                         "whose names another tool has"
+                    )
+                if left_out:
+                    warnings.append(
+                        f"MCP server {server.name!r}: left out {left_out} of its tools: a "
+                        f"session offers the model at most {MAX_TOOLS} tools, its own included"
                     )
             yield McpStart(tuple(tools), counts, tuple(warnings), _tokens(servers))
         finally:
@@ -542,6 +569,8 @@ def _tokens(servers: Mapping[str, McpServerConfig]) -> tuple[str, ...]:
 
 
 __all__ = [
+    "MAX_PAGES",
+    "MAX_TOOLS",
     "Connection",
     "McpServer",
     "McpStart",
