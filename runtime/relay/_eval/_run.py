@@ -343,9 +343,11 @@ def eval_command(args: Any) -> int:
         return 2
     tracing: EvalTracer | None = None
     if export is not None:
+        from .._otel._values import records_content
         from ._trace import EvalTracer
 
-        tracing = EvalTracer(export.provider)
+        content = records_content(config_from_dict(base), os.environ)
+        tracing = EvalTracer(export.provider, content=content)
     try:
         records = anyio.run(
             lambda: run_matrix(
