@@ -303,6 +303,7 @@ def test_a_corpus_that_runs_code_is_refused_and_says_what_it_would_run(tmp_path:
     assert not proof.exists()
 
 
+@pytest.mark.slow  # a process that runs a session and starts a server
 def test_a_trusted_corpus_runs_and_says_first_what_it_runs(tmp_path: Path) -> None:
     corpus = tmp_path / "corpus"
     _case(corpus / "case")
