@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 import trio
+from hypothesis import given
+from hypothesis import strategies as st
 
 import relay
 from relay import ConfigError, ProviderConfig, testing
 from relay._base._config import resolve_api_key, take_api_key
-from relay._base._secret import check_key, redact, redact_json
+from relay._base._secret import FRAGMENT, REDACTED, _forms, _grams, check_key, redact, redact_json
 
 KEY = 'sk-live"4c\\e1/f0+c9a%7b3d8e2f'
 
@@ -102,6 +104,35 @@ def test_text_without_the_key_is_unchanged() -> None:
     text = "sk-live is a prefix; 4c and e1 are hex"
     assert redact(text, KEY) == text
     assert redact(text, None) == text
+
+
+def slid(text: str, secret: str) -> str:
+    """:func:`redact` as a window slid over every character: what it must find."""
+    for form in _forms(secret):
+        text = text.replace(form, REDACTED)
+    grams = _grams(secret)
+    hits = [i for i in range(len(text) - FRAGMENT + 1) if text[i : i + FRAGMENT] in grams]
+    out, last, i = [], 0, 0
+    while i < len(hits):
+        start, end = hits[i], hits[i] + FRAGMENT
+        while i + 1 < len(hits) and hits[i + 1] <= end:
+            i += 1
+            end = hits[i] + FRAGMENT
+        out += [text[last:start], REDACTED]
+        last, i = end, i + 1
+    return "".join([*out, text[last:]])
+
+
+@given(
+    st.text("ab/%", min_size=FRAGMENT, max_size=20),
+    st.lists(st.sampled_from(["a", "b", "ab", "%2F", "/", "x", "ba" * 5]), max_size=40),
+)
+def test_redaction_finds_every_run_a_window_slid_over_the_text_finds(
+    secret: str, pieces: list[str]
+) -> None:
+    text = "".join(piece if len(piece) < 4 else secret[: len(piece) + 4] for piece in pieces)
+    text += secret[3:] + "x" + secret[:-2]
+    assert redact(text, secret) == slid(text, secret)
 
 
 def test_redact_json_reaches_every_string() -> None:

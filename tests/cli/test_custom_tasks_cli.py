@@ -220,3 +220,53 @@ def test_exec_of_a_failing_turn_is_exit_1_with_the_error_on_stderr(tmp_path: Pat
     assert result.returncode == 1
     assert result.stdout == ""
     assert "no such model" in result.stderr
+
+
+def test_exec_refuses_a_prompt_over_the_window_before_it_reads_the_rest(tmp_path: Path) -> None:
+    # A context window of 1,000 tokens holds about 4,000 bytes of text. One byte more is
+    # written and standard input is left open: relay reads no further than that, and waits
+    # for nothing more.
+    command = [sys.executable, "-m", "relay", "exec", "-", "-c", "model_context_window=1000"]
+    proc = subprocess.Popen(
+        [*command, "--rollout-dir", "r"],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        proc.stdin.write(b"x" * 4_001)
+        proc.stdin.flush()
+        status = proc.wait(timeout=TIMEOUT)
+    finally:
+        proc.kill()
+        proc.stdin.close()
+    assert status == 2
+    assert proc.stdout.read() == b""
+    assert proc.stderr.read().decode() == (
+        "relay: the prompt on standard input is over 4,000 bytes: more text than the context "
+        "window of 'scripted' (1,000 tokens) holds\n"
+    )
+    assert not (tmp_path / "r").exists()
+
+
+def test_exec_bounds_a_prompt_by_the_largest_known_window_when_the_window_is_unknown(
+    tmp_path: Path,
+) -> None:
+    from relay._base._tokens import MAX_KNOWN_WINDOW
+
+    bound = MAX_KNOWN_WINDOW * 4
+    over = relay_cli("exec", "-", "--rollout-dir", "r", cwd=tmp_path, stdin="x" * (bound + 1))
+    assert over.returncode == 2 and over.stdout == ""
+    assert over.stderr == (
+        f"relay: the prompt on standard input is over {bound:,} bytes: more text than the "
+        f"largest context window relay knows ({MAX_KNOWN_WINDOW:,} tokens) holds; "
+        "model_context_window sets the window\n"
+    )
+    argument = relay_cli(
+        "exec", "y" * 4_001, "-c", "model_context_window=1000", "--rollout-dir", "r", cwd=tmp_path
+    )
+    assert argument.returncode == 2
+    assert argument.stderr.startswith("relay: the prompt is over 4,000 bytes: ")
+    assert not (tmp_path / "r").exists()

@@ -20,7 +20,9 @@ import pytest
 
 from relay._cli._timeline import read_timeline, timeline_json
 from relay._cli._timeline_condense import (
+    EVENTFUL_TURNS,
     FULL_TURNS,
+    MAX_ENTRIES,
     MAX_POINTS,
     condense,
     kept_turns,
@@ -303,6 +305,32 @@ def test_a_ten_thousand_turn_session_makes_a_small_page() -> None:
     assert re.search(r"turns <code>sub-\d+</code> – <code>sub-\d+</code>: [\d,]+ turns, no", html)
 
 
+@pytest.mark.slow  # 100,000 turns: about 1.5 million lines to write, read and render
+@pytest.mark.parametrize("each", ["warning", "error"])
+def test_a_warning_or_an_error_in_each_of_100_000_turns_makes_a_small_page(each: str) -> None:
+    every = {"warn_every": 1} if each == "warning" else {"fail_every": 1, "abort_every": 10**6}
+    html = render_page(condense(read_timeline(parse_rollout(long_rollout(100_000, **every)))))
+    assert len(html.encode()) < 2_000_000
+    page = read_page(html)
+    data = page.data()
+    counts = data["counts"]
+    assert counts["turns"] == 100_000
+    assert counts[f"{each}s"] == 100_000
+    listed = data[f"{each}s"]
+    assert 0 < len(listed) <= MAX_ENTRIES
+    # The first and the last are listed, the rest are counted.
+    assert listed[0]["turn_id"] == "sub-1" and listed[-1]["turn_id"] == "sub-100000"
+    assert len(data["turns"]) + sum(s["turns"] for s in data["collapsed"]) == 100_000
+    assert len(data["turns"]) <= 10 * EVENTFUL_TURNS
+    if each == "error":
+        held = sum(s["errors"] for s in data["collapsed"]) + sum(t["errors"] for t in data["turns"])
+        assert held == 100_000
+        assert re.search(r"[\d,]+ turns, [\d,]+ compactions, [\d,]+ errors \(", html)
+    left_out = 100_000 - len(listed)
+    what = "warnings" if each == "warning" else "errors and aborted turns"
+    assert f"{left_out:,} {what} are not listed" in html
+
+
 def test_a_short_session_is_not_condensed(eventful: Path) -> None:
     timeline = read_timeline(read_rollout(eventful))
     assert condense(timeline) == timeline
@@ -506,7 +534,7 @@ def test_timeline_json_is_plain_data(eventful: Path) -> None:
 
 def test_a_custom_op_s_turn_has_the_op_as_its_input() -> None:
     from relay._base import _protocol as p
-    from tests.core.test_rollout_reader import event, meta, raw, text_of
+    from tests.rollout.test_rollout_reader import event, meta, raw, text_of
 
     text = text_of(
         meta(),

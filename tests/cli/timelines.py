@@ -114,11 +114,17 @@ def _stamp(second: int) -> str:
 
 
 def long_rollout(
-    turns: int, *, compact_every: int = 500, fail_every: int = 3000, abort_every: int = 2500
+    turns: int,
+    *,
+    compact_every: int = 500,
+    fail_every: int = 3000,
+    abort_every: int = 2500,
+    warn_every: int = 0,
 ) -> str:
     """The text of a rollout of ``turns`` turns, one model call and (every other turn) one
     tool call each, growing until a compaction every ``compact_every`` turns, with a failed
-    turn every ``fail_every`` and an interrupted one every ``abort_every``."""
+    turn every ``fail_every``, an interrupted one every ``abort_every`` and (unless 0) a
+    warning every ``warn_every``."""
     lines: list[str] = []
     clock = 0
 
@@ -213,6 +219,9 @@ def long_rollout(
             {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]},
         )
         line("event_msg", {"type": "user_message", "message": text})
+        if warn_every and number % warn_every == 0:
+            message = f"the tool output of turn {number} was cut at 10,000 tokens"
+            line("event_msg", {"type": "warning", "message": message})
         if number % abort_every == 0:
             line(
                 "event_msg",
@@ -229,7 +238,7 @@ def long_rollout(
                 "event_msg",
                 {
                     "type": "error",
-                    "message": "the server refused the request",
+                    "message": f"the server refused the request of turn {number}",
                     "code": "bad_request",
                 },
             )

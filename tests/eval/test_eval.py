@@ -151,7 +151,7 @@ def test_the_command_prints_a_table_and_writes_the_same_json_twice(
     for n in range(2):
         out = tmp_path / f"report{n}.json"
         assert main(["eval", str(small), "--matrix", str(CORPUS / "matrix.toml"),
-                     "--repeats", "1", "--json", str(out)]) == 0  # fmt: skip
+                     "--trust-corpus", "--repeats", "1", "--json", str(out)]) == 0  # fmt: skip
         outs.append(out.read_bytes())
         assert json.loads((tmp_path / f"report{n}.timing.json").read_text())["local"]
     assert outs[0] == outs[1]

@@ -254,3 +254,65 @@ def test_an_expect_that_is_not_a_pattern_is_refused_naming_the_file(
     assert main(["eval", str(tmp_path / "corpus")]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert "bad/probes.json" in line and "question 1" in line and "SECRET (" in line
+
+
+def _runs_code(corpus: Path, proof: Path) -> None:
+    """A matrix whose one configuration starts an MCP server, runs a hook and turns the shell
+    tool on: each writes to ``proof`` when it runs."""
+    write = f"open({str(proof)!r}, 'a').write('ran\\n')"
+    matrix = f"""
+[[configuration]]
+name = "runs"
+tools = {{ shell = true }}
+
+[configuration.mcp_servers.writer]
+command = {json.dumps(sys.executable)}
+args = ["-c", {json.dumps(write)}]
+
+[[configuration.hooks.pre_compact]]
+command = [{json.dumps(sys.executable)}, "-c", {json.dumps(write)}]
+"""
+    (corpus / "matrix.toml").write_text(matrix, encoding="utf-8")
+
+
+def test_a_corpus_that_runs_code_is_refused_and_says_what_it_would_run(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    _case(corpus / "case")
+    proof = tmp_path / "proof.txt"
+    _runs_code(corpus, proof)
+    result = _eval(corpus)
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert lines[0] == (
+        "relay eval: the corpus runs code on this machine, and nothing ran; give "
+        "--trust-corpus to run it:"
+    )
+    assert lines[1].startswith(
+        "  configuration 'runs': mcp_servers starts the MCP servers it names: "
+        '{"writer": {"command": '
+    )
+    assert lines[2].startswith(
+        "  configuration 'runs': hooks runs the hook commands it names: {\"pre_compact\": "
+    )
+    assert lines[3] == (
+        "  configuration 'runs': the shell tool runs the commands of the cases' model scripts "
+        "(with --live, those the model runs) on this machine"
+    )
+    assert len(lines) == 4
+    assert not proof.exists()
+
+
+@pytest.mark.slow  # a process that runs a session and starts a server
+def test_a_trusted_corpus_runs_and_says_first_what_it_runs(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    _case(corpus / "case")
+    proof = tmp_path / "proof.txt"
+    _runs_code(corpus, proof)
+    result = _eval(corpus, "--trust-corpus")
+    assert result.stderr.startswith(
+        "relay eval: --trust-corpus: the corpus runs on this machine:\n"
+        "  configuration 'runs': mcp_servers starts the MCP servers it names: "
+    )
+    assert result.stdout.startswith("1 case(s) × 1 configuration(s) × 1 repeat(s)\n")
+    assert proof.read_text() == "ran\n"  # the MCP server was started (and did not answer)

@@ -62,9 +62,8 @@ async def test_an_evaluation_is_a_span_with_a_span_per_run_and_its_session_withi
     corpus: Path,
 ) -> None:
     traced = Traced()
-    records = await run_matrix(
-        load_corpus(corpus), CONFIGURATIONS, {}, repeats=2, tracing=EvalTracer(traced.provider)
-    )
+    tracing = EvalTracer(traced.provider, content=True)
+    records = await run_matrix(load_corpus(corpus), CONFIGURATIONS, {}, repeats=2, tracing=tracing)
     evaluation = traced.one(n.EVAL_SPAN)
     assert evaluation.parent is None
     assert attributes(evaluation) == {
@@ -135,6 +134,11 @@ def test_relay_eval_otel_writes_one_json_line_per_span_to_stderr(corpus: Path) -
     assert runs["again"][n.RELAY_EVAL_CONFIGURATION] == "default"
     assert runs["broken"][n.RELAY_EVAL_OUTCOME] == "failed"
     assert sum(span["name"] == n.SESSION_SPAN for span in spans) == 2
+    # Content is not recorded: a failure's message may quote it, and is left out.
+    (broken,) = [s for s in spans if s["attributes"].get(n.RELAY_EVAL_CASE) == "broken"]
+    assert broken["status"]["description"] == (
+        "run_failed: the message is left out (content recording is off)"
+    )
     # Besides the spans, stderr says which run failed, as without --otel.
     others = [line for line in result.stderr.splitlines() if not line.startswith("{")]
     assert len(others) == 1 and others[0].startswith("failed: default broken #0: ")

@@ -114,7 +114,7 @@ def eval_page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     for case in sorted((CORPUS / "cases").iterdir())[:3]:
         shutil.copytree(case, small / case.name)
     html, report = root / "page.html", root / "report.json"
-    status = main(["eval", str(small), "--matrix", str(CORPUS / "matrix.toml"),
+    status = main(["eval", str(small), "--matrix", str(CORPUS / "matrix.toml"), "--trust-corpus",
                    "--repeats", "1", "--json", str(report), "--html", str(html)])  # fmt: skip
     assert status == 0
     return html, report

@@ -119,6 +119,18 @@ async def test_a_command_that_does_not_exist_is_a_warning_naming_it() -> None:
     )
 
 
+async def test_a_cwd_that_does_not_exist_is_a_warning_naming_it(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-dir"
+    servers = {"lost": McpServerConfig(command=sys.executable, cwd=str(missing))}
+    async with testing.open_test_session({}, config=config(mcp_servers=servers)) as t:
+        pass
+    (warning,) = t.recorder.of_type(relay.WarningEvent)
+    assert warning.message == (
+        f"MCP server 'lost' did not start: its cwd {str(missing)!r} cannot be used: "
+        "No such file or directory"
+    )
+
+
 async def test_a_server_that_never_answers_is_given_up_after_its_startup_timeout() -> None:
     servers = {"mute": stdio("--hang", startup_timeout_sec=0.3)}
     async with testing.open_test_session({}, config=config(mcp_servers=servers)) as t:

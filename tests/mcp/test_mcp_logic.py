@@ -15,6 +15,7 @@ from relay import McpServerConfig, testing
 from relay._base._codec import to_json
 from relay._base._config import config_from_dict, load_config
 from relay._core._tools import ToolRegistry
+from relay._mcp._answers import Lines, Overlong, answer_ids, why_json, why_reported
 from relay._mcp._names import qualified_name, qualify
 from relay._mcp._results import is_error, result_text
 
@@ -250,6 +251,11 @@ args = ["-y", "some-server"]
             {"command": "x", "enabled_tools": "search"},
             "@ $.mcp_servers['s'].enabled_tools",
         ),
+        (
+            {"url": "http://h/mcp", "tool_output_max_bytes": 100},
+            "mcp_servers.s.tool_output_max_bytes must be a number of bytes of at least 4096, "
+            "got 100",
+        ),
     ],
 )
 def test_a_wrong_table_is_an_error_naming_the_key(table: dict[str, Any], message: str) -> None:
@@ -268,6 +274,52 @@ def test_session_configured_says_nothing_of_servers_when_there_is_none() -> None
     assert "mcp_servers" not in to_json(relay.SessionConfigured(*base))
     with_servers = relay.SessionConfigured(*base, mcp_servers={"docs": 3})
     assert to_json(with_servers)["mcp_servers"] == {"docs": 3}
+
+
+# ------------------------------------------------------------------ answers
+
+
+def test_lines_are_cut_at_the_bound_and_an_overlong_one_is_skipped_to_its_end() -> None:
+    lines = Lines(8)
+    fed = [list(lines.feed(chunk)) for chunk in (b"ab\ncd", b"ef\n0123", b"456789", b"xyz\nok\n")]
+    assert fed == [[b"ab"], [b"cdef"], [Overlong(b"0123456789")], [b"ok"]]
+    # A line that passes the bound and ends in the same chunk.
+    assert list(Lines(4).feed(b"12345678\nab\n")) == [Overlong(b"12345678"), b"ab"]
+    assert list(Lines(4).feed(b"1234\n")) == [b"1234"]
+
+
+def test_the_ids_an_answer_names_are_read_from_its_bytes() -> None:
+    head = b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"id": "x\\"y"}, {"id" : -3}]}}'
+    assert answer_ids(head) == [7, 'x\\"y', -3]
+    assert answer_ids(b'{"id":1.5}{"id":12345678901234567890}') == []
+
+
+@pytest.mark.parametrize(
+    ("detail", "line", "why"),
+    [
+        (None, b'{"a":1}', "it is not a JSON-RPC message"),
+        ("x", b'{"t":"caf\xe9"}', "it is not UTF-8 (byte 0xe9 at offset 9)"),
+        ("unexpected end of hex escape", b'"\\udc00"', "it holds \\udc00, the escape"),
+        ("unexpected end of hex escape", b'"\\ud800\\udc00\\ud801"', "it holds \\ud801,"),
+        ("recursion limit exceeded at 1", b"[[", "it is JSON nested deeper than relay reads"),
+        ("expected value at line 1 column 1", b"hello", "it is not JSON (expected value"),
+    ],
+)
+def test_why_an_answer_cannot_be_read(detail: str | None, line: bytes, why: str) -> None:
+    assert why_json(detail, line).startswith(why)
+
+
+def test_why_an_http_answer_cannot_be_read_is_read_from_the_transports_message() -> None:
+    message = (
+        "Failed to parse JSON response: 1 validation error for union[...]\n  Invalid JSON: "
+        "invalid unicode code point at line 1 column 72 [type=json_invalid, input_value=b'']"
+    )
+    assert why_reported(message) == (
+        "it is not UTF-8 (invalid unicode code point at line 1 column 72)"
+    )
+    assert why_reported("Failed to parse SSE message: 2 validation errors") == (
+        "it is not a JSON-RPC message"
+    )
 
 
 # ------------------------------------------------------------------ without the extra
@@ -345,7 +397,7 @@ def test_a_new_list_takes_the_old_ones_place_in_the_registry_with_one_notice() -
     registry = ToolRegistry({"shell": relay.Tool("shell", "", {}, handler)})
     offer = listing.Offer(registry)
     server = _Server("s", ["a", "b", "c"])
-    assert offer.first(server) == (3, [])
+    assert offer.first(server) == (3, [], 0)
     specs = registry.specs()
     # The same list again changes nothing: the requests keep the same tools, and nothing is
     # reported.

@@ -290,8 +290,51 @@ async def test_a_failed_request_is_an_error_of_its_span_and_of_its_turn(
     turn = traced.one("invoke_agent relay")
     assert turn.status.status_code is StatusCode.ERROR
     assert attributes(turn)[n.ERROR_TYPE] == "bad_request"
-    assert "the request is bad" in (turn.status.description or "")
     assert traced.one("relay.session").status.status_code is StatusCode.UNSET
+
+
+#: What a model server said of a failed request, quoting the user's words.
+QUOTED = "the message 'meet me at the old mill at nine' is not allowed"
+
+
+@pytest.mark.parametrize("content", [False, True])
+async def test_an_error_message_is_content_and_recorded_only_with_content(
+    content: bool, autojump_clock: trio.testing.MockClock
+) -> None:
+    traced = Traced()
+    config = relay.Config(rollout=NO_ROLLOUT, otel=relay.OtelConfig(record_content=content))
+    script = {"responses": [{"http_error": {"status": 400, "message": QUOTED}}]}
+    async with traced_session(traced, script, config=config) as t:
+        await t.turns("meet me at the old mill at nine")
+        # An op the session refuses, quoting it: an error of no turn, on the session's span.
+        await t.submit(relay.Unpin(text="the old mill"))
+        await t.wait_for(relay.ErrorEvent, 2)
+    everything = "\n".join(span.to_json() for span in traced.spans)
+    assert ("old mill" in everything) is content
+    request, turn = traced.one("chat scripted"), traced.one("invoke_agent relay")
+    for span in (request, turn):
+        assert span.status.status_code is StatusCode.ERROR
+        assert attributes(span)[n.ERROR_TYPE] == "bad_request"
+    if content:
+        assert QUOTED in (turn.status.description or "")
+    else:
+        left_out = "bad_request: the message is left out (content recording is off)"
+        assert request.status.description == turn.status.description == left_out
+    (event,) = traced.one("relay.session").events
+    assert event.attributes is not None and event.attributes[n.ERROR_TYPE] == "invalid_op"
+
+
+async def test_an_error_relay_words_itself_keeps_its_message_without_content(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    traced = Traced()
+    config = relay.Config(rollout=NO_ROLLOUT, max_steps_per_turn=1)
+    call = {"function_call": {"name": "sleep", "arguments": {"seconds": 0}, "call_id": "c1"}}
+    async with traced_session(traced, {"responses": [call, "never"]}, config=config) as t:
+        await t.turns("go")
+    turn = traced.one("invoke_agent relay")
+    assert attributes(turn)[n.ERROR_TYPE] == "step_limit"
+    assert (turn.status.description or "").startswith("The turn stopped after 1 model requests")
 
 
 async def test_an_interrupted_turn_records_its_reason_and_is_no_error(

@@ -21,6 +21,9 @@ from ._errors import ConfigError
 #: A server's name: it becomes part of tool names, which allow these characters only.
 SERVER_NAME = re.compile(r"[A-Za-z0-9_-]+")
 
+#: The smallest ``tool_output_max_bytes``: room for the answers that start a server.
+MIN_ANSWER_BYTES = 4096
+
 #: Keys only a stdio server takes, and keys only an HTTP server takes.
 STDIO_KEYS = ("args", "env", "env_vars", "cwd")
 HTTP_KEYS = ("bearer_token_env_var", "http_headers")
@@ -78,6 +81,10 @@ class McpServerConfig:
     tool_timeout_sec: float = 60.0
     """Seconds one tool call may take; a longer one is cancelled (the server is told) and
     fails."""
+    tool_output_max_bytes: int = 8 * 1024 * 1024
+    """The most bytes relay reads of one answer of the server (a line of a stdio server, the
+    body of an HTTP answer or one event of its stream): a longer one is not read, and the call
+    it answers fails with an output that says so."""
     enabled: bool = True
     """Start the server (false: the table is kept and nothing starts)."""
     enabled_tools: tuple[str, ...] | None = attrs.field(default=None, converter=_optional_tuple)
@@ -103,7 +110,8 @@ def check_mcp_server(name: str, server: McpServerConfig) -> None:
     Raises:
         ConfigError: the name is not a tool-name fragment, the table has neither or both of
             ``command`` and ``url``, a key of the other transport, an empty command, a URL
-            that is not HTTP, or a timeout that is not a positive number of seconds.
+            that is not HTTP, a timeout that is not a positive number of seconds, or a
+            ``tool_output_max_bytes`` under :data:`MIN_ANSWER_BYTES`.
     """
     where = f"mcp_servers.{name}"
     if not isinstance(name, str) or not SERVER_NAME.fullmatch(name):
@@ -139,6 +147,12 @@ def check_mcp_server(name: str, server: McpServerConfig) -> None:
         value = getattr(server, key)
         if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
             raise ConfigError(f"{where}.{key} must be a positive number of seconds, got {value!r}")
+    bound = server.tool_output_max_bytes
+    if isinstance(bound, bool) or not isinstance(bound, int) or bound < MIN_ANSWER_BYTES:
+        raise ConfigError(
+            f"{where}.tool_output_max_bytes must be a number of bytes of at least "
+            f"{MIN_ANSWER_BYTES}, got {bound!r}"
+        )
 
 
 def resolve_mcp_paths(servers: Any, base: Path) -> None:
@@ -165,6 +179,7 @@ def resolve_mcp_paths(servers: Any, base: Path) -> None:
 
 
 __all__ = [
+    "MIN_ANSWER_BYTES",
     "McpServerConfig",
     "check_mcp_server",
     "resolve_mcp_paths",

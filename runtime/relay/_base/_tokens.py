@@ -203,6 +203,10 @@ _KNOWN_WINDOWS: tuple[tuple[str, int], ...] = (
 )
 
 
+#: The largest context window of a well-known model.
+MAX_KNOWN_WINDOW = max(window for _, window in _KNOWN_WINDOWS)
+
+
 def context_window_for(model: str, configured: int | None) -> int | None:
     """The context window of ``model``: the configured value, else a known default."""
     if configured is not None:

@@ -142,6 +142,9 @@ EXAMPLES: Mapping[str, str] = {
     "mcp_servers.*.tool_timeout_sec": (
         '[mcp_servers.docs]\ncommand = "docs-mcp"\ntool_timeout_sec = 120.5'
     ),
+    "mcp_servers.*.tool_output_max_bytes": (
+        '[mcp_servers.docs]\ncommand = "docs-mcp"\ntool_output_max_bytes = 1048576'
+    ),
     "mcp_servers.*.enabled": '[mcp_servers.docs]\ncommand = "docs-mcp"\nenabled = false',
     "mcp_servers.*.enabled_tools": (
         '[mcp_servers.docs]\ncommand = "docs-mcp"\nenabled_tools = ["search", "read_page"]'

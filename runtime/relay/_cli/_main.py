@@ -165,18 +165,37 @@ def _check_registered(name: str, op_types: Sequence[str], registered: frozenset[
         )
 
 
-def _prompt_script(prompt: str) -> tuple[str, list[Step]]:
-    """``relay exec``: one user turn with the prompt (``-``: standard input)."""
+def _prompt_script(prompt: str, config: Config) -> tuple[str, list[Step]]:
+    """``relay exec``: one user turn with the prompt (``-``: standard input, read no further
+    than the most text the model's context window holds, and one byte)."""
     from .._base import _protocol as p
     from .._base._errors import ScriptError
+    from .._base._tokens import MAX_KNOWN_WINDOW, context_window_for
     from .._drive._op_script import OpLine
 
+    window = context_window_for(config.model, config.model_context_window)
+    bound = (window or MAX_KNOWN_WINDOW) * 4  # bytes of text, as relay counts a token
+    where = "the prompt"
     if prompt == "-":
-        try:
-            # Without the newlines that end what was piped in, as $(...) in a shell drops them.
-            prompt = sys.stdin.buffer.read().decode("utf-8").rstrip("\r\n")
-        except UnicodeDecodeError as exc:
-            raise ScriptError("the prompt on standard input is not UTF-8 text") from exc
+        where = "the prompt on standard input"
+        data = sys.stdin.buffer.read(bound + 1)
+    else:
+        data = prompt.encode("utf-8", "surrogateescape")
+    if len(data) > bound:
+        holds = (
+            f"the context window of {config.model!r} ({window:,} tokens) holds"
+            if window is not None
+            else f"the largest context window relay knows ({MAX_KNOWN_WINDOW:,} tokens) holds; "
+            "model_context_window sets the window"
+        )
+        raise ScriptError(f"{where} is over {bound:,} bytes: more text than {holds}")
+    try:
+        prompt = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScriptError(f"{where} is not UTF-8 text") from exc
+    if where != "the prompt":
+        # Without the newlines that end what was piped in, as $(...) in a shell drops them.
+        prompt = prompt.rstrip("\r\n")
     if not prompt.strip():
         raise ScriptError("the prompt is empty")
     return "prompt", [OpLine(1, None, p.UserTurn(items=[p.Text(prompt)]))]
@@ -377,7 +396,7 @@ def _run_command(args: argparse.Namespace) -> int:
             model_name = config.model if "model" in chosen else None
             _check_registered(resume.name, state.op_types, custom_types)
         if args.command == "exec":
-            label, steps = _prompt_script(args.prompt)
+            label, steps = _prompt_script(args.prompt, config)
         else:
             label, steps = _read_script(args.script, factories)
         if config.model_provider == "scripted" and config.model_script:

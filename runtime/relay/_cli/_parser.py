@@ -274,6 +274,15 @@ def add_eval_command(commands: Any) -> None:
         "each configuration produced beside the facts it lost",
     )
     otel_option(ev, "the evaluation's (a span per run of a case, and the sessions')")
+    ev.add_argument(
+        "--trust-corpus",
+        action="store_true",
+        help="run the corpus's code: a corpus is code when its matrix starts MCP servers, "
+        "imports tasks or a compactor, runs hooks, names providers or files to read, or a "
+        "configuration turns the shell tool on (the cases' commands then run on this "
+        "machine); without this, such a corpus is refused (exit 2) and what it would run "
+        "is listed",
+    )
 
 
 __all__ = [

@@ -79,7 +79,8 @@ class Turn:
 
 @attrs.frozen
 class Stretch:
-    """Consecutive uneventful turns, collapsed into one entry."""
+    """Consecutive turns collapsed into one entry: uneventful ones, or, past the eventful
+    turns a page lists, eventful ones too (what they held is counted)."""
 
     at: int
     """Where it goes among the listed turns: before ``turns[at]`` (at the end when equal to
@@ -91,6 +92,11 @@ class Stretch:
     ended: str | None
     model_calls: int
     tool_calls: int
+    compactions: int = 0
+    errors: int = 0
+    """``error`` events in its turns."""
+    aborted: int = 0
+    """Its turns that did not complete (aborted or unfinished)."""
 
 
 @attrs.frozen
@@ -207,6 +213,8 @@ class Counts:
     errors: int
     interrupts: int
     warnings: int
+    notes: int = 0
+    """The reader's notes about malformed lines."""
 
 
 @attrs.frozen
@@ -490,6 +498,7 @@ def read_timeline(rollout: Rollout) -> Timeline:
             errors=len(reader.errors),
             interrupts=len(reader.interrupts),
             warnings=len(reader.warnings),
+            notes=len(rollout.notes),
         ),
         turns=tuple(reader.turns),
         collapsed=(),

@@ -1,9 +1,13 @@
 """A long session's timeline made to fit a page (``relay show --html``, docs/timeline.md).
 
 :func:`condense` keeps a long session's page small: past :data:`FULL_TURNS` turns, stretches of
-uneventful turns are collapsed into one entry each, and past :data:`MAX_POINTS` model calls the
-chart's points are sampled (every point next to a compaction or an error is kept); past
-:data:`SUMMARIES_BUDGET` characters of summaries, each summary is cut.
+uneventful turns are collapsed into one entry each, and so are the eventful turns past the
+first and last halves of :data:`EVENTFUL_TURNS`; past :data:`MAX_POINTS` model calls the
+chart's points are sampled (every point next to a compaction or a listed error is kept); past
+:data:`SUMMARIES_BUDGET` characters of summaries, each summary is cut. The errors, aborted
+turns, warnings and malformed lines listed are those of the turns listed, at most
+:data:`MAX_ENTRIES` of each (the first and last halves), each message cut at
+:data:`MESSAGE_CHARS`: however many there were, the page stays a few MB.
 
 Pure functions of the timeline :func:`~._timeline.read_timeline` read.
 """
@@ -11,6 +15,7 @@ Pure functions of the timeline :func:`~._timeline.read_timeline` read.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TypeVar
 
 import attrs
 
@@ -27,19 +32,29 @@ MIN_STRETCH = 5
 #: Above this many characters of summaries in all, each summary is cut to SUMMARY_CHARS.
 SUMMARIES_BUDGET = 1_000_000
 SUMMARY_CHARS = 4_000
+#: The most eventful turns a long timeline lists (the first and the last halves).
+EVENTFUL_TURNS = 100
+#: The most errors, aborted turns, warnings and notes listed, each (first and last halves).
+MAX_ENTRIES = 200
+#: A listed error's or warning's message is cut at this many characters.
+MESSAGE_CHARS = 2_000
+
+T = TypeVar("T")
 
 
 def _eventful(turn: Turn) -> bool:
     return bool(turn.compactions or turn.errors) or turn.outcome != "completed"
 
 
-def kept_turns(turns: Sequence[Turn]) -> list[bool]:
-    """Which turns a long timeline lists: every eventful one (a compaction, an error, not
-    completed), :data:`CONTEXT_TURNS` around each and at both ends; a run of fewer than
+def kept_turns(turns: Sequence[Turn], eventful_turns: int = EVENTFUL_TURNS) -> list[bool]:
+    """Which turns a long timeline lists: each eventful one (a compaction, an error, not
+    completed) of the first and last halves of ``eventful_turns`` of them,
+    :data:`CONTEXT_TURNS` around each and at both ends; a run of fewer than
     :data:`MIN_STRETCH` other turns is listed too."""
+    shown = set(_ends([i for i, turn in enumerate(turns) if _eventful(turn)], eventful_turns))
     keep = [False] * len(turns)
-    for index, turn in enumerate(turns):
-        if _eventful(turn) or index < CONTEXT_TURNS or index >= len(turns) - CONTEXT_TURNS:
+    for index in range(len(turns)):
+        if index in shown or index < CONTEXT_TURNS or index >= len(turns) - CONTEXT_TURNS:
             for near in range(max(0, index - CONTEXT_TURNS), index + CONTEXT_TURNS + 1):
                 if near < len(turns):
                     keep[near] = True
@@ -54,6 +69,14 @@ def kept_turns(turns: Sequence[Turn]) -> list[bool]:
     return keep
 
 
+def _ends(items: Sequence[T], limit: int) -> list[T]:
+    """``items``, or past ``limit`` of them, the first and the last halves of ``limit``."""
+    if len(items) <= limit:
+        return list(items)
+    head = limit // 2
+    return [*items[:head], *items[len(items) - (limit - head) :]]
+
+
 def _stretch(at: int, turns: Sequence[Turn]) -> Stretch:
     return Stretch(
         at=at,
@@ -64,6 +87,9 @@ def _stretch(at: int, turns: Sequence[Turn]) -> Stretch:
         ended=turns[-1].ended,
         model_calls=sum(turn.model_calls for turn in turns),
         tool_calls=sum(turn.tool_calls for turn in turns),
+        compactions=sum(turn.compactions for turn in turns),
+        errors=sum(turn.errors for turn in turns),
+        aborted=sum(1 for turn in turns if turn.outcome in ("aborted", "unfinished")),
     )
 
 
@@ -108,13 +134,22 @@ def condense(
             stretches.append(_stretch(len(listed), run))
         turns = listed
     shown = {turn.id for turn in turns}
-    tools = tuple(
-        tool
-        for tool in timeline.tool_calls
-        if tool.turn_id is None or tool.turn_id in shown or not stretches
+
+    def of_listed(turn_id: str | None) -> bool:
+        return turn_id is None or turn_id in shown or not stretches
+
+    tools = tuple(tool for tool in timeline.tool_calls if of_listed(tool.turn_id))
+    errors = tuple(
+        attrs.evolve(error, message=_cut(error.message))
+        for error in _ends([e for e in timeline.errors if of_listed(e.turn_id)], MAX_ENTRIES)
     )
-    marks = [c.at_call for c in timeline.compactions] + [e.at_call for e in timeline.errors]
-    marks += [i.at_call for i in timeline.interrupts]
+    interrupts = tuple(_ends([i for i in timeline.interrupts if of_listed(i.turn_id)], MAX_ENTRIES))
+    warnings = tuple(
+        attrs.evolve(warning, message=_cut(warning.message))
+        for warning in _ends([w for w in timeline.warnings if of_listed(w.turn_id)], MAX_ENTRIES)
+    )
+    marks = [c.at_call for c in timeline.compactions] + [e.at_call for e in errors]
+    marks += [i.at_call for i in interrupts]
     calls = sample_calls(timeline.model_calls, marks, max_points)
     compactions = timeline.compactions
     if sum(len(c.summary or "") for c in compactions) > SUMMARIES_BUDGET:
@@ -127,7 +162,15 @@ def condense(
         sampled=len(calls) < len(timeline.model_calls),
         compactions=compactions,
         tool_calls=tools,
+        errors=errors,
+        interrupts=interrupts,
+        warnings=warnings,
+        notes=tuple(_cut(note) for note in _ends(timeline.notes, MAX_ENTRIES)),
     )
+
+
+def _cut(message: str) -> str:
+    return message if len(message) <= MESSAGE_CHARS else message[: MESSAGE_CHARS - 1] + "…"
 
 
 def _cut_summary(compaction: Compaction) -> Compaction:
@@ -137,4 +180,13 @@ def _cut_summary(compaction: Compaction) -> Compaction:
     return attrs.evolve(compaction, summary=summary[:SUMMARY_CHARS] + "…", summary_cut=True)
 
 
-__all__ = ["FULL_TURNS", "MAX_POINTS", "condense", "kept_turns", "sample_calls"]
+__all__ = [
+    "EVENTFUL_TURNS",
+    "FULL_TURNS",
+    "MAX_ENTRIES",
+    "MAX_POINTS",
+    "MESSAGE_CHARS",
+    "condense",
+    "kept_turns",
+    "sample_calls",
+]

@@ -351,10 +351,21 @@ def _turn_row(turn: Turn) -> str:
     )
 
 
+def _held(stretch: Stretch) -> str:
+    """What a collapsed stretch held: ``no compaction, no error``, or how many."""
+    held = [
+        _plural(stretch.compactions, "compaction") if stretch.compactions else "no compaction",
+        _plural(stretch.errors, "error") if stretch.errors else "no error",
+    ]
+    if stretch.aborted:
+        held.append(f"{stretch.aborted:,} not completed")
+    return ", ".join(held)
+
+
 def _stretch_row(stretch: Stretch) -> str:
     said = (
         f"turns <code>{text(stretch.first)}</code> – <code>{text(stretch.last)}</code>: "
-        f"{stretch.turns:,} turns, no compaction, no error "
+        f"{stretch.turns:,} turns, {_held(stretch)} "
         f"({_plural(stretch.model_calls, 'model call')}, "
         f"{_plural(stretch.tool_calls, 'tool call')}; {_time(stretch.started)} to "
         f"{_time(stretch.ended)})"
@@ -375,9 +386,12 @@ def _turns(timeline: Timeline) -> str:
     note = ""
     if timeline.collapsed:
         hidden = sum(stretch.turns for stretch in timeline.collapsed)
+        eventful = any(s.compactions or s.errors or s.aborted for s in timeline.collapsed)
         note = (
             f'<p class="note">{hidden:,} of {timeline.counts.turns:,} turns are collapsed: '
-            "stretches with no compaction, no error and no aborted turn.</p>\n"
+            "stretches with no compaction, no error and no aborted turn"
+            + (", and the eventful turns past the first and last listed" if eventful else "")
+            + ".</p>\n"
         )
     return note + table(headers, rows, numeric=(4, 5, 6, 7), element_id="turns")
 
@@ -434,7 +448,9 @@ def _problems(timeline: Timeline) -> str:
         ]
         rows.append((stop.time or "", row(cells, element_id=f"interrupt-{number}")))
     rows.sort(key=lambda pair: pair[0])
-    return table(
+    counts = timeline.counts
+    left_out = counts.errors + counts.interrupts - len(timeline.errors) - len(timeline.interrupts)
+    return _left_out(left_out, "errors and aborted turns") + table(
         ["time", "turn", "what", "detail"],
         [html for _, html in rows],
         element_id="problems",
@@ -442,11 +458,22 @@ def _problems(timeline: Timeline) -> str:
     )
 
 
+def _left_out(count: int, what: str) -> str:
+    """The note over a list that leaves ``count`` entries out."""
+    if not count:
+        return ""
+    return (
+        f'<p class="note">{count:,} {what} are not listed: those of the turns collapsed, and '
+        "past the first and last listed.</p>\n"
+    )
+
+
 def _warnings(timeline: Timeline) -> str:
     rows = [
         row([_time(w.time), text(w.turn_id or "–"), text(w.message)]) for w in timeline.warnings
     ]
-    return table(["time", "turn", "warning"], rows, element_id="warnings")
+    left_out = _left_out(timeline.counts.warnings - len(timeline.warnings), "warnings")
+    return left_out + table(["time", "turn", "warning"], rows, element_id="warnings")
 
 
 def _work_state(timeline: Timeline) -> str:
@@ -482,7 +509,11 @@ def _notes(timeline: Timeline) -> str:
     if not timeline.notes:
         return ""
     items = "".join(f"<li>{text(note)}</li>" for note in timeline.notes)
-    return f'<h2>Lines of the rollout that could not be read</h2>\n<ul id="notes">{items}</ul>'
+    left_out = _left_out(timeline.counts.notes - len(timeline.notes), "malformed lines")
+    return (
+        f"<h2>Lines of the rollout that could not be read ({timeline.counts.notes:,})</h2>\n"
+        f'{left_out}<ul id="notes">{items}</ul>'
+    )
 
 
 def render_page(timeline: Timeline) -> str:

@@ -48,6 +48,7 @@ logger = logging.getLogger("relay")
 #: Seconds an aborted task may take to finish before it is detached (docs/architecture.md).
 ABORT_GRACE = 0.1
 
+
 @attrs.frozen
 class TaskFactory:
     """Makes the task an op starts (it may raise: the op is then refused with an ``error``
@@ -62,6 +63,7 @@ class TaskFactory:
 
     def __call__(self) -> SessionTask:
         return made_task(self.op_type, self.make(self.op))
+
 
 Rest = Callable[[], Awaitable[None]]
 """What is left of handling an op once it must wait (an abort); its caller awaits it."""

@@ -10,7 +10,10 @@ A corpus is a folder; each sub-folder with an ``ops.jsonl`` is a case:
 
 A matrix (``--matrix FILE``, else ``CORPUS/matrix.toml``) is TOML with one ``[[configuration]]``
 table per configuration: a ``name`` and any configuration keys, laid over the base
-configuration (``--config``, ``-c``).
+configuration (``--config``, ``-c``). A corpus is code when it says what to run: the matrix
+keys of :data:`CODE_KEYS`, or the shell tool on in a configuration (the cases' model scripts
+then give the commands). :func:`corpus_code` says what it runs; the command runs it only when
+told to trust the corpus.
 
 Everything here is read and checked before anything runs.
 """
@@ -218,6 +221,41 @@ def name_problem(name: str) -> str | None:
     return None
 
 
+#: The keys of a matrix that run what the corpus names, or send or read what it names, and
+#: what each does.
+CODE_KEYS: Mapping[str, str] = {
+    "mcp_servers": "starts the MCP servers it names",
+    "tasks": "imports the task factories it names",
+    "compactor": "imports the compactor it names",
+    "hooks": "runs the hook commands it names",
+    "model_providers": "sends the requests, and the key its env_key names, where it says",
+    "base_instructions_file": "reads the file it names into every request",
+    "experimental_compact_prompt_file": "reads the file it names into the summary requests",
+    "project_doc": "reads the file it names into the context",
+}
+
+
+def corpus_code(configurations: Sequence[Configuration], base: Mapping[str, Any]) -> list[str]:
+    """What running ``configurations`` would run or read that the corpus names, a line each:
+    the keys of :data:`CODE_KEYS` the matrix sets, and the shell tool on (the commands are
+    the cases', or those the model is led to by the cases' turns)."""
+    found: list[str] = []
+    for configuration in configurations:
+        where = f"configuration {configuration.name!r}"
+        for key, what in CODE_KEYS.items():
+            if key in configuration.overrides:
+                value = json.dumps(configuration.overrides[key], ensure_ascii=False)
+                shown = value if len(value) <= 200 else value[:199] + "…"
+                found.append(f"{where}: {key} {what}: {shown}")
+        tools = merged(base, configuration.overrides).get("tools")
+        if isinstance(tools, Mapping) and tools.get("shell") is True:
+            found.append(
+                f"{where}: the shell tool runs the commands of the cases' model scripts (with "
+                "--live, those the model runs) on this machine"
+            )
+    return found
+
+
 def base_config_data(path: str | None, overrides: Sequence[str]) -> dict[str, Any]:
     """The base configuration as plain data: the file, then the ``-c`` overrides."""
     data: dict[str, Any] = {}
@@ -269,6 +307,7 @@ def check_configurations(
 
 
 __all__ = [
+    "CODE_KEYS",
     "DEFAULT_KIND",
     "NAME_MAX",
     "Case",
@@ -276,6 +315,7 @@ __all__ = [
     "Question",
     "base_config_data",
     "check_configurations",
+    "corpus_code",
     "load_case",
     "load_corpus",
     "load_matrix",

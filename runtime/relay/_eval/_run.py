@@ -36,6 +36,7 @@ from ._corpus import (
     Configuration,
     base_config_data,
     check_configurations,
+    corpus_code,
     load_corpus,
     load_matrix,
     merged,
@@ -305,6 +306,24 @@ def _progress_bar(stream: Any) -> Callable[[int, int], None] | None:
     return show
 
 
+def _trusted(code: Sequence[str], trust: bool) -> bool:
+    """Whether the corpus may run: it runs nothing of its own, or the command was told to
+    trust it; either way what it runs is said on stderr before anything runs."""
+    if not code:
+        return True
+    if trust:
+        print("relay eval: --trust-corpus: the corpus runs on this machine:", file=sys.stderr)
+    else:
+        print(
+            "relay eval: the corpus runs code on this machine, and nothing ran; give "
+            "--trust-corpus to run it:",
+            file=sys.stderr,
+        )
+    for line in code:
+        print(f"  {line}", file=sys.stderr)
+    return trust
+
+
 def eval_command(args: Any) -> int:
     """``relay eval``: returns the exit status (0 every run completed, 1 a run failed, 2 usage)."""
     if args.plot or args.html:
@@ -332,6 +351,8 @@ def eval_command(args: Any) -> int:
         configurations = load_matrix(matrix if args.matrix or matrix.exists() else None)
         base = base_config_data(args.config, args.overrides)
         check_configurations(cases, configurations, base)
+        if not _trusted(corpus_code(configurations, base), args.trust_corpus):
+            return 2
         # The command owns its process: the keys leave its environment before any run starts.
         for configuration in configurations:
             laid = config_from_dict(merged(base, configuration.overrides))
@@ -343,9 +364,11 @@ def eval_command(args: Any) -> int:
         return 2
     tracing: EvalTracer | None = None
     if export is not None:
+        from .._otel._values import records_content
         from ._trace import EvalTracer
 
-        tracing = EvalTracer(export.provider)
+        content = records_content(config_from_dict(base), os.environ)
+        tracing = EvalTracer(export.provider, content=content)
     try:
         records = anyio.run(
             lambda: run_matrix(

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._otel import SCOPE
 from .._otel import _names as n
-from .._otel._values import MESSAGE_LIMIT
+from .._otel._values import error_text
 from .._version import __version__
 from ._score import RunRecord
 
@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 #: The ``relay.eval.outcome`` of a run.
 COMPLETED = "completed"
 FAILED = "failed"
-#: The ``error.type`` of a failed run (its failure is the status's message).
+#: The ``error.type`` of a failed run (its failure is the status's message when content is
+#: recorded).
 RUN_FAILED = "run_failed"
 
 
@@ -52,11 +53,14 @@ def run_attributes(record: RunRecord) -> dict[str, Any]:
 class EvalTracer:
     """The spans of one evaluation, sent to ``tracer_provider`` (the sessions' spans too)."""
 
-    def __init__(self, tracer_provider: Any) -> None:
+    def __init__(self, tracer_provider: Any, *, content: bool = False) -> None:
         from opentelemetry import trace
 
         self.tracer_provider = tracer_provider
         """The provider the evaluation's spans and its sessions' go to."""
+        self.content = content
+        """Whether a failed run's span says its failure (it may quote the session's
+        content); else its kind alone."""
         self._trace = trace
         self._tracer = trace.get_tracer(SCOPE, __version__, tracer_provider=tracer_provider)
         self._evaluation: Span | None = None
@@ -111,7 +115,8 @@ class EvalTracer:
             span.set_attributes(run_attributes(record))
             if record.failure is not None:
                 self._failed += 1
-                _fail(span, RUN_FAILED, record.failure[:MESSAGE_LIMIT])
+                said = error_text(RUN_FAILED, record.failure, content=self.content, redact=str)
+                _fail(span, RUN_FAILED, said)
 
         with trace.use_span(span, end_on_exit=True):
             yield finish

@@ -1,6 +1,12 @@
 """The MCP servers' lists of tools: listing them, following their changes, and what the model
 is offered of them (docs/tools.md).
 
+A model is offered at most :data:`MAX_TOOLS` tools (OpenAI's API takes no more): a server's
+list is read until it has offered that many, over at most :data:`MAX_PAGES` pages, so that a
+server that lists without end costs a bounded time and memory; and the servers of a session
+together fill what room relay's own tools left, in the order they are configured. Each cut is
+a warning that names the server.
+
 A server's tools are registered in the session's tool registry when the session opens. A server
 that says its list changed (``notifications/tools/list_changed``) is asked for it again by its
 connection's task (:func:`follow`), never by the SDK's handler of the notification, which
@@ -16,9 +22,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import anyio
+import attrs
 import mcp.types as mcp_types
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
@@ -28,19 +35,67 @@ from .._core._tools import Tool, ToolRegistry
 logger = logging.getLogger("relay.mcp")
 
 
-async def list_tools(session: ClientSession) -> list[mcp_types.Tool]:
-    """Every tool the server lists, page by page (a cursor seen before ends the listing)."""
+#: The most tools a session offers the model, its own included, and one server may offer.
+MAX_TOOLS = 128
+#: The most pages of a server's tool list read.
+MAX_PAGES = 100
+
+T = TypeVar("T")
+
+
+@attrs.frozen
+class Listed:
+    """What was read of a server's tool list."""
+
+    tools: tuple[mcp_types.Tool, ...]
+    """The tools it offers, within :data:`MAX_TOOLS`."""
+    more_tools: bool = False
+    """It offered more than :data:`MAX_TOOLS`; the rest were not read."""
+    more_pages: bool = False
+    """Its list goes on past :data:`MAX_PAGES` pages; the rest were not read."""
+
+    def warning(self, server: str) -> str | None:
+        """What the caps left out, as a warning naming ``server``, or None."""
+        if self.more_tools:
+            return (
+                f"MCP server {server!r} offers more than {MAX_TOOLS} tools; the model is "
+                f"offered its first {MAX_TOOLS}"
+            )
+        if self.more_pages:
+            return (
+                f"MCP server {server!r} lists its tools over more than {MAX_PAGES} pages; the "
+                f"pages after the first {MAX_PAGES} were not read"
+            )
+        return None
+
+
+async def list_tools(session: ClientSession, offers: Callable[[str], bool]) -> Listed:
+    """The tools the server lists that ``offers`` lets through, page by page, within the caps
+    (a cursor seen before ends the listing)."""
     tools: list[mcp_types.Tool] = []
     cursor: str | None = None
     seen: set[str] = set()
     while True:
         params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
         page = await session.list_tools(params=params)
-        tools.extend(page.tools)
+        for tool in page.tools:
+            if offers(tool.name):
+                if len(tools) == MAX_TOOLS:
+                    return Listed(tuple(tools), more_tools=True)
+                tools.append(tool)
         cursor = page.next_cursor
         if not cursor or cursor in seen:
-            return tools
+            return Listed(tuple(tools))
         seen.add(cursor)
+        if len(seen) == MAX_PAGES:
+            return Listed(tuple(tools), more_pages=True)
+
+
+def room_left(tools: Sequence[T], taken: int) -> tuple[list[T], int]:
+    """Those of ``tools`` a session that has ``taken`` tools already still offers, and how
+    many are left out."""
+    kept = list(tools[: max(0, MAX_TOOLS - taken)])
+    return kept, len(tools) - len(kept)
 
 
 class Listing:
@@ -138,15 +193,17 @@ class Offer:
         self._registry = registry
         self._names: dict[str, list[str]] = {}
 
-    def first(self, server: Lister) -> tuple[int, list[str]]:
-        """Register ``server``'s tools as the session opens: how many, and the server's names
-        of those left out because their name is taken."""
+    def first(self, server: Lister) -> tuple[int, list[str], int]:
+        """Register ``server``'s tools as the session opens: how many; the server's names of
+        those left out because their name is taken; how many more were left out because the
+        session offers the model :data:`MAX_TOOLS` tools at most."""
         registry = self._registry
         made, skipped = server.tools(registry.names())
-        for tool in made:
+        kept, left_out = room_left(made, len(registry.names()))
+        for tool in kept:
             registry.register(tool)
-        self._names[server.name] = [tool.name for tool in made]
-        return len(made), skipped
+        self._names[server.name] = [tool.name for tool in kept]
+        return len(kept), skipped, left_out
 
     def relisted(self, server: Lister) -> None:
         """``server`` listed its tools again: offer the new list from the next request on."""
@@ -167,4 +224,15 @@ class Offer:
         registry.replace(before, made, notice)
 
 
-__all__ = ["Lister", "Listing", "Offer", "follow", "list_tools", "tools_changed"]
+__all__ = [
+    "MAX_PAGES",
+    "MAX_TOOLS",
+    "Listed",
+    "Lister",
+    "Listing",
+    "Offer",
+    "follow",
+    "list_tools",
+    "room_left",
+    "tools_changed",
+]

@@ -12,10 +12,14 @@ waiting on it are cancelled and fail with an output that says so.
 
 A server that went away is started again by the next call of one of its tools, at most once per
 turn: the turn id in the call's :class:`~relay.ToolContext` is the budget, so nothing of the
-core knows of servers.
+core knows of servers. An answer relay could not read (:mod:`._answers`) fails its call and
+leaves the server be.
 
 A server that says its list of tools changed is listed again by its connection's task, and the
-new list goes to the session's registry (:mod:`._listing`).
+new list goes to the session's registry (:mod:`._listing`). What the model is offered is
+capped there: at most :data:`MAX_TOOLS` tools a server and a session, relay's own included,
+read from at most :data:`MAX_PAGES` pages of a server's list; each cut is a warning that names
+the server.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +42,11 @@ from mcp.shared.exceptions import MCPError
 
 from .._base import _protocol as p
 from .._base._mcp_config import McpServerConfig
-from .._core._tools import Tool, ToolContext, ToolError, ToolRegistry
+from .._core._tools import Tool, ToolContext, ToolError
 from .._version import __version__
-from ._listing import Listing, Offer, follow, list_tools
+from ._answers import Unreadable
+from ._http import AnswerBook, Answers
+from ._listing import MAX_PAGES, MAX_TOOLS, Listing, follow, list_tools
 from ._names import qualify
 from ._results import result_text
 from ._stdio import StdioLink, open_stdio
@@ -109,6 +115,8 @@ class Connection:
     """The calls waiting on it."""
     listing: Listing = attrs.field(factory=Listing)
     """Whether :attr:`tools` is the server's list as it stands."""
+    cut: str | None = None
+    """What its tool list left out, as a warning, when the caps left out any."""
 
     @property
     def usable(self) -> bool:
@@ -124,8 +132,6 @@ class Connection:
     def gone(self) -> str:
         """What became of the server, as a phrase (``stopped (exit status 3)``)."""
         link = self.link
-        if link is not None and link.broken is not None:
-            return f"broke the protocol: it {link.broken}"
         if self.lost is not None and link is None:
             return f"is unreachable: {self.lost}"
         return f"stopped{_status(link)}"
@@ -217,22 +223,30 @@ class McpServer:
     async def _follow(self, connection: Connection) -> None:
         async def relist() -> list[mcp_types.Tool]:
             with anyio.fail_after(self.config.startup_timeout_sec):
-                return await list_tools(connection.session)
+                listed = await list_tools(connection.session, self.config.offers)
+            connection.cut = listed.warning(self.name)
+            return list(listed.tools)
 
         def listed(tools: list[mcp_types.Tool]) -> None:
-            connection.tools = self._offered(tools)
+            connection.tools = {tool.name: tool for tool in tools}
             self.listed(self)
 
         await follow(connection.listing, relist, listed, server=self.name)
 
-    def _offered(self, tools: Sequence[mcp_types.Tool]) -> dict[str, mcp_types.Tool]:
-        return {tool.name: tool for tool in tools if self.config.offers(tool.name)}
-
     def _failure(self, error: BaseException) -> StartFailed:
         if isinstance(error, OSError) and self.config.command is not None:
             why = error.strerror or str(error)
+            cwd = self._server_cwd()
+            if error.filename == cwd:
+                # The process was not started in it: the command was never looked for.
+                return StartFailed(f"its cwd {cwd!r} cannot be used: {why}")
             return StartFailed(f"cannot start {self.config.command!r}: {why}")
         return StartFailed(_describe(error))
+
+    def _server_cwd(self) -> str:
+        """The working directory of a stdio server: its ``cwd``, relative to the session's."""
+        cwd = self.config.cwd
+        return str(Path(self._cwd) / cwd) if cwd else self._cwd
 
     @asynccontextmanager
     async def _connect(self) -> AsyncIterator[Connection]:
@@ -250,11 +264,13 @@ class McpServer:
             try:
                 with anyio.fail_after(config.startup_timeout_sec):
                     await session.initialize()
-                    tools = await list_tools(session)
+                    listed = await list_tools(session, config.offers)
             except (TimeoutError, MCPError) as exc:
                 failure = await self._start_failure(exc, link)
             else:
-                yield Connection(session, self._offered(tools), link, listing=listing)
+                offered = {tool.name: tool for tool in listed.tools}
+                cut = listed.warning(self.name)
+                yield Connection(session, offered, link, listing=listing, cut=cut)
         if failure is not None:
             # Out of the transport: a stdio server is gone, and its standard error read.
             raise failure
@@ -265,6 +281,8 @@ class McpServer:
             failure = StartFailed(
                 f"did not start within {self.config.startup_timeout_sec:g} s", link
             )
+        elif isinstance(exc, MCPError) and isinstance(exc.data, Unreadable):
+            failure = StartFailed(f"its answer could not be read: {exc.data.why}", link)
         elif (
             isinstance(exc, MCPError)
             and link is not None
@@ -292,9 +310,14 @@ class McpServer:
             }
         )
         environ.update(config.env)
-        cwd = str(Path(self._cwd) / config.cwd) if config.cwd else self._cwd
         argv = [config.command, *config.args]
-        async with open_stdio(self.name, argv, cwd=cwd, env=environ) as (link, receive, send):
+        cwd = self._server_cwd()
+        bound = config.tool_output_max_bytes
+        async with open_stdio(self.name, argv, cwd=cwd, env=environ, bound=bound) as (
+            link,
+            receive,
+            send,
+        ):
             yield link, (receive, send)
 
     @asynccontextmanager
@@ -312,11 +335,16 @@ class McpServer:
                 )
             headers["Authorization"] = f"Bearer {token}"
         timeout = httpx2.Timeout(30.0, read=300.0)
+        book = AnswerBook(config.tool_output_max_bytes)
+        hooks = {"response": [book.bound_response]}
         async with (
-            httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
-            streamable_http_client(config.url, http_client=http) as (receive, send),
+            httpx2.AsyncClient(headers=headers, timeout=timeout, event_hooks=hooks) as http,
+            # The SDK's own bound on an event is a backstop: the body is bounded first.
+            streamable_http_client(
+                config.url, http_client=http, max_sse_event_size=2 * book.bound
+            ) as (receive, send),
         ):
-            yield None, (receive, send)
+            yield None, (Answers(receive, book), send)
 
     # ------------------------------------------------------------------ calling
 
@@ -367,6 +395,10 @@ class McpServer:
                     tool, dict(arguments), read_timeout_seconds=timeout
                 )
             except MCPError as exc:
+                if isinstance(exc.data, Unreadable):
+                    raise ToolError(
+                        f"the answer of MCP server {self.name!r} could not be read: {exc.data.why}"
+                    ) from None
                 if exc.code == mcp_types.REQUEST_TIMEOUT:
                     raise ToolError(
                         f"the call timed out after {timeout:g} s (tool_timeout_sec); the server "
@@ -471,96 +503,10 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
-@attrs.frozen
-class McpStart:
-    """What starting a session's servers came to."""
-
-    counts: Mapping[str, int]
-    """Each server that started, and the number of its tools."""
-    warnings: tuple[str, ...]
-    """What went wrong: servers that did not start, tools left out."""
-    secrets: tuple[str, ...]
-    """The bearer tokens the servers were given (kept out of what the session records)."""
-
-
-@asynccontextmanager
-async def open_mcp_servers(
-    servers: Mapping[str, McpServerConfig],
-    *,
-    cwd: str,
-    hidden_env: frozenset[str] = frozenset(),
-    registry: ToolRegistry,
-) -> AsyncIterator[McpStart]:
-    """Start the enabled ``servers`` at once, each within its startup timeout, and register
-    their tools in ``registry`` (kept current as their lists change, until the block ends);
-    leaving the block stops every one (shielded, bounded).
-
-    A server that does not start is a warning (with the end of its standard error), and the
-    session goes on without its tools. ``cwd`` is a stdio server's working directory (and what
-    a relative ``cwd`` of its own is relative to); ``hidden_env`` holds the variables no server
-    inherits.
-    """
-    offer = Offer(registry)
-    async with anyio.create_task_group() as group:
-        started = [
-            McpServer(
-                name, config, cwd=cwd, hidden_env=hidden_env, group=group, listed=offer.relisted
-            )
-            for name, config in servers.items()
-            if config.enabled
-        ]
-        failures: dict[str, StartFailed] = {}
-
-        async def start(server: McpServer) -> None:
-            try:
-                await server.start()
-            except StartFailed as failure:
-                failures[server.name] = failure
-
-        try:
-            async with anyio.create_task_group() as starting:
-                for server in started:
-                    starting.start_soon(start, server)
-            counts: dict[str, int] = {}
-            warnings: list[str] = []
-            for server in started:
-                failure = failures.get(server.name)
-                if failure is not None:
-                    warnings.append(
-                        f"MCP server {server.name!r} did not start: {failure.describe()}"
-                    )
-                    continue
-                counts[server.name], skipped = offer.first(server)
-                if skipped:
-                    warnings.append(
-                        f"MCP server {server.name!r}: left out {', '.join(map(repr, skipped))}, "
-                        "whose names another tool has"
-                    )
-            yield McpStart(counts, tuple(warnings), _tokens(servers))
-        finally:
-            for server in started:
-                server.close()
-
-
-OpenMcpServers = Callable[..., AbstractAsyncContextManager[McpStart]]
-"""The type of :func:`open_mcp_servers`."""
-
-
-def _tokens(servers: Mapping[str, McpServerConfig]) -> tuple[str, ...]:
-    tokens = []
-    for config in servers.values():
-        if config.bearer_token_env_var is not None:
-            token = os.environ.get(config.bearer_token_env_var, "").strip()
-            if token:
-                tokens.append(token)
-    return tuple(tokens)
-
-
 __all__ = [
+    "MAX_PAGES",
+    "MAX_TOOLS",
     "Connection",
     "McpServer",
-    "McpStart",
-    "OpenMcpServers",
     "StartFailed",
-    "open_mcp_servers",
 ]

@@ -8,6 +8,13 @@ SIGKILL, a crash), which a server that ignores the end of its input would otherw
 The transport also keeps the last lines of the server's standard error, which say why a server
 that failed did.
 
+Each line the server writes is read up to the server's ``tool_output_max_bytes``
+(:class:`~._answers.Lines`). A line over it, or one that is no message relay can read, is an
+answer that fails the request it names at once (:mod:`._answers`): the transport keeps the ids
+of the requests still waiting for their answers to know which. A line that names none of them
+fails every one of them, unless it is a message of the server's own (it has a ``method``),
+which is left out.
+
 Messages are JSON-RPC, one per line, as the MCP specification has it. Stopping a server follows
 the specification too: its input is closed, it gets :data:`GRACE_SECONDS` to exit, then SIGTERM
 and as long again, then the guard kills what is left. A server that failed to start is killed
@@ -31,6 +38,16 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.shared.message import SessionMessage
 
 from .._core._process import Command, open_command
+from ._answers import (
+    Lines,
+    Overlong,
+    RequestId,
+    Unreadable,
+    answer_ids,
+    over_bound,
+    request_key,
+    why_unreadable,
+)
 
 logger = logging.getLogger("relay.mcp")
 
@@ -38,8 +55,6 @@ logger = logging.getLogger("relay.mcp")
 GRACE_SECONDS = 2.0
 #: Lines of a server's standard error kept for the messages that explain a failure.
 STDERR_LINES = 20
-#: The longest line a server may write on its standard output; a longer one ends the link.
-MAX_LINE_BYTES = 64 * 1024 * 1024
 #: How long the end of a server's standard error is waited for once it has exited (a process
 #: it started may hold it open).
 STDERR_WAIT_SECONDS = 1.0
@@ -53,7 +68,7 @@ class StdioLink:
     """A running stdio server: the pid of its group, the tail of its standard error, whether
     it is still there."""
 
-    def __init__(self, name: str, command: Command) -> None:
+    def __init__(self, name: str, command: Command, bound: int) -> None:
         self.name = name
         """The server's name (for the log)."""
         self.command = command
@@ -67,8 +82,11 @@ class StdioLink:
         """Set when it has exited (:attr:`returncode` is known)."""
         self.stderr_done = anyio.Event()
         """Set when its standard error ended."""
-        self.broken: str | None = None
-        """How it broke the protocol, if it did."""
+        self.bound = bound
+        """The most bytes of one line read (``tool_output_max_bytes``)."""
+        self.waiting: set[RequestId] = set()
+        """The requests sent to it and not answered yet (as :func:`~._answers.request_key`
+        has them)."""
         self.hurry = False
         """Kill it at once when the link closes, without the grace of a stop."""
 
@@ -84,29 +102,55 @@ class StdioLink:
     async def _read_stdout(self, send: MemoryObjectSendStream[SessionMessage | Exception]) -> None:
         stdout = self.command.stdout
         assert stdout is not None
-        # The start of the line being read, in pieces: a long line (an image) is joined once.
-        pending: list[bytes] = []
-        size = 0
+        lines = Lines(self.bound)
         try:
             async with send:
                 async for chunk in stdout:
-                    if b"\n" not in chunk:
-                        pending.append(chunk)
-                        size += len(chunk)
-                        if size > MAX_LINE_BYTES:
-                            self.broken = f"wrote a line longer than {MAX_LINE_BYTES} bytes"
-                            self.hurry = True
-                            return
-                        continue
-                    *lines, rest = b"".join([*pending, chunk]).split(b"\n")
-                    pending, size = [rest], len(rest)
-                    for line in lines:
-                        if line.strip():
-                            await send.send(_parse(self.name, line))
+                    for line in lines.feed(chunk):
+                        for message in self._messages(line):
+                            await send.send(message)
         except _PIPE_ERRORS:
             pass
         finally:
             self.closed.set()
+
+    def _messages(self, line: bytes | Overlong) -> list[SessionMessage]:
+        """What one line of the server's output is to the client session: its message, or
+        the errors of the requests it fails."""
+        if isinstance(line, Overlong):
+            return self._unreadable(line.head, over_bound(self.bound))
+        if not line.strip():
+            return []
+        try:
+            message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except ValueError as exc:
+            return self._unreadable(line, why_unreadable(line, exc))
+        answered = message.id if isinstance(message, mcp_types.JSONRPCResponse) else None
+        if isinstance(message, mcp_types.JSONRPCError):
+            answered = message.id
+        if answered is not None:
+            self.waiting.discard(request_key(answered))
+        return [SessionMessage(message)]
+
+    def _unreadable(self, raw: bytes, why: str) -> list[SessionMessage]:
+        """The errors that fail the requests an answer relay cannot read was meant for."""
+        named = [key for key in map(request_key, answer_ids(raw)) if key in self.waiting]
+        if named:
+            failed = [named[0]]
+        elif b'"method"' in raw:
+            logger.warning("MCP server %s wrote a message relay cannot read: %s", self.name, why)
+            return []
+        else:
+            failed = sorted(self.waiting, key=str)
+        logger.warning("MCP server %s wrote an answer relay cannot read: %s", self.name, why)
+        self.waiting.difference_update(failed)
+        error = mcp_types.ErrorData(
+            code=mcp_types.PARSE_ERROR, message=f"unreadable answer: {why}", data=Unreadable(why)
+        )
+        return [
+            SessionMessage(mcp_types.JSONRPCError(jsonrpc="2.0", id=key, error=error))
+            for key in failed
+        ]
 
     async def _write_stdin(
         self,
@@ -118,12 +162,26 @@ class StdioLink:
         try:
             async with receive:
                 async for message in receive:
+                    self._note_sent(message.message)
                     data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                     await stdin.send(data.encode("utf-8") + b"\n")
         except _PIPE_ERRORS:
             # The server no longer reads: no answer is coming, the requests waiting for one
             # end now rather than at their timeouts.
             answers.close()
+
+    def _note_sent(self, message: mcp_types.JSONRPCMessage) -> None:
+        """Keep :attr:`waiting` in step with a message sent to the server."""
+        if isinstance(message, mcp_types.JSONRPCRequest):
+            self.waiting.add(request_key(message.id))
+        elif (
+            isinstance(message, mcp_types.JSONRPCNotification)
+            and message.method == "notifications/cancelled"
+            and isinstance(message.params, dict)
+        ):
+            cancelled = message.params.get("requestId")
+            if isinstance(cancelled, int | str):
+                self.waiting.discard(request_key(cancelled))
 
     async def _read_stderr(self) -> None:
         stderr = self.command.stderr
@@ -174,20 +232,9 @@ class StdioLink:
                 await self.exited.wait()
 
 
-def _parse(name: str, line: bytes) -> SessionMessage | Exception:
-    """One line of the server's output as a message, or the error that says why it is not
-    one (the client session reports it and goes on)."""
-    try:
-        message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-    except ValueError as exc:
-        logger.warning("MCP server %s wrote a line that is not a JSON-RPC message", name)
-        return exc
-    return SessionMessage(message)
-
-
 @asynccontextmanager
 async def open_stdio(
-    name: str, argv: Sequence[str], *, cwd: str, env: Mapping[str, str]
+    name: str, argv: Sequence[str], *, cwd: str, env: Mapping[str, str], bound: int
 ) -> AsyncIterator[
     tuple[
         StdioLink,
@@ -197,6 +244,7 @@ async def open_stdio(
 ]:
     """Start the server ``argv`` and yield its link and the two streams a
     ``mcp.ClientSession`` talks through; leaving the block stops the server (shielded).
+    ``bound`` is the most bytes of one line read (``tool_output_max_bytes``).
 
     Raises:
         OSError: the command could not be started.
@@ -209,7 +257,7 @@ async def open_stdio(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     ) as command:
-        link = StdioLink(name, command)
+        link = StdioLink(name, command, bound)
         answers_send, answers = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         requests, requests_receive = anyio.create_memory_object_stream[SessionMessage](0)
         async with anyio.create_task_group() as tg:

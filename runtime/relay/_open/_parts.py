@@ -34,7 +34,7 @@ from .._core._writer import Epoch, RolloutWriter
 from .._models._scripted import ScriptedModel
 
 if TYPE_CHECKING:
-    from .._mcp._servers import OpenMcpServers
+    from .._mcp._session import OpenMcpServers
     from .._otel._observer import SessionTracer
 
 #: The event id of what starting the MCP servers reports (before any submission).
@@ -294,7 +294,7 @@ def _mcp_starter(servers: Mapping[str, McpServerConfig]) -> OpenMcpServers | Non
     try:
         import mcp  # noqa: F401  (the extra; the adapter imports it too)
 
-        from .._mcp._servers import open_mcp_servers
+        from .._mcp._session import open_mcp_servers
     except ImportError as exc:
         raise ConfigError(
             f"MCP servers are configured ({', '.join(enabled)}) and the mcp package is not "

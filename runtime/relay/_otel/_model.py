@@ -31,7 +31,7 @@ from .._base._model import (
     Prompt,
 )
 from . import _names as n
-from ._values import MESSAGE_LIMIT, finish_reasons, messages_json
+from ._values import error_text, finish_reasons, messages_json
 
 logger = logging.getLogger("relay.otel")
 
@@ -116,7 +116,10 @@ class ModelRequest:
         kind = error.code.value if isinstance(error, ModelError) else type(error).__name__
         message = error.message if isinstance(error, ModelError) else str(error)
         self.span.set_attribute(n.GEN_AI_RESPONSE_FINISH_REASONS, ("error",))
-        fail(self.span, kind, self._tracer.redact(message)[:MESSAGE_LIMIT])
+        tracer = self._tracer
+        fail(
+            self.span, kind, error_text(kind, message, content=tracer.content, redact=tracer.redact)
+        )
 
     def cancelled(self) -> None:
         """The request was cancelled (an interrupt, a replaced turn): not an error."""

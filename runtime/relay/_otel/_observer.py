@@ -46,6 +46,7 @@ from ._model import ModelRequest, TracedModel, fail
 from ._values import (
     MESSAGE_LIMIT,
     clip,
+    error_text,
     instructions_json,
     mcp_server,
     messages_json,
@@ -353,7 +354,7 @@ class SessionTracer:
     def _error(self, event: p.Event, msg: p.ErrorEvent) -> None:
         if event.id in self._quiet:
             return
-        message = self.redact(msg.message)[:MESSAGE_LIMIT]
+        message = error_text(msg.code.value, msg.message, content=self.content, redact=self.redact)
         turn = self._turns.get(event.id)
         if turn is None:
             if self._session is not None and self._session.is_recording():

@@ -3,7 +3,10 @@
 Content (prompts, answers, tool arguments and outputs) is recorded only when asked for
 (:func:`records_content`), as JSON text in the shape of the GenAI semantic conventions
 (``[{"role": ..., "parts": [...]}]``), cut to :data:`CONTENT_LIMIT` characters keeping the
-newest messages; the caller redacts it.
+newest messages; the caller redacts it. An error's message is content too (a server quotes
+what it refused, an op quotes itself): without content it is left out, and a span says the
+error's kind alone (:func:`error_text`), unless relay words the message itself from figures
+(:data:`PLAIN_ERRORS`).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 
 from .._base import _protocol as p
 from .._base._config import Config
+from .._base._errors import ErrorCode
 from .._base._model import CUT_AT_LIMIT
 
 #: The variable the GenAI instrumentations read to record message content.
@@ -24,6 +28,26 @@ CONTENT_LIMIT = 32_768
 MESSAGE_LIMIT = 500
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+#: The errors whose message relay words from its own settings and counts, never from what
+#: the session holds: recorded whether content is or not.
+PLAIN_ERRORS = frozenset(
+    {
+        ErrorCode.STEP_LIMIT.value,
+        ErrorCode.TOOL_LOOP.value,
+        ErrorCode.COMPACTION_LOOP.value,
+        ErrorCode.ACTIVE_TURN_NOT_STEERABLE.value,
+    }
+)
+
+
+def error_text(kind: str, message: str, *, content: bool, redact: Callable[[str], str]) -> str:
+    """What a span records of an error of kind ``kind`` (its ``error.type``): its message,
+    redacted and cut to :data:`MESSAGE_LIMIT`, when content is recorded or the message is one
+    of :data:`PLAIN_ERRORS`; else the kind alone, and that the message was left out."""
+    if content or kind in PLAIN_ERRORS:
+        return redact(message)[:MESSAGE_LIMIT]
+    return f"{kind}: the message is left out (content recording is off)"
 
 
 def records_content(config: Config, environ: Mapping[str, str]) -> bool:
@@ -160,6 +184,8 @@ def clip(
 
 
 __all__ = [
+    "PLAIN_ERRORS",
+    "error_text",
     "CAPTURE_CONTENT_VARIABLE",
     "CONTENT_LIMIT",
     "MESSAGE_LIMIT",
