@@ -27,7 +27,7 @@ from tests.cli.test_cli_lifecycle import (
     write_jsonl,
 )
 
-SERVER = Path(__file__).resolve().parent.parent / "mcp_server.py"
+SERVER = Path(__file__).resolve().parent.parent / "mcp" / "mcp_server.py"
 
 
 def gone(pid: int) -> bool:

@@ -1,4 +1,4 @@
-"""MCP servers in a session, against real servers (``tests/mcp_server.py``, on the official SDK)
+"""MCP servers in a session, against real servers (``tests/mcp/mcp_server.py``, on the official SDK)
 over stdio and streamable HTTP: a scripted model calls their tools through relay's tool layer;
 errors, cancellation, timeouts, crashes and restarts, startup failures, filters, a resume and
 masking (docs/tools.md).
@@ -28,11 +28,11 @@ import relay
 from relay import McpServerConfig, testing
 from relay._mcp._names import qualified_name
 from relay.tasks.compaction._history import mask_reference
-from tests.mcp_server import LONG_TOOL
+from tests.mcp.mcp_server import LONG_TOOL
 
 pytest.importorskip("mcp")
 
-SERVER = Path(__file__).resolve().parent.parent / "mcp_server.py"
+SERVER = Path(__file__).resolve().parent / "mcp_server.py"
 #: Every tool of the test server.
 TOOLS = 13
 #: How long a test waits for what a server does on its own (it logs it).

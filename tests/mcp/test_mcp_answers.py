@@ -1,5 +1,5 @@
 """What relay reads of an MCP server's answers, against a server that writes them byte by byte
-(``tests/mcp_raw_server.py``) over stdio and streamable HTTP: answers over the size bound
+(``tests/mcp/mcp_raw_server.py``) over stdio and streamable HTTP: answers over the size bound
 (``tool_output_max_bytes``), answers relay cannot read, and tool lists without end
 (docs/tools.md).
 
@@ -26,7 +26,7 @@ from tests.mcp.test_mcp import DEADLINE, call, config, free_port, listening, out
 
 pytest.importorskip("mcp")
 
-RAW = Path(__file__).resolve().parent.parent / "mcp_raw_server.py"
+RAW = Path(__file__).resolve().parent / "mcp_raw_server.py"
 #: Seconds a call may wait on the server before it is reported as timed out: long enough that
 #: a call fails on what relay makes of the answer, never on this.
 PATIENCE = 30.0

@@ -1,6 +1,6 @@
 """A small MCP server for relay's tests, on the official SDK (``MCPServer``).
 
-Run as ``python tests/mcp_server.py [--http PORT] [--log FILE] [--fail-start TEXT | --hang]``:
+Run as ``python tests/mcp/mcp_server.py [--http PORT] [--log FILE] [--fail-start TEXT | --hang]``:
 over standard input and output by default, over streamable HTTP on 127.0.0.1:PORT with
 ``--http``. Its tools: ``echo``, ``add`` (structured content), ``slow`` (sleeps; a cancellation
 is written to the log), ``fail`` (an error result), ``crash`` (the process exits at once),

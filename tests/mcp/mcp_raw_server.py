@@ -3,7 +3,7 @@ library alone: it starts in a few hundredths of a second, and it can answer what
 write (bytes that are not UTF-8, a lone surrogate, JSON nested too deep, an answer of any size,
 a tool list without end).
 
-Run as ``python tests/mcp_raw_server.py [--http PORT [--sse]] [--tools N] [--pages-forever]
+Run as ``python tests/mcp/mcp_raw_server.py [--http PORT [--sse]] [--tools N] [--pages-forever]
 [--list-answer KIND]``: over standard input and output by default, over streamable HTTP on
 127.0.0.1:PORT with ``--http`` (each answer a JSON body, or with ``--sse`` one server-sent
 event). ``--tools N`` lists N tools (``tool0`` ...) besides its own; ``--pages-forever`` lists
