@@ -4,6 +4,7 @@ reported with context_compacted."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import subprocess
 import sys
@@ -17,38 +18,6 @@ from relay import testing
 from relay.lowlevel import CompactionContext, CompactionOutcome, CompactionRequest
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
-
-COMPACTOR = '''
-import relay
-from relay.lowlevel import CompactionOutcome
-
-
-class Shorten:
-    """Replaces the history by one message, whenever the point is not an idle one."""
-
-    async def compact(self, ctx, request):
-        view = ctx.backend.view
-        idle = request.trigger in (
-            relay.CompactionTrigger.PRE_TURN,
-            relay.CompactionTrigger.MID_TURN,
-            relay.CompactionTrigger.POST_TURN,
-        ) and not view.budget.over_limit
-        if idle:
-            return CompactionOutcome.NOT_DUE
-        receipt = relay.CompactionReceipt(
-            trigger=request.trigger, backend="shorten", tokens_before=view.budget.usage,
-            tokens_after=1, duration_ms=0,
-        )
-        ctx.install(
-            [relay.user_message("(shortened)")], message="", receipt=receipt,
-            clear_reference=True,
-        )
-        return CompactionOutcome.INSTALLED
-
-
-def make():
-    return Shorten()
-'''
 
 
 class Shorten:
@@ -96,6 +65,17 @@ async def test_a_compactor_of_ones_own_serves_automatic_and_manual_compactions(
     assert installs == [1, 1]  # one automatic (before "two"), one manual
     assert len(t.recorder.of_type(relay.ContextCompacted)) == 2
     assert "(shortened)" in t.model.requests[1]["input"][0]["content"][0]["text"]
+
+
+#: The module a configuration file and the command line name: the compactor above, as a file.
+COMPACTOR = (
+    "from __future__ import annotations\n"
+    "import relay\n"
+    "from relay.lowlevel import CompactionOutcome\n\n"
+    f"{inspect.getsource(Shorten)}\n\n"
+    "def make():\n"
+    "    return Shorten()\n"
+)
 
 
 @pytest.mark.slow  # processes of its own
