@@ -19,6 +19,9 @@ from typing import Any, Literal
 import attrs
 import cattrs
 
+from ._compaction_config import CompactionSettings as CompactionSettings
+from ._compaction_config import HookCommand as HookCommand
+from ._compaction_config import Hooks as Hooks
 from ._errors import ConfigError
 from ._features import features_in_tables
 from ._mcp_config import McpServerConfig, check_mcp_server, resolve_mcp_paths
@@ -103,27 +106,6 @@ class Features:
     history after every compaction."""
     tool_output_masking: bool = False
     """Mask old tool outputs before compacting (the ``recall`` tool returns them)."""
-
-
-@attrs.frozen
-class HookCommand:
-    """A compaction hook run as a command."""
-
-    command: tuple[str, ...] = attrs.field(converter=tuple)
-    """The program and its arguments (argv); never run through a shell. In a configuration
-    file, an argument that starts with ``./`` or ``../`` is a path relative to that file."""
-    timeout_ms: int = 10_000
-    """Milliseconds after which the hook is stopped (and the compaction goes on)."""
-
-
-@attrs.frozen
-class Hooks:
-    """Compaction hooks."""
-
-    pre_compact: tuple[HookCommand, ...] = attrs.field(converter=tuple, factory=tuple)
-    """Run before a compaction; may stop it."""
-    post_compact: tuple[HookCommand, ...] = attrs.field(converter=tuple, factory=tuple)
-    """Run after a compaction is installed."""
 
 
 @attrs.frozen
@@ -235,8 +217,10 @@ class Config:
     """Feature switches."""
     model_providers: Mapping[str, ProviderConfig] = attrs.field(factory=dict)
     """Provider tables, added to (or replacing) the built-ins."""
-    hooks: Hooks = Hooks()
+    hooks: Hooks = attrs.field(factory=Hooks)
     """Compaction hooks."""
+    compaction: CompactionSettings = attrs.field(factory=CompactionSettings)
+    """How relay's compactions write and place a summary (docs/compaction.md)."""
     tools: Mapping[str, bool] = attrs.field(factory=dict)
     """Built-in tools switched on or off."""
     rollout: RolloutConfig = RolloutConfig()

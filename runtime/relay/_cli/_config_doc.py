@@ -16,6 +16,7 @@ import attrs
 
 from .._base._config import (
     BUILTIN_PROVIDERS,
+    CompactionSettings,
     Config,
     Features,
     HookCommand,
@@ -67,6 +68,9 @@ EXAMPLES: Mapping[str, str] = {
     "project_doc": 'project_doc = "CONTRIBUTING.md"',
     "cwd": 'cwd = "/home/me/project"',
     "tools": "tools = { shell = true, sleep = false }",
+    "compaction.tool_outputs_as_data": "[compaction]\ntool_outputs_as_data = false",
+    "compaction.placement": '[compaction]\nplacement = "cache_aware"',
+    "compaction.save_state": "[compaction]\nsave_state = true",
     "features.token_budget": "[features]\ntoken_budget = true",
     "features.remote_compaction_v2": "[features]\nremote_compaction_v2 = true",
     "features.async_compaction": (
@@ -157,6 +161,7 @@ EXAMPLES: Mapping[str, str] = {
 _TABLES: tuple[tuple[str, type, str], ...] = (
     ("", Config, "Top-level keys"),
     ("features.", Features, "`[features]`"),
+    ("compaction.", CompactionSettings, "`[compaction]`"),
     ("rollout.", RolloutConfig, "`[rollout]`"),
     ("otel.", OtelConfig, "`[otel]`"),
     ("hooks.", Hooks, "`[hooks]`"),
@@ -166,7 +171,9 @@ _TABLES: tuple[tuple[str, type, str], ...] = (
 )
 
 #: Keys documented by a table of their own rather than as one value.
-_SUBTABLES = frozenset({"features", "rollout", "otel", "hooks", "model_providers", "mcp_servers"})
+_SUBTABLES = frozenset(
+    {"compaction", "features", "rollout", "otel", "hooks", "model_providers", "mcp_servers"}
+)
 
 
 def toml_type(hint: Any) -> str:

@@ -31,7 +31,7 @@ from relay.lowlevel import (
 )
 
 from ._history import carry_work_state, recent_reads
-from ._policy import place_initial_context
+from ._policy import cache_aware_head, place_initial_context
 
 CUT_SUMMARY_WARNING = (
     "The summary was cut off at the answer limit: the compacted history holds what arrived and "
@@ -126,6 +126,13 @@ async def run_compaction(
             history, clear_reference = list(result.history), False
         case Placement.FRESH_WINDOW:
             history, clear_reference = with_record(support, result.history), False
+        case Placement.REPLACE if (
+            head := cache_aware_head(support.view.history, result.history)
+            if support.view.config.compaction.placement == "cache_aware"
+            else None
+        ) is not None:
+            # The initial context stays where it stood: the reference context is kept.
+            history, clear_reference = with_record(support, head), False
         case Placement.REPLACE:
             initial = (
                 support.initial_context()
