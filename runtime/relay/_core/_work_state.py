@@ -30,6 +30,7 @@ KIND_HEADINGS: Mapping[str, str] = {
     "line": "Lines that stood out",
     "error": "Tool errors",
     "answer": "The model's latest answer",
+    "saved": "Saved before a compaction",
 }
 
 
