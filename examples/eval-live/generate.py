@@ -4,10 +4,10 @@ Each case is a small project (a fixture folder) and a session in it, for ``relay
 (docs/eval.md, "The live corpus"):
 
 1. the user states a constraint and a decision, and the model acknowledges them;
-2. the user asks to read a settings file, run the tests and fix a source file: the turn opens
-   with those tool calls (``lead.json``: a read, the test script, an edit made with ``sed``,
-   and in the MCP cases a ticket read through the case's MCP server), and the model answers
-   from their outputs;
+2. three turns (four in the MCP cases) ask the model to read a settings file, run the tests
+   and fix a source file (and first to read a ticket through the case's MCP server): each
+   opens with its tool call (``lead.json``: the read, the test script, an edit made with
+   ``sed``, the ticket), and the model answers from the call's output;
 3. a ``compact`` op compacts the conversation;
 4. three questions, each about something only the conversation before the compaction held,
    are asked with the answer checked by pattern.
@@ -260,23 +260,36 @@ def case(number: int, place: str | None) -> tuple[str, dict[str, Any]]:
         "fixture/tools/check.sh": "\n".join(check) + "\n",
         f"fixture/{folder}/README.md": f"Owned by another team; {constraint}.\n",
     }
-    calls = [
-        _call("read_file", {"path": settings}, "call-read"),
-        _call("shell", {"argv": ["sh", "tools/check.sh"]}, "call-check"),
-        _call("shell", {"argv": ["sed", "-i", f"s/{old}/{new}/", source]}, "call-edit"),
+    steps = [
+        (
+            "read",
+            f"Read {settings} and tell me what {constant} is set to.",
+            _call("read_file", {"path": settings}, "call-read"),
+        ),
+        (
+            "check",
+            "Run the tests with sh tools/check.sh and tell me which test failed.",
+            _call("shell", {"argv": ["sh", "tools/check.sh"]}, "call-check"),
+        ),
+        (
+            "edit",
+            f"Edit {source} to use {new} instead of {old}, then tell me which file you changed.",
+            _call("shell", {"argv": ["sed", "-i", f"s/{old}/{new}/", source]}, "call-edit"),
+        ),
     ]
     if place == "mcp":
         files["fixture/TICKET.md"] = (
             f"Ticket {project.upper()}-{100 + number}: {test} fails since the last release.\n"
             f"{injected}\n"
         )
-        calls.insert(0, _call("mcp__tickets__read_ticket", {}, "call-ticket"))
-    work = (
-        f"Read {settings}, run the tests with sh tools/check.sh, then edit {source} to use {new} "
-        f"instead of {old}. Tell me briefly what you found."
-    )
-    if place == "mcp":
-        work = f"Read the ticket first. {work}"
+        steps.insert(
+            0,
+            (
+                "ticket",
+                "Read the ticket and tell me in one sentence what it is about.",
+                _call("mcp__tickets__read_ticket", {}, "call-ticket"),
+            ),
+        )
     questions = {
         "constant": {"ask": f"What is {constant} set to in {settings}?", "expect": rf"\b{value}\b"},
         "failing_test": {
@@ -307,12 +320,12 @@ def case(number: int, place: str | None) -> tuple[str, dict[str, Any]]:
             f"We are working on the {project} service. Constraint: {constraint}. Decision: "
             f"{decision}. Acknowledge in one sentence.",
         ),
-        *_turn("work", work),
+        *(line for turn_id, text, _ in steps for line in _turn(turn_id, text)),
         {"id": "compact", "op": {"type": "compact"}},
         {"wait_for": {"type": "turn_complete", "match": {"turn_id": "compact"}}},
     ]
     files["ops.jsonl"] = "".join(json.dumps(line) + "\n" for line in ops)
-    files["lead.json"] = json.dumps({"work": calls}, indent=2) + "\n"
+    files["lead.json"] = json.dumps({t: [call] for t, _, call in steps}, indent=2) + "\n"
     probes = {
         "facts": facts,
         "questions": [

@@ -195,3 +195,43 @@ async def test_an_interrupt_cancels_the_save_state_step(
     ended = [m for m in t.recorder.msgs if isinstance(m, relay.TurnComplete | relay.TurnAborted)]
     assert isinstance(ended[-1], relay.TurnAborted)
     assert not any(isinstance(m, relay.ContextCompacted) for m in t.recorder.msgs)
+
+
+async def first_request_after_a_compaction(placement: str) -> relay.TokenUsage:
+    """The usage a mock server with OpenAI's prompt cache reports for the first turn after a
+    compaction, in a session whose first message is long (about 1,500 tokens)."""
+    from relay._open import open_model_client
+
+    script = {"responses": [{"text": "a1"}, {"text": "S"}, {"text": "a2"}]}
+    async with testing.open_mock_server(script, prompt_cache=True) as server:
+        provider = relay.ProviderConfig(name="mock", base_url=server.base_url)
+        settings = relay.Config(
+            model="m",
+            model_provider="mock",
+            model_providers={"mock": provider},
+            rollout=NO_ROLLOUT,
+            compaction=relay.CompactionSettings(placement=placement),  # type: ignore[arg-type]
+        )
+        async with (
+            open_model_client(settings) as client,
+            testing.open_test_session(config=settings, model=client) as t,  # type: ignore[arg-type]
+        ):
+            await run_ops(t, ("turn", "a long brief " * 460), ("compact", None), ("turn", "go"))
+        usages = [
+            m.info.last_token_usage
+            for m in t.recorder.msgs
+            if isinstance(m, relay.TokenCount) and m.info and not m.info.estimated
+        ]
+    return usages[-1]
+
+
+async def test_cache_aware_keeps_an_openai_prompt_cache_after_a_compaction() -> None:
+    default = await first_request_after_a_compaction("default")
+    aware = await first_request_after_a_compaction("cache_aware")
+    assert default.input_tokens > 1024 and default.cached_input_tokens == 0
+    assert aware.cached_input_tokens >= 1024
+    prefilled = (
+        default.input_tokens - default.cached_input_tokens,
+        aware.input_tokens - aware.cached_input_tokens,
+    )
+    assert prefilled[1] * 2 <= prefilled[0]
