@@ -154,6 +154,7 @@ def test_cached_tokens_go_into_the_completion_unless_the_script_gave_some() -> N
     assert kept["response"]["usage"]["input_tokens_details"] == {"cached_tokens": 7}
 
 
+@pytest.mark.slow  # two processes: a mock server and relay eval, which runs 8 sessions
 def test_relay_eval_live_runs_the_baselines_beside_the_matrix(tmp_path: Path) -> None:
     corpus = tmp_path / "corpus"
     for name in ("01-billing", "18-injection-command"):

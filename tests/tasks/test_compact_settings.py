@@ -10,6 +10,7 @@ import trio.testing
 
 import relay
 from relay import testing
+from relay._core._cache_watch import RequestShape, cache_fall_cause
 from relay.tasks.compaction._defence import CLOSE, ESCAPED_CLOSE, fence, fenced
 from relay.tasks.compaction._policy import cache_aware_head
 from relay.tasks.compaction._save_state import SAVE_STATE_PROMPT, saved_entry
@@ -235,3 +236,53 @@ async def test_cache_aware_keeps_an_openai_prompt_cache_after_a_compaction() -> 
         aware.input_tokens - aware.cached_input_tokens,
     )
     assert prefilled[1] * 2 <= prefilled[0]
+
+
+def shape(**changed: Any) -> RequestShape:
+    fields: dict[str, Any] = {
+        "model": "m",
+        "instructions": "be brief",
+        "tools": (),
+        "head": (relay.user_message("first"),),
+        "length": 3,
+        "window": 0,
+    }
+    return RequestShape(**{**fields, **changed})
+
+
+def test_a_fall_of_the_cached_share_is_put_down_to_what_changed_first() -> None:
+    before = shape()
+    assert cache_fall_cause(before, shape(model="n", window=1)).startswith("a model switch")
+    assert cache_fall_cause(before, shape(instructions="x")) == "a changed instruction"
+    assert cache_fall_cause(before, shape(tools=("t",))) == "a new tool list"
+    assert cache_fall_cause(before, shape(window=1, length=1)) == "a compaction"
+    assert cache_fall_cause(before, shape(length=2)) == "a rewritten history"
+    assert cache_fall_cause(before, shape(length=5)).startswith("the server's own eviction")
+
+
+async def test_the_session_says_why_the_cached_share_fell_after_a_compaction(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    def usage(cached: int) -> dict[str, Any]:
+        return {
+            "input_tokens": 1000,
+            "input_tokens_details": {"cached_tokens": cached},
+            "output_tokens": 1,
+            "total_tokens": 1001,
+        }
+
+    script = {
+        "responses": [
+            {"text": "a1", "usage": usage(0)},
+            {"text": "a2", "usage": usage(900)},
+            {"text": "S"},
+            {"text": "a3", "usage": usage(100)},
+        ]
+    }
+    async with testing.open_test_session(script, config=config()) as t:
+        await run_ops(t, ("turn", "one"), ("turn", "two"), ("compact", None), ("turn", "three"))
+    said = [m.message for m in t.recorder.msgs if isinstance(m, relay.BackgroundEvent)]
+    assert said == [
+        "The server's prompt cache held 10% of this request's input, 90% of the previous "
+        "one's: a compaction since then."
+    ]

@@ -386,12 +386,17 @@ async def sample(
             detail = f"{detail}; retrying in {max(0.0, error.retry_after):g} s"
         writer.emit(p.StreamErrorEvent(reconnecting_message(attempt, limit), detail))
 
-    return await with_retries(
+    result = await with_retries(
         lambda: stream_response(session, writer, prompt, record=record, report=report),
         max_retries=limit,
         rng=wiring.rng,
         before_retry=reconnecting,
     )
+    if report and prompt.purpose == "turn":
+        fell = wiring.prompt_cache.observe(prompt, result.usage, session.state.window_number)
+        if fell is not None:
+            writer.emit(p.BackgroundEvent(fell))
+    return result
 
 
 async def remote_compact(wiring: Wiring, request: CompactRequest) -> Any:

@@ -21,6 +21,7 @@ from .._base._model import ModelClient
 from .._base._secret import Secrets
 from .._base._templates import template
 from .._base._tokens import ApproxEstimator, TokenEstimator, context_window_for
+from ._cache_watch import CacheWatch
 from ._context import WorldState, world_state
 from ._hooks import CompactHook
 from ._real_work import in_thread
@@ -81,6 +82,8 @@ class Wiring:
     register more: :meth:`relay.Session.register_hook`)."""
     estimators: Estimators = attrs.field(factory=Estimators)
     """The counter of usage a server did not report."""
+    prompt_cache: CacheWatch = attrs.field(factory=CacheWatch)
+    """The last turn request and how much of it the server's prompt cache held."""
 
     def world(self, cwd: str) -> WorldState:
         """The world state of ``cwd`` now."""
