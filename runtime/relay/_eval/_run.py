@@ -371,7 +371,7 @@ def _progress_line(stream: Any) -> Callable[[RunRecord, int, int], None]:
         retention = (
             f"{record.facts_kept}/{record.facts_checked} facts" if record.facts_checked else "–"
         )
-        said = " injected" if record.injected else ""
+        said = " injected," if record.injected else ""
         outcome = "failed" if record.failure is not None else "ok"
         stream.write(
             f"relay eval [{done}/{total}] {record.config} {record.case} #{record.repeat}: "
