@@ -43,7 +43,7 @@ from ._corpus import (
     merged,
 )
 from ._fixture import copy_fixture
-from ._page import kind_plot, page_data, render_page, retention_plot
+from ._page import kind_plot, page_data, render_page, retention_plot, success_plot
 from ._probe import ProbeModel
 from ._score import (
     PatternTimeout,
@@ -483,13 +483,17 @@ def eval_command(args: Any) -> int:
         timing = out.with_name(out.stem + ".timing.json")
         timing.write_text(json.dumps(latency, indent=2) + "\n", encoding="utf-8")
     if args.plot:
-        Path(args.plot).write_bytes(retention_plot(data["configurations"]))
+        plot = success_plot if args.live else retention_plot
+        fmt = "svg" if args.plot.endswith(".svg") else "png"
+        Path(args.plot).write_bytes(plot(data["configurations"], fmt))
     if args.html:
         summary = data["configurations"]
         plots = {
             "Retention by fact kind": kind_plot(summary),
             "Retention against input tokens": retention_plot(summary),
         }
+        if args.live:
+            plots["Task success against input tokens"] = success_plot(summary)
         shown = {**data, "corpus": {"cases": len(cases)}, "repeats": args.repeats}
         html = render_page(page_data(shown, records, latency), plots)
         Path(args.html).write_text(html, encoding="utf-8")
