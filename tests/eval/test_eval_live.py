@@ -15,8 +15,8 @@ import pytest
 from relay._base import _protocol as p
 from relay._base._errors import ScriptError
 from relay._drive._op_script import OpLine, WaitFor
-from relay._eval._corpus import INJECTION, load_case, load_corpus
-from relay._eval._run import followed, without_compactions
+from relay._eval._corpus import INJECTION, baselines, load_case, load_corpus
+from relay._eval._run import followed, fresh_window_compactor, without_compactions
 from relay._eval._score import RunRecord, add_baselines, render_live_table, summarize
 from relay._models._prompt_cache import (
     MIN_CACHED_TOKENS,
@@ -199,3 +199,14 @@ def test_relay_eval_live_runs_the_baselines_beside_the_matrix(tmp_path: Path) ->
     progress = [line for line in result.stderr.splitlines() if line.startswith("relay eval [")]
     assert len(progress) == 8 and progress[-1].startswith("relay eval [8/8] cache_aware")
     assert "task success" in result.stdout
+
+
+def test_the_floor_opens_a_fresh_window_without_changing_the_turns() -> None:
+    ceiling, floor = baselines()
+    assert not ceiling.compacts and floor.fresh_window
+    # The token-budget feature would offer the model two more tools: the floor's turns before
+    # the compaction must be the same requests as every other configuration's.
+    assert "token_budget" not in json.dumps(floor.overrides)
+    compactor = fresh_window_compactor()
+    assert list(compactor.backends) == ["token_budget"]
+    assert compactor.select(None, None) == "token_budget"

@@ -81,6 +81,10 @@ class Configuration:
     compacts: bool = True
     """False for the ceiling of a live evaluation: the op script's ``compact`` ops are
     skipped and no automatic compaction runs."""
+    fresh_window: bool = False
+    """True for the floor of a live evaluation: every compaction is the token budget's fresh
+    window, whatever the configuration selects, with nothing of the session placed in it (the
+    session's requests are otherwise the configuration's, tools included)."""
 
 
 def baselines() -> list[Configuration]:
@@ -89,10 +93,13 @@ def baselines() -> list[Configuration]:
     every history item: a fresh window with nothing of the session in it, so the turn after
     it has only itself)."""
     nothing_kept = {
-        "features": {"token_budget": True, "work_state": False, "tool_output_masking": False},
+        "features": {"work_state": False, "tool_output_masking": False},
         "recent_reads_token_budget": 0,
     }
-    return [Configuration("ceiling", {}, compacts=False), Configuration("floor", nothing_kept)]
+    return [
+        Configuration("ceiling", {}, compacts=False),
+        Configuration("floor", nothing_kept, fresh_window=True),
+    ]
 
 
 def load_case(folder: Path) -> Case:

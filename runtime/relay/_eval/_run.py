@@ -31,6 +31,7 @@ from .._core._hooks import CompactHook
 from .._drive._op_script import OpLine, Step, WaitFor
 from .._drive._runner import ScriptRunner
 from .._open import open_model_client, open_session
+from .._open._tasks import BUILTIN_COMPACTOR, load_object
 from ._corpus import (
     Case,
     Configuration,
@@ -184,6 +185,7 @@ async def run_case(
                     hooks=[watch],
                     compact_model=summarizer,
                     tracer_provider=tracer_provider,
+                    compactor=fresh_window_compactor if configuration.fresh_window else None,
                 )
             )
             probe.session = session
@@ -231,6 +233,17 @@ async def run_case(
         prefilled_after=probe.prefilled if probe else 0,
         cached_after=probe.cached if probe else 0,
         wall_ms=round((anyio.current_time() - started) * 1000),
+    )
+
+
+def fresh_window_compactor() -> Any:
+    """relay's compactor with the token budget's fresh window as its only backend (the
+    floor), loaded as a session loads its compactor."""
+    compaction = load_object("relay.tasks.compaction:BACKENDS", what="the compaction backends")
+    maker = load_object(BUILTIN_COMPACTOR, what="the compactor")
+    return maker(
+        backends={"token_budget": compaction["token_budget"]},
+        select=lambda config, provider: "token_budget",
     )
 
 
