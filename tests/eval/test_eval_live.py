@@ -206,7 +206,7 @@ def test_the_floor_opens_a_fresh_window_without_changing_the_turns() -> None:
     assert not ceiling.compacts and floor.fresh_window
     # The token-budget feature would offer the model two more tools: the floor's turns before
     # the compaction must be the same requests as every other configuration's.
-    assert "token_budget" not in json.dumps(floor.overrides)
+    assert "token_budget" not in floor.overrides["features"]
     compactor = fresh_window_compactor()
     assert list(compactor.backends) == ["token_budget"]
     assert compactor.select(None, None) == "token_budget"
