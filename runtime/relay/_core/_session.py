@@ -466,6 +466,11 @@ class Session(metaclass=NoPublicConstructor):
                     message = f"invalid op: unpin: no pinned message is {pin_label(text)}"
                     services.emit(sub_id, p.ErrorEvent(message, ErrorCode.INVALID_OP))
                 services.unpin(sub_id, text)
+            case p.ExecApproval(id=call_id, decision=decision):
+                problem = services.wiring.approvals.decide(call_id, decision)
+                if problem is not None:
+                    error = p.ErrorEvent(f"unknown approval: {problem}", ErrorCode.UNKNOWN_APPROVAL)
+                    services.emit(sub_id, error)
             case p.Shutdown():
                 return functools.partial(self._shutdown, sub_id)
             case p.CustomOp():
