@@ -247,10 +247,6 @@ class Config:
     """Task factories by op type, added to relay's or in place of them:
     ``"package.module:attribute"``, or ``"path/to/file.py:attribute"`` (in a configuration
     file, relative to it). The factory takes the op and returns a ``relay.SessionTask``."""
-    approval_policy: str = "on-request"
-    """TEMPORARY (the sandbox branch defines it)."""
-    sandbox_mode: str = "danger-full-access"
-    """TEMPORARY."""
     compactor: str | None = None
     """What the session does at its compaction points, manual and automatic alike, in place
     of relay's own: ``"package.module:attribute"`` or ``"path/to/file.py:attribute"`` (in a
