@@ -109,6 +109,7 @@ if TYPE_CHECKING:
     from ._base._protocol import WorkStateNoted as WorkStateNoted
     from ._base._protocol import assistant_message as assistant_message
     from ._base._protocol import user_message as user_message
+    from ._base._sandbox_config import SandboxWorkspaceWrite as SandboxWorkspaceWrite
     from ._core._answer import Answer as Answer
     from ._core._answer import TurnFailed as TurnFailed
     from ._core._hooks import CompactHook as CompactHook
@@ -202,6 +203,7 @@ __all__ = [
     "RolloutConfig",
     "RolloutError",
     "RolloutLockedError",
+    "SandboxWorkspaceWrite",
     "ScriptError",
     "Session",
     "SessionConfigured",
@@ -334,6 +336,7 @@ _SOURCES = {
     "WorkStateNoted": "relay._base._protocol",
     "assistant_message": "relay._base._protocol",
     "user_message": "relay._base._protocol",
+    "SandboxWorkspaceWrite": "relay._base._sandbox_config",
     "Answer": "relay._core._answer",
     "TurnFailed": "relay._core._answer",
     "CompactHook": "relay._core._hooks",
