@@ -206,17 +206,7 @@ class Session(metaclass=NoPublicConstructor):
             InvalidOpError: ``op`` is not an op.
             ClosedSessionError: the session has shut down.
         """
-        if not isinstance(
-            op,
-            p.UserTurn
-            | p.UserInput
-            | p.Compact
-            | p.Interrupt
-            | p.OverrideTurnContext
-            | p.Unpin
-            | p.Shutdown
-            | p.CustomOp,
-        ):
+        if not isinstance(op, p.Op):
             raise InvalidOpError(f"not an op: {op!r}")
         if isinstance(op, p.CustomOp) and op.type not in self._custom_types:
             raise InvalidOpError(self._unknown(op.type))
