@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 from hypothesis import given
@@ -393,3 +394,64 @@ async def test_the_default_policy_asks_nothing_for_shell(tmp_path: Path) -> None
         await t.wait_for(testing.turn_ended)
     assert t.recorder.of_type(relay.ExecApprovalRequest) == []
     assert (tmp_path / "made").exists()
+
+
+# ------------------------------------------------------------------ a compaction meanwhile
+
+
+@attrs.frozen
+class CompactWhileWaiting(relay.SessionTask):
+    """Calls ``deploy`` and, while its approval waits, compacts the history."""
+
+    asked: trio.Event
+
+    @property
+    def kind(self) -> str:
+        return "compact_while_waiting"
+
+    async def run(self, ctx: relay.TaskContext) -> str | None:
+        await ctx.record_input([relay.Text("ship it")])
+        call = relay.FunctionCall("deploy", '{"to": "prod"}', "d1")
+        ctx.record(call)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ctx.run_tool, call)
+            await self.asked.wait()
+            await ctx.compact(relay.lowlevel.CompactionRequest(relay.CompactionTrigger.MANUAL))
+        return None
+
+
+@pytest.mark.parametrize("token_budget", [False, True])
+async def test_a_compaction_keeps_a_call_that_waits_for_its_decision(
+    tmp_path: Path, token_budget: bool
+) -> None:
+    async def deploy(args: Mapping[str, Any], ctx: relay.ToolContext) -> str:
+        return "deployed"
+
+    tool = relay.Tool("deploy", "Deploy.", {"type": "object"}, deploy, needs_approval=True)
+    asked = trio.Event()
+    cfg = relay.Config(
+        cwd=str(tmp_path),
+        rollout=relay.RolloutConfig(enabled=False),
+        features=relay.Features(token_budget=token_budget),
+    )
+    script = {"responses": [{"text": "earlier answer"}, {"text": "a summary of it all"}]}
+    async with testing.open_test_session(
+        script,
+        config=cfg,
+        tools=[tool],
+        tasks={"compact_while_waiting": lambda op: CompactWhileWaiting(asked)},
+    ) as t:
+        await t.turn("first", id="t1")
+        await t.wait_for(testing.turn_ended)
+        await t.submit(relay.CustomOp("compact_while_waiting"), id="t2")
+        request = (await t.wait_for(relay.ExecApprovalRequest)).msg
+        asked.set()
+        await t.wait_for(relay.ContextCompacted)
+        items = list(t.session.history.items)
+        assert relay.FunctionCall("deploy", '{"to": "prod"}', "d1") in items
+        await t.submit(relay.ExecApproval(request.call_id, relay.ReviewDecision.APPROVED))
+        await t.wait_for(testing.turn_ended, count=2)
+    items = list(t.session.history.items)
+    calls = [i for i, item in enumerate(items) if isinstance(item, relay.FunctionCall)]
+    assert len(calls) == 1
+    assert items[calls[0] + 1] == relay.FunctionCallOutput("d1", "deployed")
