@@ -275,6 +275,7 @@ class TaskContext:
             tokens_used=budget.usage,
             context_window=budget.window,
             note=self.note,
+            sandbox=wiring.sandbox,
         )
         if isinstance(call, p.FunctionCall):
             output = await wiring.tools.call(call, tool_ctx)

@@ -24,6 +24,7 @@ from .._base._tokens import ApproxEstimator, TokenEstimator, context_window_for
 from ._context import WorldState, world_state
 from ._hooks import CompactHook
 from ._real_work import in_thread
+from ._sandbox import SandboxPolicy
 from ._tools import ToolRegistry
 
 
@@ -81,6 +82,8 @@ class Wiring:
     register more: :meth:`relay.Session.register_hook`)."""
     estimators: Estimators = attrs.field(factory=Estimators)
     """The counter of usage a server did not report."""
+    sandbox: SandboxPolicy | None = None
+    """What the commands of ``shell`` and of hooks may touch (None: anything)."""
 
     def world(self, cwd: str) -> WorldState:
         """The world state of ``cwd`` now."""
