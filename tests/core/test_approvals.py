@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,7 @@ from typing import Any
 import attrs
 import pytest
 import trio
+import trio.lowlevel
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -288,7 +291,7 @@ async def test_a_callback_approves_reads_and_denies_writes(
         return relay.ReviewDecision.DENIED if "touch" in request.command else "approved"  # type: ignore[return-value]
 
     async def decide_later(request: relay.ExecApprovalRequest) -> relay.ReviewDecision:
-        await trio.sleep(0)
+        await trio.lowlevel.checkpoint()
         return decide(request)
 
     callback: Any = decide_later if asynchronous else decide
@@ -455,3 +458,65 @@ async def test_a_compaction_keeps_a_call_that_waits_for_its_decision(
     calls = [i for i, item in enumerate(items) if isinstance(item, relay.FunctionCall)]
     assert len(calls) == 1
     assert items[calls[0] + 1] == relay.FunctionCallOutput("d1", "deployed")
+
+
+# ------------------------------------------------------------------ with the sandbox
+
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None and not os.environ.get("RELAY_SANDBOX_REQUIRED"),
+    reason="bubblewrap is not installed",
+)
+
+
+@needs_bwrap
+@pytest.mark.parametrize("decision", ["approved", "denied"])
+async def test_on_failure_asks_to_run_a_refused_command_outside(
+    tmp_path: Path, decision: str
+) -> None:
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    work.mkdir()
+    outside.mkdir()
+    target = outside / "made"
+    script = {"responses": [shell_call("c1", "touch", str(target)), {"text": "done"}]}
+    cfg = config(work, approval_policy="on-failure", sandbox_mode="workspace-write")
+    async with testing.open_test_session(script, config=cfg) as t:
+        await t.turn("make it", id="t1")
+        request = (await t.wait_for(relay.ExecApprovalRequest)).msg
+        assert request.reason is not None and "sandbox refused" in request.reason
+        assert not target.exists()
+        await t.submit(relay.ExecApproval("c1", relay.ReviewDecision(decision)))
+        await t.wait_for(testing.turn_ended)
+    assert target.exists() is (decision == "approved")
+    if decision == "denied":
+        assert "not approved" in output_of(t, "c1")
+
+
+@needs_bwrap
+async def test_on_request_asks_for_an_escalation_and_runs_it_outside(tmp_path: Path) -> None:
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    work.mkdir()
+    outside.mkdir()
+    target = outside / "made"
+    arguments = {
+        "argv": ["touch", str(target)],
+        "sandbox_permissions": "require_escalated",
+        "justification": "Write the file outside the workspace?",
+    }
+    script = {
+        "responses": [
+            {"function_call": {"name": "shell", "arguments": arguments, "call_id": "c1"}},
+            shell_call("c2", "touch", str(outside / "quiet")),
+            {"text": "done"},
+        ]
+    }
+    cfg = config(work, approval_policy="on-request", sandbox_mode="workspace-write")
+    async with testing.open_test_session(script, config=cfg) as t:
+        await t.turn("make it", id="t1")
+        request = (await t.wait_for(relay.ExecApprovalRequest)).msg
+        assert request.reason is not None and "Write the file outside" in request.reason
+        await t.submit(relay.ExecApproval("c1", relay.ReviewDecision.APPROVED))
+        await t.wait_for(testing.turn_ended)
+    assert target.exists()
+    # Without the escalation, the sandbox holds and nothing is asked.
+    assert len(t.recorder.of_type(relay.ExecApprovalRequest)) == 1
+    assert not (outside / "quiet").exists()

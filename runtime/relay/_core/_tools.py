@@ -417,13 +417,11 @@ async def run_shell(
 
 
 async def _shell(args: Mapping[str, Any], ctx: ToolContext) -> str:
+    """Under on-failure, a command the sandbox refused runs outside once that is approved."""
     run = await run_shell(args, ctx, confined=not ctx.unconfined)
-    ask = ctx.ask_unconfined
-    if ask is None or ctx.sandbox is None or ctx.unconfined:
+    ask = None if ctx.unconfined else ctx.ask_unconfined
+    if ask is None or ctx.sandbox is None or not sandbox_refused(run.exit_code, run.printed):
         return run.output
-    if not sandbox_refused(run.exit_code, run.printed):
-        return run.output
-    # Under on-failure: the sandbox refused it; run it outside once that is approved.
     lines = run.printed.splitlines()
     refusal = next((line for line in lines if sandbox_refused(1, line)), "")
     if await ask(f"the sandbox refused it: {refusal.strip()[:200]}"):
