@@ -301,6 +301,7 @@ class TaskContext:
             tokens_used=budget.usage,
             context_window=budget.window,
             note=self.note,
+            sandbox=wiring.sandbox,
             unconfined=cleared.unconfined,
             ask_unconfined=cleared.ask_unconfined,
         )

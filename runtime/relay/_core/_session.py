@@ -194,6 +194,7 @@ class Session(metaclass=NoPublicConstructor):
             lingering=tuple(f"{h.task.kind} {h.turn_id}" for h in self._slot.lingering),
             events_unread=self._services.events.unread,
             events_dropped=self._services.events.dropped,
+            pending_approvals=tuple(self._services.wiring.approvals.pending),
         )
 
     # ------------------------------------------------------------------ submitting
