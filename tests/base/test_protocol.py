@@ -105,7 +105,7 @@ TURN_ITEMS: dict[type, Any] = {
 
 EVENTS: dict[type, Any] = {
     p.TurnStarted: p.TurnStarted("t1", 272_000, 1_700_000_000.5),
-    p.TurnComplete: p.TurnComplete("t1", "done", 1234),
+    p.TurnComplete: p.TurnComplete("t1", '{"done": [1]}', 1234, {"done": [1]}),
     p.TurnAborted: p.TurnAborted("t1", p.AbortReason.HOOK_STOPPED, 7),
     p.ItemStarted: p.ItemStarted("t1", p.ContextCompactionItem("c-1")),
     p.ItemCompleted: p.ItemCompleted("t1", p.ToolCallItem("call-1", "ls", "{}", output="x")),
@@ -444,6 +444,22 @@ def test_a_user_turn_without_an_output_schema_says_nothing_of_it() -> None:
     data = to_json(p.UserTurn(items=(p.Text("hi"),)))
     assert "final_output_json_schema" not in data
     assert decode_op({**data, "final_output_json_schema": None}) == p.UserTurn((p.Text("hi"),))
+
+
+def test_a_turn_without_structured_output_ends_saying_nothing_of_it() -> None:
+    assert to_json(p.TurnComplete("t1", "done", 5)) == {
+        "type": "turn_complete",
+        "turn_id": "t1",
+        "last_agent_message": "done",
+        "duration_ms": 5,
+    }
+    assert to_json(p.TurnComplete("t1", "[]", 5, [])) == {
+        "type": "turn_complete",
+        "turn_id": "t1",
+        "last_agent_message": "[]",
+        "duration_ms": 5,
+        "output": [],
+    }
 
 
 @pytest.mark.parametrize(

@@ -109,6 +109,7 @@ _OMITTED_DEFAULTS: dict[type, tuple[str, ...]] = {
     p.SessionConfigured: ("mcp_servers", "compact_model", "compact_model_provider"),
     # A turn that asks for no structured output says nothing of it.
     p.UserTurn: ("final_output_json_schema",),
+    p.TurnComplete: ("output",),
 }
 
 

@@ -1,9 +1,10 @@
 """Structured output: the JSON Schema a turn's final answer must fit, checked and applied.
 
 A turn may ask for its final answer as JSON that fits a schema (``final_output_json_schema``
-on ``user_turn``). :func:`check_output_schema` refuses a schema before anything is sent, with
-``jsonschema`` and the draft the schema names in ``$schema`` (the latest one ``jsonschema``
-knows when it names none). ``jsonschema`` is imported on first use: a
+on ``user_turn``, ``Session.ask(output_schema=...)``). :func:`check_output_schema` refuses a
+schema before anything is sent; :func:`parse_output` reads the final answer and checks it
+against the schema. Both use ``jsonschema``, with the draft the schema names in ``$schema``
+(the latest one ``jsonschema`` knows when it names none). ``jsonschema`` is imported on first use: a
 session that never asks for structured output never loads it.
 """
 
@@ -13,7 +14,8 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ._errors import InvalidOpError
+from . import _json
+from ._errors import ErrorCode, InvalidOpError, ModelError
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
@@ -72,9 +74,20 @@ def check_output_schema(schema: object) -> None:
     try:
         draft.check_schema(dict(schema))
     except SchemaError as exc:
-        raise InvalidOpError(f"not a JSON Schema: {exc.message}{_at(exc.json_path)}") from None
+        raise InvalidOpError(
+            f"not a JSON Schema: {_bounded(exc.message)}{_at(exc.json_path)}"
+        ) from None
     except RecursionError:
         raise InvalidOpError("not a JSON Schema: it is nested too deeply") from None
+
+
+#: The longest account of what did not fit, in characters: jsonschema's messages quote the
+#: value, which may be the whole answer.
+REASON_CHARS = 500
+
+
+def _bounded(text: str) -> str:
+    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
 
 
 def _kind(value: object) -> str:
@@ -91,4 +104,51 @@ def _at(path: str) -> str:
     return "" if path == "$" else f" (at {path})"
 
 
-__all__ = ["FORMAT_NAME", "check_output_schema"]
+def output_error(message: str) -> ModelError:
+    """The error of an answer that is not the structured output asked for (``invalid_output``)."""
+    return ModelError(message, ErrorCode.INVALID_OUTPUT)
+
+
+def parse_output(text: str | None, schema: Mapping[str, Any]) -> Any:
+    """The JSON value of ``text``, a turn's final answer, checked against ``schema`` (which
+    :func:`check_output_schema` accepted).
+
+    Raises:
+        ModelError: ``invalid_output``, naming what did not fit: the answer is missing, is
+            not JSON (``the answer is not JSON: ...``), or does not fit the schema (the path
+            of the first value that does not, and why).
+    """
+    from jsonschema.exceptions import best_match
+    from referencing import Registry
+    from referencing.exceptions import Unresolvable
+
+    if text is None:
+        raise output_error("the turn ended without an answer to read as JSON")
+    try:
+        value = _json.loads(text)
+    except ValueError as exc:
+        raise output_error(f"the answer is not JSON: {exc}") from None
+    try:
+        _as_json(value, "the answer")
+    except ValueError as exc:
+        raise output_error(str(exc)) from None
+    # An empty registry: a reference resolves within the schema (or to a draft's own
+    # meta-schema), never over the network, which jsonschema would otherwise try.
+    validator = _validator_class(schema)(schema, registry=Registry())
+    try:
+        error = best_match(validator.iter_errors(value))
+    except RecursionError:
+        raise output_error("the answer is nested too deeply to be checked") from None
+    except Unresolvable as exc:
+        raise output_error(
+            f"the output schema has a reference relay cannot follow ({_bounded(str(exc))})"
+        ) from None
+    if error is not None:
+        where = "" if error.json_path == "$" else f" at {error.json_path}"
+        raise output_error(
+            f"the answer does not fit the output schema{where}: {_bounded(error.message)}"
+        )
+    return value
+
+
+__all__ = ["FORMAT_NAME", "REASON_CHARS", "check_output_schema", "output_error", "parse_output"]
