@@ -244,3 +244,16 @@ def test_openai_base_url_and_codex_api_key_reach_the_server_with_the_turns_optio
     )  # fmt: skip
     assert keyless.returncode == 2
     assert "OPENAI_API_KEY" in keyless.stderr
+
+
+def test_no_command_reads_the_codex_key(tmp_path: Path) -> None:
+    echo = {"argv": ["sh", "-c", "echo ${CODEX_API_KEY:-none} ${OPENAI_API_KEY:-none}"]}
+    (tmp_path / "model.json").write_text(
+        json.dumps({"responses": [{"function_call": {"name": "shell", "arguments": echo}}, "ok"]})
+    )
+    result = relay(
+        "exec", "--experimental-json", "--model-script", "model.json", "-c", "tools.shell=true",
+        "--rollout-dir", "r", cwd=tmp_path, stdin="hi", env={"CODEX_API_KEY": "sk-codex"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert lines(result.stdout)[3]["item"]["aggregated_output"] == "none none\n"

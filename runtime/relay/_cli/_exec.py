@@ -233,14 +233,13 @@ def codex_config(
     return config
 
 
-def take_other_key(config: Config) -> None:
-    """When the ``openai`` provider's key comes from ``CODEX_API_KEY``, take
-    ``OPENAI_API_KEY`` out of the environment too: no process relay starts reads either."""
+def take_codex_key(config: Config) -> None:
+    """Take ``CODEX_API_KEY`` out of the environment, and ``OPENAI_API_KEY`` too when the
+    ``openai`` provider reads the former: no process relay starts reads either."""
     from .._base._secret import take_key
 
-    if config.provider().env_key == CODEX_API_KEY or (
-        config.compaction_provider().env_key == CODEX_API_KEY
-    ):
+    take_key(CODEX_API_KEY)
+    if CODEX_API_KEY in (config.provider().env_key, config.compaction_provider().env_key):
         take_key("OPENAI_API_KEY")
 
 
@@ -321,5 +320,5 @@ __all__ = [
     "nested",
     "prompt_steps",
     "rollout_root",
-    "take_other_key",
+    "take_codex_key",
 ]

@@ -399,9 +399,9 @@ def _run_command(args: argparse.Namespace) -> int:
         take_api_key(config.provider())
         take_api_key(config.compaction_provider())
         if request is not None:
-            from ._exec import take_other_key
+            from ._exec import take_codex_key
 
-            take_other_key(config)
+            take_codex_key(config)
         export = export_for(args.otel, os.environ, sys.stderr, "relay")
     except (ConfigError, ScriptError, RolloutError) as exc:
         _print_error(exc)
