@@ -87,13 +87,6 @@ def nested(keys: Sequence[str], value: Any) -> dict[str, Any]:
     return data
 
 
-def has_key(*keys: str) -> bool:
-    """Whether relay's configuration has the (dotted) key."""
-    from .._base._config import unknown_keys
-
-    return not unknown_keys(nested(keys, None))
-
-
 @attrs.frozen
 class ExecRequest:
     """What ``relay exec``'s command line asks for, beyond relay's configuration."""
@@ -154,14 +147,7 @@ def exec_request(args: argparse.Namespace) -> ExecRequest:
     if args.cd is not None:
         flags.append(f"cwd={json.dumps(args.cd)}")
     if args.sandbox is not None:
-        if has_key("sandbox_mode"):
-            flags.append(f"sandbox_mode={json.dumps(args.sandbox)}")
-        else:
-            warnings.append(f"--sandbox {args.sandbox}: relay has no sandbox; ignored")
-    roots = tuple(str(Path(folder).absolute()) for folder in args.add_dirs)
-    if roots and not has_key("sandbox_workspace_write", "writable_roots"):
-        warnings.append("--add-dir: relay has no sandbox; ignored")
-        roots = ()
+        flags.append(f"sandbox_mode={json.dumps(args.sandbox)}")
     overrides = (*codex.overrides, *flags)
     args.overrides = [*args.overrides, *overrides]
     return ExecRequest(
@@ -170,7 +156,7 @@ def exec_request(args: argparse.Namespace) -> ExecRequest:
         images=tuple(str(Path(image).absolute()) for image in args.images),
         codex=codex,
         overrides=overrides,
-        writable_roots=roots,
+        writable_roots=tuple(str(Path(folder).absolute()) for folder in args.add_dirs),
         warnings=tuple(warnings),
     )
 
@@ -224,12 +210,13 @@ def codex_config(
         changed = attrs.evolve(changed, env_key=CODEX_API_KEY)
     if changed is not openai:
         config = attrs.evolve(config, model_providers={**config.model_providers, "openai": changed})
-    # Only when the configuration has the table (exec_request checked).
-    table: Any = getattr(config, "sandbox_workspace_write", None)
-    if request.writable_roots and table is not None:
-        roots = (*table.writable_roots, *request.writable_roots)
-        changes = {"sandbox_workspace_write": attrs.evolve(table, writable_roots=roots)}
-        config = attrs.evolve(config, **changes)
+    if request.writable_roots:
+        table = config.sandbox_workspace_write
+        # The field converts with ``tuple``, whose generic parameter mypy cannot solve.
+        roots: Any = (*table.writable_roots, *request.writable_roots)
+        config = attrs.evolve(
+            config, sandbox_workspace_write=attrs.evolve(table, writable_roots=roots)
+        )
     return config
 
 
@@ -255,8 +242,12 @@ def find_thread(root: Path, thread_id: str) -> Path | None:
     two); None when there is none."""
     if _THREAD_ID.fullmatch(thread_id) is None:
         return None
+    # rollout-YYYY-MM-DDTHH-MM-SS-<session id>.jsonl: the id is all that follows the stamp.
+    name = re.compile(rf"rollout-\d{{4}}-\d\d-\d\dT\d\d-\d\d-\d\d-{thread_id}\.jsonl")
     found: list[tuple[float, str]] = []
     for path in root.glob(f"**/rollout-*-{thread_id}.jsonl"):
+        if name.fullmatch(path.name) is None:
+            continue
         try:
             status = path.stat()
         except OSError:
@@ -316,7 +307,6 @@ __all__ = [
     "exec_config",
     "exec_request",
     "find_thread",
-    "has_key",
     "nested",
     "prompt_steps",
     "rollout_root",
