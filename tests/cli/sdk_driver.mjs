@@ -63,7 +63,11 @@ const scenarios = {
   async schema() {
     const thread = new Codex(codexOptions).startThread(threadOptions);
     const outputSchema = JSON.parse(process.env.RELAY_SDK_SCHEMA);
-    return turn(thread, await thread.run("Fill the form.", { outputSchema }));
+    try {
+      return turn(thread, await thread.run("Fill the form.", { outputSchema }));
+    } catch (error) {
+      return { id: thread.id, error: error.message };
+    }
   },
   async failed() {
     const thread = new Codex(codexOptions).startThread(threadOptions);

@@ -257,3 +257,58 @@ def test_no_command_reads_the_codex_key(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert lines(result.stdout)[3]["item"]["aggregated_output"] == "none none\n"
+
+
+CITY = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}},
+    "required": ["city"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.slow  # two runs each
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ('{"type": "objet"}', "is not a JSON Schema: 'objet' is not valid under any of the given "),
+        ("[1, 2]", "is not a JSON Schema: a schema is a JSON object, not an array"),
+        ("{", "is not JSON: "),
+    ],
+)
+def test_an_output_schema_that_is_not_one_is_exit_2_before_the_session_opens(
+    tmp_path: Path, text: str, why: str
+) -> None:
+    (tmp_path / "schema.json").write_text(text)
+    result = relay(
+        "exec", "--experimental-json", "--output-schema", "schema.json", "--rollout-dir", "r",
+        cwd=tmp_path, stdin="hi",
+    )  # fmt: skip
+    assert (result.returncode, result.stdout) == (2, "")
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"relay: --output-schema: schema.json {why}")
+    assert not (tmp_path / "r").exists()
+    missing = relay("exec", "--output-schema", "none.json", "hi", cwd=tmp_path)
+    assert (missing.returncode, missing.stderr) == (
+        2,
+        "relay: --output-schema: cannot read none.json: No such file or directory\n",
+    )
+
+
+@pytest.mark.slow  # two runs
+def test_an_output_schema_is_the_turns_and_an_answer_that_does_not_fit_fails_it(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "schema.json").write_text(json.dumps(CITY))
+    (tmp_path / "model.json").write_text(json.dumps({"responses": [{"json": {"city": "Oslo"}}]}))
+    args = ("exec", "--experimental-json", "--output-schema", "schema.json", "--model-script",
+            "model.json", "--rollout-dir", "r")  # fmt: skip
+    fits = relay(*args, cwd=tmp_path, stdin="Which city?")
+    assert fits.returncode == 0, fits.stderr
+    answer = lines(fits.stdout)[2]["item"]
+    assert (answer["type"], json.loads(answer["text"])) == ("agent_message", {"city": "Oslo"})
+    (tmp_path / "model.json").write_text(json.dumps({"responses": [{"json": {"town": "Oslo"}}]}))
+    misfit = relay(*args, cwd=tmp_path, stdin="Which city?")
+    assert misfit.returncode == 1
+    message = "the answer does not fit the output schema: 'city' is a required property"
+    assert lines(misfit.stdout)[-1] == {"type": "turn.failed", "error": {"message": message}}

@@ -250,6 +250,42 @@ def test_a_thread_goes_on_in_its_next_turn(
         assert session_ids(tmp_path) == [first["id"]]
 
 
+CITY = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "population": {"type": "integer"}},
+    "required": ["city", "population"],
+    "additionalProperties": False,
+}
+
+
+def test_an_output_schema_asks_the_server_for_json_of_it(
+    node: str, engine: str, tmp_path: Path
+) -> None:
+    oslo = {"city": "Oslo", "population": 709000}
+    schema = {"RELAY_SDK_SCHEMA": json.dumps(CITY)}
+    with serve(tmp_path, [{"json": oslo}]) as (url, log):
+        turn = drive(node, engine, "schema", url, tmp_path, schema)
+    assert json.loads(turn["finalResponse"]) == oslo
+    (body,) = requests(log)
+    assert body["text"]["format"] == {
+        "type": "json_schema",
+        "name": "codex_output_schema",
+        "schema": CITY,
+        "strict": True,
+    }
+
+
+def test_an_answer_that_does_not_fit_the_schema_rejects_naming_what(
+    node: str, tmp_path: Path
+) -> None:
+    schema = {"RELAY_SDK_SCHEMA": json.dumps(CITY)}
+    with serve(tmp_path, [{"json": {"city": "Oslo"}}]) as (url, _):
+        failed = drive(node, "relay", "schema", url, tmp_path, schema)
+    assert failed["error"] == (
+        "the answer does not fit the output schema: 'population' is a required property"
+    )
+
+
 def test_a_failed_turn_rejects_with_the_servers_message(
     node: str, engine: str, tmp_path: Path
 ) -> None:

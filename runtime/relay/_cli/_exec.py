@@ -103,6 +103,8 @@ class ExecRequest:
     """The ``-c`` overrides of Codex's flags (``--model``, ``--cd``, ``--sandbox``) and keys."""
     writable_roots: tuple[str, ...]
     """``--add-dir``: folders added to ``sandbox_workspace_write.writable_roots``."""
+    output_schema: Mapping[str, Any] | None
+    """``--output-schema``: the JSON Schema the turn's final answer must fit."""
     warnings: tuple[str, ...]
     """What is accepted and has no effect, one message each."""
 
@@ -112,7 +114,8 @@ def exec_request(args: argparse.Namespace) -> ExecRequest:
     Codex's flags, so that they count as chosen on the command line).
 
     Raises:
-        ScriptError: the positional arguments are not ``[resume THREAD_ID] [PROMPT]``.
+        ScriptError: the positional arguments are not ``[resume THREAD_ID] [PROMPT]``, or the
+            ``--output-schema`` file cannot be read or is not a JSON Schema.
         ConfigError: a ``--config KEY=VALUE`` is malformed.
     """
     from .._base._errors import ScriptError
@@ -157,8 +160,35 @@ def exec_request(args: argparse.Namespace) -> ExecRequest:
         codex=codex,
         overrides=overrides,
         writable_roots=tuple(str(Path(folder).absolute()) for folder in args.add_dirs),
+        output_schema=None if args.output_schema is None else read_schema(args.output_schema),
         warnings=tuple(warnings),
     )
+
+
+def read_schema(name: str) -> Mapping[str, Any]:
+    """The JSON Schema in the file ``name``.
+
+    Raises:
+        ScriptError: the file cannot be read, is not JSON, or is not a JSON Schema.
+    """
+    from .._base import _json
+    from .._base._errors import InvalidOpError, ScriptError
+    from .._base._output_schema import check_output_schema
+
+    try:
+        schema = _json.loads(Path(name).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ScriptError(f"--output-schema: cannot read {name}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ScriptError(f"--output-schema: {name} is not UTF-8 text") from None
+    except ValueError as exc:
+        raise ScriptError(f"--output-schema: {name} is not JSON: {exc}") from None
+    try:
+        check_output_schema(schema)
+    except InvalidOpError as exc:
+        raise ScriptError(f"--output-schema: {name} is {exc}") from None
+    assert isinstance(schema, Mapping)  # check_output_schema refuses anything else
+    return schema
 
 
 class MissingThread(Exception):
@@ -293,7 +323,9 @@ def prompt_steps(request: ExecRequest, config: Config) -> tuple[str, list[Step]]
     # Images first, then the text, as Codex's exec gives them.
     items: list[p.InputItem] = [p.LocalImage(path) for path in request.images]
     items.append(p.Text(prompt))
-    turn = p.UserTurn(items=items, effort=request.codex.effort)
+    turn = p.UserTurn(
+        items=items, effort=request.codex.effort, final_output_json_schema=request.output_schema
+    )
     return "prompt", [OpLine(1, None, turn)]
 
 
@@ -309,6 +341,7 @@ __all__ = [
     "find_thread",
     "nested",
     "prompt_steps",
+    "read_schema",
     "rollout_root",
     "take_codex_key",
 ]

@@ -106,6 +106,12 @@ def exec_options(sub: argparse.ArgumentParser) -> None:
         "sandbox_workspace_write.writable_roots)",
     )
     sub.add_argument(
+        "--output-schema",
+        metavar="FILE",
+        help="a JSON Schema file the answer must fit: the turn asks for JSON of that schema, "
+        "and an answer that does not fit fails it",
+    )
+    sub.add_argument(
         "-i",
         "--image",
         dest="images",
