@@ -2,7 +2,7 @@
 binary's place, against ``relay mock-server`` over real sockets; and ``examples/sdk`` runs.
 
 The SDK is the one ``examples/sdk`` pins (``npm ci --omit=optional`` there installs it). Without
-node or the package these tests are skipped, unless ``RELAY_SDK_REQUIRED`` is set (as in CI):
+node, npm or the package these tests are skipped, unless ``RELAY_SDK_REQUIRED`` is set (as in CI):
 then they fail. With ``RELAY_CODEX_BIN`` naming the Codex 0.169 binary, the same scenarios run
 on it too, and check what both engines do alike (docs/codex-compat.md lists what differs).
 """
@@ -35,8 +35,9 @@ TIMEOUT = 120
 
 
 def _missing() -> str | None:
-    if shutil.which("node") is None:
-        return "node is not on PATH"
+    for program in ("node", "npm"):
+        if shutil.which(program) is None:
+            return f"{program} is not on PATH"
     if not MODULE.exists():
         return "@openai/codex-sdk is not installed: run `npm ci --omit=optional` in examples/sdk"
     return None
