@@ -99,8 +99,6 @@ class ExecRequest:
     """Image files, absolute."""
     codex: CodexKeys
     """Codex's ``--config`` keys."""
-    overrides: tuple[str, ...]
-    """The ``-c`` overrides of Codex's flags (``--model``, ``--cd``, ``--sandbox``) and keys."""
     writable_roots: tuple[str, ...]
     """``--add-dir``: folders added to ``sandbox_workspace_write.writable_roots``."""
     output_schema: Mapping[str, Any] | None
@@ -151,14 +149,12 @@ def exec_request(args: argparse.Namespace) -> ExecRequest:
         flags.append(f"cwd={json.dumps(args.cd)}")
     if args.sandbox is not None:
         flags.append(f"sandbox_mode={json.dumps(args.sandbox)}")
-    overrides = (*codex.overrides, *flags)
-    args.overrides = [*args.overrides, *overrides]
+    args.overrides = [*args.overrides, *codex.overrides, *flags]
     return ExecRequest(
         prompt=prompt,
         thread_id=thread_id,
         images=tuple(str(Path(image).absolute()) for image in args.images),
         codex=codex,
-        overrides=overrides,
         writable_roots=tuple(str(Path(folder).absolute()) for folder in args.add_dirs),
         output_schema=None if args.output_schema is None else read_schema(args.output_schema),
         warnings=tuple(warnings),
