@@ -1,0 +1,246 @@
+"""A thread's relay events as the app-server's notifications (docs/codex-compat.md).
+
+Theory of operation. One :class:`Translator` per thread sees every event of its session, in
+order, and returns the notifications each one makes (often none: ``session_configured``,
+the legacy mirrors, hooks, the work-state record). It keeps what a later notification needs
+and no event carries: when each turn and each tool call started, a turn's error and its last
+answer, the working directory, the calls whose approval the client declined. It is plain:
+the time is given to it with each event.
+
+- ``turn_started`` is ``turn/started``; ``turn_complete`` is ``turn/completed`` with status
+  ``completed``, or ``failed`` with the error when an ``error`` came in the turn;
+  ``turn_aborted`` is ``turn/completed`` with status ``interrupted``;
+- ``item_started`` / ``item_completed`` are ``item/started`` / ``item/completed``
+  (:mod:`._items`), ``agent_message_delta`` is ``item/agentMessage/delta``;
+- ``token_count`` is ``thread/tokenUsage/updated``;
+- ``error`` is ``error`` (``willRetry`` false), ``stream_error`` is ``error`` with
+  ``willRetry`` true, and ``warning`` is ``warning``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+import attrs
+
+from .._base import _protocol as p
+from . import _items
+from ._rpc import Message, notification
+
+
+def turn_json(
+    turn_id: str,
+    status: str,
+    *,
+    items: list[Message] | None = None,
+    error: Message | None = None,
+    started_at: int | None = None,
+    completed_at: int | None = None,
+    duration_ms: int | None = None,
+) -> Message:
+    """A ``Turn``: ``items`` None when the turn's items are not listed (``notLoaded``)."""
+    return {
+        "id": turn_id,
+        "items": items or [],
+        "itemsView": "notLoaded" if items is None else "summary",
+        "status": status,
+        "error": error,
+        "startedAt": started_at,
+        "completedAt": completed_at,
+        "durationMs": duration_ms,
+    }
+
+
+def usage_json(usage: p.TokenUsage) -> Message:
+    """A ``TokenUsageBreakdown``."""
+    return {
+        "totalTokens": usage.total_tokens,
+        "inputTokens": usage.input_tokens,
+        "cachedInputTokens": usage.cached_input_tokens,
+        "outputTokens": usage.output_tokens,
+        "reasoningOutputTokens": usage.reasoning_output_tokens,
+    }
+
+
+@attrs.define
+class _Turn:
+    """What the translator knows of a turn that has started and not ended."""
+
+    started_at: int
+    """Unix seconds."""
+    error: Message | None = None
+    """The ``TurnError`` of the turn's last ``error`` event."""
+    answer: Message | None = None
+    """The turn's last ``agentMessage``."""
+    calls: dict[str, int] = attrs.field(factory=dict)
+    """Tool calls in progress: their start, in milliseconds."""
+
+
+@attrs.define
+class Translator:
+    """One thread's notifications, made from its session's events."""
+
+    thread_id: str
+    """The thread: the session's id."""
+    cwd: str
+    """The working directory commands run in (``session_configured``'s, then the turns')."""
+    mcp_servers: Collection[str] = ()
+    """The names of the session's MCP servers, to tell their tools' calls apart."""
+    turns: dict[str, _Turn] = attrs.field(factory=dict)
+    """The turns that have started and not ended, by id."""
+    declined: set[str] = attrs.field(factory=set)
+    """Calls the client declined to run (their items end ``declined``)."""
+
+    @property
+    def running(self) -> str | None:
+        """The turn running, if one is."""
+        return next(reversed(self.turns), None)
+
+    def translate(self, event: p.Event, now_ms: int) -> list[Message]:
+        """The notifications ``event`` makes, at ``now_ms`` (Unix milliseconds)."""
+        msg = event.msg
+        thread = self.thread_id
+        match msg:
+            case p.SessionConfigured(cwd=cwd):
+                self.cwd = cwd
+            case p.TurnStarted(turn_id=turn_id, started_at=started_at):
+                turn = _Turn(int(started_at))
+                self.turns[turn_id] = turn
+                started = turn_json(turn_id, "inProgress", started_at=turn.started_at)
+                return [notification("turn/started", {"threadId": thread, "turn": started})]
+            case p.TurnComplete(turn_id=turn_id, duration_ms=duration_ms):
+                return self._ended(turn_id, duration_ms, now_ms, aborted=False)
+            case p.TurnAborted(turn_id=turn_id, duration_ms=duration_ms):
+                return self._ended(turn_id, duration_ms, now_ms, aborted=True)
+            case p.ItemStarted(turn_id=turn_id, item=item):
+                made = self._item(turn_id, item, now_ms, started=True)
+                params = {
+                    "item": made,
+                    "threadId": thread,
+                    "turnId": turn_id,
+                    "startedAtMs": now_ms,
+                }
+                return [notification("item/started", params)]
+            case p.ItemCompleted(turn_id=turn_id, item=item):
+                made = self._item(turn_id, item, now_ms, started=False)
+                params = {
+                    "item": made,
+                    "threadId": thread,
+                    "turnId": turn_id,
+                    "completedAtMs": now_ms,
+                }
+                return [notification("item/completed", params)]
+            case p.AgentMessageDelta(turn_id=turn_id, item_id=item_id, delta=delta):
+                params = {"threadId": thread, "turnId": turn_id, "itemId": item_id, "delta": delta}
+                return [notification("item/agentMessage/delta", params)]
+            case p.TokenCount(info=info) if info is not None:
+                usage = {
+                    "total": usage_json(info.total_token_usage),
+                    "last": usage_json(info.last_token_usage),
+                    "modelContextWindow": info.model_context_window,
+                }
+                params = {"threadId": thread, "turnId": event.id, "tokenUsage": usage}
+                return [notification("thread/tokenUsage/updated", params)]
+            case p.ErrorEvent(message=message):
+                return [self._error(event.id, {"message": message}, will_retry=False)]
+            case p.StreamErrorEvent(message=message, detail=detail):
+                error = {"message": message, "additionalDetails": detail}
+                return [self._error(event.id, error, will_retry=True)]
+            case p.WarningEvent(message=message):
+                return [notification("warning", {"threadId": thread, "message": message})]
+        return []
+
+    def _error(self, turn_id: str, error: Message, *, will_retry: bool) -> Message:
+        turn = self.turns.get(turn_id)
+        if turn is not None and not will_retry:
+            turn.error = error
+        params = {"error": error, "threadId": self.thread_id, "turnId": turn_id}
+        return notification("error", {**params, "willRetry": will_retry})
+
+    def _item(self, turn_id: str, item: p.TurnItem, now_ms: int, *, started: bool) -> Message:
+        turn = self.turns.get(turn_id)
+        match item:
+            case p.UserMessageItem():
+                return _items.user_message(item)
+            case p.AgentMessageItem(id=item_id, text=text):
+                made = _items.agent_message(item_id, text)
+                if not started and turn is not None:
+                    turn.answer = made
+                return made
+            case p.ReasoningItem():
+                return _items.reasoning(item)
+            case p.ToolCallItem(id=call_id):
+                duration = None
+                if turn is not None:
+                    if started:
+                        turn.calls[call_id] = now_ms
+                    elif call_id in turn.calls:
+                        duration = max(0, now_ms - turn.calls.pop(call_id))
+                return _items.tool_call(
+                    item,
+                    cwd=self.cwd,
+                    mcp_servers=self.mcp_servers,
+                    duration_ms=duration,
+                    declined=not started and call_id in self.declined,
+                )
+            case p.ContextCompactionItem(id=item_id):
+                return _items.compaction(item_id)
+        raise AssertionError(f"not a turn item: {item!r}")
+
+    def _ended(
+        self, turn_id: str, duration_ms: int, now_ms: int, *, aborted: bool
+    ) -> list[Message]:
+        turn = self.turns.pop(turn_id, None) or _Turn((now_ms - duration_ms) // 1000)
+        status = "interrupted" if aborted else "failed" if turn.error is not None else "completed"
+        ended = turn_json(
+            turn_id,
+            status,
+            items=[turn.answer] if turn.answer is not None else [],
+            error=None if aborted else turn.error,
+            started_at=turn.started_at,
+            completed_at=now_ms // 1000,
+            duration_ms=duration_ms,
+        )
+        return [notification("turn/completed", {"threadId": self.thread_id, "turn": ended})]
+
+
+def thread_json(
+    thread_id: str,
+    *,
+    cwd: str,
+    model: str,
+    model_provider: str,
+    created_at: int,
+    path: str | None,
+    version: str,
+    running: bool = False,
+    turns: list[Message] | None = None,
+    preview: str = "",
+) -> dict[str, Any]:
+    """A ``Thread``: a session, as the app-server shows it."""
+    status: Message = {"type": "active", "activeFlags": []} if running else {"type": "idle"}
+    return {
+        "id": thread_id,
+        "sessionId": thread_id,
+        "forkedFromId": None,
+        "parentThreadId": None,
+        "preview": preview,
+        "ephemeral": path is None,
+        "modelProvider": model_provider,
+        "model": model,
+        "createdAt": created_at,
+        "updatedAt": created_at,
+        "status": status,
+        "path": path,
+        "cwd": cwd,
+        "cliVersion": version,
+        "source": "appServer",
+        "projectId": None,
+        "gitInfo": None,
+        "name": None,
+        "turns": turns or [],
+    }
+
+
+__all__ = ["Translator", "thread_json", "turn_json", "usage_json"]
