@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -213,11 +214,27 @@ def write_script(path: Path, *responses: Any, **extra: Any) -> Path:
 
 
 def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, ended and not yet reaped, does not)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
         return False
-    return True
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def read_pid(fifo: Path) -> int:
+    """The pid a command writes into the named pipe ``fifo`` (made here beforehand with
+    :func:`os.mkfifo`), waited for with a bound."""
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        data = b""
+        while not data.endswith(b"\n"):
+            readable, _, _ = select.select([fd], [], [], TIMEOUT)
+            assert readable, f"no pid written to {fifo} within {TIMEOUT} s"
+            data += os.read(fd, 64)
+        return int(data)
+    finally:
+        os.close(fd)
 
 
 @contextmanager

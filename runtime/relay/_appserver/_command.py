@@ -18,7 +18,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from typing import Any
 
 import anyio
 
@@ -34,9 +34,9 @@ STDIO = "stdio://"
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-async def serve(config: Config, stdin: BinaryIO, stdout: int) -> None:
-    """Serve the protocol over ``stdin`` and the descriptor ``stdout`` until the input ends or
-    a signal comes, then shut every session down."""
+async def serve(config: Config, stdin: int, stdout: int) -> None:
+    """Serve the protocol over the descriptors ``stdin`` and ``stdout`` until the input ends
+    or a signal comes, then shut every session down."""
     from ._server import Server
     from ._stdio import Output, start_reader, start_writer
 
@@ -131,7 +131,7 @@ def app_server_command(args: argparse.Namespace, make_config: Callable[[Any], Co
             print(f"relay: {line}", file=sys.stderr)
         return EXIT_USAGE
     backend = "trio" if os.environ.get("RELAY_BACKEND", "") == "trio" else "asyncio"
-    anyio.run(serve, config, sys.stdin.buffer, 1, backend=backend)
+    anyio.run(serve, config, 0, 1, backend=backend)
     return EXIT_OK
 
 

@@ -184,8 +184,8 @@ def _command(item: p.ToolCallItem, cwd: str, duration_ms: int | None, declined: 
     }
     if item.output is None:
         return made
-    if declined:
-        made["status"] = "declined"
+    if declined or item.output == ABORTED:
+        made["status"] = "declined" if declined else "failed"
         return made
     output, code, succeeded = shell_outcome(item.output)
     made["aggregatedOutput"] = output

@@ -25,6 +25,7 @@ from typing import Any
 import attrs
 
 from .._base import _protocol as p
+from .._base._errors import ErrorCode
 from . import _items
 from ._rpc import Message, notification
 
@@ -52,6 +53,18 @@ def turn_json(
     }
 
 
+#: The ``codexErrorInfo`` of relay's error codes that have a counterpart (any other: ``other``).
+ERROR_INFO: dict[ErrorCode, Any] = {
+    ErrorCode.CONTEXT_WINDOW_EXCEEDED: "contextWindowExceeded",
+    ErrorCode.QUOTA_EXCEEDED: "usageLimitExceeded",
+    ErrorCode.USAGE_LIMIT: "usageLimitExceeded",
+    ErrorCode.UNAUTHORIZED: "unauthorized",
+    ErrorCode.BAD_REQUEST: "badRequest",
+    ErrorCode.SERVER_ERROR: "internalServerError",
+    ErrorCode.STREAM: {"responseStreamDisconnected": {"httpStatusCode": None}},
+}
+
+
 def usage_json(usage: p.TokenUsage) -> Message:
     """A ``TokenUsageBreakdown``."""
     return {
@@ -73,8 +86,8 @@ class _Turn:
     """The ``TurnError`` of the turn's last ``error`` event."""
     answer: Message | None = None
     """The turn's last ``agentMessage``."""
-    calls: dict[str, int] = attrs.field(factory=dict)
-    """Tool calls in progress: their start, in milliseconds."""
+    calls: dict[str, tuple[p.ToolCallItem, int]] = attrs.field(factory=dict)
+    """Tool calls in progress, with their start in milliseconds."""
 
 
 @attrs.define
@@ -142,8 +155,9 @@ class Translator:
                 }
                 params = {"threadId": thread, "turnId": event.id, "tokenUsage": usage}
                 return [notification("thread/tokenUsage/updated", params)]
-            case p.ErrorEvent(message=message):
-                return [self._error(event.id, {"message": message}, will_retry=False)]
+            case p.ErrorEvent(message=message, code=code):
+                error = {"message": message, "codexErrorInfo": ERROR_INFO.get(code, "other")}
+                return [self._error(event.id, error, will_retry=False)]
             case p.StreamErrorEvent(message=message, detail=detail):
                 error = {"message": message, "additionalDetails": detail}
                 return [self._error(event.id, error, will_retry=True)]
@@ -174,9 +188,9 @@ class Translator:
                 duration = None
                 if turn is not None:
                     if started:
-                        turn.calls[call_id] = now_ms
+                        turn.calls[call_id] = (item, now_ms)
                     elif call_id in turn.calls:
-                        duration = max(0, now_ms - turn.calls.pop(call_id))
+                        duration = max(0, now_ms - turn.calls.pop(call_id)[1])
                 return _items.tool_call(
                     item,
                     cwd=self.cwd,
@@ -192,6 +206,26 @@ class Translator:
         self, turn_id: str, duration_ms: int, now_ms: int, *, aborted: bool
     ) -> list[Message]:
         turn = self.turns.pop(turn_id, None) or _Turn((now_ms - duration_ms) // 1000)
+        # A call the turn's end cut short reports no end of its own (its output, "aborted",
+        # went to the history alone): its item ends here, before the turn.
+        made = [
+            notification(
+                "item/completed",
+                {
+                    "item": _items.tool_call(
+                        attrs.evolve(item, output=_items.ABORTED),
+                        cwd=self.cwd,
+                        mcp_servers=self.mcp_servers,
+                        duration_ms=max(0, now_ms - started_ms),
+                        declined=call_id in self.declined,
+                    ),
+                    "threadId": self.thread_id,
+                    "turnId": turn_id,
+                    "completedAtMs": now_ms,
+                },
+            )
+            for call_id, (item, started_ms) in turn.calls.items()
+        ]
         status = "interrupted" if aborted else "failed" if turn.error is not None else "completed"
         ended = turn_json(
             turn_id,
@@ -202,7 +236,8 @@ class Translator:
             completed_at=now_ms // 1000,
             duration_ms=duration_ms,
         )
-        return [notification("turn/completed", {"threadId": self.thread_id, "turn": ended})]
+        made.append(notification("turn/completed", {"threadId": self.thread_id, "turn": ended}))
+        return made
 
 
 def thread_json(

@@ -134,6 +134,9 @@ class ThreadResume:
     """The thread to continue: a session id."""
     settings: ThreadSettings
     """What the resumed session changes."""
+    exclude_turns: bool = False
+    """Leave the thread's past turns out of the answer (they are read from its whole
+    rollout)."""
 
 
 def thread_resume(params: Any) -> ThreadResume:
@@ -141,7 +144,8 @@ def thread_resume(params: Any) -> ThreadResume:
     fields = Fields(params)
     thread_id = fields.text("threadId", required=True)
     assert thread_id is not None
-    return ThreadResume(thread_id, _settings(fields, ephemeral=False))
+    exclude = bool(fields.flag("excludeTurns"))
+    return ThreadResume(thread_id, _settings(fields, ephemeral=False), exclude_turns=exclude)
 
 
 def thread_id(params: Any) -> str:

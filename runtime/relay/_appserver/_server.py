@@ -37,7 +37,7 @@ from .._version import __version__
 from . import _params
 from ._methods import SUPPORTED, UNSUPPORTED, unsupported_message
 from ._notes import Translator, turn_json
-from ._params import ThreadSettings, invalid
+from ._params import ThreadResume, ThreadSettings, invalid
 from ._rpc import (
     Code,
     Malformed,
@@ -158,14 +158,14 @@ class Server:
             self._out.put(result(request.id, loaded.answer(__version__)))
             return
         config = thread_config(self._config, resume.settings)
-        self._tasks.start_soon(self._open, request.id, config, resume.settings, resume.thread_id)
+        self._tasks.start_soon(self._open, request.id, config, resume.settings, resume)
 
     async def _open(
         self,
         request_id: RequestId,
         config: Config,
         settings: ThreadSettings,
-        resume: str | None,
+        resume: ThreadResume | None,
     ) -> None:
         try:
             await self._tasks.start(self._run_thread, request_id, config, settings, resume)
@@ -179,7 +179,7 @@ class Server:
         request_id: RequestId,
         config: Config,
         settings: ThreadSettings,
-        resume: str | None,
+        resume: ThreadResume | None,
         *,
         task_status: anyio.abc.TaskStatus[None],
     ) -> None:
@@ -192,7 +192,7 @@ class Server:
             from .._rollout._reader import read_rollout
             from .._rollout._resume import reconstruct, resumed_config
 
-            path = await in_thread(find_rollout, rollout_root(config), resume)
+            path = await in_thread(find_rollout, rollout_root(config), resume.thread_id)
             rollout = await in_thread(lambda: read_rollout(path, for_resume=True))
             chosen = {
                 key
@@ -203,7 +203,9 @@ class Server:
                 if value is not None
             }
             config = resumed_config(config, reconstruct(rollout), chosen=chosen)
-            turns = history_turns(rollout.lines)
+            if not resume.exclude_turns:
+                # Resuming reads only what rebuilds the session; the turns shown are in the rest.
+                turns = history_turns((await in_thread(read_rollout, path)).lines)
             opened = resume_session(rollout, config, model_name=settings.model)
         thread: Thread | None = None
         try:
@@ -288,7 +290,7 @@ class Server:
     def _compact(self, request: Request) -> None:
         thread = self._thread(_params.thread_id(request.params))
         self._out.put(result(request.id, {}))
-        self._submit(thread, p.Compact())
+        self._submit(thread, p.Compact(), str(uuid.uuid4()))
 
     def _submit(self, thread: Thread, op: p.Op, sub_id: str | None = None) -> None:
         try:

@@ -18,7 +18,6 @@ import collections
 import os
 import threading
 from collections.abc import Callable
-from typing import BinaryIO
 
 import anyio
 import anyio.from_thread
@@ -84,25 +83,61 @@ class Output:
         self._room.set()
 
 
-def start_reader(stream: BinaryIO, send: MemoryObjectSendStream[bytes]) -> None:
-    """Read ``stream`` line by line in a daemon thread into ``send``; close ``send`` at the end
-    of input. A line over :data:`MAX_LINE_BYTES` is handed on cut to that size, and the rest of
-    it skipped (it does not parse, and is answered so)."""
+class LineSplitter:
+    """Lines out of the chunks a descriptor gives. A line over ``limit`` bytes is cut to that
+    size: handed on once, the rest of it skipped (it does not parse, and is answered so)."""
+
+    def __init__(self, limit: int = MAX_LINE_BYTES) -> None:
+        self._limit = limit
+        self._buffer = bytearray()
+        self._skipping = False
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines ``chunk`` completes, each with its line break."""
+        lines = []
+        buffer = self._buffer
+        buffer += chunk
+        start = 0
+        while (end := buffer.find(b"\n", start)) >= 0:
+            if self._skipping:
+                self._skipping = False
+            else:
+                lines.append(bytes(buffer[start : min(end + 1, start + self._limit)]))
+            start = end + 1
+        del buffer[:start]
+        if self._skipping:
+            buffer.clear()
+        elif len(buffer) > self._limit:
+            lines.append(bytes(buffer[: self._limit]))
+            buffer.clear()
+            self._skipping = True
+        return lines
+
+    def rest(self) -> bytes:
+        """At the end of input: a last line without its line break (empty: none)."""
+        return b"" if self._skipping else bytes(self._buffer)
+
+
+def start_reader(fd: int, send: MemoryObjectSendStream[bytes]) -> None:
+    """Read the descriptor ``fd`` in a daemon thread, each line into ``send``; close ``send``
+    at the end of input. The thread reads the descriptor itself, holding no lock of a Python
+    file object: the process may end while it waits."""
     token = anyio.lowlevel.current_token()
 
     def pump() -> None:
+        lines = LineSplitter()
         try:
             while True:
                 try:
-                    line = stream.readline(MAX_LINE_BYTES)
-                except (OSError, ValueError):
-                    line = b""
-                if not line:
+                    chunk = os.read(fd, 1 << 16)
+                except OSError:
+                    chunk = b""
+                if not chunk:
                     break
-                if len(line) >= MAX_LINE_BYTES and not line.endswith(b"\n"):
-                    while (rest := stream.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
-                        pass
-                anyio.from_thread.run(send.send, line, token=token)
+                for line in lines.feed(chunk):
+                    anyio.from_thread.run(send.send, line, token=token)
+            if last := lines.rest():
+                anyio.from_thread.run(send.send, last, token=token)
             anyio.from_thread.run_sync(send.close, token=token)
         except (RuntimeError, anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass  # the server has ended, or stopped reading
@@ -135,4 +170,11 @@ def start_writer(fd: int, output: Output, done: Callable[[], None]) -> None:
     threading.Thread(target=pump, name="relay app-server stdout", daemon=True).start()
 
 
-__all__ = ["HIGH_WATER", "MAX_LINE_BYTES", "Output", "start_reader", "start_writer"]
+__all__ = [
+    "HIGH_WATER",
+    "MAX_LINE_BYTES",
+    "Output",
+    "LineSplitter",
+    "start_reader",
+    "start_writer",
+]
