@@ -93,33 +93,32 @@ def test_bad_lines_are_answered_and_the_server_reads_on(tmp_path: Path) -> None:
         assert server.close_input() == 0
 
 
-@pytest.mark.parametrize(
-    ("method", "params", "field"),
-    [
-        ("thread/start", {"cwd": 5}, "cwd"),
-        ("thread/start", {"approvalPolicy": "sometimes"}, "approvalPolicy"),
-        ("thread/start", {"modelProvider": "nobody"}, "modelProvider"),
-        ("turn/start", {"input": text("hi")}, "threadId"),
-        ("turn/start", {"threadId": "nope", "input": text("hi")}, "threadId"),
-        (
-            "turn/start",
-            {"threadId": "t", "input": [{"type": "audio", "url": "x"}]},
-            "input[0].type",
-        ),
-        ("turn/start", {"threadId": "t", "input": []}, "input"),
-        ("turn/interrupt", {"threadId": "t"}, "turnId"),
-        ("thread/resume", {"threadId": "no-such-thread"}, "threadId"),
-        ("thread/compact/start", [], "params"),
-    ],
-)
-def test_bad_params_are_refused_naming_the_field(
-    tmp_path: Path, method: str, params: Any, field: str
-) -> None:
+#: Requests whose params are wrong, each with the field its error names.
+BAD_PARAMS = [
+    ("thread/start", {"cwd": 5}, "cwd"),
+    ("thread/start", {"approvalPolicy": "sometimes"}, "approvalPolicy"),
+    ("thread/start", {"modelProvider": "nobody"}, "modelProvider"),
+    ("turn/start", {"input": text("hi")}, "threadId"),
+    ("turn/start", {"threadId": "nope", "input": text("hi")}, "threadId"),
+    (
+        "turn/start",
+        {"threadId": "t", "input": [{"type": "audio", "url": "x"}]},
+        "input[0].type",
+    ),
+    ("turn/start", {"threadId": "t", "input": []}, "input"),
+    ("turn/interrupt", {"threadId": "t"}, "turnId"),
+    ("thread/resume", {"threadId": "no-such-thread"}, "threadId"),
+    ("thread/compact/start", [], "params"),
+]
+
+
+def test_bad_params_are_refused_naming_the_field(tmp_path: Path) -> None:
     with app_server(cwd=tmp_path) as server:
         server.initialize()
-        error = server.error(server.request(method, params))
-        assert error["code"] == -32602
-        assert error["message"].startswith(f"{field}: ")
+        for method, params, field in BAD_PARAMS:
+            error = server.error(server.request(method, params))
+            assert error["code"] == -32602, (method, params, error)
+            assert error["message"].startswith(f"{field}: "), (method, params, error)
         assert server.close_input() == 0
 
 
