@@ -61,6 +61,8 @@ if TYPE_CHECKING:
     from ._base._protocol import ErrorEvent as ErrorEvent
     from ._base._protocol import Event as Event
     from ._base._protocol import EventMsg as EventMsg
+    from ._base._protocol import ExecApproval as ExecApproval
+    from ._base._protocol import ExecApprovalRequest as ExecApprovalRequest
     from ._base._protocol import FunctionCall as FunctionCall
     from ._base._protocol import FunctionCallOutput as FunctionCallOutput
     from ._base._protocol import GhostSnapshot as GhostSnapshot
@@ -83,6 +85,7 @@ if TYPE_CHECKING:
     from ._base._protocol import Reasoning as Reasoning
     from ._base._protocol import ReasoningItem as ReasoningItem
     from ._base._protocol import ResponseItem as ResponseItem
+    from ._base._protocol import ReviewDecision as ReviewDecision
     from ._base._protocol import SessionConfigured as SessionConfigured
     from ._base._protocol import SessionResumed as SessionResumed
     from ._base._protocol import Shutdown as Shutdown
@@ -95,6 +98,7 @@ if TYPE_CHECKING:
     from ._base._protocol import TokenUsageInfo as TokenUsageInfo
     from ._base._protocol import ToolCall as ToolCall
     from ._base._protocol import ToolCallItem as ToolCallItem
+    from ._base._protocol import ToolInvocation as ToolInvocation
     from ._base._protocol import ToolOutput as ToolOutput
     from ._base._protocol import TurnAborted as TurnAborted
     from ._base._protocol import TurnComplete as TurnComplete
@@ -109,6 +113,7 @@ if TYPE_CHECKING:
     from ._base._protocol import WorkStateNoted as WorkStateNoted
     from ._base._protocol import assistant_message as assistant_message
     from ._base._protocol import user_message as user_message
+    from ._base._sandbox_config import SandboxWorkspaceWrite as SandboxWorkspaceWrite
     from ._core._answer import Answer as Answer
     from ._core._answer import TurnFailed as TurnFailed
     from ._core._hooks import CompactHook as CompactHook
@@ -202,6 +207,7 @@ __all__ = [
     "RolloutConfig",
     "RolloutError",
     "RolloutLockedError",
+    "SandboxWorkspaceWrite",
     "ScriptError",
     "Session",
     "SessionConfigured",
@@ -229,6 +235,10 @@ __all__ = [
     "TurnFailed",
     "TurnItem",
     "TurnStarted",
+    "ExecApproval",
+    "ExecApprovalRequest",
+    "ReviewDecision",
+    "ToolInvocation",
     "Unpin",
     "UserInput",
     "UserMessage",
@@ -325,6 +335,10 @@ _SOURCES = {
     "TurnComplete": "relay._base._protocol",
     "TurnItem": "relay._base._protocol",
     "TurnStarted": "relay._base._protocol",
+    "ExecApproval": "relay._base._protocol",
+    "ExecApprovalRequest": "relay._base._protocol",
+    "ReviewDecision": "relay._base._protocol",
+    "ToolInvocation": "relay._base._protocol",
     "Unpin": "relay._base._protocol",
     "UserInput": "relay._base._protocol",
     "UserMessage": "relay._base._protocol",
@@ -334,6 +348,7 @@ _SOURCES = {
     "WorkStateNoted": "relay._base._protocol",
     "assistant_message": "relay._base._protocol",
     "user_message": "relay._base._protocol",
+    "SandboxWorkspaceWrite": "relay._base._sandbox_config",
     "Answer": "relay._core._answer",
     "TurnFailed": "relay._core._answer",
     "CompactHook": "relay._core._hooks",

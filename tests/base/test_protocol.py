@@ -85,6 +85,7 @@ OPS: dict[type, Any] = {
     p.Interrupt: p.Interrupt(),
     p.OverrideTurnContext: p.OverrideTurnContext(model="o3", cwd="/tmp", effort="low"),
     p.Unpin: p.Unpin("Always answer in French."),
+    p.ExecApproval: p.ExecApproval("call_1", p.ReviewDecision.APPROVED_FOR_SESSION),
     p.Shutdown: p.Shutdown(),
     p.CustomOp: p.CustomOp("review", {"path": "src/app.py", "depth": 2}, p.OnBusy.QUEUE),
 }
@@ -116,6 +117,9 @@ EVENTS: dict[type, Any] = {
     p.HookCompleted: p.HookCompleted("notify", "post_compact", "timeout", 10_000),
     p.SessionResumed: p.SessionResumed("host-0", "host-1", "t1", ("sub-2",), 40),
     p.WorkStateNoted: p.WorkStateNoted("read", "src/a.py (12 bytes, sha256 0123abcd)", "src/a.py"),
+    p.ExecApprovalRequest: p.ExecApprovalRequest(
+        "call_1", "sub_1", ("rm", "-r", "build"), "/work", "the command is not read-only"
+    ),
     p.SessionConfigured: p.SessionConfigured(
         "s-1",
         "gpt-test",
@@ -322,6 +326,7 @@ EXPECTED_TAGS: dict[type, str] = {
     p.OverrideTurnContext: "override_turn_context",
     p.Shutdown: "shutdown",
     p.Unpin: "unpin",
+    p.ExecApproval: "exec_approval",
     p.UserMessageItem: "user_message",
     p.AgentMessageItem: "agent_message",
     p.ReasoningItem: "reasoning",
@@ -345,6 +350,7 @@ EXPECTED_TAGS: dict[type, str] = {
     p.HookCompleted: "hook_completed",
     p.SessionResumed: "session_resumed",
     p.WorkStateNoted: "work_state_noted",
+    p.ExecApprovalRequest: "exec_approval_request",
     p.SessionConfigured: "session_configured",
     p.ShutdownComplete: "shutdown_complete",
 }

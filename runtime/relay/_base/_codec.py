@@ -249,6 +249,18 @@ converter.register_unstructure_hook(
         **({"on_busy": op.on_busy.value} if op.on_busy is not p.OnBusy.REPLACE else {}),
     },
 )
+
+
+def _structure_command(obj: Any, _: Any) -> tuple[str, ...] | p.ToolInvocation:
+    if isinstance(obj, Mapping):
+        invocation: p.ToolInvocation = converter.structure(obj, p.ToolInvocation)
+        return invocation
+    if isinstance(obj, list | tuple) and all(isinstance(arg, str) for arg in obj):
+        return tuple(obj)
+    raise DecodeError("a command is a list of strings or a {server, tool, arguments} object")
+
+
+converter.register_structure_hook(tuple[str, ...] | p.ToolInvocation, _structure_command)
 _register_tagged_union(p.EventMsg)
 _register_tagged_union(
     p.ResponseItem,

@@ -60,6 +60,7 @@ class ErrorCode(enum.StrEnum):
     TOOL_LOOP = "tool_loop"
     ROLLOUT = "rollout"
     TASK_FAILED = "task_failed"
+    UNKNOWN_APPROVAL = "unknown_approval"
     INTERNAL = "internal"
 
 

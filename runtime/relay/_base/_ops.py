@@ -124,6 +124,29 @@ class Unpin:
     """The text of the pinned message, as it was pinned; unset: every pinned message."""
 
 
+class ReviewDecision(enum.StrEnum):
+    """The answer to an ``exec_approval_request`` (docs/approvals.md)."""
+
+    APPROVED = "approved"
+    """Run this call."""
+    APPROVED_FOR_SESSION = "approved_for_session"
+    """Run this call, and every later call of the same argv, or of the same tool, unasked."""
+    DENIED = "denied"
+    """Do not run it; the model reads that it was denied and the turn goes on."""
+    ABORT = "abort"
+    """Do not run it, and end the turn (``turn_aborted``)."""
+
+
+@attrs.frozen
+class ExecApproval:
+    """Decide a pending ``exec_approval_request``; never starts a turn."""
+
+    id: str = attrs.field(validator=is_str)
+    """The ``call_id`` of the request."""
+    decision: ReviewDecision = attrs.field(converter=ReviewDecision)
+    """The decision."""
+
+
 @attrs.frozen
 class Shutdown:
     """Abort the running task, flush the rollout, report ``shutdown_complete`` and stop."""
@@ -138,6 +161,7 @@ BUILTIN_OP_TYPES = frozenset(
         "interrupt",
         "override_turn_context",
         "unpin",
+        "exec_approval",
         "shutdown",
     }
 )
@@ -168,7 +192,15 @@ class CustomOp:
 
 
 Op: TypeAlias = (
-    UserTurn | UserInput | Compact | Interrupt | OverrideTurnContext | Unpin | Shutdown | CustomOp
+    UserTurn
+    | UserInput
+    | Compact
+    | Interrupt
+    | OverrideTurnContext
+    | Unpin
+    | ExecApproval
+    | Shutdown
+    | CustomOp
 )
 
 

@@ -206,17 +206,7 @@ class Session(metaclass=NoPublicConstructor):
             InvalidOpError: ``op`` is not an op.
             ClosedSessionError: the session has shut down.
         """
-        if not isinstance(
-            op,
-            p.UserTurn
-            | p.UserInput
-            | p.Compact
-            | p.Interrupt
-            | p.OverrideTurnContext
-            | p.Unpin
-            | p.Shutdown
-            | p.CustomOp,
-        ):
+        if not isinstance(op, p.Op):
             raise InvalidOpError(f"not an op: {op!r}")
         if isinstance(op, p.CustomOp) and op.type not in self._custom_types:
             raise InvalidOpError(self._unknown(op.type))
@@ -466,6 +456,11 @@ class Session(metaclass=NoPublicConstructor):
                     message = f"invalid op: unpin: no pinned message is {pin_label(text)}"
                     services.emit(sub_id, p.ErrorEvent(message, ErrorCode.INVALID_OP))
                 services.unpin(sub_id, text)
+            case p.ExecApproval(id=call_id, decision=decision):
+                problem = services.wiring.approvals.decide(call_id, decision)
+                if problem is not None:
+                    error = p.ErrorEvent(f"unknown approval: {problem}", ErrorCode.UNKNOWN_APPROVAL)
+                    services.emit(sub_id, error)
             case p.Shutdown():
                 return functools.partial(self._shutdown, sub_id)
             case p.CustomOp():

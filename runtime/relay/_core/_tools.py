@@ -63,6 +63,11 @@ class ToolContext:
     note: Callable[[WorkEntry], None] = lambda entry: None
     """Add an entry to the session's work-state record (kept only when the record is on):
     what the tool observed, stated as a fact the model may rely on after a compaction."""
+    unconfined: bool = False
+    """The call was approved to run outside the sandbox (docs/approvals.md)."""
+    ask_unconfined: Callable[[str], Awaitable[bool]] | None = None
+    """Under the ``on-failure`` policy: ask to run the command again outside the sandbox,
+    giving why (the sandbox refused it); True once approved."""
 
 
 ToolHandler = Callable[[Mapping[str, Any], ToolContext], Awaitable[str]]
@@ -80,6 +85,12 @@ class Tool:
     """JSON schema of its arguments."""
     handler: ToolHandler
     """The implementation."""
+    needs_approval: bool | None = False
+    """Whether a call waits for a decision before it runs (docs/approvals.md): True before
+    every call, False never, None as the approval policy says (``untrusted`` asks). A Python
+    tool runs in relay's process, outside any sandbox."""
+    mcp: tuple[str, str] | None = None
+    """The MCP server that serves the tool, and the tool's name on it."""
 
     def spec(self) -> ToolSpec:
         """The tool as the model sees it."""

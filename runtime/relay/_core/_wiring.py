@@ -21,6 +21,7 @@ from .._base._model import ModelClient
 from .._base._secret import Secrets
 from .._base._templates import template
 from .._base._tokens import ApproxEstimator, TokenEstimator, context_window_for
+from ._approvals import Approvals
 from ._context import WorldState, world_state
 from ._hooks import CompactHook
 from ._real_work import in_thread
@@ -81,6 +82,8 @@ class Wiring:
     register more: :meth:`relay.Session.register_hook`)."""
     estimators: Estimators = attrs.field(factory=Estimators)
     """The counter of usage a server did not report."""
+    approvals: Approvals = attrs.field(factory=Approvals)
+    """The calls that wait for a decision, and the grants for the session."""
 
     def world(self, cwd: str) -> WorldState:
         """The world state of ``cwd`` now."""

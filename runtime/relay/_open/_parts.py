@@ -22,6 +22,7 @@ from .._base._mcp_config import McpServerConfig, check_mcp_server
 from .._base._model import ModelClient
 from .._base._secret import Secrets
 from .._base._tokens import TokenEstimator
+from .._core._approvals import ApprovalCallback, Approvals
 from .._core._context import TurnSettings, working_directory
 from .._core._hooks import CompactHook
 from .._core._session import TaskFactories
@@ -230,8 +231,10 @@ def session_writer(
     hooks: Iterable[CompactHook],
     resume: ResumedState | None,
     epoch: Epoch | None,
+    on_approval: ApprovalCallback | None = None,
 ) -> SessionWriter:
-    """The session's wiring and its one writer."""
+    """The session's wiring and its one writer; a resumed session records first the outputs
+    of the calls that had none when it stopped."""
     wiring = Wiring(
         session_id=session_id,
         config=config,
@@ -246,14 +249,18 @@ def session_writer(
         compact_provider=models.compact_provider,
         hooks=list(hooks),
         estimators=Estimators(estimator),
+        approvals=Approvals(on_approval, resume.grants if resume is not None else ()),
     )
-    return SessionWriter(
+    writer = SessionWriter(
         wiring,
         state,
         rollout,
         ids=(resume.submissions, resume.items) if resume is not None else (0, 0),
         first_seq=epoch.first_seq if epoch is not None else 1,
     )
+    for output in resume.unanswered if resume is not None else ():
+        writer.record(output)
+    return writer
 
 
 def default_clock() -> datetime:
