@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import relay
-from relay._appserver import _items
+from relay._appserver import _items, _params
 from relay._appserver._notes import Translator
 from relay._base import _protocol as p
 from relay._base._errors import ErrorCode
@@ -315,3 +315,55 @@ def test_every_input_item_has_a_part() -> None:
         {"type": "image", "url": "https://x/y.png"},
         {"type": "localImage", "path": "p.png"},
     ]
+
+
+def test_an_approval_request_is_a_server_request_until_resolved() -> None:
+    notes = translator()
+    tool = p.ToolInvocation("docs", "search", {"q": "x"})
+    made = run(
+        notes,
+        p.TurnStarted(TURN, None, started_at=1.0),
+        p.ExecApprovalRequest("c1", TURN, ("rm", "-r", "a b"), "/work", "not read-only"),
+        p.ExecApprovalRequest("c2", TURN, tool, "/work"),
+    )
+    first, second = made[1], made[2]
+    assert first == {
+        "id": f"{THREAD}:approval-1",
+        "method": "item/commandExecution/requestApproval",
+        "params": {
+            "threadId": THREAD,
+            "turnId": TURN,
+            "itemId": "c1",
+            "startedAtMs": NOW + 10,
+            "command": "rm -r 'a b'",
+            "cwd": "/work",
+            "reason": "not read-only",
+            "commandActions": [{"type": "unknown", "command": "rm -r 'a b'"}],
+        },
+    }
+    assert second["params"]["command"] == 'docs.search {"q": "x"}'
+    resolved = notes.resolve(first["id"], declined=True)
+    assert resolved == {
+        "method": "serverRequest/resolved",
+        "params": {"threadId": THREAD, "requestId": first["id"]},
+    }
+    assert notes.resolve(first["id"], declined=False) is None
+    assert notes.declined == {"c1"}
+    ended = run(notes, p.TurnAborted(TURN, p.AbortReason.INTERRUPTED, duration_ms=1))
+    assert [m["method"] for m in ended] == ["serverRequest/resolved", "turn/completed"]
+    assert ended[0]["params"]["requestId"] == second["id"] and notes.asked == {}
+
+
+def test_the_client_s_decisions_are_relay_s() -> None:
+    decide = _params.approval_decision
+    assert decide({"decision": "accept"}, None) == (p.ReviewDecision.APPROVED, None)
+    assert decide({"decision": "acceptForSession"}, None)[0] is (
+        p.ReviewDecision.APPROVED_FOR_SESSION
+    )
+    assert decide({"decision": "decline"}, None)[0] is p.ReviewDecision.DENIED
+    assert decide({"decision": "cancel"}, None)[0] is p.ReviewDecision.ABORT
+    amended = {"decision": {"acceptWithExecpolicyAmendment": {"execpolicy_amendment": ["ls"]}}}
+    assert decide(amended, None)[0] is p.ReviewDecision.APPROVED_FOR_SESSION
+    for result, error in (({"decision": "maybe"}, None), (None, {"code": 1}), ("accept", None)):
+        decision, wrong = decide(result, error)
+        assert decision is p.ReviewDecision.DENIED and wrong

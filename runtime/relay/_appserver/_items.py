@@ -16,6 +16,7 @@ returns the JSON object.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from collections.abc import Collection
@@ -84,6 +85,15 @@ def shell_command(arguments: str) -> str:
     if isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv):
         return shlex.join(argv)
     return arguments
+
+
+def approval_command(command: tuple[str, ...] | p.ToolInvocation) -> str:
+    """The command line an approval request shows: a command's argv quoted as a shell would
+    need it, or a tool's name (``SERVER.TOOL`` for an MCP server's) and its arguments."""
+    if isinstance(command, p.ToolInvocation):
+        name = command.tool if command.server is None else f"{command.server}.{command.tool}"
+        return f"{name} {json.dumps(dict(command.arguments), ensure_ascii=False)}"
+    return shlex.join(command)
 
 
 def shell_outcome(output: str) -> tuple[str, int | None, bool]:
@@ -198,6 +208,7 @@ __all__ = [
     "ABORTED",
     "SHELL",
     "agent_message",
+    "approval_command",
     "compaction",
     "input_part",
     "mcp_tool",

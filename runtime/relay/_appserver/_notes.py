@@ -27,7 +27,7 @@ import attrs
 from .._base import _protocol as p
 from .._base._errors import ErrorCode
 from . import _items
-from ._rpc import Message, notification
+from ._rpc import Message, notification, request
 
 
 def turn_json(
@@ -104,6 +104,9 @@ class Translator:
     """The turns that have started and not ended, by id."""
     declined: set[str] = attrs.field(factory=set)
     """Calls the client declined to run (their items end ``declined``)."""
+    asked: dict[str, tuple[str, str]] = attrs.field(factory=dict)
+    """The approval requests waiting for the client, by request id: their turn and call."""
+    _asked_count: int = attrs.field(default=0, init=False)
 
     @property
     def running(self) -> str | None:
@@ -163,7 +166,39 @@ class Translator:
                 return [self._error(event.id, error, will_retry=True)]
             case p.WarningEvent(message=message):
                 return [notification("warning", {"threadId": thread, "message": message})]
+            case p.ExecApprovalRequest():
+                return [self._ask(msg, now_ms)]
         return []
+
+    def _ask(self, asked: p.ExecApprovalRequest, now_ms: int) -> Message:
+        self._asked_count += 1
+        request_id = f"{self.thread_id}:approval-{self._asked_count}"
+        self.asked[request_id] = (asked.turn_id, asked.call_id)
+        command = _items.approval_command(asked.command)
+        params = {
+            "threadId": self.thread_id,
+            "turnId": asked.turn_id,
+            "itemId": asked.call_id,
+            "startedAtMs": now_ms,
+            "command": command,
+            "cwd": asked.cwd,
+            "reason": asked.reason,
+            "commandActions": [{"type": "unknown", "command": command}],
+        }
+        return request(request_id, "item/commandExecution/requestApproval", params)
+
+    def resolve(self, request_id: str, *, declined: bool) -> Message | None:
+        """The client answered approval request ``request_id``: the call's id (None when the
+        request is none waiting), and ``serverRequest/resolved``. A ``declined`` call's item
+        ends ``declined``."""
+        found = self.asked.pop(request_id, None)
+        if found is None:
+            return None
+        if declined:
+            self.declined.add(found[1])
+        return notification(
+            "serverRequest/resolved", {"threadId": self.thread_id, "requestId": request_id}
+        )
 
     def _error(self, turn_id: str, error: Message, *, will_retry: bool) -> Message:
         turn = self.turns.get(turn_id)
@@ -236,6 +271,14 @@ class Translator:
             completed_at=now_ms // 1000,
             duration_ms=duration_ms,
         )
+        # A request the turn's end left unanswered is moot: the client may take it down.
+        moot = [rid for rid, (asked_turn, _) in self.asked.items() if asked_turn == turn_id]
+        made[:0] = [
+            notification("serverRequest/resolved", {"threadId": self.thread_id, "requestId": rid})
+            for rid in moot
+        ]
+        for rid in moot:
+            del self.asked[rid]
         made.append(notification("turn/completed", {"threadId": self.thread_id, "turn": ended}))
         return made
 

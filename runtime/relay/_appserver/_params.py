@@ -15,12 +15,15 @@ from typing import Any
 import attrs
 
 from .._base import _protocol as p
+from .._base._sandbox_config import APPROVAL_POLICIES, SANDBOX_MODES
 from ._rpc import Code, RpcError
 
-#: The approval policies relay has, in Codex's names.
-APPROVAL_POLICIES = ("untrusted", "on-failure", "on-request", "never")
-#: The sandbox modes relay has, in Codex's names.
-SANDBOX_MODES = ("read-only", "workspace-write", "danger-full-access")
+#: The ``SandboxPolicy`` types of the protocol that are one of relay's sandbox modes.
+SANDBOX_POLICY_MODES = {
+    "readOnly": "read-only",
+    "workspaceWrite": "workspace-write",
+    "dangerFullAccess": "danger-full-access",
+}
 
 
 def invalid(field: str, what: str) -> RpcError:
@@ -156,6 +159,33 @@ def thread_id(params: Any) -> str:
 
 
 @attrs.frozen
+class SandboxAsked:
+    """A ``SandboxPolicy`` in relay's terms."""
+
+    mode: str
+    """The sandbox mode."""
+    writable_roots: tuple[str, ...] = ()
+    """Folders writable besides the working directory (``workspace-write``)."""
+    network_access: bool = False
+    """Whether commands reach the network."""
+
+
+def _sandbox_policy(value: Any) -> SandboxAsked | None:
+    if value is None:
+        return None
+    fields = Fields(value, "sandboxPolicy")
+    kind = fields.text("type", required=True)
+    mode = SANDBOX_POLICY_MODES.get(kind or "")
+    if mode is None:
+        raise invalid("sandboxPolicy.type", f"{kind!r} is not one of relay's sandbox modes")
+    roots = fields.raw("writableRoots") or []
+    if not isinstance(roots, list) or not all(isinstance(root, str) for root in roots):
+        raise invalid("sandboxPolicy.writableRoots", "expected an array of paths")
+    network = fields.flag("networkAccess")
+    return SandboxAsked(mode, tuple(roots), bool(network))
+
+
+@attrs.frozen
 class TurnStart:
     """The parameters of ``turn/start``."""
 
@@ -171,8 +201,8 @@ class TurnStart:
     """The reasoning effort of this turn and later ones."""
     approval_policy: str | None = None
     """When to ask before a command runs, for this turn and later ones."""
-    sandbox_policy: Mapping[str, Any] | None = attrs.field(default=None, hash=False)
-    """What commands may touch, as the client sent it."""
+    sandbox: SandboxAsked | None = None
+    """What commands may touch, as the client asked (its ``sandboxPolicy``)."""
     output_schema: Any = attrs.field(default=None, hash=False)
     """A JSON Schema the turn's answer is to fit (None: free text)."""
 
@@ -211,9 +241,6 @@ def turn_start(params: Any) -> TurnStart:
     policy = fields.raw("approvalPolicy")
     if isinstance(policy, Mapping):
         raise invalid("approvalPolicy", "granular policies are not supported")
-    sandbox = fields.raw("sandboxPolicy")
-    if sandbox is not None and not isinstance(sandbox, Mapping):
-        raise invalid("sandboxPolicy", "expected an object")
     schema = fields.raw("outputSchema")
     if schema is not None and not isinstance(schema, Mapping | bool):
         raise invalid("outputSchema", "expected a JSON Schema (an object)")
@@ -227,7 +254,7 @@ def turn_start(params: Any) -> TurnStart:
         model=fields.text("model"),
         effort=effort,
         approval_policy=fields.choice("approvalPolicy", APPROVAL_POLICIES),
-        sandbox_policy=sandbox,
+        sandbox=_sandbox_policy(fields.raw("sandboxPolicy")),
         output_schema=schema,
     )
 
@@ -251,6 +278,31 @@ def turn_interrupt(params: Any) -> TurnInterrupt:
     return TurnInterrupt(thread, turn)
 
 
+#: The client's decisions on a command, as relay's: an accept that amends a policy relay does
+#: not have (an exec policy, a network rule) is an accept for the session, or for the call.
+DECISIONS = {
+    "accept": p.ReviewDecision.APPROVED,
+    "acceptForSession": p.ReviewDecision.APPROVED_FOR_SESSION,
+    "acceptWithExecpolicyAmendment": p.ReviewDecision.APPROVED_FOR_SESSION,
+    "applyNetworkPolicyAmendment": p.ReviewDecision.APPROVED,
+    "decline": p.ReviewDecision.DENIED,
+    "cancel": p.ReviewDecision.ABORT,
+}
+
+
+def approval_decision(result: Any, error: Any) -> tuple[p.ReviewDecision, str | None]:
+    """relay's decision on the client's reply to an approval request, and what was wrong with
+    the reply when it was no decision: then the call is denied, never run unasked."""
+    if error is not None:
+        return p.ReviewDecision.DENIED, "the client answered the approval request with an error"
+    decision = result.get("decision") if isinstance(result, Mapping) else None
+    if isinstance(decision, Mapping) and len(decision) == 1:
+        decision = next(iter(decision))
+    if isinstance(decision, str) and decision in DECISIONS:
+        return DECISIONS[decision], None
+    return p.ReviewDecision.DENIED, f"the client's decision {decision!r} is none relay knows"
+
+
 def client_info(params: Any) -> tuple[str, str]:
     """``initialize``'s ``clientInfo``: the client's name and version."""
     raw = Fields(params).raw("clientInfo")
@@ -264,13 +316,15 @@ def client_info(params: Any) -> tuple[str, str]:
 
 
 __all__ = [
-    "APPROVAL_POLICIES",
-    "SANDBOX_MODES",
+    "SANDBOX_POLICY_MODES",
+    "DECISIONS",
     "Fields",
+    "SandboxAsked",
     "ThreadResume",
     "ThreadSettings",
     "TurnInterrupt",
     "TurnStart",
+    "approval_decision",
     "client_info",
     "invalid",
     "thread_id",

@@ -30,7 +30,7 @@ import anyio.abc
 
 from .._base import _protocol as p
 from .._base._config import Config, relay_home
-from .._base._errors import ClosedSessionError, RelayError
+from .._base._errors import ClosedSessionError, InvalidOpError, RelayError
 from .._core._real_work import in_thread
 from .._core._session import Session
 from .._version import __version__
@@ -53,7 +53,14 @@ from ._rpc import (
     result,
 )
 from ._stdio import Output
-from ._threads import Thread, find_rollout, history_turns, rollout_root, thread_config
+from ._threads import (
+    Thread,
+    find_rollout,
+    history_turns,
+    rollout_root,
+    sandbox_refusal,
+    thread_config,
+)
 
 
 class Server:
@@ -88,13 +95,31 @@ class Server:
                 self._out.put(error(line_id, code, message))
             case Notification():
                 pass  # ``initialized``, or one the server has no use for: neither is answered
-            case Reply():
-                pass  # no request of the server's is waiting for a reply
+            case Reply() as reply:
+                self._reply(reply)
             case Request() as request:
                 try:
                     self._request(request)
                 except RpcError as exc:
                     self._out.put(error(request.id, exc.code, exc.message))
+
+    def _reply(self, reply: Reply) -> None:
+        """The client's answer to an approval request: relay's decision on the call."""
+        for thread in self.threads.values():
+            if reply.id in thread.notes.asked:
+                break
+        else:
+            return  # answers nothing waiting: resolved already, by the turn's end
+        decision, wrong = _params.approval_decision(reply.result, reply.error)
+        declined = decision in (p.ReviewDecision.DENIED, p.ReviewDecision.ABORT)
+        _, call_id = thread.notes.asked[str(reply.id)]
+        resolved = thread.notes.resolve(str(reply.id), declined=declined)
+        if wrong is not None:
+            warning = f"{wrong}: the call {call_id} is denied"
+            self._out.put(notification("warning", {"threadId": thread.id, "message": warning}))
+        if resolved is not None:
+            self._out.put(resolved)
+        self._submit(thread, p.ExecApproval(call_id, decision))
 
     def _request(self, request: Request) -> None:
         method = request.method
@@ -248,8 +273,6 @@ class Server:
             model=configured.model,
             model_provider=configured.model_provider,
             path=configured.rollout_path,
-            approval_policy=settings.approval_policy or "never",
-            sandbox=settings.sandbox or "danger-full-access",
         )
         self.threads[thread.id] = thread
         self._out.put(result(request_id, thread.answer(__version__, turns)))
@@ -262,15 +285,27 @@ class Server:
         turn = _params.turn_start(request.params)
         thread = self._thread(turn.thread_id)
         session = thread.session
-        if turn.sandbox_policy is not None:
-            raise invalid("sandboxPolicy", "a turn cannot change its thread's sandbox")
-        op = p.UserTurn(
-            items=turn.items,
-            model=turn.model,
-            cwd=turn.cwd,
-            effort=turn.effort,
-            on_busy=p.OnBusy.QUEUE,
-        )
+        policy = session.config.approval_policy
+        if turn.approval_policy not in (None, policy):
+            raise invalid(
+                "approvalPolicy",
+                f"the thread's approval policy is {policy!r} and a turn cannot change it (a "
+                "session's policy is set when it opens: start a thread with approvalPolicy)",
+            )
+        if turn.sandbox is not None and (why := sandbox_refusal(session.config, turn.sandbox)):
+            raise invalid("sandboxPolicy", why)
+        try:
+            op = p.UserTurn(
+                items=turn.items,
+                model=turn.model,
+                cwd=turn.cwd,
+                effort=turn.effort,
+                on_busy=p.OnBusy.QUEUE,
+                final_output_json_schema=turn.output_schema,
+            )
+        except InvalidOpError as exc:
+            message = str(exc).removeprefix("final_output_json_schema: ")
+            raise invalid("outputSchema", message) from None
         if session.closed:
             raise invalid("threadId", f"thread {thread.id} has shut down")
         turn_id = str(uuid.uuid4())

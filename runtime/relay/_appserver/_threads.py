@@ -22,7 +22,7 @@ from .._base._errors import ConfigError
 from .._core._session import Session
 from .._rollout._lines import EventMsgLine, RolloutLine
 from ._notes import Translator, thread_json, turn_json
-from ._params import ThreadSettings, invalid
+from ._params import SandboxAsked, ThreadSettings, invalid
 from ._rpc import Message
 
 #: What a thread id may hold: it names a file.
@@ -47,6 +47,10 @@ def thread_config(base: Config, settings: ThreadSettings, *, where: str = "") ->
         changes["base_instructions_file"] = None
     if settings.developer_instructions is not None:
         changes["developer_instructions"] = settings.developer_instructions
+    if settings.approval_policy is not None:
+        changes["approval_policy"] = settings.approval_policy
+    if settings.sandbox is not None:
+        changes["sandbox_mode"] = settings.sandbox
     if settings.ephemeral:
         changes["rollout"] = attrs.evolve(base.rollout, enabled=False)
     config = attrs.evolve(base, **changes)
@@ -129,10 +133,6 @@ class Thread:
     """Its provider."""
     path: str | None
     """Its rollout file (None: ephemeral)."""
-    approval_policy: str
-    """When it asks before a command runs."""
-    sandbox: str
-    """What its commands may touch."""
 
     @property
     def id(self) -> str:
@@ -160,20 +160,47 @@ class Thread:
             "model": self.model,
             "modelProvider": self.model_provider,
             "cwd": self.notes.cwd,
-            "approvalPolicy": self.approval_policy,
+            "approvalPolicy": self.session.config.approval_policy,
             "approvalsReviewer": "user",
-            "sandbox": sandbox_policy(self.sandbox),
+            "sandbox": sandbox_policy(self.session.config),
             "reasoningEffort": None,
         }
 
 
-def sandbox_policy(mode: str) -> Message:
-    """A ``SandboxPolicy`` for one of relay's sandbox modes."""
-    if mode == "read-only":
+def sandbox_policy(config: Config) -> Message:
+    """The ``SandboxPolicy`` of a configuration's sandbox mode."""
+    if config.sandbox_mode == "read-only":
         return {"type": "readOnly", "networkAccess": False}
-    if mode == "workspace-write":
-        return {"type": "workspaceWrite", "writableRoots": [], "networkAccess": False}
+    if config.sandbox_mode == "workspace-write":
+        write = config.sandbox_workspace_write
+        return {
+            "type": "workspaceWrite",
+            "writableRoots": [os.path.abspath(root) for root in write.writable_roots],
+            "networkAccess": write.network_access,
+            "excludeTmpdirEnvVar": write.exclude_tmpdir_env_var,
+            "excludeSlashTmp": write.exclude_slash_tmp,
+        }
     return {"type": "dangerFullAccess"}
+
+
+def sandbox_refusal(config: Config, asked: SandboxAsked) -> str | None:
+    """Why a turn cannot run with the sandbox ``asked`` in a session of ``config`` (relay's
+    sandbox is the session's, set when it opens); None when it is the session's own."""
+    write = config.sandbox_workspace_write
+    same = asked.mode == config.sandbox_mode and (
+        asked.mode != "workspace-write"
+        or (
+            {os.path.abspath(root) for root in asked.writable_roots}
+            <= {os.path.abspath(root) for root in write.writable_roots}
+            and asked.network_access == write.network_access
+        )
+    )
+    if same:
+        return None
+    return (
+        f"the thread's sandbox is {config.sandbox_mode!r} and a turn cannot change it "
+        "(a session's sandbox is set when it opens: start a thread with sandbox)"
+    )
 
 
 __all__ = [
@@ -182,5 +209,6 @@ __all__ = [
     "history_turns",
     "rollout_root",
     "sandbox_policy",
+    "sandbox_refusal",
     "thread_config",
 ]
