@@ -4,14 +4,19 @@ real command over pipes; every line checked against Codex 0.169's schema (:mod:`
 
 from __future__ import annotations
 
+import json
 import os
+import select
 import signal
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .client import AppServer, app_server, pid_alive, read_pid, write_script
+from .client import CLIENT_INFO, AppServer, app_server, pid_alive, read_pid, write_script
 
 SHELL = ("-c", "tools.shell=true")
 
@@ -158,3 +163,57 @@ def test_the_end_of_the_server_stops_every_session_and_its_commands(
         assert (ended["id"], ended["status"]) == (turn, "interrupted")
         assert idle != thread
         assert server.stderr_text() == ""
+
+
+def test_a_client_that_stops_reading_ends_the_server(tmp_path: Path) -> None:
+    # The turn's tool call ends after the client has gone: what the server then has to say
+    # cannot be written, and it shuts down though its input is still open.
+    script = write_script(
+        tmp_path / "model.json",
+        {"function_call": {"name": "sleep", "arguments": {"seconds": 0.5}}},
+        "never read",
+    )
+    output, server_output = os.pipe()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "relay", "app-server", "--model-script", str(script)],
+        stdin=subprocess.PIPE,
+        stdout=server_output,
+        cwd=tmp_path,
+    )
+    os.close(server_output)
+    try:
+        assert process.stdin is not None
+        requests = [
+            {"id": 1, "method": "initialize", "params": {"clientInfo": CLIENT_INFO}},
+            {"id": 2, "method": "thread/start", "params": {}},
+        ]
+        process.stdin.write("".join(json.dumps(r) + "\n" for r in requests).encode())
+        process.stdin.flush()
+        thread = read_until(output, lambda m: m.get("id") == 2)["result"]["thread"]["id"]
+        turn = {"threadId": thread, "input": text("go")}
+        process.stdin.write(json.dumps({"id": 3, "method": "turn/start", "params": turn}).encode())
+        process.stdin.write(b"\n")
+        process.stdin.flush()
+        read_until(output, lambda m: m.get("id") == 3)
+        os.close(output)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+
+
+def read_until(fd: int, matches: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """Read lines of JSON from ``fd`` until one ``matches``, each wait bounded."""
+    data = b""
+    while True:
+        while b"\n" not in data:
+            readable, _, _ = select.select([fd], [], [], 30)
+            assert readable, "no output within 30 s"
+            chunk = os.read(fd, 1 << 16)
+            assert chunk, "the server ended its output"
+            data += chunk
+        line, _, data = data.partition(b"\n")
+        message: dict[str, Any] = json.loads(line)
+        if matches(message):
+            return message

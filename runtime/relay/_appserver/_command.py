@@ -1,10 +1,11 @@
 """``relay app-server``: the server's process (docs/codex-compat.md, docs/cli.md).
 
-It reads requests from standard input until it ends, or until SIGINT or SIGTERM; then it shuts
-every session down (each running turn ends ``interrupted`` and its tool processes stop, each
-rollout is flushed), writes what is left for the client, and exits 0. A session that does not
-end within :data:`END_BOUND` seconds does not hold the process: it exits 1, naming none of
-them but saying so on stderr. A second signal ends the process at once.
+It reads requests from standard input until it ends, until SIGINT or SIGTERM, or until its
+standard output cannot be written (the client went away); then it shuts every session down
+(each running turn ends ``interrupted`` and its tool processes stop, each rollout is flushed),
+writes what is left for the client, and exits 0. Sessions that do not end within
+:data:`END_BOUND` seconds do not hold the process: it exits 1, saying so on stderr. A second
+signal ends the process at once.
 
 Exit status: 0 after a shutdown; 1 when the bound passed; 2 for bad usage (an unknown
 ``--listen``, a configuration that does not load), with one ``relay:`` line on stderr.
@@ -51,8 +52,11 @@ async def serve(config: Config, stdin: int, stdout: int) -> None:
         async with lines:
             async for line in lines:
                 server.receive(line)
-                if out.broken is not None:
-                    break
+        stop.set()
+
+    async def unread() -> None:
+        # Nobody reads what the server says: it ends as if its input had ended.
+        await out.failed.wait()
         stop.set()
 
     async def watch(signals: Any) -> None:
@@ -68,6 +72,7 @@ async def serve(config: Config, stdin: int, stdout: int) -> None:
                 server = Server(config, out, threads)
                 async with anyio.create_task_group() as reading:
                     reading.start_soon(read)
+                    reading.start_soon(unread)
                     await stop.wait()
                     reading.cancel_scope.cancel()
                 timer = _end_after(END_BOUND)

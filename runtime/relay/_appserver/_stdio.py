@@ -44,6 +44,8 @@ class Output:
         self._closed = False
         self.broken: OSError | None = None
         """Why standard output could not be written, once it could not."""
+        self.failed = anyio.Event()
+        """Set once standard output cannot be written: nobody reads what the server says."""
 
     def put(self, message: Message) -> None:
         """Send ``message`` after those put before it; never waits. Dropped once the output
@@ -81,6 +83,7 @@ class Output:
         self.broken = error
         self._lines.clear()
         self._room.set()
+        self.failed.set()
 
 
 class LineSplitter:
