@@ -83,7 +83,6 @@ ALLOWED |= {
         "relay._appserver",
         "relay._base",
         "relay._core",
-        "relay._mcp",
         "relay._models",
         "relay._open",
         "relay._rollout",

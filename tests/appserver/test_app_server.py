@@ -3,6 +3,9 @@ every line it writes checked against Codex 0.169's schema (:mod:`.client`)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -172,3 +175,36 @@ def test_two_threads_run_at_once_each_its_own_session(tmp_path: Path) -> None:
         ended = server.next("turn/completed", threadId=first)
         assert ended["turn"]["id"] == turn["id"] and ended["turn"]["status"] == "interrupted"
         assert server.close_input() == 0
+
+
+def test_a_thread_on_the_scripted_model_loads_no_http_stack_nor_other_shells(
+    tmp_path: Path,
+) -> None:
+    script = write_script(tmp_path / "model.json", "hello")
+    code = f"""
+import json, sys
+sys.argv = ["relay", "app-server", "--model-script", {str(script)!r}]
+from relay._cli._main import main
+status = main()
+loaded = sorted(name for name, module in sys.modules.items() if module is not None)
+print(json.dumps([status, loaded]))
+"""
+    requests = [
+        {"id": 1, "method": "initialize", "params": {"clientInfo": {"name": "t", "version": "1"}}},
+        {"id": 2, "method": "thread/start", "params": {"ephemeral": True}},
+    ]
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        input="".join(json.dumps(r) + "\n" for r in requests),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        check=True,
+    )
+    status, loaded = json.loads(result.stdout.splitlines()[-1])
+    assert status == 0
+    assert "thread/started" in result.stdout
+    unused = ("relay._wire", "relay._drive", "relay._eval", "relay._cluster", "relay._testing")
+    unused += ("relay._mcp", "openai", "hypercorn", "mcp", "ray")
+    assert [m for m in loaded if any(m == u or m.startswith(f"{u}.") for u in unused)] == []

@@ -3,6 +3,8 @@ the scripted model, every line checked against Codex 0.169's schema (:mod:`.clie
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -208,4 +210,47 @@ def test_two_threads_ask_apart(tmp_path: Path, decision: str) -> None:
             first: "completed",
             started: "completed" if decision == "accept" else "declined",
         }
+        assert server.close_input() == 0
+
+
+@pytest.mark.slow  # an MCP server of its own
+def test_mcp_tool_calls_are_mcp_items_and_asked_about_as_commands(tmp_path: Path) -> None:
+    server_script = Path(__file__).resolve().parent.parent / "mcp" / "mcp_server.py"
+    script = write_script(
+        tmp_path / "model.json",
+        {"function_call": {"name": "mcp__test__echo", "arguments": {"text": "hi"}, "call_id": "e"}},
+        {
+            "function_call": {
+                "name": "mcp__test__fail",
+                "arguments": {"message": "no"},
+                "call_id": "f",
+            }
+        },
+        "done",
+    )
+    mcp = (
+        "-c", f"mcp_servers.test.command={json.dumps(sys.executable)}",
+        "-c", f"mcp_servers.test.args=[{json.dumps(str(server_script))}]",
+        "-c", 'mcp_servers.test.approval="always"',
+    )  # fmt: skip
+    with app_server("--model-script", str(script), *mcp, cwd=tmp_path) as server:
+        server.initialize()
+        thread = server.start_thread()
+        server.call("turn/start", {"threadId": thread, "input": text("go")})
+        first = asked(server, thread)
+        assert first["params"]["command"] == 'test.echo {"text": "hi"}'
+        answer(server, first, "accept")
+        answer(server, asked(server, thread), "accept")
+        seen = server.until("turn/completed", threadId=thread)
+        calls = [
+            m["params"]["item"]
+            for m in seen
+            if m.get("method") == "item/completed" and m["params"]["item"]["type"] == "mcpToolCall"
+        ]
+        assert [(c["server"], c["tool"], c["arguments"], c["status"]) for c in calls] == [
+            ("test", "echo", {"text": "hi"}, "completed"),
+            ("test", "fail", {"message": "no"}, "failed"),
+        ]
+        assert calls[0]["result"] == {"content": [{"type": "text", "text": "hi"}]}
+        assert "no" in calls[1]["error"]["message"]
         assert server.close_input() == 0

@@ -33,8 +33,13 @@ def run(translator: Translator, *msgs: p.EventMsg, step_ms: int = 10) -> list[di
     return made
 
 
+def mcp_tool(name: str) -> tuple[str, str] | None:
+    """The session's MCP tools, as a test's: ``mcp__docs__search`` is ``docs``'s."""
+    return {"mcp__docs__search": ("docs", "search")}.get(name)
+
+
 def translator() -> Translator:
-    return Translator(THREAD, "/work", ("docs",))
+    return Translator(THREAD, "/work", mcp_tool)
 
 
 def shell_call(output: str | None, argv: list[str] | None = None) -> p.ToolCallItem:
@@ -265,9 +270,7 @@ def test_shell_outputs_read_as_exit_codes() -> None:
 
 
 def test_tools_other_than_shell_and_mcp_are_dynamic_tool_calls() -> None:
-    done = _items.tool_call(
-        p.ToolCallItem("c", "read_file", '{"path": "a"}', "text"), cwd="/", mcp_servers=()
-    )
+    done = _items.tool_call(p.ToolCallItem("c", "read_file", '{"path": "a"}', "text"), cwd="/")
     assert done == {
         "type": "dynamicToolCall",
         "id": "c",
@@ -279,18 +282,9 @@ def test_tools_other_than_shell_and_mcp_are_dynamic_tool_calls() -> None:
         "durationMs": None,
     }
     failed = _items.tool_call(
-        p.ToolCallItem("c", "read_file", "{}", "error: no such file: a"), cwd="/", mcp_servers=()
+        p.ToolCallItem("c", "read_file", "{}", "error: no such file: a"), cwd="/"
     )
     assert (failed["status"], failed["success"]) == ("failed", False)
-
-
-def test_mcp_tool_names_are_split_at_the_configured_server() -> None:
-    servers = ("docs", "docs__v2", "my.server")
-    assert _items.mcp_tool("mcp__docs__v2__search", servers) == ("docs__v2", "search")
-    assert _items.mcp_tool("mcp__docs__search", servers) == ("docs", "search")
-    assert _items.mcp_tool("mcp__my_server__get", servers) == ("my.server", "get")
-    assert _items.mcp_tool("mcp__other__get", servers) == ("other", "get")
-    assert _items.mcp_tool("read_file", servers) is None
 
 
 def test_a_declined_command_ends_declined() -> None:

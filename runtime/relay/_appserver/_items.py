@@ -5,7 +5,8 @@
 - ``agent_message`` is ``agentMessage``, ``reasoning`` is ``reasoning`` (its summary parts);
 - a ``tool_call`` of ``shell`` is ``commandExecution``: the argv joined as a shell would quote
   it, the exit code and the output read from the tool's output;
-- a ``tool_call`` of an MCP server's tool (``mcp__SERVER__TOOL``) is ``mcpToolCall``;
+- a ``tool_call`` of an MCP server's tool is ``mcpToolCall``, with the server's name and the
+  tool's;
 - a ``tool_call`` of any other tool (relay's ``read_file``, ``list_dir``, a program's own) is
   ``dynamicToolCall``, its output one text part;
 - ``context_compaction`` is ``contextCompaction``.
@@ -19,12 +20,11 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Collection
+from collections.abc import Callable
 from typing import Any
 
 from .._base import _protocol as p
 from .._base._json import loads
-from .._mcp._names import DELIMITER, PREFIX, sanitize
 from ._rpc import Message
 
 #: The name of relay's command tool.
@@ -109,41 +109,21 @@ def shell_outcome(output: str) -> tuple[str, int | None, bool]:
     return output, None, False
 
 
-def mcp_tool(name: str, servers: Collection[str]) -> tuple[str, str] | None:
-    """The server and the tool of an MCP tool's name (``mcp__SERVER__TOOL``), or None when
-    ``name`` is no MCP tool's. The server is the configured one whose name the tool's starts
-    with (the longest, when two do)."""
-    head = f"{PREFIX}{DELIMITER}"
-    if not name.startswith(head):
-        return None
-    best: tuple[str, str] | None = None
-    for server in servers:
-        prefix = sanitize(f"{head}{server}{DELIMITER}")
-        longer = best is None or len(server) > len(best[0])
-        if longer and name.startswith(prefix) and len(name) > len(prefix):
-            best = (server, name[len(prefix) :])
-    if best is None:
-        server, sep, tool = name[len(head) :].partition(DELIMITER)
-        if not sep or not server or not tool:
-            return None
-        best = (server, tool)
-    return best
-
-
 def tool_call(
     item: p.ToolCallItem,
     *,
     cwd: str,
-    mcp_servers: Collection[str],
+    mcp_tool: Callable[[str], tuple[str, str] | None] = lambda name: None,
     duration_ms: int | None = None,
     declined: bool = False,
 ) -> Message:
     """The item of a tool call: in progress while ``item.output`` is None, else ended.
-    ``declined``: the client declined to let it run."""
+    ``mcp_tool``: the server and the name of an MCP server's tool, by the name the model calls
+    it (None for any other tool). ``declined``: the client declined to let it run."""
     output = item.output
     if item.name == SHELL:
         return _command(item, cwd, duration_ms, declined)
-    mcp = mcp_tool(item.name, mcp_servers)
+    mcp = mcp_tool(item.name)
     failed = output is not None and (output.startswith(_FAILED) or output == ABORTED or declined)
     status = "inProgress" if output is None else "failed" if failed else "completed"
     if mcp is not None:
@@ -211,7 +191,6 @@ __all__ = [
     "approval_command",
     "compaction",
     "input_part",
-    "mcp_tool",
     "reasoning",
     "shell_command",
     "shell_outcome",

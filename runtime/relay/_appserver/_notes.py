@@ -19,7 +19,7 @@ the time is given to it with each event.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -98,8 +98,9 @@ class Translator:
     """The thread: the session's id."""
     cwd: str
     """The working directory commands run in (``session_configured``'s, then the turns')."""
-    mcp_servers: Collection[str] = ()
-    """The names of the session's MCP servers, to tell their tools' calls apart."""
+    mcp_tool: Callable[[str], tuple[str, str] | None] = lambda name: None
+    """The server and the name of an MCP server's tool, by the name the model calls it (None:
+    no MCP server's); the session's tools say."""
     turns: dict[str, _Turn] = attrs.field(factory=dict)
     """The turns that have started and not ended, by id."""
     declined: set[str] = attrs.field(factory=set)
@@ -229,7 +230,7 @@ class Translator:
                 return _items.tool_call(
                     item,
                     cwd=self.cwd,
-                    mcp_servers=self.mcp_servers,
+                    mcp_tool=self.mcp_tool,
                     duration_ms=duration,
                     declined=not started and call_id in self.declined,
                 )
@@ -250,7 +251,7 @@ class Translator:
                     "item": _items.tool_call(
                         attrs.evolve(item, output=_items.ABORTED),
                         cwd=self.cwd,
-                        mcp_servers=self.mcp_servers,
+                        mcp_tool=self.mcp_tool,
                         duration_ms=max(0, now_ms - started_ms),
                         declined=call_id in self.declined,
                     ),

@@ -238,7 +238,7 @@ class Server:
                 events = aiter(session.events())
                 first = await anext(events)
                 assert isinstance(first.msg, p.SessionConfigured), first
-                thread = self._announce(session, first.msg, request_id, config, settings, turns)
+                thread = self._announce(session, first.msg, request_id, turns)
                 task_status.started()
                 if self._closing:
                     session.submit_nowait(p.Shutdown())
@@ -261,14 +261,12 @@ class Server:
         session: Session,
         configured: p.SessionConfigured,
         request_id: RequestId,
-        config: Config,
-        settings: ThreadSettings,
         turns: list[Message] | None,
     ) -> Thread:
         """The thread of ``session``, open: answered, and announced by ``thread/started``."""
         thread = Thread(
             session,
-            Translator(session.id, configured.cwd, tuple(config.mcp_servers)),
+            Translator(session.id, configured.cwd, _mcp_tools(session)),
             created_at=int(self._clock()),
             model=configured.model,
             model_provider=configured.model_provider,
@@ -341,6 +339,16 @@ class Server:
         self._closing = True
         for thread in list(self.threads.values()):
             self._submit(thread, p.Shutdown())
+
+
+def _mcp_tools(session: Session) -> Callable[[str], tuple[str, str] | None]:
+    """What tells an MCP server's tool by the name the model calls it: the session's tools."""
+
+    def mcp_tool(name: str) -> tuple[str, str] | None:
+        tool = session.tools.get(name)
+        return tool.mcp if tool is not None else None
+
+    return mcp_tool
 
 
 def _platform_os() -> str:
