@@ -337,10 +337,13 @@ def test_an_approval_request_is_a_server_request_until_resolved() -> None:
     }
     assert second["params"]["command"] == 'docs.search {"q": "x"}'
     resolved = notes.resolve(first["id"], declined=True)
-    assert resolved == {
-        "method": "serverRequest/resolved",
-        "params": {"threadId": THREAD, "requestId": first["id"]},
-    }
+    assert resolved == (
+        "c1",
+        {
+            "method": "serverRequest/resolved",
+            "params": {"threadId": THREAD, "requestId": first["id"]},
+        },
+    )
     assert notes.resolve(first["id"], declined=False) is None
     assert notes.declined == {"c1"}
     ended = run(notes, p.TurnAborted(TURN, p.AbortReason.INTERRUPTED, duration_ms=1))

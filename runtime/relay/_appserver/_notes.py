@@ -27,7 +27,7 @@ import attrs
 from .._base import _protocol as p
 from .._base._errors import ErrorCode
 from . import _items
-from ._rpc import Message, notification, request
+from ._rpc import Message, RequestId, notification, request
 
 
 def turn_json(
@@ -188,18 +188,17 @@ class Translator:
         }
         return request(request_id, "item/commandExecution/requestApproval", params)
 
-    def resolve(self, request_id: str, *, declined: bool) -> Message | None:
-        """The client answered approval request ``request_id``: the call's id (None when the
-        request is none waiting), and ``serverRequest/resolved``. A ``declined`` call's item
-        ends ``declined``."""
-        found = self.asked.pop(request_id, None)
+    def resolve(self, request_id: RequestId, *, declined: bool) -> tuple[str, Message] | None:
+        """The client answered approval request ``request_id``: the call's id and
+        ``serverRequest/resolved`` (None when no such request waits). A ``declined`` call's
+        item ends ``declined``."""
+        found = self.asked.pop(request_id, None) if isinstance(request_id, str) else None
         if found is None:
             return None
         if declined:
             self.declined.add(found[1])
-        return notification(
-            "serverRequest/resolved", {"threadId": self.thread_id, "requestId": request_id}
-        )
+        params = {"threadId": self.thread_id, "requestId": request_id}
+        return found[1], notification("serverRequest/resolved", params)
 
     def _error(self, turn_id: str, error: Message, *, will_retry: bool) -> Message:
         turn = self.turns.get(turn_id)

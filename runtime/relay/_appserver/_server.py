@@ -23,6 +23,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -105,20 +106,19 @@ class Server:
 
     def _reply(self, reply: Reply) -> None:
         """The client's answer to an approval request: relay's decision on the call."""
+        decision, wrong = _params.approval_decision(reply.result, reply.error)
+        declined = decision in (p.ReviewDecision.DENIED, p.ReviewDecision.ABORT)
         for thread in self.threads.values():
-            if reply.id in thread.notes.asked:
+            found = thread.notes.resolve(reply.id, declined=declined)
+            if found is not None:
                 break
         else:
             return  # answers nothing waiting: resolved already, by the turn's end
-        decision, wrong = _params.approval_decision(reply.result, reply.error)
-        declined = decision in (p.ReviewDecision.DENIED, p.ReviewDecision.ABORT)
-        _, call_id = thread.notes.asked[str(reply.id)]
-        resolved = thread.notes.resolve(str(reply.id), declined=declined)
+        call_id, resolved = found
         if wrong is not None:
             warning = f"{wrong}: the call {call_id} is denied"
             self._out.put(notification("warning", {"threadId": thread.id, "message": warning}))
-        if resolved is not None:
-            self._out.put(resolved)
+        self._out.put(resolved)
         self._submit(thread, p.ExecApproval(call_id, decision))
 
     def _request(self, request: Request) -> None:
@@ -198,6 +198,9 @@ class Server:
             self._out.put(error(request_id, exc.code, exc.message))
         except RelayError as exc:
             self._out.put(error(request_id, Code.SERVER_ERROR, str(exc)))
+        except Exception as exc:  # a failure of relay's: the request fails, the server goes on
+            why = f"internal error: {type(exc).__name__}: {exc}"
+            self._out.put(error(request_id, Code.INTERNAL_ERROR, why))
 
     async def _run_thread(
         self,
@@ -218,7 +221,7 @@ class Server:
             from .._rollout._resume import reconstruct, resumed_config
 
             path = await in_thread(find_rollout, rollout_root(config), resume.thread_id)
-            rollout = await in_thread(lambda: read_rollout(path, for_resume=True))
+            rollout = await in_thread(partial(read_rollout, path, for_resume=True))
             chosen = {
                 key
                 for key, value in (
