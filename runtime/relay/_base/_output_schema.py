@@ -4,8 +4,8 @@ A turn may ask for its final answer as JSON that fits a schema (``final_output_j
 on ``user_turn``, ``Session.ask(output_schema=...)``). :func:`check_output_schema` refuses a
 schema before anything is sent; :func:`parse_output` reads the final answer and checks it
 against the schema. Both use ``jsonschema``, with the draft the schema names in ``$schema``
-(the latest one ``jsonschema`` knows when it names none). ``jsonschema`` is imported on first use: a
-session that never asks for structured output never loads it.
+(the latest one ``jsonschema`` knows when it names none). ``jsonschema`` is imported on
+first use: a session that never asks for structured output never loads it.
 """
 
 from __future__ import annotations
@@ -46,9 +46,10 @@ def _validator_class(schema: Mapping[str, Any]) -> type[Validator]:
         found: type[Validator] = validator_for(schema)
         return found
     named = schema["$schema"]
-    draft: type[Validator] | None = (
-        validator_for(schema, default=None) if isinstance(named, str) else None  # type: ignore[arg-type]
-    )
+    draft: type[Validator] | None = None
+    if isinstance(named, str):
+        # With no default, a $schema jsonschema does not know gives None, not the latest draft.
+        draft = validator_for(schema, default=None)  # type: ignore[arg-type]
     if draft is None:
         raise InvalidOpError(f"not a JSON Schema: $schema names no draft relay knows: {named!r}")
     return draft
