@@ -545,6 +545,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .._eval._run import eval_command
 
         return eval_command(args)
+    if args.command == "app-server":
+        from .._appserver._command import app_server_command
+
+        return app_server_command(args, _config)
     if args.command == "mock-server":
         from .._testing._mock_server import main as mock_main
 

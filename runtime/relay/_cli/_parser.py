@@ -338,6 +338,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="write a self-contained HTML page of the session's timeline instead",
     )
 
+    app = commands.add_parser(
+        "app-server", help="serve Codex's app-server protocol (JSON-RPC) on standard input/output"
+    )
+    app.add_argument(
+        "--listen", default="stdio://", metavar="URL", help="the transport (only stdio://)"
+    )
+    config_options(app)
+    app.add_argument("--model-script", help="model script for the scripted provider")
+    app.add_argument("--rollout-dir", help="directory for rollout files")
+    app.add_argument(
+        "--task",
+        dest="tasks",
+        action="append",
+        default=[],
+        metavar="OP=FACTORY",
+        help="serve ops of type OP with FACTORY ('pkg.mod:factory' or 'file.py:factory')",
+    )
+
     mock = commands.add_parser("mock-server", help="serve a model script over HTTP on loopback")
     mock.add_argument("--script", required=True, help="model script")
     mock.add_argument("--host", default="127.0.0.1")
