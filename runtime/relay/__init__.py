@@ -62,6 +62,8 @@ if TYPE_CHECKING:
     from ._base._protocol import ErrorEvent as ErrorEvent
     from ._base._protocol import Event as Event
     from ._base._protocol import EventMsg as EventMsg
+    from ._base._protocol import ExecApproval as ExecApproval
+    from ._base._protocol import ExecApprovalRequest as ExecApprovalRequest
     from ._base._protocol import FunctionCall as FunctionCall
     from ._base._protocol import FunctionCallOutput as FunctionCallOutput
     from ._base._protocol import GhostSnapshot as GhostSnapshot
@@ -84,6 +86,7 @@ if TYPE_CHECKING:
     from ._base._protocol import Reasoning as Reasoning
     from ._base._protocol import ReasoningItem as ReasoningItem
     from ._base._protocol import ResponseItem as ResponseItem
+    from ._base._protocol import ReviewDecision as ReviewDecision
     from ._base._protocol import SessionConfigured as SessionConfigured
     from ._base._protocol import SessionResumed as SessionResumed
     from ._base._protocol import Shutdown as Shutdown
@@ -96,6 +99,7 @@ if TYPE_CHECKING:
     from ._base._protocol import TokenUsageInfo as TokenUsageInfo
     from ._base._protocol import ToolCall as ToolCall
     from ._base._protocol import ToolCallItem as ToolCallItem
+    from ._base._protocol import ToolInvocation as ToolInvocation
     from ._base._protocol import ToolOutput as ToolOutput
     from ._base._protocol import TurnAborted as TurnAborted
     from ._base._protocol import TurnComplete as TurnComplete
@@ -110,6 +114,7 @@ if TYPE_CHECKING:
     from ._base._protocol import WorkStateNoted as WorkStateNoted
     from ._base._protocol import assistant_message as assistant_message
     from ._base._protocol import user_message as user_message
+    from ._base._sandbox_config import SandboxWorkspaceWrite as SandboxWorkspaceWrite
     from ._core._answer import Answer as Answer
     from ._core._answer import TurnFailed as TurnFailed
     from ._core._hooks import CompactHook as CompactHook
@@ -120,6 +125,7 @@ if TYPE_CHECKING:
     from ._core._port import TaskContext as TaskContext
     from ._core._session import Session as Session
     from ._core._state import SessionStatistics as SessionStatistics
+    from ._core._task import TurnResult as TurnResult
     from ._core._tools import Tool as Tool
     from ._core._tools import ToolContext as ToolContext
     from ._core._tools import ToolError as ToolError
@@ -204,6 +210,7 @@ __all__ = [
     "RolloutConfig",
     "RolloutError",
     "RolloutLockedError",
+    "SandboxWorkspaceWrite",
     "ScriptError",
     "Session",
     "SessionConfigured",
@@ -230,7 +237,12 @@ __all__ = [
     "TurnComplete",
     "TurnFailed",
     "TurnItem",
+    "TurnResult",
     "TurnStarted",
+    "ExecApproval",
+    "ExecApprovalRequest",
+    "ReviewDecision",
+    "ToolInvocation",
     "Unpin",
     "UserInput",
     "UserMessage",
@@ -328,6 +340,10 @@ _SOURCES = {
     "TurnComplete": "relay._base._protocol",
     "TurnItem": "relay._base._protocol",
     "TurnStarted": "relay._base._protocol",
+    "ExecApproval": "relay._base._protocol",
+    "ExecApprovalRequest": "relay._base._protocol",
+    "ReviewDecision": "relay._base._protocol",
+    "ToolInvocation": "relay._base._protocol",
     "Unpin": "relay._base._protocol",
     "UserInput": "relay._base._protocol",
     "UserMessage": "relay._base._protocol",
@@ -337,6 +353,7 @@ _SOURCES = {
     "WorkStateNoted": "relay._base._protocol",
     "assistant_message": "relay._base._protocol",
     "user_message": "relay._base._protocol",
+    "SandboxWorkspaceWrite": "relay._base._sandbox_config",
     "Answer": "relay._core._answer",
     "TurnFailed": "relay._core._answer",
     "CompactHook": "relay._core._hooks",
@@ -347,6 +364,7 @@ _SOURCES = {
     "TaskContext": "relay._core._port",
     "Session": "relay._core._session",
     "SessionStatistics": "relay._core._state",
+    "TurnResult": "relay._core._task",
     "Tool": "relay._core._tools",
     "ToolContext": "relay._core._tools",
     "ToolError": "relay._core._tools",

@@ -33,6 +33,7 @@ import attrs
 from ._base import _protocol as p
 from ._base._codec import to_json, type_tag
 from ._base._config import Config, RolloutConfig
+from ._core._approvals import ApprovalCallback
 from ._core._port import CompactionPolicy
 from ._core._real_work import real_work
 from ._core._session import Session
@@ -237,10 +238,11 @@ async def open_test_session(
     seed: int = 0,
     tasks: Mapping[str, Any] | None = None,
     compactor: Callable[[], CompactionPolicy] | None = None,
+    on_approval: ApprovalCallback | None = None,
 ) -> AsyncIterator[TestSession]:
     """A session on a scripted model, with a fixed clock, seeded jitter and no rollout.
 
-    ``tasks`` and ``compactor`` are those of :func:`relay.open_session`.
+    ``tasks``, ``compactor`` and ``on_approval`` are those of :func:`relay.open_session`.
     """
     model = model or ScriptedModel(script)
     config = config or Config(rollout=RolloutConfig(enabled=False))
@@ -254,6 +256,7 @@ async def open_test_session(
             rng=random.Random(seed),
             tasks=tasks,
             compactor=compactor,
+            on_approval=on_approval,
         ) as session,
         anyio.create_task_group() as tg,
     ):

@@ -38,7 +38,8 @@ from relay._otel._values import (
     messages_json,
     records_content,
 )
-from relay._rollout._reader import TraceLine, parse_rollout, read_rollout
+from relay._rollout._lines import TraceLine
+from relay._rollout._reader import parse_rollout, read_rollout
 from relay._rollout._resume import reconstruct
 from relay.testing import ScriptedModel
 from tests.otlp import otlp_receiver

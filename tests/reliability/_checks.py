@@ -14,7 +14,8 @@ import relay
 from relay._base._rollout_lines import Compacted
 from relay._core._history import is_contextual
 from relay._core._summary import is_summary
-from relay._rollout._reader import CompactedLine, Rollout, read_rollout
+from relay._rollout._lines import CompactedLine, Rollout
+from relay._rollout._reader import read_rollout
 from relay._rollout._resume import reconstruct
 from relay.tasks.compaction import Backend
 

@@ -16,7 +16,8 @@ import relay
 from relay._base._codec import type_tag
 from relay._base._errors import RolloutLockedError
 from relay._core._writer import Epoch, RolloutWriter, epoch_of_line
-from relay._rollout._reader import EventMsgLine, parse_rollout, read_rollout
+from relay._rollout._lines import EventMsgLine
+from relay._rollout._reader import parse_rollout, read_rollout
 from relay.testing import FIXED_NOW
 
 

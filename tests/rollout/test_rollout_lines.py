@@ -18,11 +18,13 @@ from relay._base._codec import from_json, to_json
 from relay._base._rollout_lines import (
     LINE_TYPES,
     PAYLOADS,
+    ApprovalDecided,
     Compacted,
     GeneratedIds,
     SessionMeta,
     SessionSpan,
     StartedOp,
+    ToolIntent,
     TurnContext,
 )
 from relay._core._context import TurnSettings, WorldState
@@ -62,6 +64,8 @@ def record_every_line(root: Path) -> list[str]:
     recorder.session_meta("s-1", FIXED_NOW, "/w", "gpt-x", "openai")
     recorder.trace("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331")
     recorder.op("sub-4", p.CustomOp("review", {"path": "a.py", "depth": 2}, p.OnBusy.QUEUE))
+    recorder.approval("call-1", p.ReviewDecision.APPROVED_FOR_SESSION, ("make", "test"))
+    recorder.intent("call-1")
     recorder.world_state(WORLD)
     recorder.turn_context(TurnSettings("gpt-x", "/w", "high"), "Be brief.", WORLD)
     recorder.turn_context(TurnSettings("gpt-x", "/w"), "Be brief.", WORLD)
@@ -102,6 +106,9 @@ EXPECTED = [
     '"span_id":"b7ad6b7169203331"}}',
     '{"type":"op","payload":{"id":"sub-4","op":{"type":"review","path":"a.py","depth":2,'
     '"on_busy":"queue"}}}',
+    '{"type":"approval","payload":{"call_id":"call-1","decision":"approved_for_session",'
+    '"command":["make","test"],"tool":null}}',
+    '{"type":"intent","payload":{"call_id":"call-1"}}',
     '{"type":"world_state","payload":{"cwd":"/w","shell":"bash","current_date":"2026-01-02",'
     '"timezone":"UTC"}}',
     '{"type":"turn_context","payload":{"model":"gpt-x","cwd":"/w","effort":"high",'
@@ -229,6 +236,14 @@ PAYLOAD_VALUES: dict[type, st.SearchStrategy[Any]] = {
         StartedOp, _text, st.builds(p.CustomOp, _op_types, _op_fields, st.sampled_from(p.OnBusy))
     ),
     SessionSpan: st.builds(SessionSpan, _hex(32), _hex(16)),
+    ApprovalDecided: st.builds(
+        ApprovalDecided,
+        _text,
+        st.sampled_from(p.ReviewDecision),
+        st.none() | st.lists(_text, min_size=1, max_size=3).map(tuple),
+        st.none() | _text,
+    ),
+    ToolIntent: st.builds(ToolIntent, _text),
     Compacted: st.builds(
         Compacted,
         _text,

@@ -21,21 +21,18 @@ from hypothesis import strategies as st
 import relay
 from relay import testing
 from relay._base import _protocol as p
-from relay._base._rollout_lines import Compacted, TurnContext, WorldState
+from relay._base._rollout_lines import Compacted, SessionMeta, TurnContext, WorldState
 from relay._cli._transcript import render_transcript
-from relay._rollout._reader import (
+from relay._rollout._lines import (
     CompactedLine,
     EventMsgLine,
     ResponseItemLine,
     RolloutNote,
-    SessionMeta,
     SessionMetaLine,
     TurnContextLine,
     WorldStateLine,
-    _parse,
-    parse_rollout,
-    read_rollout,
 )
+from relay._rollout._reader import _parse, parse_rollout, read_rollout
 from relay._rollout._resume import reconstruct
 
 TS = "2026-01-02T03:04:05.000Z"
@@ -246,7 +243,8 @@ def test_malformed_lines_are_skipped_with_notes_naming_them() -> None:
         "line 6: invalid response_item: invalid 'message': required field missing @ $.role; "
         "ignored",
         "line 7: invalid event_msg: unknown type 'levitated' (expected one of: agent_message, "
-        "agent_message_delta, background_event, context_compacted, error, hook_completed, "
+        "agent_message_delta, background_event, context_compacted, error, "
+        "exec_approval_request, hook_completed, "
         "hook_started, item_completed, item_started, session_configured, session_resumed, "
         "shutdown_complete, stream_error, token_count, turn_aborted, turn_complete, "
         "turn_started, user_message, warning, work_state_noted); ignored",

@@ -9,10 +9,8 @@ then structures it. docs/config.md is generated from these classes by
 
 from __future__ import annotations
 
-import functools
 import os
-import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,6 +23,14 @@ from ._compaction_config import Hooks as Hooks
 from ._errors import ConfigError
 from ._features import features_in_tables
 from ._mcp_config import McpServerConfig, check_mcp_server, resolve_mcp_paths
+from ._sandbox_config import (
+    ApprovalPolicy,
+    SandboxMode,
+    SandboxWorkspaceWrite,
+    resolve_sandbox_paths,
+    sandbox_keys_problem,
+)
+from ._structure import config_converter
 from ._suggest import did_you_mean
 from ._util import field_types
 
@@ -223,6 +229,18 @@ class Config:
     """How relay's compactions write and place a summary (docs/compaction.md)."""
     tools: Mapping[str, bool] = attrs.field(factory=dict)
     """Built-in tools switched on or off."""
+    approval_policy: ApprovalPolicy = "on-request"
+    """When a call waits for a decision before it runs: ``"untrusted"`` (every command but a
+    few read-only ones), ``"on-failure"`` (a command the sandbox refused, to run it outside),
+    ``"on-request"`` (a command the model asks to run outside the sandbox, and tools that ask
+    for approval) or ``"never"`` (docs/approvals.md)."""
+    sandbox_mode: SandboxMode = "danger-full-access"
+    """What commands run by ``shell`` and by hooks may touch: ``"read-only"`` (nothing can be
+    written), ``"workspace-write"`` (writes under ``cwd`` and the writable roots only) or
+    ``"danger-full-access"`` (no sandbox). A mode that needs a sandbox relay cannot make
+    stops the session from opening (docs/approvals.md)."""
+    sandbox_workspace_write: SandboxWorkspaceWrite = attrs.field(factory=SandboxWorkspaceWrite)
+    """What ``"workspace-write"`` lets commands write and reach."""
     rollout: RolloutConfig = RolloutConfig()
     """Persistence."""
     otel: OtelConfig = OtelConfig()
@@ -319,48 +337,6 @@ def take_api_key(provider: ProviderConfig) -> None:
         take_key(provider.env_key)
 
 
-@functools.cache
-def _converter() -> cattrs.Converter:
-    """The converter of configuration tables, made when a table is first read (a session with
-    the default configuration reads none)."""
-    converter = cattrs.Converter(forbid_extra_keys=True)
-    for kind in (str, int, bool, float):
-        converter.register_structure_hook(kind, _strict(kind))
-    converter.register_structure_hook_factory(_is_array, _array_hook)
-    return converter
-
-
-def _strict(kind: type) -> Any:
-    def structure(value: Any, _: Any) -> Any:
-        if isinstance(value, bool) and kind is not bool:
-            raise TypeError(f"expected {kind.__name__}, got a boolean")
-        if kind is float and isinstance(value, int):
-            return float(value)
-        if not isinstance(value, kind):
-            raise TypeError(f"expected {kind.__name__}, got {type(value).__name__}")
-        return value
-
-    return structure
-
-
-def _is_array(kind: Any) -> bool:
-    return typing.get_origin(kind) is tuple and typing.get_args(kind)[1:] == (...,)
-
-
-def _array_hook(kind: Any, converter: cattrs.Converter) -> Callable[[Any, Any], Any]:
-    import cattrs.cols
-
-    base = cattrs.cols.homogenous_tuple_structure_factory(kind, converter)
-
-    def structure(value: Any, _: Any) -> Any:
-        # Only a TOML array: cattrs would otherwise iterate a string or a table.
-        if not isinstance(value, list):
-            raise TypeError(f"expected an array, got {type(value).__name__}")
-        return base(value, kind)
-
-    return structure
-
-
 def unknown_keys(data: Mapping[str, Any], cls: type = Config, prefix: str = "") -> list[str]:
     """Every key of ``data`` that ``cls`` does not know, as ``'path' (did you mean ...)``."""
     fields = {field.name: field for field in attrs.fields(cls)}
@@ -406,6 +382,9 @@ def config_from_dict(data: Mapping[str, Any]) -> Config:
     unknown = unknown_keys(data)
     if unknown:
         raise _unknown_key_error(unknown)
+    problem = sandbox_keys_problem(data)
+    if problem is not None:
+        raise ConfigError(f"invalid config: {problem}")
     providers = data.get("model_providers")
     if isinstance(providers, Mapping):
         data = {
@@ -416,7 +395,7 @@ def config_from_dict(data: Mapping[str, Any]) -> Config:
             },
         }
     try:
-        config = _converter().structure(data, Config)
+        config = config_converter().structure(data, Config)
     except Exception as exc:
         details = (
             "; ".join(cattrs.transform_error(exc))
@@ -548,11 +527,13 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
 def _resolve_paths(data: dict[str, Any], base: Path) -> None:
     """Make the paths a configuration file gives relative to itself absolute: the working
     directory, hook arguments that start with ``./`` or ``../``, task factories named by a
-    ``.py`` file, and MCP servers' commands and working directories."""
+    ``.py`` file, MCP servers' commands and working directories, and the sandbox's writable
+    roots."""
     cwd = data.get("cwd")
     if isinstance(cwd, str) and cwd and not Path(cwd).is_absolute():
         data["cwd"] = str(base / cwd)
     resolve_mcp_paths(data.get("mcp_servers"), base)
+    resolve_sandbox_paths(data, base)
     hooks = data.get("hooks")
     for point in ("pre_compact", "post_compact"):
         tables = hooks.get(point) if isinstance(hooks, dict) else None

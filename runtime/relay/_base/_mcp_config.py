@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from ._errors import ConfigError
+from ._sandbox_config import McpApproval
 
 #: A server's name: it becomes part of tool names, which allow these characters only.
 SERVER_NAME = re.compile(r"[A-Za-z0-9_-]+")
@@ -92,6 +93,10 @@ class McpServerConfig:
     every one)."""
     disabled_tools: tuple[str, ...] = attrs.field(converter=tuple, factory=tuple)
     """The server's tools the model is never offered (applied after ``enabled_tools``)."""
+    approval: McpApproval | None = None
+    """``"always"``: every call of the server's tools waits for a decision; ``"never"``: none
+    does, whatever ``approval_policy`` says; unset: ``approval_policy`` decides
+    (docs/approvals.md)."""
 
     @property
     def transport(self) -> str:

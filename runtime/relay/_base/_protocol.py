@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import attrs
 
@@ -46,6 +46,7 @@ from ._items import user_message as user_message
 from ._ops import BUILTIN_OP_TYPES as BUILTIN_OP_TYPES
 from ._ops import Compact as Compact
 from ._ops import CustomOp as CustomOp
+from ._ops import ExecApproval as ExecApproval
 from ._ops import Image as Image
 from ._ops import InputItem as InputItem
 from ._ops import Interrupt as Interrupt
@@ -53,6 +54,7 @@ from ._ops import LocalImage as LocalImage
 from ._ops import OnBusy as OnBusy
 from ._ops import Op as Op
 from ._ops import OverrideTurnContext as OverrideTurnContext
+from ._ops import ReviewDecision as ReviewDecision
 from ._ops import Shutdown as Shutdown
 from ._ops import Submission as Submission
 from ._ops import Text as Text
@@ -245,6 +247,11 @@ class TurnComplete:
     """The last message the model wrote in this turn."""
     duration_ms: int
     """How long the turn ran."""
+    output: Any = attrs.field(default=None, hash=False)
+    """The turn's structured output, when its ``user_turn`` asked for one
+    (``final_output_json_schema``): the JSON value of its final answer, which fits the schema
+    (left out of the JSON form when there is none; an answer that does not fit is an
+    ``error{invalid_output}`` before this event, and no output)."""
 
 
 @attrs.frozen
@@ -417,6 +424,35 @@ class WorkStateNoted:
 
 
 @attrs.frozen
+class ToolInvocation:
+    """A call of a tool that is not a command: an MCP server's tool, or a Python tool."""
+
+    server: str | None
+    """The MCP server that serves the tool; None for a tool of the program's own."""
+    tool: str
+    """The tool's name (on its server, for an MCP tool)."""
+    arguments: Mapping[str, Any] = attrs.field(factory=dict, hash=False)
+    """The arguments the model gave."""
+
+
+@attrs.frozen
+class ExecApprovalRequest:
+    """A call waits for a decision (an ``exec_approval`` op, or the session's callback)
+    before anything of it runs."""
+
+    call_id: str
+    """The model's call id; the ``exec_approval`` op names it as its ``id``."""
+    turn_id: str
+    """The turn that made the call."""
+    command: tuple[str, ...] | ToolInvocation
+    """The argv of a ``shell`` call, or the tool and its arguments."""
+    cwd: str
+    """The working directory the call would run in."""
+    reason: str | None = None
+    """Why it is asked (a sandbox refusal, the model's justification, the policy)."""
+
+
+@attrs.frozen
 class ShutdownComplete:
     """The session has shut down; this is its last event."""
 
@@ -441,6 +477,7 @@ EventMsg: TypeAlias = (
     | HookCompleted
     | SessionResumed
     | WorkStateNoted
+    | ExecApprovalRequest
     | ShutdownComplete
 )
 

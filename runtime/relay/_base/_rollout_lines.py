@@ -152,8 +152,37 @@ class SessionSpan:
     """The session span's id, 16 hex digits."""
 
 
+@attrs.frozen
+class ApprovalDecided:
+    """The payload of an ``approval`` line: a decision on a call that waited for one. An
+    ``approved_for_session`` decision names what it covers, the argv or the tool, so that a
+    resume holds it."""
+
+    call_id: str
+    decision: p.ReviewDecision
+    command: tuple[str, ...] | None = None
+    tool: str | None = None
+
+
+@attrs.frozen
+class ToolIntent:
+    """The payload of an ``intent`` line: the call is about to run (written, and flushed,
+    before anything of it runs; its output is its outcome). A call with an intent and no
+    output was running when its process ended."""
+
+    call_id: str
+
+
 LinePayload: TypeAlias = (
-    SessionMeta | TurnContext | WorldState | Compacted | GeneratedIds | StartedOp | SessionSpan
+    SessionMeta
+    | TurnContext
+    | WorldState
+    | Compacted
+    | GeneratedIds
+    | StartedOp
+    | SessionSpan
+    | ApprovalDecided
+    | ToolIntent
 )
 """The payloads of the line types other than ``response_item`` and ``event_msg``."""
 
@@ -167,6 +196,8 @@ PAYLOADS: dict[str, Any] = {
     "ids": GeneratedIds,
     "op": StartedOp,
     "trace": SessionSpan,
+    "approval": ApprovalDecided,
+    "intent": ToolIntent,
     "compacted": Compacted,
 }
 
@@ -196,12 +227,14 @@ converter.register_unstructure_hook_factory(
 __all__ = [
     "LINE_TYPES",
     "PAYLOADS",
+    "ApprovalDecided",
     "Compacted",
     "GeneratedIds",
     "LinePayload",
     "SessionMeta",
     "SessionSpan",
     "StartedOp",
+    "ToolIntent",
     "TurnContext",
     "TurnSettings",
     "WorldState",

@@ -26,6 +26,7 @@ from .._base._config import (
     RolloutConfig,
 )
 from .._base._mcp_config import McpServerConfig
+from .._base._sandbox_config import SandboxWorkspaceWrite
 from .._base._util import field_types
 from ._protocol_doc import attribute_docs, markdown
 
@@ -71,6 +72,18 @@ EXAMPLES: Mapping[str, str] = {
     "compaction.tool_outputs_as_data": "[compaction]\ntool_outputs_as_data = false",
     "compaction.placement": '[compaction]\nplacement = "cache_aware"',
     "compaction.save_state": "[compaction]\nsave_state = true",
+    "approval_policy": 'approval_policy = "on-failure"',
+    "sandbox_mode": 'sandbox_mode = "workspace-write"',
+    "sandbox_workspace_write.writable_roots": (
+        '[sandbox_workspace_write]\nwritable_roots = ["/home/me/.cache/pip"]'
+    ),
+    "sandbox_workspace_write.network_access": "[sandbox_workspace_write]\nnetwork_access = true",
+    "sandbox_workspace_write.exclude_tmpdir_env_var": (
+        "[sandbox_workspace_write]\nexclude_tmpdir_env_var = true"
+    ),
+    "sandbox_workspace_write.exclude_slash_tmp": (
+        "[sandbox_workspace_write]\nexclude_slash_tmp = true"
+    ),
     "features.token_budget": "[features]\ntoken_budget = true",
     "features.remote_compaction_v2": "[features]\nremote_compaction_v2 = true",
     "features.async_compaction": (
@@ -156,12 +169,14 @@ EXAMPLES: Mapping[str, str] = {
     "mcp_servers.*.disabled_tools": (
         '[mcp_servers.docs]\ncommand = "docs-mcp"\ndisabled_tools = ["delete_page"]'
     ),
+    "mcp_servers.*.approval": '[mcp_servers.docs]\ncommand = "docs-mcp"\napproval = "always"',
 }
 
 _TABLES: tuple[tuple[str, type, str], ...] = (
     ("", Config, "Top-level keys"),
     ("features.", Features, "`[features]`"),
     ("compaction.", CompactionSettings, "`[compaction]`"),
+    ("sandbox_workspace_write.", SandboxWorkspaceWrite, "`[sandbox_workspace_write]`"),
     ("rollout.", RolloutConfig, "`[rollout]`"),
     ("otel.", OtelConfig, "`[otel]`"),
     ("hooks.", Hooks, "`[hooks]`"),
@@ -172,7 +187,16 @@ _TABLES: tuple[tuple[str, type, str], ...] = (
 
 #: Keys documented by a table of their own rather than as one value.
 _SUBTABLES = frozenset(
-    {"compaction", "features", "rollout", "otel", "hooks", "model_providers", "mcp_servers"}
+    {
+        "compaction",
+        "features",
+        "rollout",
+        "otel",
+        "hooks",
+        "model_providers",
+        "mcp_servers",
+        "sandbox_workspace_write",
+    }
 )
 
 
@@ -220,6 +244,10 @@ def _default(field: attrs.Attribute[Any]) -> str:
 
 #: What a table's section says before its keys.
 _INTROS: Mapping[str, str] = {
+    "sandbox_workspace_write.": (
+        'What `sandbox_mode = "workspace-write"` lets the commands of `shell` and of hooks '
+        "write and reach; the other modes ignore it ([approvals.md](approvals.md)).\n"
+    ),
     "otel.": (
         "OpenTelemetry traces of a session (`observability.md`): they are sent to the tracer "
         "provider of the program (or `relay run --otel`); this table says what they hold.\n"

@@ -14,9 +14,11 @@ from .._core._summary import is_summary, summary_prefix
 from .._core._work_state import WorkState, work_state_lines
 from .._html import visible
 from .._rollout._lines import (
+    ApprovalLine,
     CompactedLine,
     EventMsgLine,
     IdsLine,
+    IntentLine,
     OpLine,
     ResponseItemLine,
     Rollout,
@@ -128,6 +130,8 @@ def _event_lines(msg: p.EventMsg) -> list[str]:
             return [session_header(msg)]
         case p.SessionResumed(lost_host=lost, host=host):
             return [f"↪ host {lost} lost; the session goes on on {host}"]
+        case p.ExecApprovalRequest(call_id=call_id, command=command):
+            return [f"  ? approval asked for {call_id}: {command_text(command)}"]
         case (
             p.ItemStarted()
             | p.ItemCompleted()
@@ -142,6 +146,13 @@ def _event_lines(msg: p.EventMsg) -> list[str]:
             return []
         case _:
             assert_never(msg)
+
+
+def command_text(command: tuple[str, ...] | p.ToolInvocation) -> str:
+    """The command of an approval request as one line: its argv, or ``server/tool``."""
+    if isinstance(command, p.ToolInvocation):
+        return command.tool if command.server is None else f"{command.server}/{command.tool}"
+    return " ".join(command)
 
 
 def _compacted_lines(compacted: Compacted) -> list[str]:
@@ -214,6 +225,10 @@ class _Transcript:
                 pass
             case OpLine():
                 self.ops[line.started.id] = f"» {line.text}"
+            case ApprovalLine(decided=decided):
+                yield f"  ✓ approval of {decided.call_id}: {decided.decision.value}"
+            case IntentLine():
+                pass
             case CompactedLine(compacted=compacted):
                 yield from _compacted_lines(compacted)
             case _:

@@ -481,7 +481,8 @@ class SessionHost(HostChecks):
     ) -> AsyncIterator[list[str]]:
         """The recorded events of a session whose ``seq`` is above ``after`` and below
         ``before``, from its rollout, as JSON text in chunks."""
-        from .._rollout._reader import EventMsgLine, read_rollout
+        from .._rollout._lines import EventMsgLine
+        from .._rollout._reader import read_rollout
 
         rollout = await anyio.to_thread.run_sync(lambda: read_rollout(rollout_path))
         chunk: list[str] = []

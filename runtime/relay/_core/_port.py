@@ -21,13 +21,13 @@ from .._base import _protocol as p
 from .._base._codec import type_tag
 from .._base._model import Prompt
 from .._base._tokens import truncate_text
-from . import _sampling
+from . import _clearance, _sampling
 from ._compaction import CompactionOutcome, CompactionRequest
 from ._input import resolve_image
 from ._sampling import SampleResult
 from ._session_writer import SessionWriter
 from ._support import BackendContext, Backgrounds, CompactionContext
-from ._task import StopTurn, TaskHandle
+from ._task import StopTurn, TaskHandle, TurnResult
 from ._tools import RECALL_TOOL, ToolContext
 from ._turn import TurnWriter
 from ._view import TaskView
@@ -72,9 +72,9 @@ class SessionTask(Protocol):
         """
         return False
 
-    async def run(self, ctx: TaskContext) -> str | None:
+    async def run(self, ctx: TaskContext) -> str | TurnResult | None:
         """Do the work; return the turn's last agent message (None: the last one this task
-        emitted, if any).
+        emitted, if any), or a :class:`~relay.TurnResult` with the turn's structured output.
 
         Raising :class:`~relay.lowlevel.StopTurn` ends the turn at once; a
         :class:`~relay.ModelError` is reported as a regular turn reports it, and any other
@@ -258,6 +258,10 @@ class TaskContext:
         """Run a tool call of the model: report it as a ``tool_call`` item, record its output
         (redacted of the API key, cut to the output limit) and return it.
 
+        A call the approval policy holds waits for its decision first (docs/approvals.md):
+        denied, it does not run and its output says so; ``abort`` raises :class:`StopTurn`.
+        Before the call runs, its intent is in the rollout; its output is its outcome.
+
         This is where every tool output enters the history, the events and the next request:
         the key is redacted here, whatever the tool, because a command can find it where relay
         cannot take it away (the environment of a process above relay).
@@ -266,18 +270,12 @@ class TaskContext:
         arguments = call.arguments if isinstance(call, p.FunctionCall) else call.input
         item = p.ToolCallItem(call.call_id, call.name, arguments)
         self.emit(p.ItemStarted(turn_id, item))
-        budget = self.view.budget
-        tool_ctx = ToolContext(
-            turn_id,
-            self._handle.settings.cwd,
-            self.emit,
-            hidden_env=wiring.secrets.variables,
-            tokens_used=budget.usage,
-            context_window=budget.window,
-            note=self.note,
-        )
-        if isinstance(call, p.FunctionCall):
-            output = await wiring.tools.call(call, tool_ctx)
+        cleared = await _clearance.clear(wiring, self._writer, self._handle.settings.cwd, call)
+        if cleared.output is not None:
+            output = cleared.output
+        elif isinstance(call, p.FunctionCall):
+            self._writer.intent(call.call_id)
+            output = await wiring.tools.call(call, self._tool_context(cleared))
         else:
             output = f"unsupported call: {call.name}"
         output = wiring.secrets.redact(output)
@@ -289,7 +287,24 @@ class TaskContext:
         else:
             self.record(p.CustomToolCallOutput(call.call_id, output))
         self.emit(p.ItemCompleted(turn_id, attrs.evolve(item, output=output)))
+        if cleared.abort:
+            raise StopTurn(p.AbortReason.INTERRUPTED)
         return output
+
+    def _tool_context(self, cleared: _clearance.Clearance) -> ToolContext:
+        wiring, budget = self._session.wiring, self.view.budget
+        return ToolContext(
+            self._handle.turn_id,
+            self._handle.settings.cwd,
+            self.emit,
+            hidden_env=wiring.secrets.variables,
+            tokens_used=budget.usage,
+            context_window=budget.window,
+            note=self.note,
+            sandbox=wiring.sandbox,
+            unconfined=cleared.unconfined,
+            ask_unconfined=cleared.ask_unconfined,
+        )
 
     async def compact(self, request: CompactionRequest) -> CompactionOutcome:
         """Reach a compaction point: the session's compactor does what is due (``manual``

@@ -16,12 +16,14 @@ from typing import Any
 from .._base import _protocol as p
 from .._base._codec import to_json
 from .._base._rollout_lines import (
+    ApprovalDecided,
     Compacted,
     GeneratedIds,
     LinePayload,
     SessionMeta,
     SessionSpan,
     StartedOp,
+    ToolIntent,
     TurnContext,
     line_type,
 )
@@ -133,6 +135,28 @@ class RolloutRecorder:
     def op(self, submission_id: str, op: p.CustomOp) -> None:
         """An ``op`` line: a custom op that starts a task (so that a resume knows its type)."""
         self._write(StartedOp(submission_id, op))
+
+    def approval(
+        self,
+        call_id: str,
+        decision: p.ReviewDecision,
+        command: tuple[str, ...] | None = None,
+        tool: str | None = None,
+    ) -> None:
+        """An ``approval`` line: the decision on a call (flushed: a grant for the session
+        holds after a crash)."""
+        self._write(ApprovalDecided(call_id, decision, command, tool))
+        self.flush()
+
+    def intent(self, call_id: str) -> None:
+        """An ``intent`` line, flushed with everything before it: the call runs next."""
+        self._write(ToolIntent(call_id))
+        self.flush()
+
+    def flush(self) -> None:
+        """Put every line written so far on disk."""
+        if self.writer is not None:
+            self.writer.flush()
 
     def world_state(self, world: WorldState) -> None:
         """A ``world_state`` line."""

@@ -194,6 +194,7 @@ class Session(metaclass=NoPublicConstructor):
             lingering=tuple(f"{h.task.kind} {h.turn_id}" for h in self._slot.lingering),
             events_unread=self._services.events.unread,
             events_dropped=self._services.events.dropped,
+            pending_approvals=tuple(self._services.wiring.approvals.pending),
         )
 
     # ------------------------------------------------------------------ submitting
@@ -206,17 +207,7 @@ class Session(metaclass=NoPublicConstructor):
             InvalidOpError: ``op`` is not an op.
             ClosedSessionError: the session has shut down.
         """
-        if not isinstance(
-            op,
-            p.UserTurn
-            | p.UserInput
-            | p.Compact
-            | p.Interrupt
-            | p.OverrideTurnContext
-            | p.Unpin
-            | p.Shutdown
-            | p.CustomOp,
-        ):
+        if not isinstance(op, p.Op):
             raise InvalidOpError(f"not an op: {op!r}")
         if isinstance(op, p.CustomOp) and op.type not in self._custom_types:
             raise InvalidOpError(self._unknown(op.type))
@@ -239,6 +230,7 @@ class Session(metaclass=NoPublicConstructor):
         prompt: str | Sequence[p.InputItem],
         *,
         on_busy: p.OnBusy = p.OnBusy.QUEUE,
+        output_schema: Mapping[str, Any] | None = None,
     ) -> Answer:
         """Run a turn with ``prompt`` and return its answer: for a program that wants an
         answer, not an event loop. The events are still emitted, whether or not anyone reads
@@ -246,7 +238,9 @@ class Session(metaclass=NoPublicConstructor):
         (:meth:`events`).
 
         The turn waits for a running task to end (``on_busy=queue``), or replaces it
-        (``replace``); it never steers another turn.
+        (``replace``); it never steers another turn. With ``output_schema``, a JSON Schema, the
+        turn asks for JSON that fits it, and the answer's ``output`` is that JSON, read
+        (``message`` stays the text).
 
         Example::
 
@@ -255,19 +249,22 @@ class Session(metaclass=NoPublicConstructor):
                 print(answer.message)
 
         Raises:
-            TurnFailed: the turn ended with an ``error`` (carried as ``.error``), was
-                aborted, or was refused.
+            TurnFailed: the turn ended with an ``error`` (carried as ``.error``;
+                ``invalid_output`` for an answer that is not JSON or does not fit
+                ``output_schema``), was aborted, or was refused.
+            InvalidOpError: ``output_schema`` is not a JSON Schema (nothing is sent).
             ClosedSessionError: the session has shut down.
         """
         if on_busy is p.OnBusy.STEER:
             raise ValueError("ask() runs a turn of its own: on_busy must be queue or replace")
         items = [p.Text(prompt)] if isinstance(prompt, str) else list(prompt)
+        op = p.UserTurn(items=items, on_busy=on_busy, final_output_json_schema=output_schema)
         # The collector knows its turn before the submission, which may be handled at once.
         collector = AnswerCollector(turn_id=self._next_id(None))
         self._services.listeners.append(collector.see)
         try:
             self._asking[collector.turn_id] = collector
-            self.submit_nowait(p.UserTurn(items=items, on_busy=on_busy), id=collector.turn_id)
+            self.submit_nowait(op, id=collector.turn_id)
             await collector.done.wait()
         finally:
             self._services.listeners.remove(collector.see)
@@ -466,6 +463,11 @@ class Session(metaclass=NoPublicConstructor):
                     message = f"invalid op: unpin: no pinned message is {pin_label(text)}"
                     services.emit(sub_id, p.ErrorEvent(message, ErrorCode.INVALID_OP))
                 services.unpin(sub_id, text)
+            case p.ExecApproval(id=call_id, decision=decision):
+                problem = services.wiring.approvals.decide(call_id, decision)
+                if problem is not None:
+                    error = p.ErrorEvent(f"unknown approval: {problem}", ErrorCode.UNKNOWN_APPROVAL)
+                    services.emit(sub_id, error)
             case p.Shutdown():
                 return functools.partial(self._shutdown, sub_id)
             case p.CustomOp():

@@ -27,6 +27,7 @@ from .._version import __version__
 from ._budget import TokenBudget, token_budget
 from ._context import TurnSettings, WorldState, context_changes
 from ._event_stream import EventJson, EventStream
+from ._history import missing_outputs
 from ._input import input_text, user_message_of
 from ._recorder import TERMINAL_EVENTS, RolloutRecorder
 from ._state import SessionState
@@ -37,6 +38,21 @@ from ._writer import RolloutWriter, payload_json
 
 #: The event id of ``session_configured``, which no submission caused.
 SESSION_EVENT_ID = "session"
+
+
+def open_calls(
+    before: Sequence[p.ResponseItem], after: Sequence[p.ResponseItem]
+) -> list[p.ToolCall]:
+    """The calls of ``before`` that have no output there and that ``after`` does not hold."""
+    waiting = {output.call_id for output in missing_outputs(before)}
+    kept = {item.call_id for item in after if isinstance(item, p.FunctionCall | p.CustomToolCall)}
+    return [
+        item
+        for item in before
+        if isinstance(item, p.FunctionCall | p.CustomToolCall)
+        and item.call_id in waiting
+        and item.call_id not in kept
+    ]
 
 
 class SessionWriter:
@@ -195,8 +211,13 @@ class SessionWriter:
         ``compacted`` (with the work-state record and the originals of ``masked_outputs``),
         ``world_state`` and ``turn_context`` (when there is a reference context), and emits
         the ``token_count`` of the receipt's estimate.
+
+        A call with no output yet (one that waits for its approval, or runs, while a
+        background compaction installs) stays in the new history, after ``items``, whatever
+        the compactor kept: its output comes after it, and its request still stands.
         """
         state = self.state
+        items = [*items, *open_calls(state.history.items, items)]
         state.history.replace(items)
         state.outputs.update(masked_outputs or {})
         state.start_window()
@@ -264,6 +285,19 @@ class SessionWriter:
         entry = attrs.evolve(entry, text=self.wiring.secrets.redact(entry.text))
         self.state.work_state.add(entry)
         self.emit(turn_id, p.WorkStateNoted(entry.kind, entry.text, entry.key))
+
+    def approval(
+        self, call_id: str, decision: p.ReviewDecision, grant: tuple[str, ...] | None
+    ) -> None:
+        """Record the decision on a call; a grant for the session names what it covers."""
+        command = tool = None
+        if grant is not None:
+            kind, *rest = grant
+            if kind == "shell":
+                command = tuple(rest)
+            else:
+                tool = rest[0]
+        self.recorder.approval(call_id, decision, command, tool)
 
     def pin(self, event_id: str, text: str) -> None:
         """Pin a user message."""

@@ -72,6 +72,10 @@ class ResumedState:
     its rollout's ``trace`` lines give them, oldest first."""
     op_types: tuple[str, ...] = ()
     """The types of the custom ops the session ran: a resume needs a task for each."""
+    grants: tuple[tuple[str, ...], ...] = ()
+    """What ``approved_for_session`` decisions cover (docs/approvals.md)."""
+    unanswered: tuple[p.ToolOutput, ...] = ()
+    """Outputs to record first, for the calls that had none when the session stopped."""
     first_events: tuple[tuple[str, p.EventMsg], ...] = ()
     """Events the resumed session reports right after ``session_configured``, as
     ``(event id, message)``: what the resume found in the rollout, what its host knows."""
@@ -139,6 +143,8 @@ class SessionStatistics:
     (:meth:`Session.events <relay.Session.events>`), every one after."""
     events_dropped: int = 0
     """Events dropped because no reader had taken the stream when more were waiting."""
+    pending_approvals: tuple[str, ...] = ()
+    """The call ids that wait for an ``exec_approval`` op (docs/approvals.md)."""
 
 
 @attrs.define(eq=False)

@@ -170,6 +170,23 @@ class TurnWriter:
         if (session := self._live) is not None:
             session.note_work(self._handle.turn_id, entry)
 
+    def flush(self) -> None:
+        """Put everything recorded so far on disk (before a wait for a decision)."""
+        if (session := self._live) is not None:
+            session.recorder.flush()
+
+    def intent(self, call_id: str) -> None:
+        """Record that the call ``call_id`` runs next (flushed before it runs)."""
+        if (session := self._live) is not None:
+            session.recorder.intent(call_id)
+
+    def approval(
+        self, call_id: str, decision: p.ReviewDecision, grant: tuple[str, ...] | None
+    ) -> None:
+        """Record the decision on ``call_id`` (and the grant for the session it makes)."""
+        if (session := self._live) is not None:
+            session.approval(call_id, decision, grant)
+
     def install(
         self,
         settings: TurnSettings,

@@ -60,6 +60,8 @@ WARNING_LINES = 10
 CALL_LINES = 5
 #: How long a failed call waits for a server that went away to be seen gone (its status).
 _GONE_WAIT = 2.0
+#: A tool's own rule by its server's ``approval``: unset, the approval policy decides.
+_NEEDS_APPROVAL: dict[str | None, bool | None] = {"always": True, "never": False, None: None}
 
 _CLIENT_INFO = mcp_types.Implementation(name="relay", version=__version__)
 
@@ -366,6 +368,8 @@ class McpServer:
                     tool.description or tool.title or "",
                     dict(tool.input_schema),
                     self._handler(tool_name),
+                    needs_approval=_NEEDS_APPROVAL[self.config.approval],
+                    mcp=(self.name, tool_name),
                 )
             )
         return made, skipped

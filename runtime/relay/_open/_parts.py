@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime
@@ -22,8 +23,11 @@ from .._base._mcp_config import McpServerConfig, check_mcp_server
 from .._base._model import ModelClient
 from .._base._secret import Secrets
 from .._base._tokens import TokenEstimator
+from .._core._approvals import ApprovalCallback, Approvals
 from .._core._context import TurnSettings, working_directory
 from .._core._hooks import CompactHook
+from .._core._real_work import in_thread
+from .._core._sandbox import SandboxPolicy, check_sandbox, sandbox_policy
 from .._core._session import TaskFactories
 from .._core._session_writer import SessionWriter
 from .._core._state import ResumedState, SessionState
@@ -128,6 +132,23 @@ def tool_registry(config: Config, tools: Iterable[Tool]) -> ToolRegistry:
     return registry
 
 
+async def session_sandbox(config: Config, registry: ToolRegistry) -> SandboxPolicy | None:
+    """The sandbox of the session's commands (None for ``danger-full-access``), made sure of
+    when something runs commands (``shell``, hook commands).
+
+    Raises:
+        ConfigError: the mode confines commands and relay cannot make its sandbox here.
+    """
+    policy = sandbox_policy(config, bwrap=shutil.which("bwrap") or "bwrap")
+    hooks = config.hooks.pre_compact or config.hooks.post_compact
+    users = [
+        name for name, used in (("shell", registry.get("shell")), ("hook commands", hooks)) if used
+    ]
+    if policy is not None and users:
+        await in_thread(lambda: check_sandbox(policy, needed_by=" and ".join(users)))
+    return policy
+
+
 def open_rollout(
     config: Config,
     session_id: str,
@@ -230,8 +251,11 @@ def session_writer(
     hooks: Iterable[CompactHook],
     resume: ResumedState | None,
     epoch: Epoch | None,
+    on_approval: ApprovalCallback | None = None,
+    sandbox: SandboxPolicy | None = None,
 ) -> SessionWriter:
-    """The session's wiring and its one writer."""
+    """The session's wiring and its one writer; a resumed session records first the outputs
+    of the calls that had none when it stopped."""
     wiring = Wiring(
         session_id=session_id,
         config=config,
@@ -246,14 +270,19 @@ def session_writer(
         compact_provider=models.compact_provider,
         hooks=list(hooks),
         estimators=Estimators(estimator),
+        approvals=Approvals(on_approval, resume.grants if resume is not None else ()),
+        sandbox=sandbox,
     )
-    return SessionWriter(
+    writer = SessionWriter(
         wiring,
         state,
         rollout,
         ids=(resume.submissions, resume.items) if resume is not None else (0, 0),
         first_seq=epoch.first_seq if epoch is not None else 1,
     )
+    for output in resume.unanswered if resume is not None else ():
+        writer.record(output)
+    return writer
 
 
 def default_clock() -> datetime:
@@ -356,6 +385,7 @@ __all__ = [
     "open_model_client",
     "open_models",
     "open_rollout",
+    "session_sandbox",
     "session_writer",
     "start_mcp",
     "tool_registry",

@@ -26,6 +26,7 @@ from .._base._errors import ConfigError
 from .._base._mcp_config import McpServerConfig
 from .._base._model import ModelClient
 from .._base._tokens import TokenEstimator
+from .._core._approvals import ApprovalCallback
 from .._core._hooks import CompactHook
 from .._core._port import CompactionPolicy
 from .._core._real_work import in_thread
@@ -68,6 +69,7 @@ async def open_session(
     compact_model: ModelClient | None = None,
     mcp_servers: Mapping[str, McpServerConfig | Mapping[str, Any]] | None = None,
     tracer_provider: TracerProvider | None = None,
+    on_approval: ApprovalCallback | None = None,
 ) -> AsyncIterator[Session]:
     """Open a session that runs until the block exits or a ``shutdown`` op ends it; leaving
     the block aborts a running task (``shutdown``), and ``shutdown_complete`` is the last event.
@@ -100,6 +102,10 @@ async def open_session(
             before the session opens (docs/tools.md; the ``mcp`` extra).
         tracer_provider: where the session's spans go (default: the global tracer provider;
             docs/observability.md).
+        on_approval: decides every call that waits for an approval (docs/approvals.md): a
+            callable, sync or async, given the :class:`~relay.ExecApprovalRequest` and
+            returning a :class:`~relay.ReviewDecision` (or its name). Without it,
+            ``exec_approval`` ops decide.
 
     Raises:
         ConfigError: the configuration is invalid (unknown provider, missing or invalid API
@@ -121,6 +127,7 @@ async def open_session(
         epoch=epoch,
         compact_model=compact_model,
         tracer_provider=tracer_provider,
+        on_approval=on_approval,
     ) as session:
         yield session
 
@@ -143,6 +150,7 @@ async def open_state(
     epoch: Epoch | None = None,
     compact_model: ModelClient | None = None,
     tracer_provider: TracerProvider | None = None,
+    on_approval: ApprovalCallback | None = None,
 ) -> AsyncIterator[Session]:
     """The steps of opening a session, new (``resume`` None) or continuing ``resume`` (a
     state rebuilt from a rollout, or made by a program that measures relay)."""
@@ -152,6 +160,7 @@ async def open_state(
         config.compactor or BUILTIN_COMPACTOR, what="compactor"
     )
     registry = _parts.tool_registry(config, tools)
+    sandbox = await _parts.session_sandbox(config, registry)
     sid = resume.session_id if resume is not None else session_id or str(uuid.uuid4())
     now = clock or _parts.default_clock
     async with AsyncExitStack() as stack:
@@ -184,6 +193,8 @@ async def open_state(
                 hooks=hooks,
                 resume=resume,
                 epoch=epoch,
+                on_approval=on_approval,
+                sandbox=sandbox,
             )
             if tracer is not None:
                 tracer.attach(made)
@@ -228,6 +239,7 @@ async def resume_session(
     tracer_provider: TracerProvider | None = None,
     model_name: str | None = None,
     first_events: Iterable[tuple[str, p.EventMsg]] = (),
+    on_approval: ApprovalCallback | None = None,
 ) -> AsyncIterator[Session]:
     """Resume the session recorded in a rollout file and append to that file.
 
@@ -283,6 +295,7 @@ async def resume_session(
         epoch=epoch,
         compact_model=compact_model,
         tracer_provider=tracer_provider,
+        on_approval=on_approval,
     ) as session:
         yield session
 
@@ -297,7 +310,14 @@ async def _resumed(
     """The state a rollout rebuilds, and the configuration the session goes on with."""
     from .._rollout._lines import Rollout
     from .._rollout._reader import read_rollout
-    from .._rollout._resume import RESUME_EVENT_ID, describe_note, reconstruct, resumed_config
+    from .._rollout._resume import (
+        INTERRUPTED_OUTPUT,
+        RESUME_EVENT_ID,
+        describe_note,
+        interrupted_call,
+        reconstruct,
+        resumed_config,
+    )
 
     if isinstance(source, Rollout):
         rollout = source
@@ -317,6 +337,10 @@ async def _resumed(
     # Right after session_configured, before any op is handled.
     warnings = tuple(
         (RESUME_EVENT_ID, p.WarningEvent(describe_note(rollout, note))) for note in rollout.notes
+    ) + tuple(
+        (RESUME_EVENT_ID, p.WarningEvent(interrupted_call(output.call_id)))
+        for output in state.unanswered
+        if output.output == INTERRUPTED_OUTPUT
     )
     return attrs.evolve(state, first_events=(*warnings, *first_events)), config
 

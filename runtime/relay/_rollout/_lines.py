@@ -16,11 +16,13 @@ import attrs
 from .._base import _protocol as p
 from .._base._codec import to_json
 from .._base._rollout_lines import (
+    ApprovalDecided,
     Compacted,
     GeneratedIds,
     SessionMeta,
     SessionSpan,
     StartedOp,
+    ToolIntent,
     TurnContext,
     WorldState,
 )
@@ -162,6 +164,31 @@ class TraceLine:
     """Its payload."""
 
 
+@attrs.frozen
+class ApprovalLine:
+    """A decision on a call that waited for one (docs/approvals.md)."""
+
+    number: int
+    """1-based line number."""
+    timestamp: str | None
+    """RFC 3339 time of the write."""
+    decided: ApprovalDecided
+    """Its payload."""
+
+
+@attrs.frozen
+class IntentLine:
+    """A call about to run: with no output after it, the call was running when the session
+    stopped writing."""
+
+    number: int
+    """1-based line number."""
+    timestamp: str | None
+    """RFC 3339 time of the write."""
+    intent: ToolIntent
+    """Its payload."""
+
+
 RolloutLine: TypeAlias = (
     SessionMetaLine
     | ResponseItemLine
@@ -172,6 +199,8 @@ RolloutLine: TypeAlias = (
     | IdsLine
     | OpLine
     | TraceLine
+    | ApprovalLine
+    | IntentLine
 )
 
 

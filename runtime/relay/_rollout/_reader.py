@@ -50,19 +50,23 @@ from .._base import _protocol as p
 from .._base._codec import DecodeError, from_json, has_lone_surrogate
 from .._base._errors import RolloutError
 from .._base._rollout_lines import (
+    ApprovalDecided,
     Compacted,
     GeneratedIds,
     SessionMeta,
     SessionSpan,
     StartedOp,
+    ToolIntent,
     TurnContext,
     WorldState,
 )
 from ._filter import ResumeFilter
 from ._lines import (
+    ApprovalLine,
     CompactedLine,
     EventMsgLine,
     IdsLine,
+    IntentLine,
     OpLine,
     ResponseItemLine,
     Rollout,
@@ -324,6 +328,10 @@ class _Parser:
                 return OpLine(number, timestamp, _payload(payload, StartedOp, kind))
             case "trace":
                 return TraceLine(number, timestamp, _span(_payload(payload, SessionSpan, kind)))
+            case "approval":
+                return ApprovalLine(number, timestamp, _payload(payload, ApprovalDecided, kind))
+            case "intent":
+                return IntentLine(number, timestamp, _payload(payload, ToolIntent, kind))
             case _:
                 raise _Malformed(f"unknown line type {kind!r}")
 
@@ -580,18 +588,4 @@ def _typed(value: Any, name: str, kind: type, what: str) -> Any:
     return value
 
 
-__all__ = [
-    "CompactedLine",
-    "EventMsgLine",
-    "ResponseItemLine",
-    "Rollout",
-    "RolloutLine",
-    "RolloutNote",
-    "SessionMeta",
-    "SessionMetaLine",
-    "TraceLine",
-    "TurnContextLine",
-    "WorldStateLine",
-    "parse_rollout",
-    "read_rollout",
-]
+__all__ = ["parse_rollout", "read_rollout"]

@@ -41,7 +41,7 @@ from .._base import _protocol as p
 from .._base._config import Config, resolve_api_key
 from .._base._errors import ConfigError, RolloutError
 from .._base._rollout_lines import Compacted, TurnSettings, WorldState
-from .._core._history import History
+from .._core._history import History, missing_outputs
 from .._core._state import ResumedState
 from .._core._summary import (
     build_compacted_history,
@@ -52,9 +52,11 @@ from .._core._summary import (
 from .._core._work_state import WorkEntry, WorkState
 from ._filter import LINKED_RUNS, generated_number
 from ._lines import (
+    ApprovalLine,
     CompactedLine,
     EventMsgLine,
     IdsLine,
+    IntentLine,
     OpLine,
     ResponseItemLine,
     Rollout,
@@ -179,6 +181,8 @@ def reconstruct(rollout: Rollout) -> ResumedState:
                 | IdsLine()
                 | OpLine()
                 | TraceLine()
+                | ApprovalLine()
+                | IntentLine()
             ):
                 pass
             case _:
@@ -195,8 +199,18 @@ def reconstruct(rollout: Rollout) -> ResumedState:
     window_id: str | None = None
     op_types: dict[str, None] = {}
     spans: list[tuple[str, str]] = []
+    grants: dict[tuple[str, ...], None] = {}
+    intents: set[str] = set()
     for line in lines:
         match line:
+            case ApprovalLine(decided=decided):
+                if decided.decision is p.ReviewDecision.APPROVED_FOR_SESSION:
+                    if decided.command is not None:
+                        grants["shell", *decided.command] = None
+                    elif decided.tool is not None:
+                        grants["tool", decided.tool] = None
+            case IntentLine(intent=intent):
+                intents.add(intent.call_id)
             case OpLine(started=started):
                 op_types[started.op.type] = None
             case TraceLine(span=span):
@@ -251,7 +265,36 @@ def reconstruct(rollout: Rollout) -> ResumedState:
         items=items,
         spans=tuple(spans[-LINKED_RUNS:]),
         op_types=tuple(op_types),
+        grants=tuple(grants),
+        unanswered=tuple(unanswered_calls(history.items, intents)),
     )
+
+
+#: The output a resume records for a call that was running when its session stopped.
+INTERRUPTED_OUTPUT = (
+    "interrupted: the session stopped while this call ran; its output is unknown, and it was "
+    "not run again"
+)
+
+
+def interrupted_call(call_id: str) -> str:
+    """The warning a resume gives about a call that was running when the session stopped."""
+    return (
+        f"the call {call_id} was running when the session stopped: it is interrupted, its "
+        "output unknown, and it is not run again"
+    )
+
+
+def unanswered_calls(
+    items: Sequence[p.ResponseItem], intents: Collection[str]
+) -> list[p.ToolOutput]:
+    """The outputs a resume records for the calls in ``items`` that have none: a call whose
+    intent was recorded was running (``interrupted``, its output unknown); any other never
+    ran (``aborted``: it waited for its decision, or for its turn to reach it)."""
+    return [
+        attrs.evolve(output, output=INTERRUPTED_OUTPUT) if output.call_id in intents else output
+        for output in missing_outputs(items)
+    ]
 
 
 def restore_work_record(lines: Iterable[RolloutLine]) -> tuple[WorkState, dict[str, str]]:
