@@ -462,6 +462,14 @@ async def test_a_compaction_keeps_a_call_that_waits_for_its_decision(
 
 # ------------------------------------------------------------------ with the sandbox
 
+#: The tests' folders are under the temporary directory, which the sandbox leaves writable
+#: unless it is excluded.
+NO_TMP = {
+    "sandbox_workspace_write": relay.SandboxWorkspaceWrite(
+        exclude_tmpdir_env_var=True, exclude_slash_tmp=True
+    )
+}
+
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None and not os.environ.get("RELAY_SANDBOX_REQUIRED"),
     reason="bubblewrap is not installed",
@@ -478,7 +486,7 @@ async def test_on_failure_asks_to_run_a_refused_command_outside(
     outside.mkdir()
     target = outside / "made"
     script = {"responses": [shell_call("c1", "touch", str(target)), {"text": "done"}]}
-    cfg = config(work, approval_policy="on-failure", sandbox_mode="workspace-write")
+    cfg = config(work, approval_policy="on-failure", sandbox_mode="workspace-write", **NO_TMP)
     async with testing.open_test_session(script, config=cfg) as t:
         await t.turn("make it", id="t1")
         request = (await t.wait_for(relay.ExecApprovalRequest)).msg
@@ -509,7 +517,7 @@ async def test_on_request_asks_for_an_escalation_and_runs_it_outside(tmp_path: P
             {"text": "done"},
         ]
     }
-    cfg = config(work, approval_policy="on-request", sandbox_mode="workspace-write")
+    cfg = config(work, approval_policy="on-request", sandbox_mode="workspace-write", **NO_TMP)
     async with testing.open_test_session(script, config=cfg) as t:
         await t.turn("make it", id="t1")
         request = (await t.wait_for(relay.ExecApprovalRequest)).msg
