@@ -82,22 +82,23 @@ def deny_unasked(stderr: TextIO) -> ApprovalCallback:
 def read_line(fd: int, release: int) -> str | None:
     """A line from ``fd`` (without its newline), None at the end of input, or None as soon as
     ``release`` is readable (the wait was abandoned). Runs in a worker thread; closes
-    ``release``."""
-    data = b""
+    ``release``. Reads a byte at a time: what was typed after the line stays for the next
+    question."""
+    data = bytearray()
     try:
         while True:
             ready, _, _ = select.select([fd, release], [], [])
             if release in ready:
                 return None
-            chunk = os.read(fd, 1024)
-            data += chunk
-            if not chunk or b"\n" in chunk:
+            byte = os.read(fd, 1)
+            if not byte or byte == b"\n":
                 break
+            data += byte
     finally:
         os.close(release)
-    if not data:
+    if not data and not byte:
         return None
-    return data.split(b"\n", 1)[0].decode("utf-8", "replace")
+    return data.decode("utf-8", "replace")
 
 
 class TerminalApprover:
