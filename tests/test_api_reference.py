@@ -78,10 +78,18 @@ def test_the_built_reference_links_names_and_shows_constructors(tmp_path: Path) 
     assert user_turn.startswith(
         "UserTurn ¶ UserTurn( items: tuple[InputItem, ...], model: str | None = None, "
         "cwd: str | None = None, effort: str | None = None, on_busy: OnBusy = OnBusy.STEER, "
-        "pin: bool = False, )"
+        "pin: bool = False, final_output_json_schema: Mapping[str, Any] | None = None, )"
     )
     fields = re.findall(r'id="relay\.UserTurn\.(\w+)"', relay_page)
-    assert fields == ["items", "model", "cwd", "effort", "on_busy", "pin"]
+    assert fields == [
+        "items",
+        "model",
+        "cwd",
+        "effort",
+        "on_busy",
+        "pin",
+        "final_output_json_schema",
+    ]
     assert "a sequence of its items" in text_of(relay_page, "relay.Session.history")
     testing_page = pages["testing"]
     assert re.findall(r'id="relay\.testing\.TestSession\.(\w+)"', testing_page)[:3] == [

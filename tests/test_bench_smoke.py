@@ -7,6 +7,7 @@ still works. Groups whose optional dependencies are missing print a note instead
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +49,8 @@ def test_quick_bench_prints_the_table(tmp_path: Path) -> None:
         "== relay run, many scripted turns",
     ):
         assert group in out, f"{group!r} missing from:\n{out}"
+    if shutil.which("bwrap"):
+        assert "== sandbox" in out and "added by the sandbox, workspace-write" in out
     header = next(line for line in out.splitlines() if line.startswith("figure"))
     assert header.split() == ["figure", "median", "p10–p90", "n", "ratio", "target", "met"]
     assert "submit → turn_complete" in out

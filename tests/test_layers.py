@@ -79,8 +79,18 @@ ALLOWED |= {
         "relay._rollout",
         "relay._version",
     ),
+    "relay._appserver": (
+        "relay._appserver",
+        "relay._base",
+        "relay._core",
+        "relay._models",
+        "relay._open",
+        "relay._rollout",
+        "relay._version",
+    ),
     "relay._cli": (
         "relay",
+        "relay._appserver",
         "relay._base",
         "relay._cli",
         "relay._cluster",
@@ -108,6 +118,7 @@ ALLOWED |= {
 }
 #: The shells, which the core never imports.
 SHELLS = (
+    "relay._appserver",
     "relay._cli",
     "relay._drive",
     "relay._eval",
@@ -397,6 +408,7 @@ TESTED_ROOMS = (
     "otel",
     "rollout",
     "cli",
+    "appserver",
     "drive",
     "eval",
     "cluster",

@@ -124,6 +124,7 @@ if TYPE_CHECKING:
     from ._core._port import TaskContext as TaskContext
     from ._core._session import Session as Session
     from ._core._state import SessionStatistics as SessionStatistics
+    from ._core._task import TurnResult as TurnResult
     from ._core._tools import Tool as Tool
     from ._core._tools import ToolContext as ToolContext
     from ._core._tools import ToolError as ToolError
@@ -234,6 +235,7 @@ __all__ = [
     "TurnComplete",
     "TurnFailed",
     "TurnItem",
+    "TurnResult",
     "TurnStarted",
     "ExecApproval",
     "ExecApprovalRequest",
@@ -359,6 +361,7 @@ _SOURCES = {
     "TaskContext": "relay._core._port",
     "Session": "relay._core._session",
     "SessionStatistics": "relay._core._state",
+    "TurnResult": "relay._core._task",
     "Tool": "relay._core._tools",
     "ToolContext": "relay._core._tools",
     "ToolError": "relay._core._tools",

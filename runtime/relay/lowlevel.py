@@ -6,8 +6,9 @@ Embedders need only :mod:`relay` (sessions, ops, events, items, configuration, e
 
 - the task side: what a task sees through its :class:`~relay.TaskContext` (:class:`TaskView`,
   :class:`TokenBudget`, :class:`SampleResult`, the work-state record), how it ends a turn
-  (:class:`StopTurn`), and what a compactor gets at each compaction point
-  (:class:`CompactionPolicy`, :class:`CompactionContext`, the background job);
+  (:class:`StopTurn`), how it reads a structured answer (:func:`parse_output`), and what a
+  compactor gets at each compaction point (:class:`CompactionPolicy`,
+  :class:`CompactionContext`, the background job);
 - the backend side: :class:`CompactionBackend`, the :class:`BackendContext` it runs with, its
   :class:`CompactionRequest` and :class:`BackendResult`, and the outcome of a compaction;
 - the model side: the :class:`ModelClient` protocol, its :class:`Prompt` and its events;
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from ._base._model import OutputTextDelta as OutputTextDelta
     from ._base._model import Prompt as Prompt
     from ._base._model import ToolSpec as ToolSpec
+    from ._base._output_schema import parse_output as parse_output
     from ._base._tokens import approx_tokens as approx_tokens
     from ._base._tokens import item_tokens as item_tokens
     from ._base._tokens import truncate_text as truncate_text
@@ -99,6 +101,7 @@ __all__ = [
     "from_json",
     "item_tokens",
     "message_kind",
+    "parse_output",
     "summary_text",
     "to_json",
     "truncate_text",
@@ -118,6 +121,7 @@ _SOURCES = {
     "OutputTextDelta": "relay._base._model",
     "Prompt": "relay._base._model",
     "ToolSpec": "relay._base._model",
+    "parse_output": "relay._base._output_schema",
     "approx_tokens": "relay._base._tokens",
     "item_tokens": "relay._base._tokens",
     "truncate_text": "relay._base._tokens",

@@ -79,6 +79,12 @@ OPS: dict[type, Any] = {
         cwd="/work",
         effort="high",
         on_busy=p.OnBusy.QUEUE,
+        final_output_json_schema={
+            "type": "object",
+            "properties": {"answer": {"type": "string"}},
+            "required": ["answer"],
+            "additionalProperties": False,
+        },
     ),
     p.UserInput: p.UserInput(items=(p.Text("hi"),)),
     p.Compact: p.Compact(instructions="keep the file list"),
@@ -100,7 +106,7 @@ TURN_ITEMS: dict[type, Any] = {
 
 EVENTS: dict[type, Any] = {
     p.TurnStarted: p.TurnStarted("t1", 272_000, 1_700_000_000.5),
-    p.TurnComplete: p.TurnComplete("t1", "done", 1234),
+    p.TurnComplete: p.TurnComplete("t1", '{"done": [1]}', 1234, {"done": [1]}),
     p.TurnAborted: p.TurnAborted("t1", p.AbortReason.HOOK_STOPPED, 7),
     p.ItemStarted: p.ItemStarted("t1", p.ContextCompactionItem("c-1")),
     p.ItemCompleted: p.ItemCompleted("t1", p.ToolCallItem("call-1", "ls", "{}", output="x")),
@@ -438,6 +444,48 @@ def test_user_turn_defaults() -> None:
     assert isinstance(op, p.UserTurn)
     assert op.on_busy is p.OnBusy.STEER
     assert (op.model, op.cwd, op.effort) == (None, None, None)
+
+
+def test_a_user_turn_without_an_output_schema_says_nothing_of_it() -> None:
+    data = to_json(p.UserTurn(items=(p.Text("hi"),)))
+    assert "final_output_json_schema" not in data
+    assert decode_op({**data, "final_output_json_schema": None}) == p.UserTurn((p.Text("hi"),))
+
+
+def test_a_turn_without_structured_output_ends_saying_nothing_of_it() -> None:
+    assert to_json(p.TurnComplete("t1", "done", 5)) == {
+        "type": "turn_complete",
+        "turn_id": "t1",
+        "last_agent_message": "done",
+        "duration_ms": 5,
+    }
+    assert to_json(p.TurnComplete("t1", "[]", 5, [])) == {
+        "type": "turn_complete",
+        "turn_id": "t1",
+        "last_agent_message": "[]",
+        "duration_ms": 5,
+        "output": [],
+    }
+
+
+@pytest.mark.parametrize(
+    ("schema", "why"),
+    [
+        ([{"type": "string"}], "a schema is a JSON object, not an array"),
+        ("string", "a schema is a JSON object, not a string"),
+        ({"type": "text"}, "'text' is not valid under any of the given schemas (at $.type)"),
+        ({"properties": {"n": {"minimum": "1"}}}, "'1' is not of type 'number' (at $."),
+        ({"$schema": "https://example.com/mine"}, "$schema names no draft relay knows"),
+    ],
+    ids=["array", "string", "bad-type", "bad-keyword", "unknown-draft"],
+)
+def test_a_user_turn_refuses_an_output_schema_that_is_no_json_schema(schema: Any, why: str) -> None:
+    data = {"type": "user_turn", "items": [{"type": "text", "text": "x"}]}
+    expected = f"final_output_json_schema: not a JSON Schema: {why}"
+    with pytest.raises(InvalidOpError, match=re.escape(expected)):
+        decode_op({**data, "final_output_json_schema": schema})
+    with pytest.raises(InvalidOpError, match=re.escape(expected)):
+        p.UserTurn(items=(p.Text("x"),), final_output_json_schema=schema)
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,7 @@ import trio
 import relay
 from relay import testing
 from relay._rollout._reader import read_rollout
-from relay._rollout._resume import reconstruct
+from relay._rollout._resume import INTERRUPTED_OUTPUT, reconstruct
 from tests.pipes import LineReader
 
 ROUNDS = 6
@@ -170,6 +170,22 @@ def simple_replay(path: Path) -> tuple[list[dict[str, Any]], list[Any]]:
     return records, history
 
 
+def with_answers(records: list[dict[str, Any]], history: list[Any]) -> list[Any]:
+    """``history`` as a resume goes on with it: a call with no output is answered first,
+    ``interrupted`` when its intent line says it was running, else ``aborted``."""
+    intents = {r["payload"]["call_id"] for r in records if r["type"] == "intent"}
+    answered = {i["call_id"] for i in history if i.get("type") == "function_call_output"}
+    return history + [
+        {
+            "type": "function_call_output",
+            "call_id": item["call_id"],
+            "output": INTERRUPTED_OUTPUT if item["call_id"] in intents else "aborted",
+        }
+        for item in history
+        if item.get("type") == "function_call" and item["call_id"] not in answered
+    ]
+
+
 def acknowledged(seen: list[Event]) -> dict[str, list[tuple[str, Any]]]:
     """The items of every turn whose end stdout reported, by turn id."""
     items: dict[str, list[tuple[str, Any]]] = {}
@@ -247,7 +263,7 @@ def check_rollout(path: Path, workdir: Path, seen: list[Event]) -> bool:
     for turn_id, items in acknowledged(seen).items():
         # The file may hold more (an interrupt's marker and synthetic outputs are not items).
         assert in_order_within(items, recorded_before_end(records, turn_id)), turn_id
-    final = trio.run(resume_and_check, path, workdir, history)
+    final = trio.run(resume_and_check, path, workdir, with_answers(records, history))
     after = read_rollout(path)
     # The line a crash cut short is now followed by the resumed session's lines.
     assert all(

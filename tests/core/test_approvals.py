@@ -4,12 +4,16 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
+import trio.lowlevel
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -287,7 +291,7 @@ async def test_a_callback_approves_reads_and_denies_writes(
         return relay.ReviewDecision.DENIED if "touch" in request.command else "approved"  # type: ignore[return-value]
 
     async def decide_later(request: relay.ExecApprovalRequest) -> relay.ReviewDecision:
-        await trio.sleep(0)
+        await trio.lowlevel.checkpoint()
         return decide(request)
 
     callback: Any = decide_later if asynchronous else decide
@@ -393,3 +397,126 @@ async def test_the_default_policy_asks_nothing_for_shell(tmp_path: Path) -> None
         await t.wait_for(testing.turn_ended)
     assert t.recorder.of_type(relay.ExecApprovalRequest) == []
     assert (tmp_path / "made").exists()
+
+
+# ------------------------------------------------------------------ a compaction meanwhile
+
+
+@attrs.frozen
+class CompactWhileWaiting(relay.SessionTask):
+    """Calls ``deploy`` and, while its approval waits, compacts the history."""
+
+    asked: trio.Event
+
+    @property
+    def kind(self) -> str:
+        return "compact_while_waiting"
+
+    async def run(self, ctx: relay.TaskContext) -> str | None:
+        await ctx.record_input([relay.Text("ship it")])
+        call = relay.FunctionCall("deploy", '{"to": "prod"}', "d1")
+        ctx.record(call)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ctx.run_tool, call)
+            await self.asked.wait()
+            await ctx.compact(relay.lowlevel.CompactionRequest(relay.CompactionTrigger.MANUAL))
+        return None
+
+
+@pytest.mark.parametrize("token_budget", [False, True])
+async def test_a_compaction_keeps_a_call_that_waits_for_its_decision(
+    tmp_path: Path, token_budget: bool
+) -> None:
+    async def deploy(args: Mapping[str, Any], ctx: relay.ToolContext) -> str:
+        return "deployed"
+
+    tool = relay.Tool("deploy", "Deploy.", {"type": "object"}, deploy, needs_approval=True)
+    asked = trio.Event()
+    cfg = relay.Config(
+        cwd=str(tmp_path),
+        rollout=relay.RolloutConfig(enabled=False),
+        features=relay.Features(token_budget=token_budget),
+    )
+    script = {"responses": [{"text": "earlier answer"}, {"text": "a summary of it all"}]}
+    async with testing.open_test_session(
+        script,
+        config=cfg,
+        tools=[tool],
+        tasks={"compact_while_waiting": lambda op: CompactWhileWaiting(asked)},
+    ) as t:
+        await t.turn("first", id="t1")
+        await t.wait_for(testing.turn_ended)
+        await t.submit(relay.CustomOp("compact_while_waiting"), id="t2")
+        request = (await t.wait_for(relay.ExecApprovalRequest)).msg
+        asked.set()
+        await t.wait_for(relay.ContextCompacted)
+        items = list(t.session.history.items)
+        assert relay.FunctionCall("deploy", '{"to": "prod"}', "d1") in items
+        await t.submit(relay.ExecApproval(request.call_id, relay.ReviewDecision.APPROVED))
+        await t.wait_for(testing.turn_ended, count=2)
+    items = list(t.session.history.items)
+    calls = [i for i, item in enumerate(items) if isinstance(item, relay.FunctionCall)]
+    assert len(calls) == 1
+    assert items[calls[0] + 1] == relay.FunctionCallOutput("d1", "deployed")
+
+
+# ------------------------------------------------------------------ with the sandbox
+
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None and not os.environ.get("RELAY_SANDBOX_REQUIRED"),
+    reason="bubblewrap is not installed",
+)
+
+
+@needs_bwrap
+@pytest.mark.parametrize("decision", ["approved", "denied"])
+async def test_on_failure_asks_to_run_a_refused_command_outside(
+    tmp_path: Path, decision: str
+) -> None:
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    work.mkdir()
+    outside.mkdir()
+    target = outside / "made"
+    script = {"responses": [shell_call("c1", "touch", str(target)), {"text": "done"}]}
+    cfg = config(work, approval_policy="on-failure", sandbox_mode="workspace-write")
+    async with testing.open_test_session(script, config=cfg) as t:
+        await t.turn("make it", id="t1")
+        request = (await t.wait_for(relay.ExecApprovalRequest)).msg
+        assert request.reason is not None and "sandbox refused" in request.reason
+        assert not target.exists()
+        await t.submit(relay.ExecApproval("c1", relay.ReviewDecision(decision)))
+        await t.wait_for(testing.turn_ended)
+    assert target.exists() is (decision == "approved")
+    if decision == "denied":
+        assert "not approved" in output_of(t, "c1")
+
+
+@needs_bwrap
+async def test_on_request_asks_for_an_escalation_and_runs_it_outside(tmp_path: Path) -> None:
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    work.mkdir()
+    outside.mkdir()
+    target = outside / "made"
+    arguments = {
+        "argv": ["touch", str(target)],
+        "sandbox_permissions": "require_escalated",
+        "justification": "Write the file outside the workspace?",
+    }
+    script = {
+        "responses": [
+            {"function_call": {"name": "shell", "arguments": arguments, "call_id": "c1"}},
+            shell_call("c2", "touch", str(outside / "quiet")),
+            {"text": "done"},
+        ]
+    }
+    cfg = config(work, approval_policy="on-request", sandbox_mode="workspace-write")
+    async with testing.open_test_session(script, config=cfg) as t:
+        await t.turn("make it", id="t1")
+        request = (await t.wait_for(relay.ExecApprovalRequest)).msg
+        assert request.reason is not None and "Write the file outside" in request.reason
+        await t.submit(relay.ExecApproval("c1", relay.ReviewDecision.APPROVED))
+        await t.wait_for(testing.turn_ended)
+    assert target.exists()
+    # Without the escalation, the sandbox holds and nothing is asked.
+    assert len(t.recorder.of_type(relay.ExecApprovalRequest)) == 1
+    assert not (outside / "quiet").exists()

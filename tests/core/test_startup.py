@@ -19,7 +19,7 @@ TIMEOUT = 120
 
 #: The shells of each command: what it may import of ``relay._*`` besides the rooms below
 #: every shell.
-SHELLS = {"_cli", "_drive", "_eval", "_cluster", "_testing"}
+SHELLS = {"_cli", "_appserver", "_drive", "_eval", "_cluster", "_testing"}
 
 
 def imported_after(code: str, cwd: Path) -> list[str]:
@@ -75,6 +75,7 @@ COMMANDS = {
     "eval --help": (["eval", "--help"], {"_cli"}),
     "cluster --help": (["cluster", "--help"], {"_cli"}),
     "mock-server --help": (["mock-server", "--help"], {"_cli"}),
+    "app-server --help": (["app-server", "--help"], {"_cli"}),
 }
 
 
@@ -204,6 +205,7 @@ HELPS = [
         "show",
         "eval",
         "mock-server",
+        "app-server",
         "cluster",
         "cluster run",
         "cluster up",

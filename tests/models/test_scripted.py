@@ -1,13 +1,17 @@
-"""The embedded scripted model: its request log and its usage estimate over long sessions."""
+"""The embedded scripted model: its request log, its usage estimate over long sessions, and
+its JSON replies."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from relay import testing
 from relay._base import _protocol as p
+from relay._base._errors import ScriptError
 from relay._core._history import Prefix
-from relay._models._script import UsageEstimator
+from relay._models._script import UsageEstimator, parse_model_script
 from relay._models._scripted import REQUEST_LOG
 
 
@@ -65,3 +69,12 @@ def test_the_usage_estimate_reads_only_the_items_a_request_adds() -> None:
     # A different input (a compaction replaced the history) is estimated afresh.
     fresh = UsageEstimator().estimate({"input": history[:5]}, ()).input_tokens
     assert estimator.estimate({"input": history[:5]}, ()).input_tokens == fresh
+
+
+def test_a_json_reply_is_a_message_of_its_value_written_as_json() -> None:
+    script = parse_model_script({"responses": [{"json": {"city": "Zürich", "n": [1, 2.5, None]}}]})
+    assert script.responses[0].output == (
+        p.assistant_message('{"city": "Zürich", "n": [1, 2.5, null]}'),
+    )
+    with pytest.raises(ScriptError, match=r"^model script: responses\[0\]\.json: not JSON: "):
+        parse_model_script({"responses": [{"json": float("nan")}]})

@@ -57,6 +57,8 @@ import relay
 from relay import testing
 from relay._base._rollout_lines import Compacted
 from relay._base._tokens import ApproxEstimator
+from relay._rollout._reader import read_rollout
+from relay._rollout._resume import INTERRUPTED_OUTPUT, reconstruct
 from relay.tasks.compaction import Compactor
 from relay.tasks.compaction import _background as background_module
 from relay.tasks.compaction._history import WORK_STATE_MARKER
@@ -111,6 +113,8 @@ streamed = st.sampled_from(
         _call("sleep", {"seconds": 30}),
         _call("read_file", {"path": "../outside.txt"}),
         _call("read_file", "not json"),
+        _call("gated", {"target": "a"}),
+        _call("gated", {"target": "b"}),
         _call("no_such_tool", {}),
         {"compaction": "ENC-SCRIPTED"},
         {"output": [{"type": "mystery_item", "detail": 1}]},
@@ -234,6 +238,8 @@ class Setup:
     """``features.work_state``: every install places the record."""
     masking: bool = False
     """``features.tool_output_masking``: old outputs give way to placeholders first."""
+    decisions: tuple[str, ...] | None = None
+    """The callback's decisions in turn (cycling), or None: ``exec_approval`` ops decide."""
 
 
 setups = st.builds(
@@ -252,12 +258,15 @@ setups = st.builds(
     post_turn=st.sampled_from([0, 0, 10]),
     work_state=st.booleans(),
     masking=st.booleans(),
+    decisions=st.none()
+    | st.lists(st.sampled_from(list(relay.ReviewDecision)), min_size=1, max_size=4).map(tuple),
 )
 
 #: Action kinds, weighted: turns and waits for them are what let the session get somewhere.
 KINDS = (
     *("turn", "turn", "turn", "settle", "settle", "advance"),
     *("compact", "compact", "interrupt", "override", "shutdown"),
+    *("decide", "decide", "crash"),
 )
 
 
@@ -279,6 +288,10 @@ def action(kind: str) -> st.SearchStrategy[tuple[Any, ...]]:
             )
         case "advance":
             return st.tuples(st.just(kind), st.sampled_from([0.001, 0.05, 0.3, 2.0, 40.0]))
+        case "decide":
+            return st.tuples(
+                st.just(kind), st.sampled_from(list(relay.ReviewDecision)), st.booleans()
+            )
         case _:
             return st.tuples(st.just(kind))
 
@@ -608,6 +621,58 @@ def check_end(
             check_compacted_part(line.replacement_history, receipt.backend)
 
 
+def _records(path: Path) -> list[dict[str, Any]]:
+    records = []
+    for raw in path.read_bytes().split(b"\n"):
+        try:
+            records.append(json.loads(raw))
+        except ValueError:
+            continue  # a line cut short
+    return records
+
+
+def check_approved_before_run(path: Path) -> None:
+    """Nothing that needs an approval runs unapproved: the intent of every ``gated`` call
+    comes after its approval, or after a grant of the tool for the session."""
+    granted = False
+    approved: set[str] = set()
+    gated: set[str] = set()
+    for record in _records(path):
+        payload: dict[str, Any] = record.get("payload") or {}
+        match record.get("type"):
+            case "response_item" if payload.get("name") == "gated":
+                gated.add(payload["call_id"])
+            case "approval":
+                if payload["decision"] in ("approved", "approved_for_session"):
+                    approved.add(payload["call_id"])
+                if payload["decision"] == "approved_for_session":
+                    granted = granted or payload["tool"] == "gated"
+            case "intent" if payload["call_id"] in gated:
+                assert granted or payload["call_id"] in approved, payload
+            case _:
+                pass
+
+
+def check_crash_image(path: Path, copy: Path) -> None:
+    """A resume from the file as it is now answers every call that has no output: ``aborted``
+    for one that never ran (a pending approval never survives its process), ``interrupted``
+    for one whose intent was recorded; never by running it."""
+    shutil.copyfile(path, copy)
+    try:
+        state = reconstruct(read_rollout(copy, for_resume=True))
+    finally:
+        copy.unlink()
+    intents = {r["payload"]["call_id"] for r in _records(path) if r.get("type") == "intent"}
+    for output in state.unanswered:
+        if output.call_id in intents:
+            assert output.output == INTERRUPTED_OUTPUT
+        else:
+            assert output.output == "aborted"
+    check_well_formed([*state.history, *state.unanswered], settled=True)
+    if state.unanswered:
+        hypothesis.event("a crash leaves calls to answer")
+
+
 def _is_record(item: relay.ResponseItem) -> bool:
     """Whether ``item`` is the work-state record's message."""
     return (
@@ -748,6 +813,29 @@ def run_example(
     recorder = testing.EventRecorder()
     paths: list[Path] = []
 
+    ran: list[str] = []
+
+    async def gated(args: Any, ctx: relay.ToolContext) -> str:
+        ran.append(str(args.get("target")))
+        return "done"
+
+    decisions = iter(setup.decisions * 100) if setup.decisions else None
+
+    def decide(request: relay.ExecApprovalRequest) -> relay.ReviewDecision:
+        assert decisions is not None
+        return relay.ReviewDecision(next(decisions))
+
+    async def settle(session: relay.Session) -> None:
+        """Wait until the session is idle, deciding every call that waits meanwhile."""
+        with trio.fail_after(3600):
+            while True:
+                with trio.move_on_after(60):
+                    await session.wait_idle()
+                    return
+                for call_id in session.statistics().pending_approvals:
+                    decision = data.draw(st.sampled_from(list(relay.ReviewDecision)))
+                    await session.submit(relay.ExecApproval(call_id, decision))
+
     async def main() -> None:
         hooks = [
             relay.CompactHook("pre_compact", probe.before_compaction, name="probe"),
@@ -762,6 +850,10 @@ def run_example(
                 estimator=ApproxEstimator(),
                 hooks=hooks,
                 compactor=probe.compactor,
+                tools=[
+                    relay.Tool("gated", "Acts.", {"type": "object"}, gated, needs_approval=True)
+                ],
+                on_approval=decide if decisions is not None else None,
             ) as session,
             trio.open_nursery() as nursery,
         ):
@@ -782,8 +874,7 @@ def run_example(
                             )
                         )
                         if wait:
-                            with trio.fail_after(3600):
-                                await session.wait_idle()
+                            await settle(session)
                     case ("compact", instructions):
                         await session.submit(relay.Compact(instructions=instructions))
                     case ("interrupt",):
@@ -797,8 +888,14 @@ def run_example(
                     case ("advance", seconds):
                         await trio.sleep(seconds)
                     case ("settle",):
-                        with trio.fail_after(3600):
-                            await session.wait_idle()
+                        await settle(session)
+                    case ("decide", decision, known):
+                        pending = session.statistics().pending_approvals
+                        call_id = pending[0] if known and pending else "nobody"
+                        await session.submit(relay.ExecApproval(call_id, decision))
+                    case ("crash",):
+                        # What a crash now would leave: the file as it is on disk.
+                        check_crash_image(session.rollout.path, workspace / "crash.jsonl")
                     case ("shutdown",):
                         await session.submit(relay.Shutdown())
                         await recorder.wait_for(relay.ShutdownComplete)
@@ -807,6 +904,7 @@ def run_example(
                         raise AssertionError(action)
                 await trio.testing.wait_all_tasks_blocked()
                 check_step(probe, recorder)
+                check_approved_before_run(session.rollout.path)
             if not session.closed:
                 await session.submit(relay.Shutdown())
                 await recorder.wait_for(relay.ShutdownComplete)

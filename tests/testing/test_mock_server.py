@@ -15,9 +15,11 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
+import openai
 import pytest
 import trio
 
@@ -244,6 +246,118 @@ async def test_chat_route() -> None:
     ]
     assert server.requests[0]["path"] == "/v1/chat/completions"
     assert server.requests[0]["body"]["stream_options"] == {"include_usage": True}
+
+
+def sdk_client(server: MockServer) -> openai.AsyncOpenAI:
+    """The openai SDK's own client, as a program of anyone's would make it."""
+    return openai.AsyncOpenAI(base_url=server.base_url, api_key="sk-test", max_retries=0)
+
+
+JSON_FORMAT = {
+    "name": "city",
+    "schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+    "strict": True,
+}
+
+
+async def test_a_json_reply_answers_a_request_for_structured_output_on_both_routes() -> None:
+    script = {"responses": [{"json": {"city": "Oslo"}}, {"json": {"city": "Bergen"}}]}
+    with trio.fail_after(GUARD_S):
+        async with open_mock_server(script) as server:
+            client = sdk_client(server)
+            stream = await client.responses.create(
+                model="m",
+                input="Which city?",
+                text={"format": {"type": "json_schema", **JSON_FORMAT}},  # type: ignore[typeddict-item]
+                stream=True,
+            )
+            texts = [e.delta async for e in stream if e.type == "response.output_text.delta"]
+            chunks = await client.chat.completions.create(
+                model="m",
+                messages=[{"role": "user", "content": "Which city?"}],
+                response_format={"type": "json_schema", "json_schema": JSON_FORMAT},  # type: ignore[typeddict-item]
+                stream=True,
+            )
+            pieces = [c.choices[0].delta.content async for c in chunks if c.choices]
+            await client.close()
+    assert "".join(texts) == '{"city": "Oslo"}'
+    assert "".join(piece or "" for piece in pieces) == '{"city": "Bergen"}'
+
+
+@pytest.mark.parametrize(
+    ("route", "format", "message"),
+    [
+        (
+            "responses",
+            {"type": "json_schema", "schema": {}},
+            "Missing required parameter: 'text.format.name'.",
+        ),
+        (
+            "responses",
+            {"type": "json_schema", "name": "a city", "schema": {}},
+            "Invalid 'text.format.name': letters, digits, '_' and '-', at most 64 of them.",
+        ),
+        (
+            "responses",
+            {"type": "json_schema", "name": "city"},
+            "Missing required parameter: 'text.format.schema'.",
+        ),
+        (
+            "responses",
+            {"type": "xml"},
+            "Invalid value for 'text.format.type': expected one of text, json_object, json_schema.",
+        ),
+        (
+            "chat",
+            {"type": "json_schema"},
+            "Missing required parameter: 'response_format.json_schema'.",
+        ),
+        (
+            "chat",
+            {"type": "json_schema", "json_schema": {"name": "city", "strict": "yes"}},
+            "Invalid type for 'response_format.json_schema.strict': expected a boolean.",
+        ),
+        (
+            "chat",
+            {"type": "json_schema", "json_schema": {"name": "city", "schema": {"type": "town"}}},
+            "Invalid schema for response_format 'city': not a JSON Schema: 'town' is not valid "
+            "under any of the given schemas (at $.type).",
+        ),
+    ],
+)
+async def test_a_response_format_openai_would_refuse_is_refused_naming_the_field(
+    route: str, format: dict[str, Any], message: str
+) -> None:
+    with trio.fail_after(GUARD_S):
+        async with open_mock_server({"responses": ["the first reply"]}) as server:
+            client = sdk_client(server)
+            with pytest.raises(openai.BadRequestError) as refused:
+                if route == "chat":
+                    await client.chat.completions.create(
+                        model="m",
+                        messages=[{"role": "user", "content": "hi"}],
+                        response_format=format,  # type: ignore[arg-type]
+                        stream=True,
+                    )
+                else:
+                    await client.responses.create(
+                        model="m",
+                        input="hi",
+                        text={"format": format},  # type: ignore[typeddict-item]
+                        stream=True,
+                    )
+            # A refused request takes no reply: the next one gets the first.
+            stream = await client.responses.create(model="m", input="hi", stream=True)
+            texts = [e.delta async for e in stream if e.type == "response.output_text.delta"]
+            await client.close()
+    assert refused.value.status_code == 400
+    assert refused.value.body == {
+        "message": message,
+        "type": "invalid_request_error",
+        "code": None,
+        "param": None,
+    }
+    assert "".join(texts) == "the first reply"
 
 
 async def test_unknown_routes_and_methods() -> None:

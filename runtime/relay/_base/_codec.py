@@ -107,6 +107,9 @@ _OMITTED_DEFAULTS: dict[type, tuple[str, ...]] = {
     # A session's first event names a compaction model only when it has one of its own, and
     # says nothing of MCP servers when it has none.
     p.SessionConfigured: ("mcp_servers", "compact_model", "compact_model_provider"),
+    # A turn that asks for no structured output says nothing of it.
+    p.UserTurn: ("final_output_json_schema",),
+    p.TurnComplete: ("output",),
 }
 
 
@@ -236,6 +239,15 @@ converter.register_unstructure_hook_factory(
 )
 _register_tagged_union(p.InputItem)
 _register_tagged_union(p.TurnItem)
+# A schema is taken as it came: the op's own check says what is wrong with one.
+converter.register_structure_hook(
+    p.UserTurn,
+    cattrs.gen.make_dict_structure_fn(
+        p.UserTurn,
+        converter,
+        final_output_json_schema=cattrs.gen.override(struct_hook=lambda value, _: value),
+    ),
+)
 # A custom op's type is its own name: any type that is not a built-in op's is a custom op here
 # (whether the session has a task for it is the session's check, and decode_op's).
 _register_tagged_union(

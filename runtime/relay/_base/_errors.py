@@ -53,6 +53,7 @@ class ErrorCode(enum.StrEnum):
     SERVER_ERROR = "server_error"
     STREAM = "stream"
     INVALID_OP = "invalid_op"
+    INVALID_OUTPUT = "invalid_output"
     ACTIVE_TURN_NOT_STEERABLE = "active_turn_not_steerable"
     HOOK = "hook"
     COMPACTION_LOOP = "compaction_loop"
@@ -100,6 +101,7 @@ _NOT_RETRYABLE = frozenset(
         ErrorCode.USAGE_LIMIT,
         ErrorCode.UNAUTHORIZED,
         ErrorCode.BAD_REQUEST,
+        ErrorCode.INVALID_OUTPUT,
     }
 )
 

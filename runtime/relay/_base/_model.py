@@ -63,6 +63,10 @@ class Prompt:
     """The longest answer to ask for, in tokens; None sends no limit."""
     purpose: Literal["turn", "compact"] = "turn"
     """Why the request is made; sent as a header so that test servers can tell."""
+    output_schema: Mapping[str, Any] | None = attrs.field(default=None, hash=False)
+    """The JSON Schema the answer must fit (a turn's ``final_output_json_schema``), sent as
+    the Responses API's ``text.format`` or Chat Completions' ``response_format``; None asks
+    for text."""
     wire_input: Sequence[Mapping[str, Any]] | None = attrs.field(default=None, eq=False, repr=False)
     """``input`` already in wire form (shared, read-only), when the caller has it cached."""
 

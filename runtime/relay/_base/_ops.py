@@ -12,7 +12,9 @@ from typing import Any, TypeAlias
 
 import attrs
 
+from ._errors import InvalidOpError
 from ._items import as_tuple, is_str, items_of, optional_str
+from ._output_schema import check_output_schema
 
 # --------------------------------------------------------------------------- ops
 
@@ -60,6 +62,14 @@ def _non_empty(_: object, attribute: attrs.Attribute[Any], value: tuple[Any, ...
         raise ValueError(f"{attribute.name} must not be empty")
 
 
+def _output_schema(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None:
+        try:
+            check_output_schema(value)
+        except InvalidOpError as exc:
+            raise InvalidOpError(f"{attribute.name}: {exc}") from None
+
+
 @attrs.frozen
 class UserTurn:
     """Start a regular turn with this input, or steer/replace/queue while busy."""
@@ -79,6 +89,13 @@ class UserTurn:
     """What to do when a task is running."""
     pin: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
     """Keep the text of this input verbatim in the history across every compaction."""
+    final_output_json_schema: Mapping[str, Any] | None = attrs.field(
+        default=None, validator=_output_schema, hash=False
+    )
+    """A JSON Schema the turn's final answer must fit, for this turn only: every request of
+    the turn asks for JSON of that schema, and an answer that is not JSON or does not fit it
+    ends the turn with ``error{invalid_output}``. A value that is not a JSON Schema is refused
+    (``invalid_op``)."""
 
 
 @attrs.frozen

@@ -247,6 +247,11 @@ class TurnComplete:
     """The last message the model wrote in this turn."""
     duration_ms: int
     """How long the turn ran."""
+    output: Any = attrs.field(default=None, hash=False)
+    """The turn's structured output, when its ``user_turn`` asked for one
+    (``final_output_json_schema``): the JSON value of its final answer, which fits the schema
+    (left out of the JSON form when there is none; an answer that does not fit is an
+    ``error{invalid_output}`` before this event, and no output)."""
 
 
 @attrs.frozen

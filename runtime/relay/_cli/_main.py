@@ -49,6 +49,8 @@ if TYPE_CHECKING:
     from .._drive._op_script import Step
     from .._otel._export import Export
     from .._rollout._lines import Rollout
+    from ._codex_stream import CodexExecStream
+    from ._exec import ExecRequest
     from ._outcome import RunOutcome
     from ._pretty import PrettyPrinter
 
@@ -106,12 +108,10 @@ def _chosen_keys(args: argparse.Namespace) -> set[str]:
 
 def _newest_rollout(config: Config) -> str:
     """The most recently written rollout under the rollout directory."""
-    from pathlib import Path
-
-    from .._base._config import relay_home
     from .._base._errors import RolloutError
+    from ._exec import rollout_root
 
-    root = Path(config.rollout.dir) if config.rollout.dir else relay_home() / "sessions"
+    root = rollout_root(config)
     found: list[tuple[float, str]] = []
     for path in root.glob("**/rollout-*.jsonl"):
         try:
@@ -166,42 +166,6 @@ def _check_registered(name: str, op_types: Sequence[str], registered: frozenset[
         )
 
 
-def _prompt_script(prompt: str, config: Config) -> tuple[str, list[Step]]:
-    """``relay exec``: one user turn with the prompt (``-``: standard input, read no further
-    than the most text the model's context window holds, and one byte)."""
-    from .._base import _protocol as p
-    from .._base._errors import ScriptError
-    from .._base._tokens import MAX_KNOWN_WINDOW, context_window_for
-    from .._drive._op_script import OpLine
-
-    window = context_window_for(config.model, config.model_context_window)
-    bound = (window or MAX_KNOWN_WINDOW) * 4  # bytes of text, as relay counts a token
-    where = "the prompt"
-    if prompt == "-":
-        where = "the prompt on standard input"
-        data = sys.stdin.buffer.read(bound + 1)
-    else:
-        data = prompt.encode("utf-8", "surrogateescape")
-    if len(data) > bound:
-        holds = (
-            f"the context window of {config.model!r} ({window:,} tokens) holds"
-            if window is not None
-            else f"the largest context window relay knows ({MAX_KNOWN_WINDOW:,} tokens) holds; "
-            "model_context_window sets the window"
-        )
-        raise ScriptError(f"{where} is over {bound:,} bytes: more text than {holds}")
-    try:
-        prompt = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ScriptError(f"{where} is not UTF-8 text") from exc
-    if where != "the prompt":
-        # Without the newlines that end what was piped in, as $(...) in a shell drops them.
-        prompt = prompt.rstrip("\r\n")
-    if not prompt.strip():
-        raise ScriptError("the prompt is empty")
-    return "prompt", [OpLine(1, None, p.UserTurn(items=[p.Text(prompt)]))]
-
-
 async def _run(
     config: Config,
     label: str,
@@ -212,12 +176,15 @@ async def _run(
     model_name: str | None,
     answer_only: bool = False,
     tracer_provider: Any = None,
+    codex: CodexExecStream | None = None,
     *,
     on_approval: ApprovalCallback | None = None,
 ) -> Interrupted:
     """Run the script; returns what ended it early, if anything did. With ``answer_only``, no
-    event is written (the caller prints the answer). ``on_approval`` decides approvals
-    instead of the script's ops."""
+    event is written (the caller prints the answer); with ``codex``, Codex's events are.
+    ``on_approval`` decides approvals instead of the script's ops."""
+    import json
+
     import anyio
 
     from .._base import _protocol as p
@@ -242,6 +209,9 @@ async def _run(
                 output_closed(error)
 
     def sink(event: p.Event, msg: dict[str, Any]) -> None:
+        if codex is not None:
+            for line in codex.translate(event):
+                write_line(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
         if printer is not None and not interrupted.output_closed:
             try:
                 printer.event(event)
@@ -283,7 +253,9 @@ async def _run(
                     sink,
                     answers_approvals=on_approval is None,
                     script_name=label,
-                    lines=write_line if printer is None and not answer_only else None,
+                    lines=write_line
+                    if printer is None and not answer_only and codex is None
+                    else None,
                 )
                 interrupted.runner = runner
                 if interrupted.stopping:
@@ -387,27 +359,46 @@ def _run_command(args: argparse.Namespace) -> int:
     resume: Rollout | None = None
     model_name: str | None = None
     export: Export | None = None
+    request: ExecRequest | None = None
     try:
+        if args.command == "exec":
+            from ._exec import exec_request
+
+            request = exec_request(args)
+            for warning in request.warnings:
+                print(f"relay: warning: {warning}", file=sys.stderr)
         config = _config(args)
+        chosen = _chosen_keys(args)
+        path: str | None = None
+        if request is not None:
+            from ._exec import MissingThread, exec_config
+
+            try:
+                config, path = exec_config(config, request, chosen)
+            except MissingThread as exc:
+                print(f"relay: {exc}", file=sys.stderr)
+                return EXIT_FAILED
+        elif args.command == "resume":
+            path = _newest_rollout(config) if args.last else args.rollout
         # A task that cannot be loaded is found before anything runs, and the op script is
         # checked against the op types registered.
         factories = task_factories(config.tasks)
         custom_types = custom_op_types(factories)
-        if args.command == "resume":
+        if path is not None:
             from .._rollout._reader import read_rollout
             from .._rollout._resume import reconstruct, resumed_config
 
-            path = _newest_rollout(config) if args.last else args.rollout
             resume = read_rollout(path, for_resume=True)
             # A rollout that cannot be resumed, or not with the model it recorded, is found
             # before anything runs.
-            chosen = _chosen_keys(args)
             state = reconstruct(resume)
             config = resumed_config(config, state, chosen=chosen)
             model_name = config.model if "model" in chosen else None
             _check_registered(resume.name, state.op_types, custom_types)
-        if args.command == "exec":
-            label, steps = _prompt_script(args.prompt, config)
+        if request is not None:
+            from ._exec import prompt_steps
+
+            label, steps = prompt_steps(request, config)
         else:
             label, steps = _read_script(args.script, factories)
         if config.model_provider == "scripted" and config.model_script:
@@ -418,6 +409,10 @@ def _run_command(args: argparse.Namespace) -> int:
         # included, before any process is started (a library leaves its host's alone).
         take_api_key(config.provider())
         take_api_key(config.compaction_provider())
+        if request is not None:
+            from ._exec import take_codex_key
+
+            take_codex_key(config)
         export = export_for(args.otel, os.environ, sys.stderr, "relay")
     except (ConfigError, ScriptError, RolloutError) as exc:
         _print_error(exc)
@@ -425,10 +420,16 @@ def _run_command(args: argparse.Namespace) -> int:
     if resume is not None:
         _print_notes(resume)
     outcome = RunOutcome()
+    codex: CodexExecStream | None = None
     if args.command == "exec":
-        # exec prints its answer, or the events with --json, or a transcript with --pretty.
+        # exec prints its answer, or the events with --json, Codex's with --experimental-json,
+        # or a transcript with --pretty.
         pretty = args.output == "pretty"
         answer_only = args.output is None
+        if args.output == "codex":
+            from ._codex_stream import CodexExecStream
+
+            codex = CodexExecStream()
     else:
         pretty = args.output == "pretty" or (args.output is None and sys.stdout.isatty())
         answer_only = False
@@ -455,6 +456,7 @@ def _run_command(args: argparse.Namespace) -> int:
             model_name,
             answer_only,
             export.provider if export is not None else None,
+            codex,
             backend=_backend(),
         )
     except (ConfigError, RolloutLockedError) as exc:
@@ -489,13 +491,14 @@ def _run_command(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED
-    if answer_only:
+    if answer_only or codex is not None:
         for error in outcome.errors:
             print(f"relay: {error.message}", file=sys.stderr)
+    if answer_only:
         answer = outcome.last_answer
         if answer is not None and to_stdout(lambda: print(answer)) != EXIT_OK:
             return EXIT_FAILED
-    else:
+    elif codex is None:
         # What the events said on stdout, said on stderr too: relay's own record failed.
         for error in outcome.errors:
             if error.code == ErrorCode.ROLLOUT:
@@ -559,6 +562,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .._eval._run import eval_command
 
         return eval_command(args)
+    if args.command == "app-server":
+        from .._appserver._command import app_server_command
+
+        return app_server_command(args, _config)
     if args.command == "mock-server":
         from .._testing._mock_server import main as mock_main
 

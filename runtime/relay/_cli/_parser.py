@@ -41,6 +41,98 @@ def config_options(
     )
 
 
+class ConfigFileOrKey(argparse.Action):
+    """``--config FILE``, or ``--config KEY=VALUE`` as Codex's ``exec`` takes it: a value with
+    ``=`` that names no file is a key (gathered in ``codex_overrides``)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        import os
+
+        text = str(values)
+        if "=" in text and not os.path.exists(text):
+            namespace.codex_overrides = [*namespace.codex_overrides, text]
+        else:
+            setattr(namespace, self.dest, text)
+
+
+def codex_config_options(sub: argparse.ArgumentParser) -> None:
+    """``relay exec``'s ``--config``: a file, or a key as Codex takes it; and ``-c``."""
+    sub.add_argument(
+        "--config",
+        action=ConfigFileOrKey,
+        metavar="FILE|KEY=VALUE",
+        help="config file (default $RELAY_HOME/config.toml); KEY=VALUE (naming no file) sets a "
+        "key as Codex's --config does: Codex's keys relay has too, openai_base_url and "
+        "model_reasoning_effort; any other is a warning (docs/codex-compat.md)",
+    )
+    sub.set_defaults(codex_overrides=[])
+    sub.add_argument(
+        "-c",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key (value parsed as TOML)",
+    )
+
+
+def exec_options(sub: argparse.ArgumentParser) -> None:
+    """The options of Codex's ``exec`` that ``relay exec`` takes (docs/codex-compat.md)."""
+    sub.add_argument("-m", "--model", help="the model (the config key model)")
+    sub.add_argument(
+        "-C", "--cd", dest="cd", metavar="DIR", help="the working directory (the config key cwd)"
+    )
+    sub.add_argument(
+        "-s",
+        "--sandbox",
+        metavar="MODE",
+        choices=("read-only", "workspace-write", "danger-full-access"),
+        help="what commands may touch: read-only, workspace-write or danger-full-access "
+        "(the config key sandbox_mode)",
+    )
+    sub.add_argument(
+        "--add-dir",
+        dest="add_dirs",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a folder commands may also write to (added to "
+        "sandbox_workspace_write.writable_roots)",
+    )
+    sub.add_argument(
+        "--output-schema",
+        metavar="FILE",
+        help="a JSON Schema file the answer must fit: the turn asks for JSON of that schema, "
+        "and an answer that does not fit fails it",
+    )
+    sub.add_argument(
+        "-i",
+        "--image",
+        dest="images",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="an image given with the prompt (any number)",
+    )
+    sub.add_argument(
+        "--skip-git-repo-check",
+        action="store_true",
+        help="accepted as Codex takes it; relay checks no repository",
+    )
+    for flag in ("--thread-source", "--cyber-access-program"):
+        sub.add_argument(
+            flag,
+            metavar="VALUE",
+            help="accepted as Codex takes it, with a warning: relay has no such feature",
+        )
+
+
 def add_cluster_command(commands: Any) -> None:
     """Register ``relay cluster run|up|ls|attach|down`` on the ``relay`` command's subparsers."""
     cluster = commands.add_parser("cluster", help="run sessions on a Ray cluster")
@@ -158,7 +250,9 @@ def build_parser() -> argparse.ArgumentParser:
                 nargs="?",
                 help="op script (JSON Lines); '-' reads standard input, as does nothing in a pipe",
             )
-        config_options(sub)
+            config_options(sub)
+        else:
+            codex_config_options(sub)
         sub.add_argument("--model-script", help="model script for the scripted provider")
         sub.add_argument("--rollout-dir", help="directory for rollout files")
         sub.add_argument(
@@ -196,6 +290,15 @@ def build_parser() -> argparse.ArgumentParser:
             if script
             else "one JSON event per line instead of the answer",
         )
+        if not script:
+            output.add_argument(
+                "--experimental-json",
+                dest="output",
+                action="store_const",
+                const="codex",
+                help="Codex's event stream, one JSON object per line, instead of the answer "
+                "(docs/codex-compat.md)",
+            )
 
     run = commands.add_parser("run", help="run an op script in a new session")
     session_options(run)
@@ -203,8 +306,16 @@ def build_parser() -> argparse.ArgumentParser:
     execute = commands.add_parser(
         "exec", help="run one turn with a prompt in a new session and print the answer"
     )
-    execute.add_argument("prompt", help="the prompt; '-' reads it from standard input")
+    execute.add_argument(
+        "prompt",
+        nargs="*",
+        metavar="PROMPT",
+        help="the prompt; '-' or none reads it from standard input. 'resume THREAD_ID' "
+        "before it (after the options) continues the session THREAD_ID instead of opening a "
+        "new one",
+    )
     session_options(execute, script=False)
+    exec_options(execute)
 
     resume = commands.add_parser(
         "resume", help="resume the session of a rollout file and run an op script in it"
@@ -225,6 +336,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--html",
         action="store_true",
         help="write a self-contained HTML page of the session's timeline instead",
+    )
+
+    app = commands.add_parser(
+        "app-server", help="serve Codex's app-server protocol (JSON-RPC) on standard input/output"
+    )
+    app.add_argument(
+        "--listen", default="stdio://", metavar="URL", help="the transport (only stdio://)"
+    )
+    config_options(app)
+    app.add_argument("--model-script", help="model script for the scripted provider")
+    app.add_argument("--rollout-dir", help="directory for rollout files")
+    app.add_argument(
+        "--task",
+        dest="tasks",
+        action="append",
+        default=[],
+        metavar="OP=FACTORY",
+        help="serve ops of type OP with FACTORY ('pkg.mod:factory' or 'file.py:factory')",
     )
 
     mock = commands.add_parser("mock-server", help="serve a model script over HTTP on loopback")
@@ -290,7 +419,10 @@ __all__ = [
     "Parser",
     "add_cluster_command",
     "add_eval_command",
+    "ConfigFileOrKey",
     "build_parser",
+    "codex_config_options",
     "config_options",
+    "exec_options",
     "otel_option",
 ]

@@ -3,6 +3,8 @@ failure that ended it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import attrs
 
@@ -18,6 +20,16 @@ class Answer:
 
         answer = await session.ask("Which build backend does this project use?")
         print(answer.message, answer.usage.total_tokens)
+
+    With a schema, the answer is JSON that fits it, read::
+
+        answer = await session.ask("Name the build backend.", output_schema={
+            "type": "object",
+            "properties": {"backend": {"type": "string"}},
+            "required": ["backend"],
+            "additionalProperties": False,
+        })
+        print(answer.output["backend"])
     """
 
     turn_id: str
@@ -29,12 +41,16 @@ class Answer:
     compaction."""
     usage: p.TokenUsage
     """The tokens of the turn's model requests, as the servers counted them."""
+    output: Any = attrs.field(default=None, hash=False)
+    """The turn's structured output, when it asked for one (``output_schema``): the JSON
+    value of :attr:`message`, which fits the schema; None otherwise."""
 
 
 class TurnFailed(RelayError):
     """A turn asked for with :meth:`Session.ask <relay.Session.ask>` did not answer: it
-    ended with an ``error`` (``error``), was aborted (``aborted``), or was refused before it
-    started (``error`` too)."""
+    ended with an ``error`` (``error``; ``invalid_output`` for an answer that does not fit
+    the schema asked for), was aborted (``aborted``), or was refused before it started
+    (``error`` too)."""
 
     def __init__(
         self, turn_id: str, error: p.ErrorEvent | None, aborted: p.AbortReason | None
@@ -65,6 +81,7 @@ class AnswerCollector:
     error: p.ErrorEvent | None = None
     aborted: p.AbortReason | None = None
     message: str | None = None
+    output: Any = None
     done: anyio.Event = attrs.field(factory=anyio.Event)
 
     def see(self, event: p.Event) -> None:
@@ -80,8 +97,8 @@ class AnswerCollector:
                 self.usage = self.usage + info.last_token_usage
             case p.ErrorEvent() as error:
                 self.error = self.error or error
-            case p.TurnComplete(last_agent_message=message):
-                self.message = message
+            case p.TurnComplete(last_agent_message=message, output=output):
+                self.message, self.output = message, output
                 self.done.set()
             case p.TurnAborted(reason=reason):
                 self.aborted = reason
@@ -99,7 +116,7 @@ class AnswerCollector:
         """The answer; raises :class:`TurnFailed` when there is none."""
         if self.error is not None or self.aborted is not None or not self.started:
             raise TurnFailed(self.turn_id, self.error, self.aborted)
-        return Answer(self.turn_id, self.message, tuple(self.items), self.usage)
+        return Answer(self.turn_id, self.message, tuple(self.items), self.usage, self.output)
 
 
 __all__ = ["Answer", "AnswerCollector", "TurnFailed"]

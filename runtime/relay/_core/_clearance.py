@@ -33,6 +33,8 @@ class ApprovalWriter(Protocol):
 
     def emit(self, msg: p.EventMsg) -> None: ...
 
+    def flush(self) -> None: ...
+
     def approval(
         self, call_id: str, decision: p.ReviewDecision, grant: tuple[str, ...] | None
     ) -> None: ...
@@ -142,6 +144,8 @@ async def _decision(
     if grant in approvals.grants:
         return p.ReviewDecision.APPROVED
     request = p.ExecApprovalRequest(call_id, writer.turn_id, facts.command, cwd, reason)
+    # The call is on disk before anyone is asked: after a crash, a resume answers it.
+    writer.flush()
     writer.emit(request)
     try:
         decision = await approvals.wait(request)

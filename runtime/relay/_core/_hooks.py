@@ -42,8 +42,9 @@ from .._base import _json
 from .._base import _protocol as p
 from .._base._config import HookCommand, Hooks
 from .._base._secret import NO_SECRETS, Secrets
-from ._process import Command, open_command
+from ._process import Command
 from ._real_work import real_work
+from ._sandbox import SandboxPolicy, open_sandboxed
 
 logger = logging.getLogger("relay.hooks")
 
@@ -166,6 +167,7 @@ async def run_compact_hooks(
     info: HookInput,
     emit: Callable[[p.EventMsg], None],
     secrets: Secrets = NO_SECRETS,
+    sandbox: SandboxPolicy | None = None,
 ) -> HookStop | None:
     """Run ``hooks`` (all of one point) with ``info``, reporting each run through ``emit``.
 
@@ -173,9 +175,9 @@ async def run_compact_hooks(
     ``background_event``, and later hooks do not run), else None. A timeout or a crash is
     reported as a ``warning`` and the next hook runs.
 
-    Commands run without the variables of ``secrets``; what any hook says (a stop's reason, a
-    command's standard error, a callable's exception) is redacted of its values here, before
-    it is reported or returned.
+    Commands run without the variables of ``secrets``, in ``sandbox`` (None: unconfined);
+    what any hook says (a stop's reason, a command's standard error, a callable's exception)
+    is redacted of its values here, before it is reported or returned.
     """
     point = info.event
     env = secrets.child_environment()
@@ -183,7 +185,7 @@ async def run_compact_hooks(
         label = hook_label(hook)
         emit(p.HookStarted(label, point))
         started = anyio.current_time()
-        result = await run_hook(hook, info, env=env)
+        result = await run_hook(hook, info, env=env, sandbox=sandbox)
         result = attrs.evolve(
             result, reason=secrets.redact(result.reason), problem=secrets.redact(result.problem)
         )
@@ -204,14 +206,19 @@ async def run_compact_hooks(
 
 
 async def run_hook(
-    hook: Hook, info: HookInput, *, env: Mapping[str, str] | None = None
+    hook: Hook,
+    info: HookInput,
+    *,
+    env: Mapping[str, str] | None = None,
+    sandbox: SandboxPolicy | None = None,
 ) -> HookResult:
     """Run one hook with ``info`` and tell how it ended; never raises except on cancellation.
 
-    A command gets the environment ``env`` (default: this process's).
+    A command gets the environment ``env`` (default: this process's) and runs in ``sandbox``
+    (None: unconfined); a callable runs in relay's process, never sandboxed.
     """
     if isinstance(hook, HookCommand):
-        return await run_hook_command(hook, info, env=env)
+        return await run_hook_command(hook, info, env=env, sandbox=sandbox)
     return await _run_callable(hook, info)
 
 
@@ -231,14 +238,18 @@ async def _run_callable(hook: CompactHook, info: HookInput) -> HookResult:
 
 
 async def run_hook_command(
-    hook: HookCommand, info: HookInput, *, env: Mapping[str, str] | None = None
+    hook: HookCommand,
+    info: HookInput,
+    *,
+    env: Mapping[str, str] | None = None,
+    sandbox: SandboxPolicy | None = None,
 ) -> HookResult:
     """Run a hook command: JSON on its standard input, a decision on its standard output.
 
     The command runs without a shell, in ``info.cwd``, with the environment ``env`` (default:
-    this process's), in a process group of its own. When it exits, runs past its timeout, or
-    the caller is cancelled, the whole group is killed, and so is every process it started
-    that left the group.
+    this process's), in a process group of its own, in ``sandbox`` (None: unconfined). When
+    it exits, runs past its timeout, or the caller is cancelled, the whole group is killed,
+    and so is every process it started that left the group.
     """
     argv = list(hook.command)
     if not argv:
@@ -251,7 +262,8 @@ async def run_hook_command(
         # the run, nor relay. The timeout is the guard's, on the wall clock.
         with real_work():
             async with (
-                open_command(
+                open_sandboxed(
+                    sandbox,
                     argv,
                     cwd=info.cwd,
                     env=env,

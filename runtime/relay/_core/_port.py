@@ -27,7 +27,7 @@ from ._input import resolve_image
 from ._sampling import SampleResult
 from ._session_writer import SessionWriter
 from ._support import BackendContext, Backgrounds, CompactionContext
-from ._task import StopTurn, TaskHandle
+from ._task import StopTurn, TaskHandle, TurnResult
 from ._tools import RECALL_TOOL, ToolContext
 from ._turn import TurnWriter
 from ._view import TaskView
@@ -72,9 +72,9 @@ class SessionTask(Protocol):
         """
         return False
 
-    async def run(self, ctx: TaskContext) -> str | None:
+    async def run(self, ctx: TaskContext) -> str | TurnResult | None:
         """Do the work; return the turn's last agent message (None: the last one this task
-        emitted, if any).
+        emitted, if any), or a :class:`~relay.TurnResult` with the turn's structured output.
 
         Raising :class:`~relay.lowlevel.StopTurn` ends the turn at once; a
         :class:`~relay.ModelError` is reported as a regular turn reports it, and any other
@@ -301,6 +301,7 @@ class TaskContext:
             tokens_used=budget.usage,
             context_window=budget.window,
             note=self.note,
+            sandbox=wiring.sandbox,
             unconfined=cleared.unconfined,
             ask_unconfined=cleared.ask_unconfined,
         )

@@ -296,6 +296,7 @@ async def open_command(
     stdout: _Stream,
     stderr: _Stream,
     time_limit: float | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> AsyncIterator[Command]:
     """Run ``argv`` (no shell) under a guard, in a process group of its own, dying with relay.
 
@@ -303,7 +304,7 @@ async def open_command(
     its group and session included) are killed, and the guard reaped. ``time_limit`` seconds
     of the wall clock (whatever clock the event loop has) after the command started, the guard
     kills them all itself, and :attr:`Command.timed_out` says so once :meth:`Command.wait`
-    returns.
+    returns. The descriptors ``pass_fds`` are the command's too, under the same numbers.
 
     Raises:
         OSError: the command could not be started (``strerror`` says why).
@@ -322,7 +323,7 @@ async def open_command(
                 stdout=stdout,
                 stderr=stderr,
                 start_new_session=True,
-                pass_fds=(theirs.fileno(),),
+                pass_fds=(theirs.fileno(), *pass_fds),
             )
         command = Command(process, ours)
         try:

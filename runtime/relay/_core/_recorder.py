@@ -146,12 +146,15 @@ class RolloutRecorder:
         """An ``approval`` line: the decision on a call (flushed: a grant for the session
         holds after a crash)."""
         self._write(ApprovalDecided(call_id, decision, command, tool))
-        if self.writer is not None:
-            self.writer.flush()
+        self.flush()
 
     def intent(self, call_id: str) -> None:
         """An ``intent`` line, flushed with everything before it: the call runs next."""
         self._write(ToolIntent(call_id))
+        self.flush()
+
+    def flush(self) -> None:
+        """Put every line written so far on disk."""
         if self.writer is not None:
             self.writer.flush()
 

@@ -194,6 +194,7 @@ class Session(metaclass=NoPublicConstructor):
             lingering=tuple(f"{h.task.kind} {h.turn_id}" for h in self._slot.lingering),
             events_unread=self._services.events.unread,
             events_dropped=self._services.events.dropped,
+            pending_approvals=tuple(self._services.wiring.approvals.pending),
         )
 
     # ------------------------------------------------------------------ submitting
@@ -229,6 +230,7 @@ class Session(metaclass=NoPublicConstructor):
         prompt: str | Sequence[p.InputItem],
         *,
         on_busy: p.OnBusy = p.OnBusy.QUEUE,
+        output_schema: Mapping[str, Any] | None = None,
     ) -> Answer:
         """Run a turn with ``prompt`` and return its answer: for a program that wants an
         answer, not an event loop. The events are still emitted, whether or not anyone reads
@@ -236,7 +238,9 @@ class Session(metaclass=NoPublicConstructor):
         (:meth:`events`).
 
         The turn waits for a running task to end (``on_busy=queue``), or replaces it
-        (``replace``); it never steers another turn.
+        (``replace``); it never steers another turn. With ``output_schema``, a JSON Schema, the
+        turn asks for JSON that fits it, and the answer's ``output`` is that JSON, read
+        (``message`` stays the text).
 
         Example::
 
@@ -245,19 +249,22 @@ class Session(metaclass=NoPublicConstructor):
                 print(answer.message)
 
         Raises:
-            TurnFailed: the turn ended with an ``error`` (carried as ``.error``), was
-                aborted, or was refused.
+            TurnFailed: the turn ended with an ``error`` (carried as ``.error``;
+                ``invalid_output`` for an answer that is not JSON or does not fit
+                ``output_schema``), was aborted, or was refused.
+            InvalidOpError: ``output_schema`` is not a JSON Schema (nothing is sent).
             ClosedSessionError: the session has shut down.
         """
         if on_busy is p.OnBusy.STEER:
             raise ValueError("ask() runs a turn of its own: on_busy must be queue or replace")
         items = [p.Text(prompt)] if isinstance(prompt, str) else list(prompt)
+        op = p.UserTurn(items=items, on_busy=on_busy, final_output_json_schema=output_schema)
         # The collector knows its turn before the submission, which may be handled at once.
         collector = AnswerCollector(turn_id=self._next_id(None))
         self._services.listeners.append(collector.see)
         try:
             self._asking[collector.turn_id] = collector
-            self.submit_nowait(p.UserTurn(items=items, on_busy=on_busy), id=collector.turn_id)
+            self.submit_nowait(op, id=collector.turn_id)
             await collector.done.wait()
         finally:
             self._services.listeners.remove(collector.see)

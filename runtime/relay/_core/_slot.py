@@ -37,7 +37,7 @@ from ._input import user_message_of
 from ._port import CompactionPolicy, SessionTask, TaskContext, made_task
 from ._session_writer import SessionWriter
 from ._support import Backgrounds
-from ._task import StopTurn, TaskHandle, TaskStatus, strayed
+from ._task import StopTurn, TaskHandle, TaskStatus, TurnResult, strayed
 from ._tools import ToolError
 from ._turn import TurnWriter
 from ._view import TaskView
@@ -209,7 +209,7 @@ class TaskSlot:
     async def _run(
         self, handle: TaskHandle[SessionTask], port: TaskContext, writer: TurnWriter
     ) -> None:
-        result: str | None = None
+        result: str | TurnResult | None = None
         try:
             with handle.scope:
                 try:
@@ -234,7 +234,7 @@ class TaskSlot:
         if handle.status is TaskStatus.RUNNING:
             self._complete(handle, result)
 
-    def _complete(self, handle: TaskHandle[SessionTask], result: str | None) -> None:
+    def _complete(self, handle: TaskHandle[SessionTask], result: str | TurnResult | None) -> None:
         handle.status = TaskStatus.ENDED
         for items in handle.pending_input:
             self._services.record_input(handle.turn_id, items)
@@ -244,8 +244,9 @@ class TaskSlot:
                 handle.turn_id, handle.ends_aborted, handle.duration_ms()
             )
         else:
-            last = result if result is not None else handle.last_message
-            end = p.TurnComplete(handle.turn_id, last, handle.duration_ms())
+            done = result if isinstance(result, TurnResult) else TurnResult(result)
+            last = done.message if done.message is not None else handle.last_message
+            end = p.TurnComplete(handle.turn_id, last, handle.duration_ms(), done.output)
         self._services.emit(handle.turn_id, end)
         handle.detached = True
         self.running, self._port = None, None

@@ -143,6 +143,8 @@ class SessionStatistics:
     (:meth:`Session.events <relay.Session.events>`), every one after."""
     events_dropped: int = 0
     """Events dropped because no reader had taken the stream when more were waiting."""
+    pending_approvals: tuple[str, ...] = ()
+    """The call ids that wait for an ``exec_approval`` op (docs/approvals.md)."""
 
 
 @attrs.define(eq=False)

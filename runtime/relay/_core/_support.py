@@ -155,7 +155,9 @@ class CompactionContext:
             trigger=trigger,
             event=point,
         )
-        return await run_compact_hooks(hooks, info, self._writer.emit, wiring.secrets)
+        return await run_compact_hooks(
+            hooks, info, self._writer.emit, wiring.secrets, sandbox=wiring.sandbox
+        )
 
     def install(
         self,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import anyio
 import attrs
@@ -39,6 +39,24 @@ class StopTurn(RelayError):
     def __init__(self, reason: p.AbortReason | None = None) -> None:
         super().__init__(reason.value if reason is not None else "the turn ends")
         self.reason = reason
+
+
+@attrs.frozen
+class TurnResult:
+    """What a task's ``run`` may return instead of the turn's last agent message: that
+    message and the turn's structured output (``turn_complete``'s ``output``).
+
+    Example, a task that answers in JSON of its own::
+
+        async def run(self, ctx: relay.TaskContext) -> relay.TurnResult:
+            ctx.emit(relay.AgentMessage('{"ok": true}'))
+            return relay.TurnResult('{"ok": true}', {"ok": True})
+    """
+
+    message: str | None
+    """The turn's last agent message (None: the last one the task emitted, if any)."""
+    output: Any = attrs.field(default=None, hash=False)
+    """The turn's structured output, a JSON value (None: none)."""
 
 
 def strayed(exc: BaseException) -> bool:
@@ -97,4 +115,4 @@ class TaskHandle(Generic[T]):
         return round((anyio.current_time() - self.started) * 1000)
 
 
-__all__ = ["StopTurn", "TaskHandle", "TaskStatus", "strayed"]
+__all__ = ["StopTurn", "TaskHandle", "TaskStatus", "TurnResult", "strayed"]

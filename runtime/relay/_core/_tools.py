@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import stat
-import subprocess
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -25,8 +24,9 @@ from .._base import _json
 from .._base import _protocol as p
 from .._base._errors import ConfigError, RelayError
 from .._base._model import ToolSpec
-from ._process import open_command
-from ._real_work import in_thread, real_work
+from ._real_work import in_thread
+from ._sandbox import ESCALATION_PARAMETERS, SandboxPolicy, escalation_problem, sandbox_refused
+from ._shell import OUTPUT_LIMIT, run_command
 from ._task import strayed
 from ._work_state import (
     WorkEntry,
@@ -68,6 +68,8 @@ class ToolContext:
     ask_unconfined: Callable[[str], Awaitable[bool]] | None = None
     """Under the ``on-failure`` policy: ask to run the command again outside the sandbox,
     giving why (the sandbox refused it); True once approved."""
+    sandbox: SandboxPolicy | None = None
+    """What the commands the tool starts may touch (None: anything; ``danger-full-access``)."""
 
 
 ToolHandler = Callable[[Mapping[str, Any], ToolContext], Awaitable[str]]
@@ -356,12 +358,31 @@ async def _sleep(args: Mapping[str, Any], ctx: ToolContext) -> str:
     return f"slept {seconds} seconds"
 
 
-_SHELL_OUTPUT_LIMIT = 64 * 1024
 #: How long a ``shell`` command may run when the call does not say.
-_SHELL_TIMEOUT_MS = 10_000
+SHELL_TIMEOUT_MS = 10_000
 
 
-async def _shell(args: Mapping[str, Any], ctx: ToolContext) -> str:
+@attrs.frozen
+class ShellRun:
+    """How one ``shell`` call ended."""
+
+    output: str
+    """What the model reads: the command's output, then how it ended."""
+    printed: str
+    """What the command printed (standard output and error, cut at the output limit)."""
+    exit_code: int | None
+    """Its exit status (under the sandbox, 128 + N for a signal N), None when it timed out."""
+
+
+async def run_shell(
+    args: Mapping[str, Any], ctx: ToolContext, *, confined: bool = True
+) -> ShellRun:
+    """Run a ``shell`` call: in ``ctx.sandbox`` unless ``confined`` is false (a command run
+    outside the sandbox once it was approved).
+
+    Raises:
+        ToolError: the arguments are invalid, or the command (or bwrap) could not start.
+    """
     argv = args.get("argv")
     if (
         not isinstance(argv, list)
@@ -369,44 +390,43 @@ async def _shell(args: Mapping[str, Any], ctx: ToolContext) -> str:
         or not all(isinstance(a, str) and "\0" not in a for a in argv)
     ):
         raise ToolError("argv must be a non-empty list of strings")
-    timeout_ms = args.get("timeout_ms", _SHELL_TIMEOUT_MS)
+    timeout_ms = args.get("timeout_ms", SHELL_TIMEOUT_MS)
     if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or timeout_ms <= 0:
         raise ToolError("timeout_ms must be a positive integer")
-    chunks: list[bytes] = []
-    size = 0
+    problem = escalation_problem(args)
+    if problem is not None:
+        raise ToolError(problem)
+    env = {k: v for k, v in os.environ.items() if k not in ctx.hidden_env}
+    sandbox = ctx.sandbox if confined else None
     try:
-        # The command's group is killed on every way out of this block: its children do not
-        # outlive the call, nor relay. The timeout is the guard's, on the wall clock: the
-        # output ends when it kills them.
-        with real_work():
-            async with open_command(
-                argv,
-                cwd=ctx.cwd,
-                env={k: v for k, v in os.environ.items() if k not in ctx.hidden_env},
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                time_limit=timeout_ms / 1000,
-            ) as process:
-                assert process.stdout is not None
-                async for chunk in process.stdout:
-                    if size < _SHELL_OUTPUT_LIMIT:
-                        chunks.append(chunk)
-                    size += len(chunk)
-                await process.wait()
+        run = await run_command(argv, cwd=ctx.cwd, env=env, timeout_ms=timeout_ms, sandbox=sandbox)
     except OSError as exc:
         raise ToolError(f"cannot start {argv[0]!r}: {exc.strerror}") from None
-    timed_out = process.timed_out
-    output = b"".join(chunks).decode("utf-8", errors="replace")
+    output, code = run.printed, run.exit_code
     shown = [readable(x) for x in argv]
-    ctx.note(command_run(shown, None if timed_out else process.returncode, output))
+    ctx.note(command_run(shown, code, output))
     for entry in lines_that_stood_out(" ".join(shown), output):
         ctx.note(entry)
-    if size > _SHELL_OUTPUT_LIMIT:
-        output += f"\n[output truncated at {_SHELL_OUTPUT_LIMIT} bytes of {size}]"
-    if timed_out:
-        return f"{output}\n[timed out after {timeout_ms} ms; process killed]"
-    return f"{output}\n[exit code {process.returncode}]"
+    if run.size > OUTPUT_LIMIT:
+        output += f"\n[output truncated at {OUTPUT_LIMIT} bytes of {run.size}]"
+    if code is None:
+        output += f"\n[timed out after {timeout_ms} ms; process killed]"
+    else:
+        output += f"\n[exit code {code}]"
+    return ShellRun(output, run.printed, code)
+
+
+async def _shell(args: Mapping[str, Any], ctx: ToolContext) -> str:
+    """Under on-failure, a command the sandbox refused runs outside once that is approved."""
+    run = await run_shell(args, ctx, confined=not ctx.unconfined)
+    ask = None if ctx.unconfined else ctx.ask_unconfined
+    if ask is None or ctx.sandbox is None or not sandbox_refused(run.exit_code, run.printed):
+        return run.output
+    lines = run.printed.splitlines()
+    refusal = next((line for line in lines if sandbox_refused(1, line)), "")
+    if await ask(f"the sandbox refused it: {refusal.strip()[:200]}"):
+        return (await run_shell(args, ctx, confined=False)).output
+    return f"{run.output}\n[the sandbox refused it; running it outside was not approved]"
 
 
 BUILTIN_TOOLS: Mapping[str, tuple[Tool, bool]] = {
@@ -482,8 +502,9 @@ BUILTIN_TOOLS: Mapping[str, tuple[Tool, bool]] = {
                         "minimum": 1,
                         "description": "How long it may run; then every process it started "
                         "is killed",
-                        "default": _SHELL_TIMEOUT_MS,
+                        "default": SHELL_TIMEOUT_MS,
                     },
+                    **ESCALATION_PARAMETERS,
                 },
                 "required": ["argv"],
             },

@@ -170,6 +170,11 @@ class TurnWriter:
         if (session := self._live) is not None:
             session.note_work(self._handle.turn_id, entry)
 
+    def flush(self) -> None:
+        """Put everything recorded so far on disk (before a wait for a decision)."""
+        if (session := self._live) is not None:
+            session.recorder.flush()
+
     def intent(self, call_id: str) -> None:
         """Record that the call ``call_id`` runs next (flushed before it runs)."""
         if (session := self._live) is not None:

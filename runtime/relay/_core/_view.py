@@ -76,12 +76,20 @@ class TaskView:
         tools: bool = True,
         model: str | None = None,
         instructions: str | None = None,
+        output_schema: Mapping[str, Any] | None = None,
     ) -> Prompt:
         """A request of the turn over ``input`` (default: the history, normalised), with the
-        base instructions (or ``instructions`` in their place) and (``tools``) the session's
-        tools."""
+        base instructions (or ``instructions`` in their place), (``tools``) the session's
+        tools, and the JSON Schema its answer must fit (``output_schema``; None asks for
+        text)."""
         return prompt_of(
-            self, input, tools=tools, model=model, instructions=instructions, purpose="turn"
+            self,
+            input,
+            tools=tools,
+            model=model,
+            instructions=instructions,
+            purpose="turn",
+            output_schema=output_schema,
         )
 
 
@@ -94,11 +102,13 @@ def prompt_of(
     instructions: str | None,
     purpose: str,
     provider: ProviderConfig | None = None,
+    output_schema: Mapping[str, Any] | None = None,
 ) -> Prompt:
     """A request for ``view``'s turn over ``input`` (default: ``view.history``, normalised).
 
     A compaction's request (``purpose="compact"``) goes to ``config.compact_model`` when one
-    is set, with ``provider``'s answer limit.
+    is set, with ``provider``'s answer limit, and never asks for structured output: a summary
+    is text, whatever the turn's answer must be.
     """
     wire: Sequence[Mapping[str, Any]] | None = None
     items: Sequence[p.ResponseItem]
@@ -121,6 +131,7 @@ def prompt_of(
         effort=view.settings.effort,
         max_output_tokens=config.max_output_tokens(provider or view.provider),
         purpose="compact" if compacting else "turn",
+        output_schema=None if compacting else output_schema,
     )
 
 

@@ -25,6 +25,7 @@ from ._approvals import Approvals
 from ._context import WorldState, world_state
 from ._hooks import CompactHook
 from ._real_work import in_thread
+from ._sandbox import SandboxPolicy
 from ._tools import ToolRegistry
 
 
@@ -84,6 +85,8 @@ class Wiring:
     """The counter of usage a server did not report."""
     approvals: Approvals = attrs.field(factory=Approvals)
     """The calls that wait for a decision, and the grants for the session."""
+    sandbox: SandboxPolicy | None = None
+    """What the commands of ``shell`` and of hooks may touch (None: anything)."""
 
     def world(self, cwd: str) -> WorldState:
         """The world state of ``cwd`` now."""

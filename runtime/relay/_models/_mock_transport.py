@@ -12,11 +12,15 @@ line, a stall between frames, a cut after some frames). Routes, relative to the 
 - ``POST …/responses``: the next reply, as Responses stream events;
 - ``POST …/responses/compact``: the next compact reply, as JSON;
 - ``POST …/chat/completions``: the next reply, as streamed chat completion chunks.
+
+A request whose response format (``text.format``, ``response_format``) OpenAI's servers would
+refuse is refused in the same way, a 400 that names the field, without taking a reply.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +31,8 @@ import httpx2
 
 from .._base import _protocol as p
 from .._base._codec import encode_response_item
+from .._base._errors import InvalidOpError
+from .._base._output_schema import check_output_schema
 from ._responses import PURPOSE_HEADER
 from ._script import HttpErrorSpec, ModelScript, load_model_script, parse_model_script
 
@@ -36,6 +42,7 @@ __all__ = [
     "ScriptedTransport",
     "chat_chunks_for",
     "chat_frame",
+    "format_problem",
     "plan_exchange",
     "problem_exchange",
     "request_json",
@@ -134,6 +141,10 @@ def plan_exchange(script: ModelScript, path: str, body: Any, *, purpose: str = "
             return _error_exchange(reply.http_error, delay_ms=reply.delay_ms)
         return _json_exchange(200, reply.body, delay_ms=reply.delay_ms)
     if route.endswith("/responses"):
+        text = body.get("text")
+        problem = format_problem(text.get("format") if isinstance(text, Mapping) else None, "text")
+        if problem is not None:
+            return problem_exchange(400, problem)
         plan = script.plan(body, purpose=purpose)
         if plan.http_error is not None:
             return _error_exchange(plan.http_error, delay_ms=plan.delay_ms)
@@ -146,6 +157,9 @@ def plan_exchange(script: ModelScript, path: str, body: Any, *, purpose: str = "
             cut_after=plan.cut_after_events,
         )
     if route.endswith("/chat/completions"):
+        problem = format_problem(body.get("response_format"), "response_format", chat=True)
+        if problem is not None:
+            return problem_exchange(400, problem)
         plan = script.plan(responses_body_from_chat(body), purpose=purpose)
         if plan.http_error is not None:
             return _error_exchange(plan.http_error, delay_ms=plan.delay_ms)
@@ -163,6 +177,56 @@ def plan_exchange(script: ModelScript, path: str, body: Any, *, purpose: str = "
             cut_after=plan.cut_after_events,
         )
     return problem_exchange(404, f"no route for POST {path}")
+
+
+# ----------------------------------------------------------------------------- response formats
+
+#: What a response format's ``name`` may be, as OpenAI's servers have it.
+_FORMAT_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def format_problem(format: Any, where: str, *, chat: bool = False) -> str | None:
+    """Why a request's response format is refused, as OpenAI's servers refuse it (the
+    message of a 400), or None when it is accepted or absent.
+
+    ``where`` names it: the Responses API's ``text`` holds it as ``format``, with the JSON
+    Schema's ``name``, ``schema`` and ``strict`` beside its ``type``; Chat Completions has it as
+    ``response_format``, with them under ``json_schema``.
+    """
+    if format is None:
+        return None
+    if chat:
+        path = where
+    else:
+        where = path = f"{where}.format"
+    if not isinstance(format, Mapping):
+        return f"Invalid type for '{path}': expected an object."
+    kind = format.get("type")
+    if kind in ("text", "json_object"):
+        return None
+    if kind != "json_schema":
+        return f"Invalid value for '{path}.type': expected one of text, json_object, json_schema."
+    if chat:
+        path = f"{where}.json_schema"
+        format = format.get("json_schema")
+        if not isinstance(format, Mapping):
+            return f"Missing required parameter: '{path}'."
+    name = format.get("name")
+    if name is None:
+        return f"Missing required parameter: '{path}.name'."
+    if not isinstance(name, str) or _FORMAT_NAME.fullmatch(name) is None:
+        return f"Invalid '{path}.name': letters, digits, '_' and '-', at most 64 of them."
+    strict = format.get("strict", False)
+    if not isinstance(strict, bool):
+        return f"Invalid type for '{path}.strict': expected a boolean."
+    schema = format.get("schema")
+    if schema is None:
+        return f"Missing required parameter: '{path}.schema'." if not chat else None
+    try:
+        check_output_schema(schema)
+    except InvalidOpError as exc:
+        return f"Invalid schema for response_format '{name}': {exc}."
+    return None
 
 
 # ----------------------------------------------------------------------------- chat rendering

@@ -28,6 +28,7 @@ from .._base._model import (
     OutputTextDelta,
     Prompt,
 )
+from .._base._output_schema import FORMAT_NAME
 
 #: Header that tells a server which kind of request this is (``turn`` or ``compact``).
 PURPOSE_HEADER = "x-relay-request"
@@ -64,7 +65,18 @@ def request_body(prompt: Prompt, *, shared_input: bool = False) -> dict[str, Any
     if prompt.effort is not None:
         body["reasoning"] = {"effort": prompt.effort}
         body["include"] = ["reasoning.encrypted_content"]
+    if prompt.output_schema is not None:
+        body["text"] = {
+            "format": {"type": "json_schema", **json_schema_format(prompt.output_schema)}
+        }
     return body
+
+
+def json_schema_format(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``name``, ``schema`` and ``strict`` of a JSON Schema response format: the
+    Responses API's ``text.format`` holds them beside its ``type``, Chat Completions'
+    ``response_format`` under ``json_schema``."""
+    return {"name": FORMAT_NAME, "schema": dict(schema), "strict": True}
 
 
 def compact_request_body(request: CompactRequest) -> dict[str, Any]:

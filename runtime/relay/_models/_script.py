@@ -27,7 +27,7 @@ from .._base._tokens import approx_tokens
 from .._core._history import Prefix, is_contextual, last_agent_text
 from ._responses import stream_events_for, usage_from_json
 
-_REPLY_SHAPES = ("output", "text", "function_call", "compaction", "http_error")
+_REPLY_SHAPES = ("output", "text", "json", "function_call", "compaction", "http_error")
 _REPLY_KEYS = frozenset(
     {
         *_REPLY_SHAPES,
@@ -138,6 +138,14 @@ def _items(data: Any, where: str) -> tuple[p.ResponseItem, ...]:
         raise _fail(where, str(exc)) from exc
 
 
+def _json_text(value: Any, where: str) -> str:
+    """The text of a ``json`` reply: its value written as JSON."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except ValueError as exc:
+        raise _fail(where, f"not JSON: {exc}") from None
+
+
 def _reply(data: Any, where: str, index: int) -> Reply:
     if isinstance(data, str):
         data = {"text": data}
@@ -151,6 +159,8 @@ def _reply(data: Any, where: str, index: int) -> Reply:
         output = _items(data["output"], where)
     elif "text" in data:
         output = (p.assistant_message(str(data["text"])),)
+    elif "json" in data:
+        output = (p.assistant_message(_json_text(data["json"], f"{where}.json")),)
     elif "function_call" in data:
         call = data["function_call"]
         if not isinstance(call, Mapping) or not isinstance(call.get("name"), str):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime
@@ -25,6 +26,8 @@ from .._base._tokens import TokenEstimator
 from .._core._approvals import ApprovalCallback, Approvals
 from .._core._context import TurnSettings, working_directory
 from .._core._hooks import CompactHook
+from .._core._real_work import in_thread
+from .._core._sandbox import SandboxPolicy, check_sandbox, sandbox_policy
 from .._core._session import TaskFactories
 from .._core._session_writer import SessionWriter
 from .._core._state import ResumedState, SessionState
@@ -127,6 +130,23 @@ def tool_registry(config: Config, tools: Iterable[Tool]) -> ToolRegistry:
     for tool in tools:
         registry.register(tool)
     return registry
+
+
+async def session_sandbox(config: Config, registry: ToolRegistry) -> SandboxPolicy | None:
+    """The sandbox of the session's commands (None for ``danger-full-access``), made sure of
+    when something runs commands (``shell``, hook commands).
+
+    Raises:
+        ConfigError: the mode confines commands and relay cannot make its sandbox here.
+    """
+    policy = sandbox_policy(config, bwrap=shutil.which("bwrap") or "bwrap")
+    hooks = config.hooks.pre_compact or config.hooks.post_compact
+    users = [
+        name for name, used in (("shell", registry.get("shell")), ("hook commands", hooks)) if used
+    ]
+    if policy is not None and users:
+        await in_thread(lambda: check_sandbox(policy, needed_by=" and ".join(users)))
+    return policy
 
 
 def open_rollout(
@@ -232,6 +252,7 @@ def session_writer(
     resume: ResumedState | None,
     epoch: Epoch | None,
     on_approval: ApprovalCallback | None = None,
+    sandbox: SandboxPolicy | None = None,
 ) -> SessionWriter:
     """The session's wiring and its one writer; a resumed session records first the outputs
     of the calls that had none when it stopped."""
@@ -250,6 +271,7 @@ def session_writer(
         hooks=list(hooks),
         estimators=Estimators(estimator),
         approvals=Approvals(on_approval, resume.grants if resume is not None else ()),
+        sandbox=sandbox,
     )
     writer = SessionWriter(
         wiring,
@@ -363,6 +385,7 @@ __all__ = [
     "open_model_client",
     "open_models",
     "open_rollout",
+    "session_sandbox",
     "session_writer",
     "start_mcp",
     "tool_registry",

@@ -160,6 +160,7 @@ async def open_state(
         config.compactor or BUILTIN_COMPACTOR, what="compactor"
     )
     registry = _parts.tool_registry(config, tools)
+    sandbox = await _parts.session_sandbox(config, registry)
     sid = resume.session_id if resume is not None else session_id or str(uuid.uuid4())
     now = clock or _parts.default_clock
     async with AsyncExitStack() as stack:
@@ -193,6 +194,7 @@ async def open_state(
                 resume=resume,
                 epoch=epoch,
                 on_approval=on_approval,
+                sandbox=sandbox,
             )
             if tracer is not None:
                 tracer.attach(made)

@@ -146,6 +146,11 @@ class ResumeFilter:
             if len(self.traces) > LINKED_RUNS:
                 self._drop(self.traces.pop(0))
             return
+        if kind in ("approval", "intent"):
+            # Read wherever they are: a grant holds for the whole session, and an intent tells
+            # a call that ran from one that never did, even across a compaction.
+            self._keep(_Kept(position, number, kind, record, always=True))
+            return
         if kind == "op":
             # A resume reads one op of each type: which types of task the session ran.
             op = record["payload"].get("op") if isinstance(record["payload"], dict) else None

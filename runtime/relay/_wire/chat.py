@@ -20,7 +20,7 @@ from .._base._model import (
     Prompt,
     ToolSpec,
 )
-from .._models._responses import error_from_payload
+from .._models._responses import error_from_payload, json_schema_format
 from .base import EventReader, WireClient
 
 
@@ -155,6 +155,9 @@ def chat_request_body(prompt: Prompt) -> dict[str, Any]:
         body["max_tokens"] = prompt.max_output_tokens
     if prompt.effort is not None:
         body["reasoning_effort"] = prompt.effort
+    if prompt.output_schema is not None:
+        format = json_schema_format(prompt.output_schema)
+        body["response_format"] = {"type": "json_schema", "json_schema": format}
     return body
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import attrs
 
@@ -23,6 +24,9 @@ class RegularTurn(relay.SessionTask):
 
     items: Sequence[relay.InputItem]
     """The user's input."""
+    output_schema: Mapping[str, Any] | None = attrs.field(default=None, hash=False)
+    """The JSON Schema the turn's final answer must fit (the op's
+    ``final_output_json_schema``), or None."""
 
     @property
     def kind(self) -> str:
@@ -38,10 +42,12 @@ class RegularTurn(relay.SessionTask):
         del reason
         keep_steered(ctx)
 
-    async def run(self, ctx: relay.TaskContext) -> str | None:
-        return await TurnSteps(ctx).run(self.items)
+    async def run(self, ctx: relay.TaskContext) -> relay.TurnResult | None:
+        return await TurnSteps(ctx, output_schema=self.output_schema).run(self.items)
 
 
 def regular(op: relay.UserTurn | relay.UserInput) -> RegularTurn:
     """The task of a ``user_turn`` or ``user_input`` op."""
+    if isinstance(op, relay.UserTurn):
+        return RegularTurn(op.items, op.final_output_json_schema)
     return RegularTurn(op.items)

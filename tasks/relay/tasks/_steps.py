@@ -15,6 +15,12 @@ compaction points are explicit calls:
   final answer is noted in the work-state record.
 - :meth:`TurnSteps.run`: the whole regular turn; after the final answer, the post-turn point.
 
+A turn that asks for structured output (``output_schema``) asks for it in every request it
+sends, and reads its final answer (the answer without tool calls that ends it) as JSON that
+must fit the schema: an answer that does not is :func:`~relay.lowlevel.parse_output`'s
+``invalid_output`` error, and the turn ends without its post-turn point. An answer that calls
+tools is not read: the schema is for the answer the turn ends with.
+
 Every input the turn records, the first and each steered one, goes through ``prepare`` first:
 a task that must change what the user sent (redaction, say) changes it there, and nothing
 reaches the history or the model without it.
@@ -22,7 +28,8 @@ reaches the history or the model without it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import attrs
 
@@ -34,6 +41,7 @@ from relay.lowlevel import (
     SampleResult,
     StopTurn,
     WorkEntry,
+    parse_output,
 )
 
 from ._guard import LoopGuard, loop_message, loop_warning, step_limit_message
@@ -96,6 +104,9 @@ class TurnSteps:
     """The task's port."""
     prepare: Prepare = _as_given
     """What every input goes through before it is recorded (default: nothing changes)."""
+    output_schema: Mapping[str, Any] | None = None
+    """The JSON Schema every request asks its answer to fit, and the final answer must fit
+    (None: the turn asks for text)."""
     guard: LoopGuard = attrs.field(
         default=attrs.Factory(
             lambda self: LoopGuard(
@@ -162,7 +173,7 @@ class TurnSteps:
                 await ctx.record_input(self.prepare(items))
         self.stepped = True
         self.compacted = False
-        result = await ctx.sample(ctx.view.prompt())
+        result = await ctx.sample(ctx.view.prompt(output_schema=self.output_schema))
         self.called_tools = bool(result.tool_calls)
         if not result.tool_calls and result.last_agent_message:
             answer = latest_answer(result.last_agent_message)
@@ -179,9 +190,15 @@ class TurnSteps:
             self.ctx.emit(relay.WarningEvent(loop_warning(call.name, self.guard.run)))
         return output
 
-    async def run(self, items: Sequence[relay.InputItem]) -> str | None:
+    async def run(self, items: Sequence[relay.InputItem]) -> relay.TurnResult | None:
         """The whole regular turn: record ``items``, then sample and run tools until the model
-        is done; the post-turn compaction point after the final answer."""
+        is done; the post-turn compaction point after the final answer. Returns the
+        structured output when the turn asks for one (see the module's theory).
+
+        Raises:
+            relay.ModelError: a request failed, or (``invalid_output``) the final answer is
+                not the structured output asked for.
+        """
         ctx = self.ctx
         await self.begin(items)
         token_budget = ctx.view.config.features.token_budget
@@ -189,7 +206,7 @@ class TurnSteps:
             result = await self.step()
             if result.incomplete is not None:
                 ctx.emit(relay.WarningEvent(cut_answer_warning(ctx.view.budget.max_output_tokens)))
-                return None
+                return self.final(result)
             calls = result.tool_calls
             for call in calls:
                 await self.run_tool(call)
@@ -198,8 +215,21 @@ class TurnSteps:
                 await self.compact(CompactionRequest(trigger, Injection.BEFORE_LAST_USER_MESSAGE))
                 continue
             if not calls and not ctx.view.steered:
+                final = self.final(result)
                 await self.compact(CompactionRequest(relay.CompactionTrigger.POST_TURN))
-                return None
+                return final
+
+    def final(self, result: SampleResult) -> relay.TurnResult | None:
+        """The turn's result from its final answer: its structured output, read and checked,
+        when the turn asks for one; None otherwise (the turn's last message is its result).
+
+        Raises:
+            relay.ModelError: ``invalid_output``, the answer does not fit.
+        """
+        if self.output_schema is None:
+            return None
+        message = result.last_agent_message
+        return relay.TurnResult(message, parse_output(message, self.output_schema))
 
     def _check_limits(self) -> None:
         """End the turn before a step it may not take."""

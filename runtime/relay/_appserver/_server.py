@@ -1,0 +1,365 @@
+"""The server of ``relay app-server``: requests in, answers and notifications out, one session
+per thread (docs/codex-compat.md).
+
+Theory of operation. :meth:`Server.receive` takes one line and answers it before it returns,
+with no ``await``, but for what opens a session (``thread/start``, ``thread/resume``), which
+runs as a task of the server's task group and answers when the session is open. Each thread is
+that task: it opens the session, answers, announces ``thread/started``, then forwards every
+event of the session, translated (:mod:`._notes`), until the session has shut down. Threads
+share the process and nothing else: each has its own configuration, session, rollout and
+translator.
+
+An answer is put out before what the request starts can say anything (``turn/start``'s answer
+before ``turn/started``): it goes to the one :class:`~._stdio.Output` before the op is
+submitted. :meth:`Server.close` shuts every session down (a running turn ends ``interrupted``,
+its tool processes stopped, the rollout flushed); a thread still opening shuts down as soon as
+it is open.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+import anyio
+import anyio.abc
+
+from .._base import _protocol as p
+from .._base._config import Config, relay_home
+from .._base._errors import ClosedSessionError, InvalidOpError, RelayError
+from .._core._real_work import in_thread
+from .._core._session import Session
+from .._version import __version__
+from . import _params
+from ._methods import SUPPORTED, UNSUPPORTED, unsupported_message
+from ._notes import Translator, turn_json
+from ._params import ThreadResume, ThreadSettings, invalid
+from ._rpc import (
+    Code,
+    Malformed,
+    Message,
+    Notification,
+    Reply,
+    Request,
+    RequestId,
+    RpcError,
+    error,
+    notification,
+    parse_line,
+    result,
+)
+from ._stdio import Output
+from ._threads import (
+    Thread,
+    find_rollout,
+    history_turns,
+    rollout_root,
+    sandbox_refusal,
+    thread_config,
+)
+
+
+class Server:
+    """Answers the client's lines; owns the threads, in ``task_group``."""
+
+    def __init__(
+        self,
+        config: Config,
+        out: Output,
+        task_group: anyio.abc.TaskGroup,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._config = config
+        self._out = out
+        self._tasks = task_group
+        self._clock = clock
+        self._initialized = False
+        self._closing = False
+        self.threads: dict[str, Thread] = {}
+        """The threads open, by id."""
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    # ------------------------------------------------------------------ lines in
+
+    def receive(self, line: bytes) -> None:
+        """Handle one line from the client."""
+        match parse_line(line):
+            case Malformed(id=line_id, code=code, message=message):
+                self._out.put(error(line_id, code, message))
+            case Notification():
+                pass  # ``initialized``, or one the server has no use for: neither is answered
+            case Reply() as reply:
+                self._reply(reply)
+            case Request() as request:
+                try:
+                    self._request(request)
+                except RpcError as exc:
+                    self._out.put(error(request.id, exc.code, exc.message))
+
+    def _reply(self, reply: Reply) -> None:
+        """The client's answer to an approval request: relay's decision on the call."""
+        decision, wrong = _params.approval_decision(reply.result, reply.error)
+        declined = decision in (p.ReviewDecision.DENIED, p.ReviewDecision.ABORT)
+        for thread in self.threads.values():
+            found = thread.notes.resolve(reply.id, declined=declined)
+            if found is not None:
+                break
+        else:
+            return  # answers nothing waiting: resolved already, by the turn's end
+        call_id, resolved = found
+        if wrong is not None:
+            warning = f"{wrong}: the call {call_id} is denied"
+            self._out.put(notification("warning", {"threadId": thread.id, "message": warning}))
+        self._out.put(resolved)
+        self._submit(thread, p.ExecApproval(call_id, decision))
+
+    def _request(self, request: Request) -> None:
+        method = request.method
+        if method not in SUPPORTED:
+            if method in UNSUPPORTED:
+                raise RpcError(Code.METHOD_NOT_FOUND, unsupported_message(method))
+            raise RpcError(Code.METHOD_NOT_FOUND, f"unknown method: {method}")
+        if method == "initialize":
+            self._initialize(request)
+            return
+        if not self._initialized:
+            raise RpcError(Code.INVALID_REQUEST, f"{method}: not initialized (send initialize)")
+        if self._closing:
+            raise RpcError(Code.INVALID_REQUEST, f"{method}: the server is shutting down")
+        if method == "thread/start":
+            self._thread_start(request)
+        elif method == "thread/resume":
+            self._thread_resume(request)
+        elif method == "thread/compact/start":
+            self._compact(request)
+        elif method == "turn/start":
+            self._turn_start(request)
+        else:
+            self._turn_interrupt(request)
+
+    def _initialize(self, request: Request) -> None:
+        if self._initialized:
+            raise RpcError(Code.INVALID_REQUEST, "initialize: already initialized")
+        name, version = _params.client_info(request.params)
+        self._initialized = True
+        agent = f"relay/{__version__} ({platform.system()} {platform.release()}; {name} {version})"
+        self._out.put(
+            result(
+                request.id,
+                {
+                    "userAgent": agent,
+                    "codexHome": str(relay_home().absolute()),
+                    "platformFamily": "windows" if sys.platform == "win32" else "unix",
+                    "platformOs": _platform_os(),
+                },
+            )
+        )
+
+    def _thread(self, thread_id: str) -> Thread:
+        thread = self.threads.get(thread_id)
+        if thread is None:
+            raise invalid("threadId", f"no thread {thread_id} is loaded")
+        return thread
+
+    # ------------------------------------------------------------------ threads
+
+    def _thread_start(self, request: Request) -> None:
+        settings = _params.thread_start(request.params)
+        config = thread_config(self._config, settings)
+        self._tasks.start_soon(self._open, request.id, config, settings, None)
+
+    def _thread_resume(self, request: Request) -> None:
+        resume = _params.thread_resume(request.params)
+        loaded = self.threads.get(resume.thread_id)
+        if loaded is not None:
+            self._out.put(result(request.id, loaded.answer(__version__)))
+            return
+        config = thread_config(self._config, resume.settings)
+        self._tasks.start_soon(self._open, request.id, config, resume.settings, resume)
+
+    async def _open(
+        self,
+        request_id: RequestId,
+        config: Config,
+        settings: ThreadSettings,
+        resume: ThreadResume | None,
+    ) -> None:
+        try:
+            await self._tasks.start(self._run_thread, request_id, config, settings, resume)
+        except RpcError as exc:
+            self._out.put(error(request_id, exc.code, exc.message))
+        except RelayError as exc:
+            self._out.put(error(request_id, Code.SERVER_ERROR, str(exc)))
+        except Exception as exc:  # a failure of relay's: the request fails, the server goes on
+            why = f"internal error: {type(exc).__name__}: {exc}"
+            self._out.put(error(request_id, Code.INTERNAL_ERROR, why))
+
+    async def _run_thread(
+        self,
+        request_id: RequestId,
+        config: Config,
+        settings: ThreadSettings,
+        resume: ThreadResume | None,
+        *,
+        task_status: anyio.abc.TaskStatus[None],
+    ) -> None:
+        from .._open import open_session, resume_session
+
+        turns: list[Message] | None = None
+        if resume is None:
+            opened = open_session(config)
+        else:
+            from .._rollout._reader import read_rollout
+            from .._rollout._resume import reconstruct, resumed_config
+
+            path = await in_thread(find_rollout, rollout_root(config), resume.thread_id)
+            rollout = await in_thread(partial(read_rollout, path, for_resume=True))
+            chosen = {
+                key
+                for key, value in (
+                    ("model", settings.model),
+                    ("model_provider", settings.model_provider),
+                )
+                if value is not None
+            }
+            config = resumed_config(config, reconstruct(rollout), chosen=chosen)
+            if not resume.exclude_turns:
+                # Resuming reads only what rebuilds the session; the turns shown are in the rest.
+                turns = history_turns((await in_thread(read_rollout, path)).lines)
+            opened = resume_session(rollout, config, model_name=settings.model)
+        thread: Thread | None = None
+        try:
+            async with opened as session:
+                events = aiter(session.events())
+                first = await anext(events)
+                assert isinstance(first.msg, p.SessionConfigured), first
+                thread = self._announce(session, first.msg, request_id, turns)
+                task_status.started()
+                if self._closing:
+                    session.submit_nowait(p.Shutdown())
+                async for event in events:
+                    for made in thread.notes.translate(event, self._now_ms()):
+                        self._out.put(made)
+                    await self._out.wait_room()
+        except Exception as exc:
+            if thread is None:
+                raise
+            # A thread that fails ends alone: the others, and the server, go on.
+            why = f"thread {thread.id} failed: {type(exc).__name__}: {exc}"
+            self._out.put(notification("warning", {"threadId": thread.id, "message": why}))
+        finally:
+            if thread is not None:
+                self.threads.pop(thread.id, None)
+
+    def _announce(
+        self,
+        session: Session,
+        configured: p.SessionConfigured,
+        request_id: RequestId,
+        turns: list[Message] | None,
+    ) -> Thread:
+        """The thread of ``session``, open: answered, and announced by ``thread/started``."""
+        thread = Thread(
+            session,
+            Translator(session.id, configured.cwd, _mcp_tools(session)),
+            created_at=int(self._clock()),
+            model=configured.model,
+            model_provider=configured.model_provider,
+            path=configured.rollout_path,
+        )
+        self.threads[thread.id] = thread
+        self._out.put(result(request_id, thread.answer(__version__, turns)))
+        self._out.put(notification("thread/started", {"thread": thread.json(__version__)}))
+        return thread
+
+    # ------------------------------------------------------------------ turns
+
+    def _turn_start(self, request: Request) -> None:
+        turn = _params.turn_start(request.params)
+        thread = self._thread(turn.thread_id)
+        session = thread.session
+        policy = session.config.approval_policy
+        if turn.approval_policy not in (None, policy):
+            raise invalid(
+                "approvalPolicy",
+                f"the thread's approval policy is {policy!r} and a turn cannot change it (a "
+                "session's policy is set when it opens: start a thread with approvalPolicy)",
+            )
+        if turn.sandbox is not None and (why := sandbox_refusal(session.config, turn.sandbox)):
+            raise invalid("sandboxPolicy", why)
+        try:
+            op = p.UserTurn(
+                items=turn.items,
+                model=turn.model,
+                cwd=turn.cwd,
+                effort=turn.effort,
+                on_busy=p.OnBusy.QUEUE,
+                final_output_json_schema=turn.output_schema,
+            )
+        except InvalidOpError as exc:
+            message = str(exc).removeprefix("final_output_json_schema: ")
+            raise invalid("outputSchema", message) from None
+        if session.closed:
+            raise invalid("threadId", f"thread {thread.id} has shut down")
+        turn_id = str(uuid.uuid4())
+        if turn.cwd is not None:
+            thread.notes.cwd = str(Path(thread.notes.cwd, turn.cwd))
+        self._out.put(result(request.id, {"turn": turn_json(turn_id, "inProgress")}))
+        self._submit(thread, op, turn_id)
+
+    def _turn_interrupt(self, request: Request) -> None:
+        asked = _params.turn_interrupt(request.params)
+        thread = self._thread(asked.thread_id)
+        if thread.notes.running != asked.turn_id:
+            raise invalid("turnId", f"turn {asked.turn_id} is not running in thread {thread.id}")
+        self._out.put(result(request.id, {}))
+        self._submit(thread, p.Interrupt())
+
+    def _compact(self, request: Request) -> None:
+        thread = self._thread(_params.thread_id(request.params))
+        self._out.put(result(request.id, {}))
+        self._submit(thread, p.Compact(), str(uuid.uuid4()))
+
+    def _submit(self, thread: Thread, op: p.Op, sub_id: str | None = None) -> None:
+        try:
+            thread.session.submit_nowait(op, id=sub_id)
+        except ClosedSessionError:
+            pass  # shut down meanwhile: its last notifications say how its turn ended
+
+    # ------------------------------------------------------------------ the end
+
+    def close(self) -> None:
+        """Shut every session down; a thread still opening shuts down once open. The
+        threads' tasks end when their sessions have."""
+        self._closing = True
+        for thread in list(self.threads.values()):
+            self._submit(thread, p.Shutdown())
+
+
+def _mcp_tools(session: Session) -> Callable[[str], tuple[str, str] | None]:
+    """What tells an MCP server's tool by the name the model calls it: the session's tools."""
+
+    def mcp_tool(name: str) -> tuple[str, str] | None:
+        tool = session.tools.get(name)
+        return tool.mcp if tool is not None else None
+
+    return mcp_tool
+
+
+def _platform_os() -> str:
+    if sys.platform == "darwin":
+        return "macos"
+    if sys.platform == "win32":
+        return "windows"
+    return sys.platform.rstrip("0123456789") or "unknown"
+
+
+__all__ = ["Server"]

@@ -1,0 +1,343 @@
+"""``relay exec``: one turn from a prompt, with the options Codex's ``exec`` takes
+(docs/cli.md, docs/codex-compat.md).
+
+What the command line asks for is read here, before a session opens: the prompt and its
+images, ``resume THREAD_ID``, and Codex's flags and ``--config KEY=VALUE`` keys, made into
+relay's configuration keys (``-c`` overrides) or into values relay applies itself (the
+``openai`` provider's base URL and key, the turn's reasoning effort). Keys relay has no feature
+for are warnings, never errors: Codex's SDK sends some unasked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+if TYPE_CHECKING:
+    from .._base._config import Config
+    from .._drive._op_script import Step
+
+#: The environment variable Codex's SDK passes its ``apiKey`` in: the ``openai`` provider's
+#: key, before ``OPENAI_API_KEY``.
+CODEX_API_KEY = "CODEX_API_KEY"
+
+#: A thread id a rollout file can be named by (relay's session ids are UUIDs).
+_THREAD_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+
+
+@attrs.frozen
+class CodexKeys:
+    """Codex's ``--config KEY=VALUE`` keys, sorted into what relay does with each."""
+
+    overrides: tuple[str, ...] = ()
+    """The keys relay's configuration has, as ``-c`` overrides."""
+    base_url: str | None = None
+    """``openai_base_url``: the base URL of the ``openai`` provider."""
+    effort: str | None = None
+    """``model_reasoning_effort``: the turn's reasoning effort."""
+    ignored: tuple[str, ...] = ()
+    """The keys relay has no feature for, in order."""
+
+
+def codex_keys(texts: Sequence[str]) -> CodexKeys:
+    """Sort ``KEY=VALUE`` texts as Codex's ``--config`` takes them (the value parsed as TOML,
+    else a string).
+
+    Raises:
+        ConfigError: a text is not ``KEY=VALUE``, or ``openai_base_url`` or
+            ``model_reasoning_effort`` is not a string.
+    """
+    from .._base._config import parse_override, unknown_keys
+    from .._base._errors import ConfigError
+
+    overrides: list[str] = []
+    ignored: list[str] = []
+    base_url: str | None = None
+    effort: str | None = None
+    for text in texts:
+        keys, value = parse_override(text)
+        dotted = ".".join(keys)
+        if dotted in ("openai_base_url", "model_reasoning_effort"):
+            if not isinstance(value, str) or not value:
+                raise ConfigError(f"--config {dotted}: expected a string, got {value!r}")
+            if dotted == "openai_base_url":
+                base_url = value
+            else:
+                effort = value
+        elif unknown_keys(nested(keys, value)):
+            ignored.append(dotted)
+        else:
+            overrides.append(text)
+    return CodexKeys(tuple(overrides), base_url, effort, tuple(ignored))
+
+
+def nested(keys: Sequence[str], value: Any) -> dict[str, Any]:
+    """``{"a": {"b": value}}`` for the keys ``["a", "b"]``."""
+    data: dict[str, Any] = {keys[-1]: value}
+    for key in reversed(keys[:-1]):
+        data = {key: data}
+    return data
+
+
+@attrs.frozen
+class ExecRequest:
+    """What ``relay exec``'s command line asks for, beyond relay's configuration."""
+
+    prompt: str
+    """The prompt as given: ``-`` reads standard input."""
+    thread_id: str | None
+    """``resume THREAD_ID``: the session to continue."""
+    images: tuple[str, ...]
+    """Image files, absolute."""
+    codex: CodexKeys
+    """Codex's ``--config`` keys."""
+    writable_roots: tuple[str, ...]
+    """``--add-dir``: folders added to ``sandbox_workspace_write.writable_roots``."""
+    output_schema: Mapping[str, Any] | None
+    """``--output-schema``: the JSON Schema the turn's final answer must fit."""
+    warnings: tuple[str, ...]
+    """What is accepted and has no effect, one message each."""
+
+
+def exec_request(args: argparse.Namespace) -> ExecRequest:
+    """Read ``relay exec``'s command line (it extends ``args.overrides`` with the keys of
+    Codex's flags, so that they count as chosen on the command line).
+
+    Raises:
+        ScriptError: the positional arguments are not ``[resume THREAD_ID] [PROMPT]``, or the
+            ``--output-schema`` file cannot be read or is not a JSON Schema.
+        ConfigError: a ``--config KEY=VALUE`` is malformed.
+    """
+    from .._base._errors import ScriptError
+
+    words = list(args.prompt)
+    thread_id: str | None = None
+    if words and words[0] == "resume":
+        if len(words) < 2:
+            raise ScriptError("exec resume: expected THREAD_ID")
+        thread_id = words[1]
+        words = words[2:]
+    if len(words) > 1:
+        raise ScriptError(
+            f"exec: expected one prompt, got {len(words)} arguments (quote the prompt)"
+        )
+    if not words and sys.stdin.isatty():
+        raise ScriptError("exec: no prompt given, and standard input is a terminal")
+    prompt = words[0] if words else "-"
+    codex = codex_keys(args.codex_overrides)
+    warnings = [f"config key {key!r} has no counterpart in relay; ignored" for key in codex.ignored]
+    warnings += [
+        f"{flag} {value}: relay has no such feature; ignored"
+        for flag, value in (
+            ("--thread-source", args.thread_source),
+            ("--cyber-access-program", args.cyber_access_program),
+        )
+        if value is not None
+    ]
+    flags: list[str] = []
+    if args.model is not None:
+        flags.append(f"model={json.dumps(args.model)}")
+    if args.cd is not None:
+        flags.append(f"cwd={json.dumps(args.cd)}")
+    if args.sandbox is not None:
+        flags.append(f"sandbox_mode={json.dumps(args.sandbox)}")
+    args.overrides = [*args.overrides, *codex.overrides, *flags]
+    return ExecRequest(
+        prompt=prompt,
+        thread_id=thread_id,
+        images=tuple(str(Path(image).absolute()) for image in args.images),
+        codex=codex,
+        writable_roots=tuple(str(Path(folder).absolute()) for folder in args.add_dirs),
+        output_schema=None if args.output_schema is None else read_schema(args.output_schema),
+        warnings=tuple(warnings),
+    )
+
+
+def read_schema(name: str) -> Mapping[str, Any]:
+    """The JSON Schema in the file ``name``.
+
+    Raises:
+        ScriptError: the file cannot be read, is not JSON, or is not a JSON Schema.
+    """
+    from .._base import _json
+    from .._base._errors import InvalidOpError, ScriptError
+    from .._base._output_schema import check_output_schema
+
+    try:
+        schema = _json.loads(Path(name).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ScriptError(f"--output-schema: cannot read {name}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ScriptError(f"--output-schema: {name} is not UTF-8 text") from None
+    except ValueError as exc:
+        raise ScriptError(f"--output-schema: {name} is not JSON: {exc}") from None
+    try:
+        check_output_schema(schema)
+    except InvalidOpError as exc:
+        raise ScriptError(f"--output-schema: {name} is {exc}") from None
+    assert isinstance(schema, Mapping)  # check_output_schema refuses anything else
+    return schema
+
+
+class MissingThread(Exception):
+    """``resume THREAD_ID`` names no session under the rollout directory."""
+
+
+def exec_config(
+    config: Config, request: ExecRequest, chosen: set[str]
+) -> tuple[Config, str | None]:
+    """``config`` with what Codex's options ask for (:func:`codex_config`), and the rollout
+    ``resume THREAD_ID`` continues (None for a new session). ``chosen``, the keys the command
+    line chose, gains ``model_provider`` when ``openai_base_url`` chose the provider.
+
+    Raises:
+        MissingThread: no session of that id is under the rollout directory.
+    """
+    provider_chosen = "model_provider" in chosen
+    config = codex_config(config, request, provider_chosen=provider_chosen, environ=os.environ)
+    if request.codex.base_url is not None:
+        chosen.add("model_provider")
+    if request.thread_id is None:
+        return config, None
+    root = rollout_root(config)
+    found = find_thread(root, request.thread_id)
+    if found is None:
+        raise MissingThread(f"exec resume: no session {request.thread_id!r} under {root}")
+    return config, str(found)
+
+
+def codex_config(
+    config: Config,
+    request: ExecRequest,
+    *,
+    provider_chosen: bool,
+    environ: Mapping[str, str],
+) -> Config:
+    """``config`` with what Codex's options ask for that is not a key of relay's: the
+    ``openai`` provider's base URL (and the provider itself unless ``provider_chosen``), its
+    key from ``CODEX_API_KEY``, and ``--add-dir``'s writable roots."""
+    from .._base._config import BUILTIN_PROVIDERS
+
+    openai = config.model_providers.get("openai", BUILTIN_PROVIDERS["openai"])
+    changed = openai
+    if request.codex.base_url is not None:
+        changed = attrs.evolve(changed, base_url=request.codex.base_url)
+        if not provider_chosen and config.model_provider == "scripted":
+            config = attrs.evolve(config, model_provider="openai")
+    if (environ.get(CODEX_API_KEY) or "").strip() and openai.env_key == "OPENAI_API_KEY":
+        changed = attrs.evolve(changed, env_key=CODEX_API_KEY)
+    if changed is not openai:
+        config = attrs.evolve(config, model_providers={**config.model_providers, "openai": changed})
+    if request.writable_roots:
+        table = config.sandbox_workspace_write
+        # The field converts with ``tuple``, whose generic parameter mypy cannot solve.
+        roots: Any = (*table.writable_roots, *request.writable_roots)
+        config = attrs.evolve(
+            config, sandbox_workspace_write=attrs.evolve(table, writable_roots=roots)
+        )
+    return config
+
+
+def take_codex_key(config: Config) -> None:
+    """Take ``CODEX_API_KEY`` out of the environment, and ``OPENAI_API_KEY`` too when the
+    ``openai`` provider reads the former: no process relay starts reads either."""
+    from .._base._secret import take_key
+
+    take_key(CODEX_API_KEY)
+    if CODEX_API_KEY in (config.provider().env_key, config.compaction_provider().env_key):
+        take_key("OPENAI_API_KEY")
+
+
+def rollout_root(config: Config) -> Path:
+    """The folder rollouts are written under."""
+    from .._base._config import relay_home
+
+    return Path(config.rollout.dir) if config.rollout.dir else relay_home() / "sessions"
+
+
+def find_thread(root: Path, thread_id: str) -> Path | None:
+    """The rollout of the session ``thread_id`` under ``root`` (the newest, should there be
+    two); None when there is none."""
+    if _THREAD_ID.fullmatch(thread_id) is None:
+        return None
+    # rollout-YYYY-MM-DDTHH-MM-SS-<session id>.jsonl: the id is all that follows the stamp.
+    name = re.compile(rf"rollout-\d{{4}}-\d\d-\d\dT\d\d-\d\d-\d\d-{thread_id}\.jsonl")
+    found: list[tuple[float, str]] = []
+    for path in root.glob(f"**/rollout-*-{thread_id}.jsonl"):
+        if name.fullmatch(path.name) is None:
+            continue
+        try:
+            status = path.stat()
+        except OSError:
+            continue
+        if status.st_size:
+            found.append((status.st_mtime, str(path)))
+    return Path(max(found)[1]) if found else None
+
+
+def prompt_steps(request: ExecRequest, config: Config) -> tuple[str, list[Step]]:
+    """One user turn with the prompt (``-``: standard input, read no further than the most
+    text the model's context window holds, and one byte), its images and its effort."""
+    from .._base import _protocol as p
+    from .._base._errors import ScriptError
+    from .._base._tokens import MAX_KNOWN_WINDOW, context_window_for
+    from .._drive._op_script import OpLine
+
+    window = context_window_for(config.model, config.model_context_window)
+    bound = (window or MAX_KNOWN_WINDOW) * 4  # bytes of text, as relay counts a token
+    where = "the prompt"
+    if request.prompt == "-":
+        where = "the prompt on standard input"
+        data = sys.stdin.buffer.read(bound + 1)
+    else:
+        data = request.prompt.encode("utf-8", "surrogateescape")
+    if len(data) > bound:
+        holds = (
+            f"the context window of {config.model!r} ({window:,} tokens) holds"
+            if window is not None
+            else f"the largest context window relay knows ({MAX_KNOWN_WINDOW:,} tokens) holds; "
+            "model_context_window sets the window"
+        )
+        raise ScriptError(f"{where} is over {bound:,} bytes: more text than {holds}")
+    try:
+        prompt = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScriptError(f"{where} is not UTF-8 text") from exc
+    if where != "the prompt":
+        # Without the newlines that end what was piped in, as $(...) in a shell drops them.
+        prompt = prompt.rstrip("\r\n")
+    if not prompt.strip():
+        raise ScriptError("the prompt is empty")
+    # Images first, then the text, as Codex's exec gives them.
+    items: list[p.InputItem] = [p.LocalImage(path) for path in request.images]
+    items.append(p.Text(prompt))
+    turn = p.UserTurn(
+        items=items, effort=request.codex.effort, final_output_json_schema=request.output_schema
+    )
+    return "prompt", [OpLine(1, None, turn)]
+
+
+__all__ = [
+    "CODEX_API_KEY",
+    "CodexKeys",
+    "ExecRequest",
+    "MissingThread",
+    "codex_config",
+    "codex_keys",
+    "exec_config",
+    "exec_request",
+    "find_thread",
+    "nested",
+    "prompt_steps",
+    "read_schema",
+    "rollout_root",
+    "take_codex_key",
+]

@@ -1,0 +1,78 @@
+"""Every message ``relay app-server`` sends, checked against the JSON Schema that Codex 0.169.0
+writes for its app-server protocol (vendored in ``schema-0.169.0/``, with how it was made)."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+SCHEMA_FILE = Path(__file__).parent / "schema-0.169.0" / "codex_app_server_protocol.schemas.json"
+
+#: The definition each method's result is, by the method of the request it answers.
+RESULTS = {
+    "initialize": "InitializeResponse",
+    "thread/start": "v2/ThreadStartResponse",
+    "thread/resume": "v2/ThreadResumeResponse",
+    "thread/compact/start": "v2/ThreadCompactStartResponse",
+    "turn/start": "v2/TurnStartResponse",
+    "turn/interrupt": "v2/TurnInterruptResponse",
+}
+
+
+@functools.cache
+def bundle() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    return data
+
+
+@functools.cache
+def _validator(definition: str) -> jsonschema.Draft7Validator:
+    root = bundle()
+    schema = {"$ref": f"#/definitions/{definition}", "definitions": root["definitions"]}
+    return jsonschema.Draft7Validator(schema)
+
+
+def check(definition: str, instance: Any) -> None:
+    """Raise when ``instance`` is not a ``definition`` (``v2/Thread``, ``ServerRequest``)."""
+    errors = sorted(_validator(definition).iter_errors(instance), key=lambda e: list(e.path))
+    if errors:
+        best = jsonschema.exceptions.best_match(errors)
+        raise AssertionError(f"not a valid {definition}: {best.message} at {list(best.path)}")
+
+
+def client_methods() -> set[str]:
+    """The methods of the protocol's client requests."""
+    return {
+        variant["properties"]["method"]["enum"][0]
+        for variant in bundle()["definitions"]["ClientRequest"]["oneOf"]
+    }
+
+
+def check_message(message: dict[str, Any], methods: dict[Any, str]) -> None:
+    """Raise when ``message``, one line the server wrote, is not valid under the schema.
+
+    ``methods``: the method of each request the client sent, by id (an answer is checked as
+    the result of its method). An error to a line whose id could not be read has ``id: null``,
+    which the schema's ``RequestId`` does not allow: its error object is checked, and its id
+    must be null.
+    """
+    assert "jsonrpc" not in message, message
+    if "method" in message:
+        kind = "ServerRequest" if "id" in message else "ServerNotification"
+        check(kind, message)
+        return
+    if "error" in message:
+        if message["id"] is None:
+            check("JSONRPCErrorError", message["error"])
+            assert set(message) == {"id", "error"}, message
+        else:
+            check("JSONRPCError", message)
+        return
+    check("JSONRPCResponse", message)
+    method = methods.get(message["id"])
+    assert method in RESULTS, f"an answer to no request the client sent: {message}"
+    check(RESULTS[method], message["result"])
