@@ -10,6 +10,7 @@ import select
 import signal
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -263,18 +264,40 @@ class Terminal:
             if not chunk:
                 break
             self.shown += chunk
-        os.close(self.master)
         return self.process.returncode, stdout.decode(), self.shown.decode().replace("\r\n", "\n")
 
+    def close(self) -> None:
+        """End the process if a failed test left it asking, and close the terminal."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.communicate()
+        os.close(self.master)
 
-def test_exec_on_a_terminal_asks_each_request_until_answered(tmp_path: Path) -> None:
+
+@pytest.fixture
+def terminal() -> Iterator[Callable[..., Terminal]]:
+    """Opens terminals, each closed when the test ends, whatever its outcome."""
+    opened: list[Terminal] = []
+
+    def open_terminal(cwd: Path, *args: str, env: dict[str, str] | None = None) -> Terminal:
+        opened.append(Terminal(cwd, *args, env=env))
+        return opened[-1]
+
+    yield open_terminal
+    for term in opened:
+        term.close()
+
+
+def test_exec_on_a_terminal_asks_each_request_until_answered(
+    tmp_path: Path, terminal: Callable[..., Terminal]
+) -> None:
     replies = [
         shell("c1", "touch", "one"),
         shell("c2", "touch", "two"),
         shell("c3", "touch", "two"),  # approved for the session: not asked
         shell("c4", "touch", "four"),
     ]
-    term = Terminal(tmp_path, "go", "--model-script", model(tmp_path, *replies), *NO_ROLLOUT)
+    term = terminal(tmp_path, "go", "--model-script", model(tmp_path, *replies), *NO_ROLLOUT)
     term.read_until(1)
     term.type(b"\n")  # empty: asked again
     term.read_until(2)
@@ -297,9 +320,11 @@ def test_exec_on_a_terminal_asks_each_request_until_answered(tmp_path: Path) -> 
     assert not (tmp_path / "four").exists()
 
 
-def test_exec_on_a_terminal_denies_at_the_end_of_input(tmp_path: Path) -> None:
+def test_exec_on_a_terminal_denies_at_the_end_of_input(
+    tmp_path: Path, terminal: Callable[..., Terminal]
+) -> None:
     replies = [shell("c1", "touch", "made")]
-    term = Terminal(tmp_path, "go", "--model-script", model(tmp_path, *replies), *NO_ROLLOUT)
+    term = terminal(tmp_path, "go", "--model-script", model(tmp_path, *replies), *NO_ROLLOUT)
     term.read_until(1)
     term.type(b"\x04")  # Ctrl-D on an empty line: the end of input
     status, stdout, shown = term.finish()
@@ -310,9 +335,11 @@ def test_exec_on_a_terminal_denies_at_the_end_of_input(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
-def test_an_interrupt_ends_the_question_and_nothing_runs(tmp_path: Path, backend: str) -> None:
+def test_an_interrupt_ends_the_question_and_nothing_runs(
+    tmp_path: Path, backend: str, terminal: Callable[..., Terminal]
+) -> None:
     replies = [shell("c1", "touch", "made")]
-    term = Terminal(
+    term = terminal(
         tmp_path,
         "go",
         "--json",
