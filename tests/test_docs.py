@@ -63,9 +63,14 @@ def test_the_read_only_list_of_the_approvals_page_is_the_codes() -> None:
     }
     git = "`git` with one of these as its first argument, and no `--output` anywhere"
     find = "`find`, unless one of these is among its arguments"
+    writes = {
+        f"options that make `{program}` ask": sorted(options)
+        for program, options in _approvals.PROGRAM_WRITES.items()
+    }
     assert rows == {
         "programs": sorted(_approvals.READ_ONLY_PROGRAMS),
         "options that make them ask": sorted(_approvals._UNSAFE_OPTIONS),
+        **writes,
         git: sorted(_approvals.READ_ONLY_GIT),
         find: sorted(_approvals._FIND_ACTIONS),
     }
