@@ -60,6 +60,7 @@ def test_every_op_script_example_is_covered() -> None:
         "replace.jsonl",
         "interrupt.jsonl",
         "compact.jsonl",
+        "approvals.jsonl",
     }
 
 
@@ -152,3 +153,52 @@ def test_a_hook_that_cannot_start_is_a_warning_naming_it(tmp_path: Path) -> None
     assert "no-such-program" in warnings[0]
     assert "could not start" in warnings[0]
     assert "context_compacted" in {e["type"] for e in events}
+
+
+def test_the_approvals_program_runs_as_its_docstring_says() -> None:
+    program = EXAMPLES / "approvals.py"
+    assert "    python examples/approvals.py\n" in program.read_text(encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "examples/approvals.py"],
+        capture_output=True,
+        text=True,
+        cwd=EXAMPLES.parent,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    why = "(approval policy untrusted: the command is not read-only)"
+    # ls is read-only: it runs unasked; the callback approves the sum and denies the write.
+    assert lines[0].startswith("call-ls: ")
+    assert lines[1] == f"call-sum asks: sha256sum approvals.model.json {why}"
+    assert re.fullmatch(r"call-sum: [0-9a-f]{64}  approvals\.model\.json", lines[2])
+    assert lines[3] == f"call-touch asks: touch summed.txt {why}"
+    assert (
+        lines[4] == "call-touch: denied: the user did not approve this call, and nothing of it ran"
+    )
+    assert lines[-1] == "summed.txt written: False"
+    assert not (EXAMPLES / "summed.txt").exists()
+
+
+def test_the_approvals_script_runs_as_its_comment_says() -> None:
+    script = EXAMPLES / "approvals.jsonl"
+    (command,) = [
+        line.strip("# ").split()
+        for line in script.read_text(encoding="utf-8").splitlines()
+        if line.startswith("#   relay run ")
+    ]
+    result = relay_run(command[2:], cwd=EXAMPLES.parent)
+    assert result.returncode == 0, result.stderr
+    out = [json.loads(line)["msg"] for line in result.stdout.splitlines()]
+    asked = [m["call_id"] for m in out if m["type"] == "exec_approval_request"]
+    assert asked == ["call-sum", "call-touch"]  # ls is read-only: never asked
+    done = {
+        m["item"]["id"]: m["item"]["output"]
+        for m in out
+        if m["type"] == "item_completed" and m["item"]["type"] == "tool_call"
+    }
+    assert done["call-sum"].endswith("approvals.model.json\n\n[exit code 0]")
+    assert done["call-touch"].startswith("denied")
+    assert not [m for m in out if m["type"] in {"error", "warning"}]
+    assert not (EXAMPLES / "summed.txt").exists()

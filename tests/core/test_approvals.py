@@ -32,7 +32,13 @@ from relay._core._clearance import DENIED_OUTPUT
         (["ls", "-la"], True),
         (["/bin/cat", "a.txt"], True),
         (["git", "status"], True),
-        (["git", "log", "--oneline"], True),
+        (["git", "log", "--oneline"], False),  # a repository's config can run a program
+        (["git", "diff"], False),
+        (["git", "branch", "-D", "main"], False),
+        (["date"], True),
+        (["date", "-s", "2020-01-01"], False),
+        (["file", "-C", "-m", "magic"], False),
+        (["uname", "-s"], True),
         (["git", "push"], False),
         (["git"], False),
         (["find", ".", "-name", "*.py"], True),
@@ -462,6 +468,14 @@ async def test_a_compaction_keeps_a_call_that_waits_for_its_decision(
 
 # ------------------------------------------------------------------ with the sandbox
 
+#: The tests' folders are under the temporary directory, which the sandbox leaves writable
+#: unless it is excluded.
+NO_TMP = {
+    "sandbox_workspace_write": relay.SandboxWorkspaceWrite(
+        exclude_tmpdir_env_var=True, exclude_slash_tmp=True
+    )
+}
+
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None and not os.environ.get("RELAY_SANDBOX_REQUIRED"),
     reason="bubblewrap is not installed",
@@ -478,7 +492,7 @@ async def test_on_failure_asks_to_run_a_refused_command_outside(
     outside.mkdir()
     target = outside / "made"
     script = {"responses": [shell_call("c1", "touch", str(target)), {"text": "done"}]}
-    cfg = config(work, approval_policy="on-failure", sandbox_mode="workspace-write")
+    cfg = config(work, approval_policy="on-failure", sandbox_mode="workspace-write", **NO_TMP)
     async with testing.open_test_session(script, config=cfg) as t:
         await t.turn("make it", id="t1")
         request = (await t.wait_for(relay.ExecApprovalRequest)).msg
@@ -509,7 +523,7 @@ async def test_on_request_asks_for_an_escalation_and_runs_it_outside(tmp_path: P
             {"text": "done"},
         ]
     }
-    cfg = config(work, approval_policy="on-request", sandbox_mode="workspace-write")
+    cfg = config(work, approval_policy="on-request", sandbox_mode="workspace-write", **NO_TMP)
     async with testing.open_test_session(script, config=cfg) as t:
         await t.turn("make it", id="t1")
         request = (await t.wait_for(relay.ExecApprovalRequest)).msg
@@ -520,3 +534,32 @@ async def test_on_request_asks_for_an_escalation_and_runs_it_outside(tmp_path: P
     # Without the escalation, the sandbox holds and nothing is asked.
     assert len(t.recorder.of_type(relay.ExecApprovalRequest)) == 1
     assert not (outside / "quiet").exists()
+
+
+@needs_bwrap
+async def test_under_untrusted_a_grant_does_not_cover_leaving_the_sandbox(tmp_path: Path) -> None:
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    work.mkdir()
+    outside.mkdir()
+    escalated = {
+        "argv": ["touch", str(outside / "made")],
+        "sandbox_permissions": "require_escalated",
+    }
+    script = {
+        "responses": [
+            shell_call("c1", "touch", str(outside / "made")),
+            {"function_call": {"name": "shell", "arguments": escalated, "call_id": "c2"}},
+            {"text": "done"},
+        ]
+    }
+    cfg = config(work, sandbox_mode="workspace-write", **NO_TMP)
+    async with testing.open_test_session(script, config=cfg) as t:
+        await t.turn("make it", id="t1")
+        await t.wait_for(relay.ExecApprovalRequest)
+        await t.submit(relay.ExecApproval("c1", relay.ReviewDecision.APPROVED_FOR_SESSION))
+        second = (await t.wait_for(relay.ExecApprovalRequest, count=2)).msg
+        assert second.call_id == "c2"
+        assert not (outside / "made").exists()  # the sandbox held the approved first run
+        await t.submit(relay.ExecApproval("c2", relay.ReviewDecision.DENIED))
+        await t.wait_for(testing.turn_ended)
+    assert not (outside / "made").exists()

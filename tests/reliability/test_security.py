@@ -643,7 +643,11 @@ def test_relay_starts_processes_only_for_the_shell_tool_hook_commands_and_mcp_se
         if path.resolve().is_relative_to(ROOT / package)
         and starts.search(path.read_text(encoding="utf-8"))
     )
-    assert found == ["runtime/relay/_core/_process.py"]
+    assert found == ["runtime/relay/_core/_process.py", "runtime/relay/_core/_sandbox.py"]
+    sandbox = (ROOT / "runtime" / "relay" / "_core" / "_sandbox.py").read_text(encoding="utf-8")
+    # The sandbox's own process is its trial: bwrap running ``true``, nothing of the model's.
+    assert sandbox.count("subprocess.run(") == 1
+    assert 'bwrap_argv(policy, ["true"]' in sandbox
     users = sorted(
         f"{path.relative_to(ROOT)}"
         for package in ("runtime", "tasks")
@@ -652,11 +656,15 @@ def test_relay_starts_processes_only_for_the_shell_tool_hook_commands_and_mcp_se
         and "open_command(" in path.read_text(encoding="utf-8")
         and path.name != "_process.py"
     )
-    assert users == [
-        "runtime/relay/_core/_hooks.py",
-        "runtime/relay/_core/_tools.py",
-        "runtime/relay/_mcp/_stdio.py",
-    ]
+    # Commands start in one place, confined or not: the shell tool's and the hooks' through
+    # open_sandboxed (which runs the argv it is given, in bwrap when the mode says so).
+    assert users == ["runtime/relay/_core/_sandbox.py", "runtime/relay/_mcp/_stdio.py"]
+    starters = sorted(
+        path.name
+        for path in (ROOT / "runtime" / "relay" / "_core").glob("*.py")
+        if "open_sandboxed(" in path.read_text(encoding="utf-8") and path.name != "_sandbox.py"
+    )
+    assert starters == ["_hooks.py", "_shell.py"]
     hooks = (ROOT / "runtime" / "relay" / "_core" / "_hooks.py").read_text(encoding="utf-8")
     assert "argv = list(hook.command)" in hooks
     assert "stdin=subprocess.PIPE" in hooks

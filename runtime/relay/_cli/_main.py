@@ -45,6 +45,7 @@ from ._streams import (
 
 if TYPE_CHECKING:
     from .._base._config import Config
+    from .._core._approvals import ApprovalCallback
     from .._drive._op_script import Step
     from .._otel._export import Export
     from .._rollout._lines import Rollout
@@ -176,9 +177,12 @@ async def _run(
     answer_only: bool = False,
     tracer_provider: Any = None,
     codex: CodexExecStream | None = None,
+    *,
+    on_approval: ApprovalCallback | None = None,
 ) -> Interrupted:
     """Run the script; returns what ended it early, if anything did. With ``answer_only``, no
-    event is written (the caller prints the answer); with ``codex``, Codex's events are."""
+    event is written (the caller prints the answer); with ``codex``, Codex's events are.
+    ``on_approval`` decides approvals instead of the script's ops."""
     import json
 
     import anyio
@@ -225,13 +229,19 @@ async def _run(
         async with anyio.create_task_group() as tg:
             tg.start_soon(watch, signals)
             if resume is None:
-                opened = open_session(config, tracer_provider=tracer_provider)
+                opened = open_session(
+                    config, tracer_provider=tracer_provider, on_approval=on_approval
+                )
             else:
                 # Only a resume reads rollouts: `run` leaves the reader unimported.
                 from .._open import resume_session
 
                 opened = resume_session(
-                    resume, config, model_name=model_name, tracer_provider=tracer_provider
+                    resume,
+                    config,
+                    model_name=model_name,
+                    tracer_provider=tracer_provider,
+                    on_approval=on_approval,
                 )
             async with opened as session:
                 if printer is not None:
@@ -241,6 +251,7 @@ async def _run(
                 runner = ScriptRunner(
                     session,
                     sink,
+                    answers_approvals=on_approval is None,
                     script_name=label,
                     lines=write_line
                     if printer is None and not answer_only and codex is None
@@ -426,10 +437,16 @@ def _run_command(args: argparse.Namespace) -> int:
         PrettyPrinter(sys.stdout, live=sys.stdout.isatty(), outcome=outcome) if pretty else None
     )
     try:
+        import functools
+
         import anyio
 
+        from ._approve import exec_approver
+
+        # exec asks on a terminal, or denies; the ops of a script decide for run and resume.
+        on_approval = exec_approver() if args.command == "exec" else None
         ended = anyio.run(
-            _run,
+            functools.partial(_run, on_approval=on_approval),
             config,
             label,
             steps,

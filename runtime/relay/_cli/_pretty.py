@@ -7,6 +7,8 @@ prints plain lines only.
 
 from __future__ import annotations
 
+import json
+import shlex
 from typing import TextIO
 
 from .._base import _protocol as p
@@ -28,6 +30,22 @@ def background_note(receipt: p.CompactionReceipt) -> str:
         return ""
     installed = f", installed {receipt.installed_at.value}" if receipt.installed_at else ""
     return f", background{installed}, snapshot {receipt.snapshot_age_ms or 0} ms old"
+
+
+#: The most characters of a tool's arguments an approval request shows.
+_ARGUMENTS_SHOWN = 400
+
+
+def command_line(command: tuple[str, ...] | p.ToolInvocation) -> str:
+    """The command of an approval request as one line, control characters written out: the
+    argv as a shell would read it, or ``server/tool`` and its arguments."""
+    if isinstance(command, p.ToolInvocation):
+        name = command.tool if command.server is None else f"{command.server}/{command.tool}"
+        arguments = json.dumps(dict(command.arguments), ensure_ascii=False, default=str)
+        if len(arguments) > _ARGUMENTS_SHOWN:
+            arguments = arguments[:_ARGUMENTS_SHOWN] + "…"
+        return visible(f"{name} {arguments}")
+    return visible(shlex.join(command))
 
 
 def tool_output_summary(output: str | None) -> str:
@@ -126,6 +144,9 @@ class PrettyPrinter:
             case p.ItemCompleted(item=p.ToolCallItem(output=output)):
                 self._line(f"    ↳ {tool_output_summary(output)}")
                 self._show_status("waiting for the model…")
+            case p.ExecApprovalRequest(call_id=call_id, command=command):
+                # No live indicator while a call waits: its question may be on this terminal.
+                self._line(f"  ? approval asked for {call_id}: {command_line(command)}")
             case p.ItemStarted(item=p.ContextCompactionItem()):
                 self._line("  ⇣ compacting the conversation…")
                 self._show_status("compacting…")

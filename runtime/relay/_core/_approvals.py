@@ -65,8 +65,9 @@ READ_ONLY_PROGRAMS = frozenset(
     }
 )
 
-#: ``git`` subcommands that only read.
-READ_ONLY_GIT = frozenset({"status", "log", "diff", "show", "branch", "rev-parse"})
+#: ``git`` subcommands that only read. Not ``diff``, ``show`` or ``log``: a repository's own
+#: configuration can make them run programs (an external diff, a textconv filter).
+READ_ONLY_GIT = frozenset({"status", "rev-parse"})
 
 #: ``find`` options that write or run something.
 _FIND_ACTIONS = frozenset(
@@ -75,6 +76,13 @@ _FIND_ACTIONS = frozenset(
 
 #: Options of read-only programs that make them run something else or write (``rg --pre``).
 _UNSAFE_OPTIONS = frozenset({"--pre", "--output", "-o"})
+
+#: Options that make one of those programs change something: ``date`` sets the clock,
+#: ``file`` writes a compiled magic file.
+PROGRAM_WRITES: dict[str, frozenset[str]] = {
+    "date": frozenset({"-s", "--set"}),
+    "file": frozenset({"-C", "--compile"}),
+}
 
 
 def read_only(argv: Sequence[str]) -> bool:
@@ -89,7 +97,8 @@ def read_only(argv: Sequence[str]) -> bool:
         return not any(arg in _FIND_ACTIONS for arg in args)
     if program not in READ_ONLY_PROGRAMS:
         return False
-    return not any(arg.split("=", 1)[0] in _UNSAFE_OPTIONS for arg in args)
+    unsafe = _UNSAFE_OPTIONS | PROGRAM_WRITES.get(program, frozenset())
+    return not any(arg.split("=", 1)[0] in unsafe for arg in args)
 
 
 @attrs.frozen
@@ -230,6 +239,7 @@ class Approvals:
 
 __all__ = [
     "READ_ONLY_GIT",
+    "PROGRAM_WRITES",
     "READ_ONLY_PROGRAMS",
     "ApprovalCallback",
     "Approvals",

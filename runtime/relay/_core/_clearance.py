@@ -108,7 +108,9 @@ async def clear(wiring: Wiring, writer: ApprovalWriter, cwd: str, call: p.ToolCa
     if facts.call.argv is not None and policy is Policy.ON_FAILURE and sandboxed:
 
         async def ask_unconfined(reason: str) -> bool:
-            decision = await _decision(wiring, writer, cwd, call.call_id, facts, reason)
+            decision = await _decision(
+                wiring, writer, cwd, call.call_id, facts, reason, outside=True
+            )
             clearance.abort = decision is p.ReviewDecision.ABORT
             return decision in (p.ReviewDecision.APPROVED, p.ReviewDecision.APPROVED_FOR_SESSION)
 
@@ -119,7 +121,9 @@ async def clear(wiring: Wiring, writer: ApprovalWriter, cwd: str, call: p.ToolCa
     if ruled.ask is None:
         return clearance
     reason = ruled.ask if facts.justification is None else f"{ruled.ask}: {facts.justification}"
-    decision = await _decision(wiring, writer, cwd, call.call_id, facts, reason)
+    decision = await _decision(
+        wiring, writer, cwd, call.call_id, facts, reason, outside=ruled.unconfined
+    )
     match decision:
         case p.ReviewDecision.APPROVED | p.ReviewDecision.APPROVED_FOR_SESSION:
             clearance.unconfined = ruled.unconfined
@@ -137,16 +141,24 @@ async def _decision(
     call_id: str,
     facts: _Facts,
     reason: str,
+    *,
+    outside: bool,
 ) -> p.ReviewDecision:
-    """The decision on ``call_id``: a grant for the session, or the answer to a request."""
+    """The decision on ``call_id``: a grant for the session, or the answer to a request
+    (``outside``: the call would run outside the sandbox)."""
+    policy = Policy(wiring.config.approval_policy)
     approvals = wiring.approvals
     grant = facts.call.grant
-    if grant in approvals.grants:
+    # Under untrusted, a grant is for running the command in the sandbox: a call that asks to
+    # leave it is asked about all the same (under the other policies, every question is about
+    # running outside, and so is every grant).
+    if grant in approvals.grants and not (outside and policy is Policy.UNTRUSTED):
         return p.ReviewDecision.APPROVED
     request = p.ExecApprovalRequest(call_id, writer.turn_id, facts.command, cwd, reason)
-    # The call is on disk before anyone is asked: after a crash, a resume answers it.
-    writer.flush()
     writer.emit(request)
+    # The call and its request are on disk before anyone is asked: after a crash, a resume
+    # answers the call.
+    writer.flush()
     try:
         decision = await approvals.wait(request)
     except Exception as exc:  # the callback's failure: the call does not run

@@ -48,6 +48,7 @@ PERSISTED_EVENTS: tuple[type, ...] = (
     p.ShutdownComplete,
     p.SessionResumed,
     p.WorkStateNoted,
+    p.ExecApprovalRequest,
 )
 #: Events that end a turn or the session: the file is flushed before anyone sees them.
 TERMINAL_EVENTS = (p.TurnComplete, p.TurnAborted, p.ShutdownComplete)

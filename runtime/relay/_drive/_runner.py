@@ -27,6 +27,11 @@ class ScriptRunner:
     :meth:`stop` ends the script early: no further step runs and the session shuts down, its
     events still read to the last. A session that shuts itself down (its rollout can no longer
     be written: ``error{rollout}``) ends the script the same way.
+
+    With ``answers_approvals`` (the session has no approval callback: the script's
+    ``exec_approval`` ops decide), a ``wait_for`` or the script's end that only a decision
+    could get past fails with :class:`ScriptError` naming the call, rather than wait forever:
+    an ``exec_approval_request`` was read and no line of the script has decided it since.
     """
 
     def __init__(
@@ -36,16 +41,23 @@ class ScriptRunner:
         *,
         script_name: str = "script",
         lines: Callable[[str], None] | None = None,
+        answers_approvals: bool = True,
     ) -> None:
         self.session = session
         self.sink = sink
         self.lines = lines
+        self.answers_approvals = answers_approvals
         if lines is not None:
             session.keep_event_json()
         self.script_name = script_name
         self.events_read = 0
         self._counters: dict[tuple[str, str], WaitCounter] = {}
         self._counters_by_type: dict[str, list[WaitCounter]] = {}
+        # The requests read that no line of the script has decided, by call id (the turn of
+        # each): while one is here and the session has nothing else to do, it waits on the
+        # script. Any op but a decision empties it (an interrupt, a replacing turn, a
+        # shutdown may end the waits), so that it never names a call that no longer waits.
+        self._undecided: dict[str, str] = {}
         # Set (and replaced) when an event is read while a step waits for one, and when a
         # counter counts one or the session goes idle: a running session wakes a waiting step
         # only when its count may have been reached.
@@ -65,6 +77,7 @@ class ScriptRunner:
                 counted = False
                 for counter in self._counters_by_type.get(msg["type"], ()):
                     counted |= counter.observe(msg)
+                counted |= self._note_approvals(event.msg)
                 if self.lines is not None:
                     self.lines(json_line(event, msg, text))
                 self.sink(event, msg)
@@ -81,6 +94,32 @@ class ScriptRunner:
             self._done.set()
             self._read.set()
             self._wake.set()
+
+    def _note_approvals(self, msg: p.EventMsg) -> bool:
+        """Keep ``_undecided`` as events arrive; True while a call waits on the script: a
+        waiting step looks again at every event (an ``error`` refusing a decision may be the
+        last one before the session waits)."""
+        match msg:
+            case p.ExecApprovalRequest(call_id=call_id, turn_id=turn_id):
+                self._undecided[call_id] = turn_id
+            case p.TurnComplete(turn_id=ended) | p.TurnAborted(turn_id=ended):
+                for call_id in [c for c, turn in self._undecided.items() if turn == ended]:
+                    del self._undecided[call_id]
+        return self.answers_approvals and bool(self._undecided)
+
+    def _waiting_on_script(self) -> str | None:
+        """The call the session waits on the script to decide, when it can do nothing else:
+        every event read, no op unhandled, no background compaction at work."""
+        if not self.answers_approvals or not self._undecided:
+            return None
+        stats = self.session.statistics()
+        if (
+            stats.submissions_pending
+            or self.events_read < stats.events_emitted
+            or stats.background_compaction == "running"
+        ):
+            return None
+        return next(iter(self._undecided))
 
     def _counter(self, wait: WaitFor) -> WaitCounter:
         # Waits on one condition share a counter, so a script that waits after every turn looks
@@ -108,6 +147,14 @@ class ScriptRunner:
                     f"{self.script_name} line {wait.line}: wait_for {wait.type!r} "
                     f"(count {wait.count}) can no longer be met: the session is idle after "
                     f"{counter.count} matching event(s)"
+                )
+            call_id = self._waiting_on_script()
+            if call_id is not None:
+                raise ScriptError(
+                    f"{self.script_name} line {wait.line}: wait_for {wait.type!r} "
+                    f"(count {wait.count}) can no longer be met: the call {call_id!r} waits "
+                    "for its approval, and no line before this one decides it (an "
+                    "exec_approval op)"
                 )
             if idle:
                 # Idle, with events still to read: each one may be the one awaited.
@@ -155,6 +202,10 @@ class ScriptRunner:
                 )
             match step:
                 case OpLine(id=sub_id, op=op):
+                    if isinstance(op, p.ExecApproval):
+                        self._undecided.pop(op.id, None)
+                    else:
+                        self._undecided.clear()
                     self.session.submit_nowait(op, id=sub_id)
                     if isinstance(op, p.Shutdown):
                         return
@@ -164,9 +215,24 @@ class ScriptRunner:
                     await anyio.sleep(ms / 1000)
                 case _:
                     assert_never(step)
-        await self.session.wait_idle()
+        await self._wait_idle()
         if not self.session.closed:
             self.session.submit_nowait(p.Shutdown())
+
+    async def _wait_idle(self) -> None:
+        """Wait until the session is idle, after the script's last step."""
+        while True:
+            wake = self._wake
+            self.session.wake_when_idle(wake)
+            if wake.is_set():
+                return
+            call_id = self._waiting_on_script()
+            if call_id is not None:
+                raise ScriptError(
+                    f"{self.script_name}: the script ended while the call {call_id!r} waits for "
+                    "its approval: an exec_approval op decides it"
+                )
+            await wake.wait()
 
 
 def _released(steps: Sequence[Step]) -> Iterator[Step]:
