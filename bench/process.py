@@ -444,7 +444,7 @@ def _one_turn_commands(opts: Options, tmp: Path, server: _MockServer) -> list[_C
 #: Ratio targets of the one-turn comparison.
 HTTP_TARGET = Target("≤ 1.5× codex exec", 1.5)
 SCRIPTED_TARGET = Target("≤ 1.0× codex exec", 1.0)
-#: Ratio targets of start-up against ``python -c pass`` (issue 34, docs/benchmarks.md).
+#: Ratio targets of start-up against ``python -c pass`` (docs/benchmarks.md).
 STARTUP_TARGETS = {
     "python -c 'import relay'": Target("≤ 4× python -c pass", 4.0),
     "relay --version": Target("≤ 5× python -c pass", 5.0),

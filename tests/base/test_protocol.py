@@ -691,10 +691,13 @@ _json_value = st.recursive(
     ),
     max_leaves=8,
 )
+# Texts are bounded: a round trip treats a long text as a short one, and the examples stay
+# quick to make.
+_text = st.text(max_size=64)
 _content_part = st.one_of(
-    st.builds(p.InputText, st.text()),
-    st.builds(p.OutputText, st.text()),
-    st.builds(p.InputImage, st.text()),
+    st.builds(p.InputText, _text),
+    st.builds(p.OutputText, _text),
+    st.builds(p.InputImage, _text),
 )
 _messages = st.builds(
     p.Message,
@@ -705,9 +708,9 @@ _messages = st.builds(
 )
 _function_calls = st.builds(
     p.FunctionCall,
-    name=st.text(),
-    arguments=st.text(),
-    call_id=st.text(),
+    name=_text,
+    arguments=_text,
+    call_id=_text,
     id=st.none() | st.text(max_size=10),
 )
 _usages = st.builds(

@@ -16,13 +16,12 @@ import attrs
 from .._base import _json
 from .._base import _protocol as p
 from ._approvals import Call, Policy, gate
+from ._history import ABORTED_OUTPUT
 from ._tools import ToolRegistry
 from ._wiring import Wiring
 
 #: The output of a call whose request was denied.
 DENIED_OUTPUT = "denied: the user did not approve this call, and nothing of it ran"
-#: The output of a call whose request was answered ``abort``.
-ABORTED_OUTPUT = "aborted"
 
 
 class ApprovalWriter(Protocol):
@@ -176,4 +175,4 @@ def _what(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-__all__ = ["ABORTED_OUTPUT", "DENIED_OUTPUT", "Clearance", "clear", "facts_of"]
+__all__ = ["DENIED_OUTPUT", "Clearance", "clear", "facts_of"]
