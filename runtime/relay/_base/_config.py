@@ -107,7 +107,7 @@ class Features:
     """Compact in the background right after a turn whose usage reached
     ``model_async_compact_threshold_percent`` of the window; the result is installed before
     the next turn."""
-    work_state: bool = False
+    work_state: bool = True
     """Keep the work-state record (files read, commands run, tool errors) and place it in the
     history after every compaction."""
     tool_output_masking: bool = False
@@ -190,7 +190,7 @@ class Config:
     max_identical_tool_calls: int = 10
     """Tool calls in a row, the same tool with the same arguments and the same output, that
     end a turn with ``error{tool_loop}``; half as many are warned about (0: no limit)."""
-    recent_reads_token_budget: int = 0
+    recent_reads_token_budget: int = 1_000
     """After a compaction, the latest output of each file ``read_file`` read is placed back,
     newest first, each whole or not at all, within this many tokens (never more than a tenth
     of the model's context window, when it is known); 0: none."""
