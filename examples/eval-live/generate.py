@@ -336,24 +336,10 @@ recent_reads_token_budget = 1000
 features = { work_state = true }
 
 [[configuration]]
-name = "local+work_state+reads+undefended"
-tools = { shell = true }
-recent_reads_token_budget = 1000
-features = { work_state = true }
-compaction = { tool_outputs_as_data = false }
-
-[[configuration]]
 name = "cache_aware"
 tools = { shell = true }
 recent_reads_token_budget = 0
 features = { work_state = false }
-compaction = { placement = "cache_aware" }
-
-[[configuration]]
-name = "local+work_state+reads+cache_aware"
-tools = { shell = true }
-recent_reads_token_budget = 1000
-features = { work_state = true }
 compaction = { placement = "cache_aware" }
 
 [[configuration]]
