@@ -31,11 +31,7 @@ KINDS = {"constant", "failing_test", "path", "decision", "constraint"}
 
 
 def test_the_committed_live_corpus_is_what_its_generator_writes(tmp_path: Path) -> None:
-    spec = importlib.util.spec_from_file_location("live_corpus", CORPUS / "generate.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.write(tmp_path)
+    _generator().write(tmp_path)
     written = sorted(q.relative_to(tmp_path) for q in tmp_path.rglob("*") if q.is_file())
     committed = sorted(
         q.relative_to(CORPUS)
@@ -45,6 +41,41 @@ def test_the_committed_live_corpus_is_what_its_generator_writes(tmp_path: Path) 
     assert written == committed
     for path in written:
         assert (CORPUS / path).read_bytes() == (tmp_path / path).read_bytes(), path
+
+
+def _generator() -> Any:
+    spec = importlib.util.spec_from_file_location("live_corpus", CORPUS / "generate.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_held_out_corpus_has_the_same_kinds_and_none_of_the_shipped_words(
+    tmp_path: Path,
+) -> None:
+    generator = _generator()
+    generator.main(["--held-out", str(tmp_path)])
+    shipped, held_out = load_corpus(CORPUS), load_corpus(tmp_path)
+    assert len(held_out) == len(shipped)
+    assert [bool(c.injection) for c in held_out] == [bool(c.injection) for c in shipped]
+    for theirs, ours in zip(held_out, shipped, strict=True):
+        assert set(theirs.kinds) == set(ours.kinds) and len(theirs.questions) == 3
+        assert set(theirs.lead) == set(ours.lead)
+    # No fact, question or planted text of the shipped corpus is in the held-out one.
+    shipped_words = {f["text"] for c in CORPUS.glob("cases/*/probes.json") for f in
+                     json.loads(c.read_text())["facts"] if "text" in f}  # fmt: skip
+    held_out_text = "".join(q.read_text() for q in tmp_path.glob("cases/*/**/*") if q.is_file())
+    assert not [word for word in shipped_words if word in held_out_text]
+    assert generator.SHIPPED.planted not in held_out_text
+
+
+def test_every_case_carries_project_instructions_that_name_none_of_its_facts() -> None:
+    for folder in sorted((CORPUS / "cases").iterdir()):
+        instructions = (folder / "fixture" / "AGENTS.md").read_text()
+        facts = json.loads((folder / "probes.json").read_text())["facts"]
+        assert len(instructions) > 1000
+        assert not [f["text"] for f in facts if "text" in f and f["text"] in instructions]
 
 
 def test_the_live_corpus_plants_every_kind_and_eight_injections() -> None:
