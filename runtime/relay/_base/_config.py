@@ -108,8 +108,9 @@ class Features:
     ``model_async_compact_threshold_percent`` of the window; the result is installed before
     the next turn."""
     work_state: bool = True
-    """Keep the work-state record (files read, commands run, tool errors) and place it in the
-    history after every compaction."""
+    """Keep the work-state record (files read, commands run, tool errors, the model's latest
+    answer) and place it in the history after every compaction. Off, with
+    ``recent_reads_token_budget = 0``, a compaction makes the history Codex makes."""
     tool_output_masking: bool = False
     """Mask old tool outputs before compacting (the ``recall`` tool returns them)."""
 
@@ -193,7 +194,7 @@ class Config:
     recent_reads_token_budget: int = 1_000
     """After a compaction, the latest output of each file ``read_file`` read is placed back,
     newest first, each whole or not at all, within this many tokens (never more than a tenth
-    of the model's context window, when it is known); 0: none."""
+    of the model's context window, when it is known); 0: none, as in Codex."""
     work_state_token_budget: int = 2_000
     """Tokens the work-state record may take in the history after a compaction; never more
     than a tenth of the model's context window, when it is known."""

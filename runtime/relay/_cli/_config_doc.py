@@ -55,7 +55,7 @@ EXAMPLES: Mapping[str, str] = {
     "max_auto_compactions_per_turn": "max_auto_compactions_per_turn = 2",
     "max_steps_per_turn": "max_steps_per_turn = 500",
     "max_identical_tool_calls": "max_identical_tool_calls = 0",
-    "recent_reads_token_budget": "recent_reads_token_budget = 2000",
+    "recent_reads_token_budget": "recent_reads_token_budget = 0",
     "work_state_token_budget": "work_state_token_budget = 4000",
     "mask_keep_recent_tokens": "mask_keep_recent_tokens = 8000",
     "mask_margin_percent": "mask_margin_percent = 20",
@@ -89,7 +89,7 @@ EXAMPLES: Mapping[str, str] = {
     "features.async_compaction": (
         "model_async_compact_threshold_percent = 10\n\n[features]\nasync_compaction = true"
     ),
-    "features.work_state": "[features]\nwork_state = true",
+    "features.work_state": "[features]\nwork_state = false",
     "features.tool_output_masking": "[features]\ntool_output_masking = true",
     "rollout.enabled": "[rollout]\nenabled = false",
     "rollout.dir": '[rollout]\ndir = "/var/lib/relay/sessions"',
