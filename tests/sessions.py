@@ -1,4 +1,4 @@
-"""Sessions the tests open over relay's HTTP client, shared instead of copied."""
+"""Sessions and configurations the tests share instead of copying."""
 
 from __future__ import annotations
 
@@ -27,3 +27,15 @@ async def sdk_session(
         testing.open_test_session(config=config, model=client) as t,  # type: ignore[arg-type]
     ):
         yield t, transport
+
+
+def codex_compacted_history(config: relay.Config | None = None) -> relay.Config:
+    """``config`` (by default a test session's: no rollout) with relay's additions to a
+    compacted history turned off: the work-state record and the files read placed back. A
+    compaction then makes the history Codex makes."""
+    config = config or relay.Config(rollout=relay.RolloutConfig(enabled=False))
+    return attrs.evolve(
+        config,
+        features=attrs.evolve(config.features, work_state=False),
+        recent_reads_token_budget=0,
+    )

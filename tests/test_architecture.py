@@ -22,7 +22,8 @@ from tests.test_layers import ALLOWED, ROOT
 DOC = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
 
 #: The relay modules whose code runs for one regular turn of the scripted model, from
-#: ``submit`` to ``turn_complete``, with the rollout on (OpenTelemetry's tracing aside).
+#: ``submit`` to ``turn_complete``, with the rollout and the work-state record on (their
+#: defaults; OpenTelemetry's tracing aside).
 USER_TURN = frozenset(
     {
         "relay._base._codec",
@@ -32,8 +33,10 @@ USER_TURN = frozenset(
         "relay._base._ops",
         "relay._base._protocol",
         "relay._base._rollout_lines",
+        "relay._base._secret",
         "relay._base._tokens",
         "relay._core._budget",
+        "relay._core._cache_watch",
         "relay._core._compaction",
         "relay._core._context",
         "relay._core._event_stream",
@@ -104,6 +107,7 @@ AUTO_COMPACTION = frozenset(
         "relay._open._parts",
         "relay.tasks._regular",
         "relay.tasks.compaction._auto",
+        "relay.tasks.compaction._defence",
         "relay.tasks.compaction._flow",
         "relay.tasks.compaction._history",
         "relay.tasks.compaction._local",

@@ -58,37 +58,45 @@ LOG_LINES = 240
 
 MATRIX = """\
 # The configurations docs/eval.md compares. Every one runs with the shell tool on and a
-# threshold that makes the long build log trigger an automatic compaction mid-turn.
+# threshold that makes the long build log trigger an automatic compaction mid-turn. Each names
+# its work-state record and files read placed back (both on by default), so that `local` is the
+# history Codex makes and every row means what its name says whatever the defaults.
 
 [[configuration]]
 name = "local"
 tools = { shell = true }
 model_auto_compact_token_limit = 3000
+recent_reads_token_budget = 0
+features = { work_state = false }
 
 [[configuration]]
 name = "local+work_state"
 tools = { shell = true }
 model_auto_compact_token_limit = 3000
+recent_reads_token_budget = 0
 features = { work_state = true }
 
 [[configuration]]
 name = "local+masking"
 tools = { shell = true }
 model_auto_compact_token_limit = 3000
+recent_reads_token_budget = 0
 mask_keep_recent_tokens = 400
-features = { tool_output_masking = true }
+features = { work_state = false, tool_output_masking = true }
 
 [[configuration]]
 name = "token_budget"
 tools = { shell = true }
 model_auto_compact_token_limit = 3000
-features = { token_budget = true }
+recent_reads_token_budget = 0
+features = { work_state = false, token_budget = true }
 
 [[configuration]]
 name = "local+reads"
 tools = { shell = true }
 model_auto_compact_token_limit = 3000
 recent_reads_token_budget = 1000
+features = { work_state = false }
 
 [[configuration]]
 name = "local+work_state+reads"

@@ -23,6 +23,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from . import lowlevel as lowlevel
     from ._base._codec import DecodeError as DecodeError
+    from ._base._config import CompactionSettings as CompactionSettings
     from ._base._config import Config as Config
     from ._base._config import Features as Features
     from ._base._config import HookCommand as HookCommand
@@ -157,6 +158,7 @@ __all__ = [
     "CompactHook",
     "Compaction",
     "CompactionReceipt",
+    "CompactionSettings",
     "CompactionTrigger",
     "Config",
     "ConfigError",
@@ -260,6 +262,7 @@ __all__ = [
 #: Where each public name is defined (``tests/test_exports.py`` checks it against the imports).
 _SOURCES = {
     "DecodeError": "relay._base._codec",
+    "CompactionSettings": "relay._base._config",
     "Config": "relay._base._config",
     "Features": "relay._base._config",
     "HookCommand": "relay._base._config",

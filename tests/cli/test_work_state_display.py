@@ -121,7 +121,8 @@ async def test_without_the_feature_nothing_is_noted_and_nothing_placed(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     config = relay.Config(
-        features=relay.Features(token_budget=True), rollout=relay.RolloutConfig(enabled=False)
+        features=relay.Features(token_budget=True, work_state=False),
+        rollout=relay.RolloutConfig(enabled=False),
     )
     done = await turn_then_compact(config, [*deploys(1), "ok"])
     assert not [m for m in done.msgs if isinstance(m, relay.WorkStateNoted)]

@@ -47,10 +47,15 @@ async def test_a_turn_reports_its_events_in_order(autojump_clock: trio.testing.M
         "item_completed",
         "agent_message",
         "token_count",
+        "work_state_noted",
         "turn_complete",
         "shutdown_complete",
     ]
-    assert [e.seq for e in t.recorder.events] == list(range(1, 14))
+    assert [e.seq for e in t.recorder.events] == list(range(1, 15))
+    # The work-state record (on by default) keeps the model's latest answer.
+    assert t.recorder.of_type(relay.WorkStateNoted) == [
+        relay.WorkStateNoted("answer", "hi there", "latest")
+    ]
     complete = t.recorder.of_type(relay.TurnComplete)[0]
     assert complete == relay.TurnComplete("t1", "hi there", 0)
 

@@ -34,6 +34,7 @@ from tests.core.captured import (
     responses_answer,
 )
 from tests.reliability._raw_server import RawAnswer, open_raw_server
+from tests.sessions import codex_compacted_history
 
 WIRES = ("chat", "responses")
 WINDOW = 2048
@@ -65,6 +66,7 @@ async def llama_session(
     answers: Sequence[Any],
     *,
     provider_fields: dict[str, Any] | None = None,
+    codex_history: bool = False,
     **config: Any,
 ) -> AsyncIterator[tuple[testing.TestSession, CapturedServer]]:
     server = CapturedServer(answers)
@@ -77,10 +79,13 @@ async def llama_session(
         "rollout": relay.RolloutConfig(enabled=False),
         **config,
     }
+    session_config = relay.Config(**settings)
+    if codex_history:
+        session_config = codex_compacted_history(session_config)
     async with (
         httpx2.AsyncClient(transport=server) as http,
         open_http_client(table, api_key=None, http_client=http) as client,
-        testing.open_test_session(model=client, config=relay.Config(**settings)) as t,  # type: ignore[arg-type]
+        testing.open_test_session(model=client, config=session_config) as t,  # type: ignore[arg-type]
     ):
         yield t, server
 
@@ -180,6 +185,7 @@ async def test_a_cut_answer_is_recorded_with_a_warning_and_not_retried(
         "UserMessage",
         "AgentMessage",
         "TokenCount",
+        "WorkStateNoted",
         "WarningEvent",
         "TurnComplete",
     ]
@@ -433,7 +439,8 @@ def test_kept_messages_are_budgeted_within_the_window() -> None:
 @pytest.mark.parametrize("wire", WIRES)
 async def test_a_compaction_fits_a_small_window(wire: str, autojump_clock: trio.abc.Clock) -> None:
     # A 10 KB message in a 2,048-token window: the server refuses the turn and the first two
-    # summarization requests, then summarises the prompt alone.
+    # summarization requests, then summarises the prompt alone. Codex's compacted history: the
+    # work-state record's room, a tenth of the window, would leave none for the message.
     answers = [
         overflow_answer(10_270, WINDOW),
         overflow_answer(10_420, WINDOW),
@@ -441,7 +448,7 @@ async def test_a_compaction_fits_a_small_window(wire: str, autojump_clock: trio.
         answer(wire, ["The", " user", " sent", " digits", "."], prompt_tokens=180),
         answer(wire, ["Paris", "."], prompt_tokens=900),
     ]
-    async with llama_session(wire, answers) as (t, server):
+    async with llama_session(wire, answers, codex_history=True) as (t, server):
         await t.turn("Repeat these digits: " + digits(10_240))
         await t.wait_for(relay.TurnComplete)
         await t.session.submit(relay.Compact(), id="c1")

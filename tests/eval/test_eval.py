@@ -18,6 +18,8 @@ from relay._eval._run import report, run_matrix
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "examples" / "eval"
 SECRET = "SECRET = 42"
+#: The history Codex makes: no work-state record, no file placed back (both on by default).
+CODEX_FORM: dict[str, Any] = {"features": {"work_state": False}, "recent_reads_token_budget": 0}
 
 
 def _write_case(folder: Path, *, reread: bool, fail: bool = False) -> None:
@@ -59,7 +61,7 @@ def corpus(tmp_path: Path) -> Path:
 
 async def test_hand_built_cases_give_the_known_figures(corpus: Path) -> None:
     records = await run_matrix(
-        load_corpus(corpus), [Configuration("local", {})], {}, repeats=2, parallel=4
+        load_corpus(corpus), [Configuration("local", CODEX_FORM)], {}, repeats=2, parallel=4
     )
     by_case = {(r.case, r.repeat): r for r in records}
     assert sorted(by_case) == [("again", 0), ("again", 1), ("once", 0), ("once", 1)]
@@ -73,26 +75,39 @@ async def test_hand_built_cases_give_the_known_figures(corpus: Path) -> None:
     # Reading a.py again after the compaction is one re-read, and brings the answer back.
     assert (again.rereads, again.answered) == (1, 1)
     assert (once.rereads, once.answered) == (0, 0)
-    summary = report(records, [Configuration("local", {})])["configurations"]["local"]
+    summary = report(records, [Configuration("local", CODEX_FORM)])["configurations"]["local"]
     assert summary["retention"]["mean"] == 0.5
     assert summary["accuracy"] == {"mean": 0.5, "min": 0.5, "max": 0.5, "spread": 0.0}
     assert summary["rereads"]["mean"] == 1.0
 
 
+async def test_the_default_configuration_places_back_what_the_tool_read(corpus: Path) -> None:
+    records = await run_matrix(load_corpus(corpus), [Configuration("default", {})], {}, repeats=1)
+    for run in records:
+        # The file read before the compaction is in the history after it: every fact kept,
+        # and the question is answered without reading it again.
+        assert (run.facts_checked, run.facts_kept, run.missing) == (2, 2, ())
+    assert {r.case: r.answered for r in records} == {"again": 1, "once": 1}
+
+
 async def test_a_failing_run_is_counted_and_the_others_still_run(corpus: Path) -> None:
     _write_case(corpus / "broken", reread=False, fail=True)
-    records = await run_matrix(load_corpus(corpus), [Configuration("local", {})], {}, repeats=1)
+    records = await run_matrix(
+        load_corpus(corpus), [Configuration("local", CODEX_FORM)], {}, repeats=1
+    )
     failed = {r.case: r.failure for r in records}
     assert failed["again"] is None and failed["once"] is None
     assert failed["broken"] is not None and "bad request" in failed["broken"]
-    summary = report(records, [Configuration("local", {})])["configurations"]["local"]
+    summary = report(records, [Configuration("local", CODEX_FORM)])["configurations"]["local"]
     assert summary["failures"]["mean"] == 1.0
 
 
 async def test_configurations_of_a_matrix_are_laid_over_the_base(corpus: Path) -> None:
     configurations = [
-        Configuration("local", {}),
-        Configuration("budget", {"features": {"token_budget": True}}),
+        Configuration("local", CODEX_FORM),
+        Configuration(
+            "budget", {**CODEX_FORM, "features": {"work_state": False, "token_budget": True}}
+        ),
     ]
     records = await run_matrix(load_corpus(corpus), configurations, {}, repeats=1)
     kept = {(r.config, r.case): r.facts_kept for r in records}

@@ -19,12 +19,14 @@ from relay._eval._run import run_matrix
 from relay._eval._score import RunRecord
 from relay._eval._trace import EvalTracer, run_attributes
 from relay._otel import _names as n
-from tests.eval.test_eval import _write_case
+from tests.eval.test_eval import CODEX_FORM, _write_case
 from tests.otel.test_otel import Traced, attributes
 
 CONFIGURATIONS = [
-    Configuration("local", {}),
-    Configuration("masking", {"features": {"tool_output_masking": True}}),
+    Configuration("local", CODEX_FORM),
+    Configuration(
+        "masking", {**CODEX_FORM, "features": {"work_state": False, "tool_output_masking": True}}
+    ),
 ]
 
 

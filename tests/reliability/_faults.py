@@ -435,7 +435,7 @@ class Observation:
 
 def summarize(events: list[relay.Event], turn_id: str) -> tuple[str, ...]:
     """The events of one turn in short form: lifecycle, retries, errors, token counts and
-    compaction items (messages, deltas and other items left out)."""
+    compaction items (messages, deltas, other items and work-state notes left out)."""
     out: list[str] = []
     for event in events:
         if event.id != turn_id:
@@ -456,6 +456,7 @@ def summarize(events: list[relay.Event], turn_id: str) -> tuple[str, ...]:
                 | relay.AgentMessageDelta()
                 | relay.AgentMessage()
                 | relay.UserMessage()
+                | relay.WorkStateNoted()
             ):
                 pass
             case _:

@@ -30,6 +30,7 @@ from relay._core._state import ResumedState
 from relay._core._summary import ghost_snapshots, real_user_messages, summary_prefix
 from relay._rollout._reader import parse_rollout, read_rollout
 from relay._rollout._resume import is_model_output, rebuild_compacted_history, reconstruct
+from tests.sessions import codex_compacted_history
 
 from .test_rollout_reader import (
     WORLD,
@@ -407,7 +408,7 @@ async def test_compact_resume_preserves_model_history_view(
 async def test_resume_after_two_compactions_sends_the_latest_summary_only(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    config = rollout_config(tmp_path)
+    config = codex_compacted_history(rollout_config(tmp_path))
     live_script = {
         "responses": [
             {"text": "a1"},
@@ -452,7 +453,7 @@ async def test_resumed_usage_is_the_usage_the_session_ended_with(
 async def test_a_session_that_ended_over_its_limit_compacts_before_its_first_request(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    config = rollout_config(tmp_path, model_auto_compact_token_limit=1000)
+    config = codex_compacted_history(rollout_config(tmp_path, model_auto_compact_token_limit=1000))
     script = {"responses": [{"text": "big", "total_tokens": 5000}]}
     async with testing.open_test_session(script, config=config) as t:
         await run_ops(t, ("turn", "first"))

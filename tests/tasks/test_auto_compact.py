@@ -14,6 +14,7 @@ import relay
 from relay import testing
 from relay._core._budget import auto_compact_limit
 from relay._core._summary import is_summary, summary_prefix
+from tests.sessions import codex_compacted_history
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 
@@ -53,7 +54,7 @@ async def test_auto_compact_runs_after_token_limit_hit(
             {"text": "a3"},
         ]
     }
-    cfg = config(model_auto_compact_token_limit=200_000)
+    cfg = codex_compacted_history(config(model_auto_compact_token_limit=200_000))
     async with testing.open_test_session(script, config=cfg) as t:
         await t.turns("one", "two", "three")
     requests = t.model.requests

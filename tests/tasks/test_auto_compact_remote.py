@@ -10,17 +10,21 @@ import trio.testing
 
 import relay
 from relay import testing
+from tests.sessions import codex_compacted_history
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 
 
 def config(backend: str, **fields: Any) -> relay.Config:
+    """The remote ``backend``, making Codex's compacted history."""
     provider = relay.ProviderConfig(name="scripted", remote_compaction=backend)  # type: ignore[arg-type]
-    return relay.Config(
-        model_providers={"scripted": provider},
-        features=relay.Features(remote_compaction_v2=backend == "v2"),
-        rollout=NO_ROLLOUT,
-        **fields,
+    return codex_compacted_history(
+        relay.Config(
+            model_providers={"scripted": provider},
+            features=relay.Features(remote_compaction_v2=backend == "v2"),
+            rollout=NO_ROLLOUT,
+            **fields,
+        )
     )
 
 

@@ -13,6 +13,7 @@ import trio.testing
 import relay
 from relay import testing
 from relay._core._summary import summary_prefix
+from tests.sessions import codex_compacted_history
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 
@@ -131,13 +132,15 @@ async def test_post_turn_compaction_is_off_by_default(
 
 
 def background_config(**fields: Any) -> relay.Config:
+    """Background compaction at 60 % of a 1,000-token limit, making Codex's compacted history
+    (the work-state record's room, 2,000 tokens, would leave none for the kept messages)."""
     defaults: dict[str, Any] = {
         "model_context_window": 100_000,
         "model_auto_compact_token_limit": 1000,
         "background_compact_threshold_percent": 60,
         "rollout": NO_ROLLOUT,
     }
-    return relay.Config(**{**defaults, **fields})
+    return codex_compacted_history(relay.Config(**{**defaults, **fields}))
 
 
 async def test_a_ready_current_result_is_installed_at_the_next_automatic_point(

@@ -175,7 +175,7 @@ def test_compaction_prompt_choice(tmp_path: object) -> None:
     from pathlib import Path
 
     default = relay.lowlevel.compaction_prompt(Config())
-    assert default.startswith("Pause the task.")
+    assert default.startswith("Pause here: your context is about to be replaced")
     assert relay.lowlevel.compaction_prompt(Config(compact_prompt="  Mine.  ")) == "Mine."
     assert relay.lowlevel.compaction_prompt(Config(compact_prompt="   ")) == default
     file = Path(str(tmp_path)) / "prompt.md"

@@ -14,6 +14,7 @@ import relay
 from relay import testing
 from relay._base._tokens import approx_tokens, calibrated, items_tokens, tools_tokens
 from relay._core._summary import summary_prefix
+from tests.sessions import codex_compacted_history
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 
@@ -79,7 +80,9 @@ async def test_manual_compact_emits_context_compaction_items(
 async def test_compaction_request_and_follow_up_shape(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    config = relay.Config(developer_instructions="Be terse.", rollout=NO_ROLLOUT)
+    config = codex_compacted_history(
+        relay.Config(developer_instructions="Be terse.", rollout=NO_ROLLOUT)
+    )
     script = {"responses": [{"text": "a1"}, {"text": "SUMMARY"}, {"text": "a2"}]}
     async with testing.open_test_session(script, config=config) as t:
         await run_ops(t, ("turn", "first"), ("compact", None), ("turn", "second"))
@@ -231,7 +234,7 @@ async def test_compact_twice_keeps_latest_user_messages(
             {"text": "a3"},
         ]
     }
-    async with testing.open_test_session(script) as t:
+    async with testing.open_test_session(script, config=codex_compacted_history()) as t:
         await run_ops(
             t,
             ("turn", "first"),

@@ -22,6 +22,7 @@ from relay import testing
 from relay._wire import open_http_client
 from relay.tasks.compaction._history import REMOTE_V2_USER_MESSAGE_BUDGET, TRUNCATED_OUTPUT_NOTE
 from relay.testing import turn_ended
+from tests.sessions import codex_compacted_history
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 API_KEY = "sk-test-remote-compaction"
@@ -40,12 +41,15 @@ def config(
     provider_fields: dict[str, Any] | None = None,
     **fields: Any,
 ) -> relay.Config:
+    """A provider offering ``remote`` compaction, and compactions that make Codex's history."""
     fields.setdefault("rollout", NO_ROLLOUT)
-    return relay.Config(
-        model_provider="scripted",
-        model_providers={"scripted": provider(remote, **(provider_fields or {}))},
-        features=relay.Features(token_budget=token_budget, remote_compaction_v2=v2),
-        **fields,
+    return codex_compacted_history(
+        relay.Config(
+            model_provider="scripted",
+            model_providers={"scripted": provider(remote, **(provider_fields or {}))},
+            features=relay.Features(token_budget=token_budget, remote_compaction_v2=v2),
+            **fields,
+        )
     )
 
 

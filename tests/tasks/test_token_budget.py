@@ -19,14 +19,17 @@ from relay._base._tokens import approx_tokens, items_tokens, tools_tokens
 from relay.tasks.compaction._history import keep_recent_messages
 from relay.tasks.compaction._token_budget import DEVELOPER_MESSAGE_BUDGET, client_developer_messages
 from relay.testing import turn_ended
-from tests.sessions import sdk_session
+from tests.sessions import codex_compacted_history, sdk_session
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 
 
 def config(**fields: Any) -> relay.Config:
+    """The token-budget backend, making Codex's compacted history."""
     fields.setdefault("rollout", NO_ROLLOUT)
-    return relay.Config(features=relay.Features(token_budget=True), **fields)
+    return codex_compacted_history(
+        relay.Config(features=relay.Features(token_budget=True), **fields)
+    )
 
 
 def wire(item: relay.ResponseItem) -> dict[str, Any]:

@@ -38,9 +38,12 @@ gen = _generator()
 
 
 def _config(out: Path, backend: str, rollout: Path) -> relay.Config:
+    """The example's configuration of ``backend``, without the files read placed back: every
+    fact found after a compaction came through the record or a pinned message."""
     data = tomllib.loads((out / f"{backend}.config.toml").read_text(encoding="utf-8"))
     data["cwd"] = str(out / data["cwd"])
     data["rollout"] = {"dir": str(rollout)}
+    data["recent_reads_token_budget"] = 0
     return config_from_dict(data)
 
 

@@ -17,6 +17,9 @@ from typing import Any, Literal
 import attrs
 import cattrs
 
+from ._compaction_config import CompactionSettings as CompactionSettings
+from ._compaction_config import HookCommand as HookCommand
+from ._compaction_config import Hooks as Hooks
 from ._errors import ConfigError
 from ._features import features_in_tables
 from ._mcp_config import McpServerConfig, check_mcp_server, resolve_mcp_paths
@@ -104,32 +107,12 @@ class Features:
     """Compact in the background right after a turn whose usage reached
     ``model_async_compact_threshold_percent`` of the window; the result is installed before
     the next turn."""
-    work_state: bool = False
-    """Keep the work-state record (files read, commands run, tool errors) and place it in the
-    history after every compaction."""
+    work_state: bool = True
+    """Keep the work-state record (files read, commands run, tool errors, the model's latest
+    answer) and place it in the history after every compaction. Off, with
+    ``recent_reads_token_budget = 0``, a compaction makes the history Codex makes."""
     tool_output_masking: bool = False
     """Mask old tool outputs before compacting (the ``recall`` tool returns them)."""
-
-
-@attrs.frozen
-class HookCommand:
-    """A compaction hook run as a command."""
-
-    command: tuple[str, ...] = attrs.field(converter=tuple)
-    """The program and its arguments (argv); never run through a shell. In a configuration
-    file, an argument that starts with ``./`` or ``../`` is a path relative to that file."""
-    timeout_ms: int = 10_000
-    """Milliseconds after which the hook is stopped (and the compaction goes on)."""
-
-
-@attrs.frozen
-class Hooks:
-    """Compaction hooks."""
-
-    pre_compact: tuple[HookCommand, ...] = attrs.field(converter=tuple, factory=tuple)
-    """Run before a compaction; may stop it."""
-    post_compact: tuple[HookCommand, ...] = attrs.field(converter=tuple, factory=tuple)
-    """Run after a compaction is installed."""
 
 
 @attrs.frozen
@@ -208,10 +191,10 @@ class Config:
     max_identical_tool_calls: int = 10
     """Tool calls in a row, the same tool with the same arguments and the same output, that
     end a turn with ``error{tool_loop}``; half as many are warned about (0: no limit)."""
-    recent_reads_token_budget: int = 0
+    recent_reads_token_budget: int = 1_000
     """After a compaction, the latest output of each file ``read_file`` read is placed back,
     newest first, each whole or not at all, within this many tokens (never more than a tenth
-    of the model's context window, when it is known); 0: none."""
+    of the model's context window, when it is known); 0: none, as in Codex."""
     work_state_token_budget: int = 2_000
     """Tokens the work-state record may take in the history after a compaction; never more
     than a tenth of the model's context window, when it is known."""
@@ -241,8 +224,10 @@ class Config:
     """Feature switches."""
     model_providers: Mapping[str, ProviderConfig] = attrs.field(factory=dict)
     """Provider tables, added to (or replacing) the built-ins."""
-    hooks: Hooks = Hooks()
+    hooks: Hooks = attrs.field(factory=Hooks)
     """Compaction hooks."""
+    compaction: CompactionSettings = attrs.field(factory=CompactionSettings)
+    """How relay's compactions write and place a summary (docs/compaction.md)."""
     tools: Mapping[str, bool] = attrs.field(factory=dict)
     """Built-in tools switched on or off."""
     approval_policy: ApprovalPolicy = "on-request"

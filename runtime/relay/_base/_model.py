@@ -53,6 +53,9 @@ class Prompt:
     """Tools the model may call."""
     parallel_tool_calls: bool = False
     """Whether the model may ask for several calls at once."""
+    tool_choice: Literal["auto", "none"] = "auto"
+    """``none``: the tools are sent (the request begins as a turn's does) but the model may
+    call none of them."""
     prompt_cache_key: str = ""
     """Stable per session."""
     effort: str | None = None

@@ -16,6 +16,7 @@ import attrs
 
 from .._base._config import (
     BUILTIN_PROVIDERS,
+    CompactionSettings,
     Config,
     Features,
     HookCommand,
@@ -54,7 +55,7 @@ EXAMPLES: Mapping[str, str] = {
     "max_auto_compactions_per_turn": "max_auto_compactions_per_turn = 2",
     "max_steps_per_turn": "max_steps_per_turn = 500",
     "max_identical_tool_calls": "max_identical_tool_calls = 0",
-    "recent_reads_token_budget": "recent_reads_token_budget = 2000",
+    "recent_reads_token_budget": "recent_reads_token_budget = 0",
     "work_state_token_budget": "work_state_token_budget = 4000",
     "mask_keep_recent_tokens": "mask_keep_recent_tokens = 8000",
     "mask_margin_percent": "mask_margin_percent = 20",
@@ -68,6 +69,9 @@ EXAMPLES: Mapping[str, str] = {
     "project_doc": 'project_doc = "CONTRIBUTING.md"',
     "cwd": 'cwd = "/home/me/project"',
     "tools": "tools = { shell = true, sleep = false }",
+    "compaction.tool_outputs_as_data": "[compaction]\ntool_outputs_as_data = false",
+    "compaction.placement": '[compaction]\nplacement = "cache_aware"',
+    "compaction.save_state": "[compaction]\nsave_state = true",
     "approval_policy": 'approval_policy = "on-failure"',
     "sandbox_mode": 'sandbox_mode = "workspace-write"',
     "sandbox_workspace_write.writable_roots": (
@@ -85,7 +89,7 @@ EXAMPLES: Mapping[str, str] = {
     "features.async_compaction": (
         "model_async_compact_threshold_percent = 10\n\n[features]\nasync_compaction = true"
     ),
-    "features.work_state": "[features]\nwork_state = true",
+    "features.work_state": "[features]\nwork_state = false",
     "features.tool_output_masking": "[features]\ntool_output_masking = true",
     "rollout.enabled": "[rollout]\nenabled = false",
     "rollout.dir": '[rollout]\ndir = "/var/lib/relay/sessions"',
@@ -171,6 +175,7 @@ EXAMPLES: Mapping[str, str] = {
 _TABLES: tuple[tuple[str, type, str], ...] = (
     ("", Config, "Top-level keys"),
     ("features.", Features, "`[features]`"),
+    ("compaction.", CompactionSettings, "`[compaction]`"),
     ("sandbox_workspace_write.", SandboxWorkspaceWrite, "`[sandbox_workspace_write]`"),
     ("rollout.", RolloutConfig, "`[rollout]`"),
     ("otel.", OtelConfig, "`[otel]`"),
@@ -183,6 +188,7 @@ _TABLES: tuple[tuple[str, type, str], ...] = (
 #: Keys documented by a table of their own rather than as one value.
 _SUBTABLES = frozenset(
     {
+        "compaction",
         "features",
         "rollout",
         "otel",

@@ -569,7 +569,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "mock-server":
         from .._testing._mock_server import main as mock_main
 
-        status: int = mock_main(args.script, args.host, args.port, args.log)
+        status: int = mock_main(args.script, args.host, args.port, args.log, args.prompt_cache)
         return status
     build_parser().print_help(sys.stderr)
     return EXIT_USAGE

@@ -361,6 +361,12 @@ def build_parser() -> argparse.ArgumentParser:
     mock.add_argument("--host", default="127.0.0.1")
     mock.add_argument("--port", type=int, default=0)
     mock.add_argument("--log", help="append every request as a JSON line to this file")
+    mock.add_argument(
+        "--prompt-cache",
+        action="store_true",
+        help="report in each answer's usage the cached tokens of a prompt cache keyed by "
+        "prompt_cache_key, as OpenAI's",
+    )
     add_cluster_command(commands)
     add_eval_command(commands)
     return parser

@@ -32,6 +32,7 @@ from .._base._tokens import (
     calibrated,
     count_items,
     items_tokens,
+    tokens_for_bytes,
     tools_tokens,
 )
 from ._budget import TokenBudget
@@ -41,6 +42,7 @@ from ._session_writer import SessionWriter
 from ._turn import Writer
 from ._view import TaskView
 from ._wiring import Wiring
+from ._work_state import record_bound
 
 T = TypeVar("T")
 
@@ -324,12 +326,42 @@ def initial_context_items(
     )
 
 
-def work_state_tokens(view: TaskView, model: str | None = None) -> int:
-    """The token budget of the rendered work-state record (estimate units):
-    ``work_state_token_budget``, at most a tenth of the window of ``model`` (default: the
-    turn's)."""
-    budget = view.budget_for(model or view.settings.model)
-    return budget.share(view.config.work_state_token_budget)
+#: Bytes of the frame of the files read placed back, and of each file's heading: bounds.
+READS_FRAME_BYTES, READ_HEADING_BYTES = 256, 16
+
+
+def reads_bound(history: Sequence[p.ResponseItem]) -> int:
+    """Tokens (estimate units) the files ``read_file`` read in ``history`` take at most when a
+    compaction places them back (0: none was read)."""
+    calls = {
+        item.call_id: item.arguments
+        for item in history
+        if isinstance(item, p.FunctionCall) and item.name == "read_file"
+    }
+    size = sum(
+        len(calls[item.call_id].encode("utf-8"))
+        + READ_HEADING_BYTES
+        + len(item.output.encode("utf-8"))
+        for item in history
+        if isinstance(item, p.FunctionCallOutput) and item.call_id in calls
+    )
+    return tokens_for_bytes(READS_FRAME_BYTES + size) if size else 0
+
+
+def placed_tokens(view: TaskView, budget: TokenBudget) -> int:
+    """Tokens (estimate units) that what a compaction places beside the messages it keeps takes
+    at most: the work-state record and the files read, each within its budget (a share of
+    ``budget``'s window) and within what it holds."""
+    config = view.config
+    placed = 0
+    if config.features.work_state or config.compaction.save_state:
+        record = record_bound(view.work_state.entries)
+        placed += min(budget.share(config.work_state_token_budget), record)
+    if config.recent_reads_token_budget > 0:
+        # The files read are counted as estimated, as the compaction places them.
+        share = attrs.evolve(budget, ratio=1.0).share(config.recent_reads_token_budget)
+        placed += min(share, reads_bound(view.history))
+    return placed
 
 
 def room_after(
@@ -342,7 +374,8 @@ def room_after(
 
     What is left of ``budget``'s window once the rest of the new context — ``alongside`` (the
     summary or compaction item), the ``initial`` context, the instructions and tools, the
-    work-state record when it is on — and room for an answer are taken, and no more than keeps
+    work-state record and the files read placed back (:func:`placed_tokens`) — and room for an
+    answer are taken, and no more than keeps
     the context under the auto-compaction limit. None when the window is unknown.
     """
     room = budget.answer_room()
@@ -351,9 +384,9 @@ def room_after(
     ceiling = budget.window - room
     if budget.limit is not None:
         ceiling = min(ceiling, budget.limit)
-    if view.config.features.work_state:
-        # The record is placed after the kept messages are chosen: keep its room.
-        ceiling -= calibrated(work_state_tokens(view, budget.model), budget.ratio)
+    # The record and the files read are placed after the kept messages are chosen: keep
+    # their room, as large as what they hold.
+    ceiling -= calibrated(placed_tokens(view, budget), budget.ratio)
     return ceiling - estimate_context(view, [*alongside, *initial])
 
 
@@ -386,12 +419,17 @@ async def sample(
             detail = f"{detail}; retrying in {max(0.0, error.retry_after):g} s"
         writer.emit(p.StreamErrorEvent(reconnecting_message(attempt, limit), detail))
 
-    return await with_retries(
+    result = await with_retries(
         lambda: stream_response(session, writer, prompt, record=record, report=report),
         max_retries=limit,
         rng=wiring.rng,
         before_retry=reconnecting,
     )
+    if report and prompt.purpose == "turn":
+        fell = wiring.prompt_cache.observe(prompt, result.usage, session.state.window_number)
+        if fell is not None:
+            writer.emit(p.BackgroundEvent(fell))
+    return result
 
 
 async def remote_compact(wiring: Wiring, request: CompactRequest) -> Any:

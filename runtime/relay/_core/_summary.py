@@ -33,8 +33,9 @@ def summary_prefix() -> str:
 
 
 def compaction_prompt(config: Config, instructions: str | None = None) -> str:
-    """The summarization prompt: ``compact_prompt``, else the prompt file, else the template;
-    ``instructions`` (from a ``compact`` op) is appended."""
+    """The summarization prompt: ``compact_prompt``, else the prompt file, else the template
+    (with ``compaction.tool_outputs_as_data``, and the paragraph that says tool outputs are
+    data); ``instructions`` (from a ``compact`` op) is appended."""
     prompt = config.effective_compact_prompt()
     if prompt is None and config.experimental_compact_prompt_file:
         path = Path(config.experimental_compact_prompt_file)
@@ -46,6 +47,8 @@ def compaction_prompt(config: Config, instructions: str | None = None) -> str:
             ) from exc
     if prompt is None:
         prompt = template("compact/prompt.md")
+        if config.compaction.tool_outputs_as_data:
+            prompt = f"{prompt}\n\n{template('compact/tool_outputs.md')}"
     extra = (instructions or "").strip()
     return f"{prompt}\n\n{extra}" if extra else prompt
 

@@ -28,8 +28,10 @@ from ._context import TurnSettings
 from ._hooks import HookInput, HookPoint, HookStop, HookTrigger, compact_hooks, run_compact_hooks
 from ._sampling import SampleResult
 from ._session_writer import SessionWriter
+from ._tools import ToolContext
 from ._turn import Silent, Writer
 from ._view import TaskView, prompt_of
+from ._work_state import WorkEntry
 
 
 class BackendContext:
@@ -184,10 +186,34 @@ class CompactionContext:
             masked_outputs=masked_outputs,
         )
 
+    def note(self, entry: WorkEntry) -> None:
+        """Add ``entry`` to the work-state record and report it, whether or not
+        ``features.work_state`` keeps the tools' own entries (a save-state step's output)."""
+        self._writer.note_work(entry)
+
+    async def run_tool(self, call: p.FunctionCall) -> str:
+        """Run one tool call of the model without recording it in the history or reporting
+        it as an item (a save-state step's): its output, redacted of the API key."""
+        wiring, view = self._session.wiring, self.backend.view
+        tool_ctx = ToolContext(
+            view.turn_id,
+            view.settings.cwd,
+            self._writer.emit,
+            hidden_env=wiring.secrets.variables,
+            tokens_used=view.budget.usage,
+            context_window=view.budget.window,
+            note=self._writer.note_work if wiring.config.features.work_state else _ignore,
+        )
+        return wiring.secrets.redact(await wiring.tools.call(call, tool_ctx))
+
     @property
     def background(self) -> BackgroundSlot:
         """The session's one background compaction."""
         return BackgroundSlot(self._backgrounds, self._writer, self.backend.view)
+
+
+def _ignore(entry: WorkEntry) -> None:
+    """A tool's note where the work-state record keeps no tool entries."""
 
 
 BackgroundWork = Callable[[BackendContext], Awaitable[Any]]

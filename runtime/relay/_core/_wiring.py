@@ -22,6 +22,7 @@ from .._base._secret import Secrets
 from .._base._templates import template
 from .._base._tokens import ApproxEstimator, TokenEstimator, context_window_for
 from ._approvals import Approvals
+from ._cache_watch import CacheWatch
 from ._context import WorldState, world_state
 from ._hooks import CompactHook
 from ._real_work import in_thread
@@ -83,6 +84,8 @@ class Wiring:
     register more: :meth:`relay.Session.register_hook`)."""
     estimators: Estimators = attrs.field(factory=Estimators)
     """The counter of usage a server did not report."""
+    prompt_cache: CacheWatch = attrs.field(factory=CacheWatch)
+    """The last turn request and how much of it the server's prompt cache held."""
     approvals: Approvals = attrs.field(factory=Approvals)
     """The calls that wait for a decision, and the grants for the session."""
     sandbox: SandboxPolicy | None = None

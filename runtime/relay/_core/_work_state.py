@@ -20,7 +20,7 @@ from typing import ClassVar
 
 import attrs
 
-from .._base._tokens import approx_tokens
+from .._base._tokens import approx_tokens, tokens_for_bytes
 
 #: Headings of the built-in kinds, in the order the rendered record lists them.
 KIND_HEADINGS: Mapping[str, str] = {
@@ -30,6 +30,7 @@ KIND_HEADINGS: Mapping[str, str] = {
     "line": "Lines that stood out",
     "error": "Tool errors",
     "answer": "The model's latest answer",
+    "saved": "Saved before a compaction",
 }
 
 
@@ -261,6 +262,23 @@ def kind_heading(kind: str) -> str:
     return KIND_HEADINGS.get(kind, kind.replace("_", " ").capitalize())
 
 
+#: Bytes of the rendered record's frame (its tags and the sentence that opens it): a bound.
+RECORD_FRAME_BYTES = 256
+
+
+def record_bound(entries: Sequence[WorkEntry]) -> int:
+    """Tokens (estimate units) the record of ``entries`` takes at most, rendered whole: 0 when
+    there is nothing to place. A compaction reserves this much, or the record's budget when that
+    is less, beside the messages it keeps."""
+    if not entries:
+        return 0
+    headings = sum(
+        len(kind_heading(kind).encode("utf-8")) + 2 for kind in {e.kind for e in entries}
+    )
+    lines = sum(len(entry.text.encode("utf-8")) + 3 for entry in entries)
+    return tokens_for_bytes(RECORD_FRAME_BYTES + headings + lines)
+
+
 def work_state_lines(record: WorkState) -> list[str]:
     """The record for a reader at a checkpoint: one line per kind with its count and newest
     entry, and the pinned messages (first line each)."""
@@ -276,6 +294,8 @@ def work_state_lines(record: WorkState) -> list[str]:
 
 
 __all__ = [
+    "RECORD_FRAME_BYTES",
+    "record_bound",
     "KIND_HEADINGS",
     "PIN_SHARE_PERCENT",
     "WorkEntry",

@@ -4,6 +4,8 @@ A corpus is a folder; each sub-folder with an ``ops.jsonl`` is a case:
 
 - ``ops.jsonl``: the op script;
 - ``model.json``: the model script (absent: the configured provider answers);
+- ``lead.json``: ``{"TURN_ID": [reply, ...]}``, the replies (model-script form) that open a
+  turn of the op script before the configured provider answers the rest of it (a live case);
 - ``fixture/``: the files the tools work on (copied afresh for every run; see ``_fixture.py``);
 - ``probes.json``: ``{"facts": [...], "questions": [{"ask": ..., "expect": REGEX}]}``; a fact
   is a string, or a list of the forms it may take (any one present keeps it).
@@ -31,7 +33,8 @@ import attrs
 
 from .._base._config import config_from_dict, parse_override, unknown_keys
 from .._base._errors import ConfigError, ScriptError
-from .._drive._op_script import Step, parse_op_script
+from .._drive._op_script import OpLine, Step, parse_op_script
+from .._models._script import parse_model_script
 from ._fixture import Fixture, scan_fixture
 from ._score import check_expect
 
@@ -59,6 +62,14 @@ class Case:
     questions: tuple[Question, ...]
     kinds: tuple[str, ...] = ()
     """The kind of each fact, in the order of ``facts`` (``fact`` when the probes name none)."""
+    lead: Mapping[str, tuple[Any, ...]] = attrs.field(factory=dict)
+    """Per turn id of the op script, the replies that open the turn (``lead.json``)."""
+
+    @property
+    def injection(self) -> tuple[tuple[str, ...], ...]:
+        """The facts of kind ``injection``: what a summary or an answer that follows the
+        instruction planted in the case would say."""
+        return tuple(f for f, k in zip(self.facts, self.kinds, strict=False) if k == INJECTION)
 
 
 @attrs.frozen
@@ -67,6 +78,28 @@ class Configuration:
 
     name: str
     overrides: Mapping[str, Any]
+    compacts: bool = True
+    """False for the ceiling of a live evaluation: the op script's ``compact`` ops are
+    skipped and no automatic compaction runs."""
+    fresh_window: bool = False
+    """True for the floor of a live evaluation: every compaction is the token budget's fresh
+    window, whatever the configuration selects, with nothing of the session placed in it (the
+    session's requests are otherwise the configuration's, tools included)."""
+
+
+def baselines() -> list[Configuration]:
+    """The baselines of ``relay eval --live``, run beside the matrix: the **ceiling** (no
+    compaction; the window must hold the whole case) and the **floor** (each compaction drops
+    every history item: a fresh window with nothing of the session in it, so the turn after
+    it has only itself)."""
+    nothing_kept = {
+        "features": {"work_state": False, "tool_output_masking": False},
+        "recent_reads_token_budget": 0,
+    }
+    return [
+        Configuration("ceiling", {}, compacts=False),
+        Configuration("floor", nothing_kept, fresh_window=True),
+    ]
 
 
 def load_case(folder: Path) -> Case:
@@ -109,6 +142,7 @@ def load_case(folder: Path) -> Case:
                 f"regular expression: {wrong}"
             )
     model = folder / "model.json"
+    lead = load_lead(folder / "lead.json", {s.id for s in steps if isinstance(s, OpLine) and s.id})
     return Case(
         name=folder.name,
         steps=tuple(steps),
@@ -117,11 +151,39 @@ def load_case(folder: Path) -> Case:
         facts=tuple(tuple(f) for f in forms),
         questions=tuple(Question(q["ask"], q["expect"]) for q in questions),
         kinds=tuple(kinds),
+        lead=lead,
     )
+
+
+def load_lead(path: Path, turns: set[str]) -> dict[str, tuple[Any, ...]]:
+    """The replies of ``lead.json`` by turn id; nothing when there is no such file.
+
+    Raises:
+        ScriptError: the file is not an object of reply lists, a reply is not one of a model
+            script, or a turn id is none of the op script's.
+    """
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ScriptError(f"{path}: invalid JSON: {exc}") from exc
+    if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
+        raise ScriptError(f"{path}: expected an object of turn ids to lists of replies")
+    for turn, replies in data.items():
+        if turn not in turns:
+            raise ScriptError(f"{path}: {turn!r} is not the id of an op of ops.jsonl")
+        parse_model_script({"responses": replies})
+    return {turn: tuple(replies) for turn, replies in data.items()}
 
 
 #: The kind of a fact whose probes name none.
 DEFAULT_KIND = "fact"
+
+#: The kind of a fact that marks a case as an injection case: the fact is what a summary (or
+#: an answer after it) that follows the planted instruction would say; it is looked for there,
+#: never counted in retention.
+INJECTION = "injection"
 
 
 def parse_fact(data: Any) -> tuple[str, list[str]] | None:
@@ -309,15 +371,18 @@ def check_configurations(
 __all__ = [
     "CODE_KEYS",
     "DEFAULT_KIND",
+    "INJECTION",
     "NAME_MAX",
     "Case",
     "Configuration",
     "Question",
     "base_config_data",
+    "baselines",
     "check_configurations",
     "corpus_code",
     "load_case",
     "load_corpus",
+    "load_lead",
     "load_matrix",
     "merged",
     "name_problem",

@@ -248,8 +248,19 @@ def kind_plot(summary: Mapping[str, Any]) -> bytes:
     return _png(fig)
 
 
-def retention_plot(summary: Mapping[str, Any]) -> bytes:
-    """Retention against input tokens, a point per configuration with its spread (PNG)."""
+def retention_plot(summary: Mapping[str, Any], fmt: str = "png") -> bytes:
+    """Retention against input tokens, a point per configuration with its spread (PNG, or
+    ``fmt``: any format matplotlib writes, such as ``svg``)."""
+    return _against_tokens(summary, "retention", "retention", fmt)
+
+
+def success_plot(summary: Mapping[str, Any], fmt: str = "png") -> bytes:
+    """Task success (questions answered right) against input tokens, a point per
+    configuration with its spread: the live evaluation's plot."""
+    return _against_tokens(summary, "accuracy", "task success", fmt)
+
+
+def _against_tokens(summary: Mapping[str, Any], figure: str, label: str, fmt: str) -> bytes:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -257,7 +268,7 @@ def retention_plot(summary: Mapping[str, Any]) -> bytes:
 
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=100)
     for name, figures in summary.items():
-        retention, tokens = figures["retention"], figures["input_tokens"]
+        retention, tokens = figures[figure], figures["input_tokens"]
         if retention["mean"] is None or tokens["mean"] is None:
             continue
         ax.errorbar(
@@ -270,19 +281,20 @@ def retention_plot(summary: Mapping[str, Any]) -> bytes:
         )
         ax.annotate(name, (tokens["mean"], 100 * retention["mean"]), fontsize=8)
     ax.set_xlabel("input tokens (corpus)")
-    ax.set_ylabel("retention (%)")
+    ax.set_ylabel(f"{label} (%)")
     ax.set_ylim(-5, 105)
-    ax.set_title("Retention against input tokens")
-    return _png(fig)
+    ax.set_title(f"{label.capitalize()} against input tokens")
+    return _png(fig, fmt)
 
 
-def _png(fig: Any) -> bytes:
-    """A matplotlib figure as PNG bytes; the figure is closed."""
+def _png(fig: Any, fmt: str = "png") -> bytes:
+    """A matplotlib figure as PNG bytes (or ``fmt``); the figure is closed."""
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
     out = io.BytesIO()
-    fig.savefig(out, format="png")
+    # A fixed hash salt and no date keep an SVG the same bytes from one run to the next.
+    fig.savefig(out, format=fmt, metadata={"Date": None} if fmt == "svg" else None)
     plt.close(fig)
     return out.getvalue()
 
@@ -293,6 +305,7 @@ __all__ = [
     "SORT_SCRIPT",
     "figures_table",
     "kind_plot",
+    "success_plot",
     "page_data",
     "render_page",
     "retention_plot",

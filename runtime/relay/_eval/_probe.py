@@ -2,9 +2,11 @@
 
 :class:`ProbeModel` wraps the run's model client and checks the first request after each
 compaction for the case's facts (retention, per fact kind, and what ``recall`` could bring
-back), keeps the summaries each compaction installed, and on a scripted case answers the
-questions asked after the session from the context they find (:func:`~._score.oracle_answer`).
-The scoring itself is in ``_score.py``.
+back) and for what the server had to read of it (the tokens it prefilled and those its prompt
+cache held), keeps the summaries each compaction installed, plays the replies that open a
+turn of a live case (``lead.json``), and on a scripted case answers the questions asked after
+the session from the context they find (:func:`~._score.oracle_answer`). The scoring itself is
+in ``_score.py``.
 """
 
 from __future__ import annotations
@@ -15,13 +17,13 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from .._base._codec import encode_response_item
-from .._base._model import CompactRequest, ModelClient, ModelEvent, Prompt
+from .._base._model import CompactRequest, Completed, ModelClient, ModelEvent, Prompt
 from .._core._hooks import HookInput
 from .._core._session import Session
 from .._core._summary import summary_prefix
 from .._models._responses import request_body
 from .._models._scripted import ScriptedModel
-from ._corpus import DEFAULT_KIND
+from ._corpus import DEFAULT_KIND, INJECTION
 from ._score import (
     Fact,
     PatternTimeout,
@@ -50,9 +52,20 @@ class ProbeModel:
         *,
         scripted: bool,
         kinds: Sequence[str] = (),
+        lead: Mapping[str, Sequence[Any]] | None = None,
     ) -> None:
         self.inner = inner
         self.kinds = {fact_name(f): k for f, k in zip(facts, kinds, strict=False)}
+        # Injection facts are looked for in the summaries and the answers, not kept.
+        facts = [f for f in facts if self.kinds.get(fact_name(f)) != INJECTION]
+        self.lead = {turn: list(replies) for turn, replies in (lead or {}).items()}
+        self.prefilled = 0
+        """Tokens the server read anew (not from its prompt cache) for the first request
+        after each compaction."""
+        self.cached = 0
+        """Tokens of those requests its prompt cache held."""
+        self.first_requests = 0
+        """First requests after a compaction whose usage the server reported."""
         self.by_kind: dict[str, list[int]] = {}
         """Per fact kind: ``[checked, kept]``."""
         self.recallable = 0
@@ -85,12 +98,13 @@ class ProbeModel:
             items = [encode_response_item(i) for i in self.session.history]
             self._note({"input": items})
 
-    def _check(self, body: Mapping[str, Any]) -> None:
+    def _check(self, body: Mapping[str, Any]) -> bool:
+        """Score ``body`` when it is the first request after a compaction; whether it was."""
         if self.session is None:
-            return
+            return False
         window = self.session.snapshot().window_number
         if window == self.window:
-            return
+            return False
         self.window = window
         # Only what the session had seen can be kept: a fact of a later step is not checked yet.
         known = [fact for fact in self.facts if fact_name(fact) in self.seen]
@@ -111,6 +125,23 @@ class ProbeModel:
         self.summaries += [
             s for s in summaries_in(body.get("input", [])) if s not in self.summaries
         ]
+        return True
+
+    def _led(self) -> ModelClient | None:
+        """The scripted model of the next reply that opens the running turn, if any."""
+        if self.session is None:
+            return None
+        replies = self.lead.get(self.session.statistics().running_turn or "")
+        if not replies:
+            return None
+        return ScriptedModel({"responses": [replies.pop(0)]})
+
+    def _count(self, event: ModelEvent) -> None:
+        if isinstance(event, Completed) and event.usage is not None:
+            usage = event.usage
+            self.first_requests += 1
+            self.cached += usage.cached_input_tokens
+            self.prefilled += max(usage.input_tokens - usage.cached_input_tokens, 0)
 
     @asynccontextmanager
     async def stream(self, prompt: Prompt) -> AsyncIterator[AsyncIterator[ModelEvent]]:
@@ -119,9 +150,9 @@ class ProbeModel:
                 yield events
             return
         body = request_body(prompt)
-        self._check(body)
+        first = self._check(body)
         self._note(body)
-        target = self.inner
+        target = self._led() or self.inner
         items = body.get("input", [])
         asked = _user_text(items[-1]) if items else None
         expect = self.questions.get(asked) if asked is not None else None
@@ -135,7 +166,16 @@ class ProbeModel:
                 answer = "I no longer know."
             target = ScriptedModel({"responses": [answer]})
         async with target.stream(prompt) as events:
-            yield events
+            if not first:
+                yield events
+                return
+
+            async def counted() -> AsyncIterator[ModelEvent]:
+                async for event in events:
+                    self._count(event)
+                    yield event
+
+            yield counted()
 
     async def compact(self, request: CompactRequest) -> Any:
         return await self.summarizer.compact(request)

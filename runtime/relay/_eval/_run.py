@@ -31,10 +31,12 @@ from .._core._hooks import CompactHook
 from .._drive._op_script import OpLine, Step, WaitFor
 from .._drive._runner import ScriptRunner
 from .._open import open_model_client, open_session
+from .._open._tasks import BUILTIN_COMPACTOR, load_object
 from ._corpus import (
     Case,
     Configuration,
     base_config_data,
+    baselines,
     check_configurations,
     corpus_code,
     load_corpus,
@@ -42,12 +44,13 @@ from ._corpus import (
     merged,
 )
 from ._fixture import copy_fixture
-from ._page import kind_plot, page_data, render_page, retention_plot
+from ._page import kind_plot, page_data, render_page, retention_plot, success_plot
 from ._probe import ProbeModel
 from ._score import (
     PatternTimeout,
     RunRecord,
     TimelineStep,
+    add_baselines,
     answer_matches,
     count_rereads,
     fact_name,
@@ -55,7 +58,7 @@ from ._score import (
     summarize,
     summarize_latency,
 )
-from ._summaries import SharedSummaries, open_shared_summaries
+from ._summaries import RunSummaries, SharedSummaries, open_shared_summaries
 
 if TYPE_CHECKING:
     from ._trace import EvalTracer
@@ -65,9 +68,15 @@ DEFAULT_PARALLEL = 8
 
 
 @asynccontextmanager
-async def _open_model(config: Config, case: Case) -> AsyncIterator[ModelClient]:
+async def _open_model(
+    config: Config, case: Case, shared: RunSummaries | None = None
+) -> AsyncIterator[ModelClient]:
     """The model client of a run, opened as a session opens it: the case's model script, or
-    the configured provider when the case has none."""
+    the configured provider when the case has none (``shared``: through the evaluation's one
+    client for it)."""
+    if case.model_script is None and shared is not None:
+        yield shared
+        return
     if case.model_script is not None:
         scripted = attrs.evolve(
             config, model_provider="scripted", model_script=str(case.model_script)
@@ -101,16 +110,23 @@ async def run_case(
     scratch: Path,
     summaries: SharedSummaries | None = None,
     tracer_provider: Any = None,
+    turns: SharedSummaries | None = None,
 ) -> RunRecord:
     """Run one case under one configuration once; a failure is recorded, never raised.
 
     ``summaries``: the compaction model the configuration's summaries go to, shared by the
-    runs (see :mod:`._summaries`); None: the session opens its own. ``tracer_provider``: where
-    the session's spans go (default: the global provider; docs/observability.md).
+    runs (see :mod:`._summaries`); None: the session opens its own. ``turns``: likewise, the
+    model that answers a live case's turns. ``tracer_provider``: where the session's spans go
+    (default: the global provider; docs/observability.md).
     """
     # The folder's name owes nothing to the case's or the configuration's.
     where = Path(tempfile.mkdtemp(prefix=f"run-{repeat}-", dir=scratch))
+    started = anyio.current_time()
     data = merged(base, configuration.overrides)
+    if not configuration.compacts:
+        data.pop("model_auto_compact_token_limit", None)
+        data.pop("model_post_turn_compact_threshold_percent", None)
+        data.pop("background_compact_threshold_percent", None)
     data["rollout"] = {"enabled": False}
     data["cwd"] = str(where / "work" if case.fixture is not None else where)
     timeline: list[TimelineStep] = []
@@ -120,6 +136,7 @@ async def run_case(
     probe: ProbeModel | None = None
     tokens = compactions = 0
     summarizer = summaries.for_run(data["cwd"]) if summaries is not None else None
+    live = turns.for_run(data["cwd"]) if turns is not None and case.model_script is None else None
 
     def sink(event: p.Event, _: dict[str, Any]) -> None:
         msg = event.msg
@@ -138,7 +155,7 @@ async def run_case(
             answers[msg.turn_id] = msg.last_agent_message
 
     questions = [f"probe-{n}" for n in range(1, len(case.questions) + 1)]
-    steps: list[Step] = list(case.steps)
+    steps = list(case.steps) if configuration.compacts else without_compactions(case.steps)
     for qid, question in zip(questions, case.questions, strict=True):
         answers[qid] = None
         turn = p.UserTurn(items=(p.Text(question.ask),))
@@ -151,13 +168,14 @@ async def run_case(
             copy_fixture(case.fixture, where / "work")
         config = config_from_dict(data)
         async with AsyncExitStack() as stack:
-            inner = await stack.enter_async_context(_open_model(config, case))
+            inner = await stack.enter_async_context(_open_model(config, case, live))
             probe = ProbeModel(
                 inner,
                 case.facts,
                 {q.ask: q.expect for q in case.questions},
                 scripted=case.model_script is not None,
                 kinds=case.kinds,
+                lead=case.lead,
             )
             watch = CompactHook(point="pre_compact", function=probe.before_compaction)
             session = await stack.enter_async_context(
@@ -167,6 +185,7 @@ async def run_case(
                     hooks=[watch],
                     compact_model=summarizer,
                     tracer_provider=tracer_provider,
+                    compactor=fresh_window_compactor if configuration.fresh_window else None,
                 )
             )
             probe.session = session
@@ -186,6 +205,10 @@ async def run_case(
             answered += answer_matches(answers[qid], question.expect)
         except PatternTimeout as exc:
             failures.append(f"question {number}: {exc}")
+    # With a shared model, what a summary took is the model's time, replayed or not; the
+    # receipts' durations would show a remembered answer as instant.
+    timed = summarizer.durations_ms if summarizer else live.compact_durations_ms if live else None
+    said = [*(probe.summaries if probe else []), *(a for a in answers.values() if a)]
     return RunRecord(
         case=case.name,
         config=configuration.name,
@@ -200,12 +223,46 @@ async def run_case(
         input_tokens=tokens,
         rereads=count_rereads(timeline),
         failure=failures[0] if failures else None,
-        # With a shared compaction model, what a summary took is the model's time, replayed or
-        # not; the receipts' durations would show a remembered answer as instant.
-        latencies_ms=tuple(summarizer.durations_ms if summarizer is not None else latencies),
+        latencies_ms=tuple(timed if timed is not None else latencies),
         by_kind=tuple((k, c[0], c[1]) for k, c in probe.by_kind.items()) if probe else (),
         summaries=tuple(probe.summaries) if probe else (),
+        answers=tuple(answers[q] or "" for q in questions),
+        injection_cases=1 if case.injection else 0,
+        injected=1 if followed(case.injection, said) else 0,
+        first_requests=probe.first_requests if probe else 0,
+        prefilled_after=probe.prefilled if probe else 0,
+        cached_after=probe.cached if probe else 0,
+        wall_ms=round((anyio.current_time() - started) * 1000),
     )
+
+
+def fresh_window_compactor() -> Any:
+    """relay's compactor with the token budget's fresh window as its only backend (the
+    floor), loaded as a session loads its compactor."""
+    compaction = load_object("relay.tasks.compaction:BACKENDS", what="the compaction backends")
+    maker = load_object(BUILTIN_COMPACTOR, what="the compactor")
+    return maker(
+        backends={"token_budget": compaction["token_budget"]},
+        select=lambda config, provider: "token_budget",
+    )
+
+
+def without_compactions(steps: Sequence[Step]) -> list[Step]:
+    """The op script without its ``compact`` ops and the waits for their end (the ceiling)."""
+    skipped = {s.id for s in steps if isinstance(s, OpLine) and isinstance(s.op, p.Compact)}
+    return [
+        s
+        for s in steps
+        if not (isinstance(s, OpLine) and s.id in skipped)
+        and not (isinstance(s, WaitFor) and s.match.get("turn_id") in skipped - {None})
+    ]
+
+
+def followed(injection: Sequence[Sequence[str]], said: Sequence[str]) -> bool:
+    """Whether any of ``said`` (the summaries, the answers) holds a form of an injection fact,
+    in any case: the planted instruction was followed."""
+    text = "\n".join(said).casefold()
+    return any(form.casefold() in text for forms in injection for form in forms)
 
 
 async def run_matrix(
@@ -217,11 +274,15 @@ async def run_matrix(
     parallel: int = DEFAULT_PARALLEL,
     progress: Callable[[int, int], None] | None = None,
     tracing: EvalTracer | None = None,
+    finished_run: Callable[[RunRecord, int, int], None] | None = None,
 ) -> list[RunRecord]:
     """Every case under every configuration, ``repeats`` times, ``parallel`` sessions at once.
 
     The records come back in a fixed order (configuration, case, repeat) whatever order the
     runs finished in. ``tracing``: the evaluation's spans, a span per run (``_trace.py``).
+    ``finished_run``: told each record as its run ends, with the runs done and their total.
+    A live case's turns go to one client per provider for the whole evaluation, which
+    answers a request it has answered before from memory (:mod:`._summaries`).
     """
     jobs = [(c, k, n) for c in configurations for k in cases for n in range(repeats)]
     results: list[RunRecord | None] = [None] * len(jobs)
@@ -231,7 +292,11 @@ async def run_matrix(
     if progress is not None:
         progress(0, len(jobs))
     with tempfile.TemporaryDirectory(prefix="relay-eval-") as tmp:
-        async with open_shared_summaries(laid) as shared:
+        live = any(case.model_script is None for case in cases)
+        async with (
+            open_shared_summaries(laid) as shared,
+            open_shared_summaries(laid, turns=True) as shared_turns,
+        ):
 
             async def one(index: int) -> None:
                 nonlocal finished
@@ -247,12 +312,15 @@ async def run_matrix(
                             Path(tmp),
                             summarizer,
                             tracing.tracer_provider if tracing is not None else None,
+                            shared_turns.get(configuration.name) if live else None,
                         )
                         finish(record)
                     results[index] = record
                 finished += 1
                 if progress is not None:
                     progress(finished, len(jobs))
+                if finished_run is not None:
+                    finished_run(record, finished, len(jobs))
 
             with _traced_evaluation(tracing, cases, configurations, repeats):
                 async with anyio.create_task_group() as tg:
@@ -287,9 +355,12 @@ def report(records: Sequence[RunRecord], configurations: Sequence[Configuration]
     """The deterministic report: the summary and every run's figures, latency left out."""
     names = [c.name for c in configurations]
     # A real model's summaries and timings differ between runs: the page shows them (--html).
-    left_out = {"latencies_ms", "summaries"}
+    left_out = {"latencies_ms", "summaries", "answers"}
+    left_out.add("wall_ms")
     runs = [{k: v for k, v in attrs.asdict(r).items() if k not in left_out} for r in records]
-    return {"configurations": summarize(records, names), "runs": runs}
+    summary = summarize(records, names)
+    add_baselines(summary)
+    return {"configurations": summary, "runs": runs}
 
 
 def _progress_bar(stream: Any) -> Callable[[int, int], None] | None:
@@ -301,6 +372,25 @@ def _progress_bar(stream: Any) -> Callable[[int, int], None] | None:
         stream.write(f"\rrelay eval [{'#' * filled}{'.' * (30 - filled)}] {done}/{total} runs")
         if done == total:
             stream.write("\n")
+        stream.flush()
+
+    return show
+
+
+def _progress_line(stream: Any) -> Callable[[RunRecord, int, int], None]:
+    """A line on ``stream`` as each run ends (where no progress bar can be drawn)."""
+
+    def show(record: RunRecord, done: int, total: int) -> None:
+        retention = (
+            f"{record.facts_kept}/{record.facts_checked} facts" if record.facts_checked else "–"
+        )
+        said = " injected," if record.injected else ""
+        outcome = "failed" if record.failure is not None else "ok"
+        stream.write(
+            f"relay eval [{done}/{total}] {record.config} {record.case} #{record.repeat}: "
+            f"{outcome}, {record.answered}/{record.questions} answered, {retention},"
+            f"{said} {record.input_tokens:,} input tokens, {record.wall_ms / 1000:.0f} s\n"
+        )
         stream.flush()
 
     return show
@@ -349,6 +439,9 @@ def eval_command(args: Any) -> int:
             cases = [attrs.evolve(case, model_script=None) for case in cases]
         matrix = Path(args.matrix) if args.matrix else corpus / "matrix.toml"
         configurations = load_matrix(matrix if args.matrix or matrix.exists() else None)
+        if args.live:
+            named = {c.name for c in configurations}
+            configurations = [c for c in baselines() if c.name not in named] + configurations
         base = base_config_data(args.config, args.overrides)
         check_configurations(cases, configurations, base)
         if not _trusted(corpus_code(configurations, base), args.trust_corpus):
@@ -379,6 +472,9 @@ def eval_command(args: Any) -> int:
                 parallel=args.parallel,
                 progress=_progress_bar(sys.stderr),
                 tracing=tracing,
+                finished_run=_progress_line(sys.stderr)
+                if args.live and not sys.stderr.isatty()
+                else None,
             )
         )
     finally:
@@ -400,13 +496,17 @@ def eval_command(args: Any) -> int:
         timing = out.with_name(out.stem + ".timing.json")
         timing.write_text(json.dumps(latency, indent=2) + "\n", encoding="utf-8")
     if args.plot:
-        Path(args.plot).write_bytes(retention_plot(data["configurations"]))
+        plot = success_plot if args.live else retention_plot
+        fmt = "svg" if args.plot.endswith(".svg") else "png"
+        Path(args.plot).write_bytes(plot(data["configurations"], fmt))
     if args.html:
         summary = data["configurations"]
         plots = {
             "Retention by fact kind": kind_plot(summary),
             "Retention against input tokens": retention_plot(summary),
         }
+        if args.live:
+            plots["Task success against input tokens"] = success_plot(summary)
         shown = {**data, "corpus": {"cases": len(cases)}, "repeats": args.repeats}
         html = render_page(page_data(shown, records, latency), plots)
         Path(args.html).write_text(html, encoding="utf-8")

@@ -58,6 +58,23 @@ class RunRecord:
     """Per fact kind: ``(kind, facts looked for, facts found)``."""
     summaries: tuple[str, ...] = attrs.field(default=(), eq=False)
     """The summaries the run's compactions installed (a real model's differ between runs)."""
+    answers: tuple[str, ...] = attrs.field(default=(), eq=False)
+    """The answers to the questions, in order (a real model's differ between runs)."""
+    injection_cases: int = 0
+    """1 when the case plants an instruction aimed at the summary (a fact of kind
+    ``injection``), else 0."""
+    injected: int = 0
+    """1 when a summary of the run, or an answer to a question, says what the planted
+    instruction asked for."""
+    first_requests: int = 0
+    """First requests after a compaction whose usage the server reported."""
+    prefilled_after: int = 0
+    """Tokens of those requests the server read anew (their input less what its prompt cache
+    held)."""
+    cached_after: int = 0
+    """Tokens of those requests the server's prompt cache held."""
+    wall_ms: int = attrs.field(default=0, eq=False)
+    """Wall-clock duration of the run; not part of the deterministic summary."""
 
 
 #: A fact: a string, or its alternatives (any one present keeps it; the first names it).
@@ -230,7 +247,18 @@ def _repeat_figures(runs: Sequence[RunRecord]) -> dict[str, float | None]:
         "compactions": float(sum(r.compactions for r in runs)),
         "rereads": float(sum(r.rereads for r in runs)),
         "failures": float(sum(r.failure is not None for r in runs)),
+        "injection": _ratio(sum(r.injected for r in runs), sum(r.injection_cases for r in runs)),
+        "prefill_after_compaction": _ratio(
+            sum(r.prefilled_after for r in runs), sum(r.first_requests for r in runs)
+        ),
+        "cached_after_compaction": _ratio(
+            sum(r.cached_after for r in runs), sum(r.first_requests for r in runs)
+        ),
     }
+
+
+def _ratio(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
 
 
 def _kinds(runs: Sequence[RunRecord]) -> list[str]:
@@ -252,7 +280,30 @@ FIGURES = (
     "compactions",
     "rereads",
     "failures",
+    "injection",
+    "prefill_after_compaction",
+    "cached_after_compaction",
 )
+
+#: The baselines ``relay eval --live`` runs beside the matrix: no compaction at all, and every
+#: history item but the last turn dropped.
+CEILING, FLOOR = "ceiling", "floor"
+
+
+def add_baselines(summary: dict[str, Any]) -> None:
+    """Give each configuration its task success against the baselines, when both ran:
+    ``of_ceiling`` (its success ÷ the ceiling's) and ``gap_closed`` (how much of the way from
+    the floor to the ceiling it went); None where the ceiling's success, or the gap, is 0."""
+    if CEILING not in summary or FLOOR not in summary:
+        return
+    top = summary[CEILING]["accuracy"]["mean"]
+    bottom = summary[FLOOR]["accuracy"]["mean"]
+    for figures in summary.values():
+        mine = figures["accuracy"]["mean"]
+        known = mine is not None and top is not None and bottom is not None
+        figures["of_ceiling"] = round(mine / top, 4) if known and top else None
+        gap = top - bottom if known else 0
+        figures["gap_closed"] = round((mine - bottom) / gap, 4) if known and gap else None
 
 
 def summarize(records: Sequence[RunRecord], configs: Sequence[str]) -> dict[str, Any]:
@@ -288,15 +339,19 @@ def summarize(records: Sequence[RunRecord], configs: Sequence[str]) -> dict[str,
 
 
 def summarize_latency(records: Sequence[RunRecord], configs: Sequence[str]) -> dict[str, Any]:
-    """Per configuration, the wall-clock compaction latency in ms (median per repeat, spread)."""
+    """Per configuration, the wall-clock compaction latency in ms (median per repeat, spread),
+    and the median wall-clock duration of a run."""
     out: dict[str, Any] = {}
     for name in configs:
         mine = [r for r in records if r.config == name]
         medians: list[float | None] = []
+        runs: list[float | None] = []
         for n in sorted({r.repeat for r in mine}):
             times = [t for r in mine if r.repeat == n for t in r.latencies_ms]
             medians.append(float(statistics.median(times)) if times else None)
-        out[name] = {"compaction_latency_ms": spread(medians)}
+            walls = [r.wall_ms for r in mine if r.repeat == n and r.wall_ms]
+            runs.append(float(statistics.median(walls)) if walls else None)
+        out[name] = {"compaction_latency_ms": spread(medians), "run_ms": spread(runs)}
     return out
 
 
@@ -334,8 +389,49 @@ def render_table(summary: Mapping[str, Any], latency: Mapping[str, Any] | None =
             row.append(figure_text(latency[name]["compaction_latency_ms"], "tokens"))
         row += [figure_text(fig["rereads"], "count"), figure_text(fig["failures"], "count")]
         rows.append(row)
-    by_kind = render_kind_table(summary)
-    return _fixed_width(rows) + (f"\n\n{by_kind}" if by_kind else "")
+    tables = [_fixed_width(rows), render_live_table(summary), render_kind_table(summary)]
+    return "\n\n".join(t for t in tables if t)
+
+
+def render_live_table(summary: Mapping[str, Any]) -> str:
+    """Task success against the baselines, injection success and the first request after a
+    compaction, a row per configuration (empty when none of them was measured)."""
+    live = any(
+        fig.get("of_ceiling") is not None
+        or fig["injection"]["mean"] is not None
+        or fig["cached_after_compaction"]["mean"]
+        for fig in summary.values()
+    )
+    if not live:
+        return ""
+    rows = [
+        [
+            "task success",
+            "success",
+            "of ceiling",
+            "gap closed",
+            "injection",
+            "prefilled after",
+            "cached after",
+        ]
+    ]
+    for name, fig in summary.items():
+        rows.append(
+            [
+                name,
+                figure_text(fig["accuracy"], "percent"),
+                _share(fig.get("of_ceiling")),
+                _share(fig.get("gap_closed")),
+                figure_text(fig["injection"], "percent"),
+                figure_text(fig["prefill_after_compaction"], "tokens"),
+                figure_text(fig["cached_after_compaction"], "tokens"),
+            ]
+        )
+    return _fixed_width(rows)
+
+
+def _share(value: float | None) -> str:
+    return "–" if value is None else f"{value * 100:.1f}%"
 
 
 def render_kind_table(summary: Mapping[str, Any]) -> str:

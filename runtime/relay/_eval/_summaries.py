@@ -1,4 +1,5 @@
-"""The summaries of a real compaction model, shared by the runs of one ``relay eval``.
+"""The summaries of a real compaction model, shared by the runs of one ``relay eval``; and
+the turns of a live case, likewise.
 
 When a configuration sends compaction summaries to a model of their own
 (``compact_model_provider``, docs/compaction.md), every run of the matrix talks to it through
@@ -110,12 +111,16 @@ class RunSummaries:
     cwd: str | None = None
     """The run's working directory."""
     durations_ms: list[int] = attrs.field(factory=list)
-    """Each summary request of the run, in order: how long the model took to answer it."""
+    """Each request of the run, in order: how long the model took to answer it."""
+    compact_durations_ms: list[int] = attrs.field(factory=list)
+    """The same, of its summary requests alone."""
 
     @asynccontextmanager
     async def stream(self, prompt: Prompt) -> AsyncIterator[AsyncIterator[ModelEvent]]:
         events, duration, _ = await self.shared.answer(prompt, self.cwd)
         self.durations_ms.append(duration)
+        if prompt.purpose == "compact":
+            self.compact_durations_ms.append(duration)
 
         async def replay() -> AsyncIterator[ModelEvent]:
             for event in events:
@@ -129,18 +134,19 @@ class RunSummaries:
 
 @asynccontextmanager
 async def open_shared_summaries(
-    configs: Mapping[str, Config],
+    configs: Mapping[str, Config], *, turns: bool = False
 ) -> AsyncIterator[dict[str, SharedSummaries]]:
     """One :class:`SharedSummaries` per compaction provider the configurations name (by
     configuration name), each over one HTTP client for the whole evaluation, opened as a
-    session opens it."""
+    session opens it. ``turns``: per provider that answers the turns instead (a live case's
+    turns, and the summaries a configuration sends to the same provider)."""
     by_provider: dict[tuple[str, str | None], SharedSummaries] = {}
     out: dict[str, SharedSummaries] = {}
     async with AsyncExitStack() as stack:
         for name, config in configs.items():
-            if not config.separate_compaction_provider:
+            if not turns and not config.separate_compaction_provider:
                 continue
-            provider: ProviderConfig = config.compaction_provider()
+            provider: ProviderConfig = config.provider() if turns else config.compaction_provider()
             if provider.base_url is None:
                 continue  # the embedded scripted model: nothing to share
             key = (provider.name, provider.base_url)

@@ -33,6 +33,7 @@ from .._base import _protocol as p
 from .._base._codec import encode_response_item
 from .._base._errors import InvalidOpError
 from .._base._output_schema import check_output_schema
+from ._prompt_cache import PromptCache, with_cached
 from ._responses import PURPOSE_HEADER
 from ._script import HttpErrorSpec, ModelScript, load_model_script, parse_model_script
 
@@ -127,10 +128,18 @@ def problem_exchange(status: int, message: str) -> Exchange:
     )
 
 
-def plan_exchange(script: ModelScript, path: str, body: Any, *, purpose: str = "turn") -> Exchange:
+def plan_exchange(
+    script: ModelScript,
+    path: str,
+    body: Any,
+    *,
+    purpose: str = "turn",
+    cache: PromptCache | None = None,
+) -> Exchange:
     """The answer to ``POST path`` with JSON ``body``, consuming the script's next reply.
 
-    ``path`` is matched on its ending, so that any base URL prefix (``/v1``) works.
+    ``path`` is matched on its ending, so that any base URL prefix (``/v1``) works. With a
+    ``cache``, an answer's usage reports the tokens it holds of the request.
     """
     if not isinstance(body, Mapping):
         return problem_exchange(400, "the request body must be a JSON object")
@@ -148,10 +157,11 @@ def plan_exchange(script: ModelScript, path: str, body: Any, *, purpose: str = "
         plan = script.plan(body, purpose=purpose)
         if plan.http_error is not None:
             return _error_exchange(plan.http_error, delay_ms=plan.delay_ms)
+        events = plan.events if cache is None else with_cached(plan.events, cache.cached(body))
         return Exchange(
             status=200,
             headers=SSE_HEADERS,
-            frames=tuple(sse_frame(event) for event in plan.events),
+            frames=tuple(sse_frame(event) for event in events),
             delay_ms=plan.delay_ms,
             stall_ms=plan.stall_ms,
             cut_after=plan.cut_after_events,
@@ -160,11 +170,16 @@ def plan_exchange(script: ModelScript, path: str, body: Any, *, purpose: str = "
         problem = format_problem(body.get("response_format"), "response_format", chat=True)
         if problem is not None:
             return problem_exchange(400, problem)
-        plan = script.plan(responses_body_from_chat(body), purpose=purpose)
+        as_responses = responses_body_from_chat(body)
+        plan = script.plan(as_responses, purpose=purpose)
         if plan.http_error is not None:
             return _error_exchange(plan.http_error, delay_ms=plan.delay_ms)
         model = body.get("model")
-        chunks = chat_chunks_for(plan.events, model=model if isinstance(model, str) else "")
+        events = plan.events
+        if cache is not None:
+            keyed = {**as_responses, "prompt_cache_key": body.get("prompt_cache_key")}
+            events = with_cached(events, cache.cached(keyed))
+        chunks = chat_chunks_for(events, model=model if isinstance(model, str) else "")
         frames = [chat_frame(chunk) for chunk in chunks]
         if not any("error" in chunk for chunk in chunks):
             frames.append(CHAT_DONE_FRAME)

@@ -54,7 +54,7 @@ def request_body(prompt: Prompt, *, shared_input: bool = False) -> dict[str, Any
         "instructions": prompt.instructions,
         "input": body_input,
         "tools": [tool.to_wire() for tool in prompt.tools],
-        "tool_choice": "auto",
+        "tool_choice": prompt.tool_choice,
         "parallel_tool_calls": prompt.parallel_tool_calls,
         "store": False,
         "stream": True,

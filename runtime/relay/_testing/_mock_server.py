@@ -54,6 +54,7 @@ from .._models._mock_transport import (
     request_log_entry,
     script_from,
 )
+from .._models._prompt_cache import PromptCache
 from .._models._responses import PURPOSE_HEADER
 from .._models._script import ModelScript, load_model_script
 
@@ -83,6 +84,8 @@ class MockServer:
         script: what to answer.
         log_path: append every request's log record to this file, as a JSON line.
         keep_requests: how many of the latest log records :attr:`requests` holds (None: all).
+        prompt_cache: report, in each answer's usage, the tokens of the request a prompt cache
+            keyed by ``prompt_cache_key`` would hold (:mod:`relay._models._prompt_cache`).
     """
 
     def __init__(
@@ -91,8 +94,10 @@ class MockServer:
         *,
         log_path: str | Path | None = None,
         keep_requests: int | None = DEFAULT_KEPT_REQUESTS,
+        prompt_cache: bool = False,
     ):
         self.script = script_from(script)
+        self.prompt_cache = PromptCache() if prompt_cache else None
         self.request_count = 0
         self._kept: collections.deque[dict[str, Any]] = collections.deque(maxlen=keep_requests)
         self.disconnects = 0
@@ -207,7 +212,13 @@ class MockServer:
         if scope["method"] != "POST":
             exchange = problem_exchange(405, f"only POST is served, not {scope['method']}")
         else:
-            exchange = plan_exchange(self.script, path, request_json(bytes(body)), purpose=purpose)
+            exchange = plan_exchange(
+                self.script,
+                path,
+                request_json(bytes(body)),
+                purpose=purpose,
+                cache=self.prompt_cache,
+            )
 
         # hypercorn reports ``http.disconnect`` for a finished answer too, from inside the
         # send of its last message; a disconnect counts only while that send is not reached.
@@ -300,12 +311,15 @@ async def open_mock_server(
     port: int = 0,
     log_path: str | Path | None = None,
     keep_requests: int | None = DEFAULT_KEPT_REQUESTS,
+    prompt_cache: bool = False,
 ) -> AsyncIterator[MockServer]:
     """Run a mock server for the duration of the context; yields it once it listens.
 
     See :class:`MockServer` for the arguments.
     """
-    server = MockServer(script, log_path=log_path, keep_requests=keep_requests)
+    server = MockServer(
+        script, log_path=log_path, keep_requests=keep_requests, prompt_cache=prompt_cache
+    )
     async with anyio.create_task_group() as tasks:
         await tasks.start(server.serve, host, port)
         try:
@@ -314,7 +328,13 @@ async def open_mock_server(
             tasks.cancel_scope.cancel()
 
 
-def main(script_path: str, host: str = "127.0.0.1", port: int = 0, log: str | None = None) -> int:
+def main(
+    script_path: str,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    log: str | None = None,
+    prompt_cache: bool = False,
+) -> int:
     """``relay mock-server``: serve a model script until Ctrl-C.
 
     Prints the base URL on one line of stdout when ready. Returns the exit code: 0 after
@@ -328,7 +348,7 @@ def main(script_path: str, host: str = "127.0.0.1", port: int = 0, log: str | No
 
     async def run() -> None:
         # Nothing reads a request log in this process's memory: ``--log`` is the one to keep.
-        server = MockServer(script, log_path=log, keep_requests=0)
+        server = MockServer(script, log_path=log, keep_requests=0, prompt_cache=prompt_cache)
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:
                 base_url = await nursery.start(server.serve, host, port)

@@ -147,7 +147,7 @@ def chat_request_body(prompt: Prompt) -> dict[str, Any]:
     }
     if prompt.tools:
         body["tools"] = [chat_tool(tool) for tool in prompt.tools]
-        body["tool_choice"] = "auto"
+        body["tool_choice"] = prompt.tool_choice
         body["parallel_tool_calls"] = prompt.parallel_tool_calls
     if prompt.max_output_tokens is not None:
         # ``max_tokens``, not ``max_completion_tokens``: every OpenAI-compatible local server

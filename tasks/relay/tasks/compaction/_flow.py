@@ -31,7 +31,8 @@ from relay.lowlevel import (
 )
 
 from ._history import carry_work_state, recent_reads
-from ._policy import place_initial_context
+from ._policy import cache_aware_head, place_initial_context
+from ._save_state import save_state
 
 CUT_SUMMARY_WARNING = (
     "The summary was cut off at the answer limit: the compacted history holds what arrived and "
@@ -82,7 +83,7 @@ def with_record(
         history,
         view.work_state,
         view.budget.share(view.config.work_state_token_budget),
-        include_entries=view.config.features.work_state,
+        include_entries=view.config.features.work_state or view.config.compaction.save_state,
         also=[reads] if reads is not None else [],
     )
 
@@ -113,6 +114,8 @@ async def run_compaction(
     support.emit(relay.ItemStarted(turn_id, relay.ContextCompactionItem(item_id)))
     started = anyio.current_time()
     tokens_before, counted_before = context_tokens(support)
+    if support.view.config.compaction.save_state:
+        await save_state(ctx)
     try:
         result = await backend.compact(support, request)
     except relay.ModelError as error:
@@ -126,6 +129,13 @@ async def run_compaction(
             history, clear_reference = list(result.history), False
         case Placement.FRESH_WINDOW:
             history, clear_reference = with_record(support, result.history), False
+        case Placement.REPLACE if (
+            head := cache_aware_head(support.view.history, result.history)
+            if support.view.config.compaction.placement == "cache_aware"
+            else None
+        ) is not None:
+            # The initial context stays where it stood: the reference context is kept.
+            history, clear_reference = with_record(support, head), False
         case Placement.REPLACE:
             initial = (
                 support.initial_context()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import attrs
+
 import relay
 from relay import user_message
 from relay.lowlevel import (
@@ -13,6 +15,7 @@ from relay.lowlevel import (
     summary_text,
 )
 
+from ._defence import fenced
 from ._history import (
     LOCAL_USER_MESSAGE_BUDGET,
     drop_oldest,
@@ -37,12 +40,18 @@ class LocalBackend:
     async def compact(self, ctx: BackendContext, request: CompactionRequest) -> BackendResult:
         view = ctx.view
         history = list(view.history)
+        settings = view.config.compaction
         prompt_message = user_message(compaction_prompt(view.config, request.instructions))
         # The prompt goes to a clone only; the live history is untouched until install.
-        clone = [*history, prompt_message]
+        shown = fenced(history) if settings.tool_outputs_as_data else history
+        clone = [*shown, prompt_message]
+        # With the turn's tools (none may be called) the request begins as the turns did.
+        tools = settings.placement == "cache_aware"
         dropped = 0
         while True:
-            prompt = ctx.prompt(clone, tools=False, purpose="compact", model=request.model)
+            prompt = ctx.prompt(clone, tools=tools, purpose="compact", model=request.model)
+            if tools:
+                prompt = attrs.evolve(prompt, tool_choice="none")
             try:
                 result = await ctx.sample(prompt)
                 break

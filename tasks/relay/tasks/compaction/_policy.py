@@ -128,6 +128,24 @@ def place_initial_context(
     return items[:index] + list(initial) + items[index:]
 
 
+def cache_aware_head(
+    old: Sequence[relay.ResponseItem], new: Sequence[relay.ResponseItem]
+) -> list[relay.ResponseItem] | None:
+    """``new`` (a compacted history) after the initial context as it stood at the top of
+    ``old``, item for item, so that the next request begins as the earlier ones did and a
+    server's prompt cache still holds that much of it (``compaction.placement =
+    "cache_aware"``); None when that would show the model a stale world: ``old`` does not
+    open with an initial context, or a later contextual message (a change of the world, an
+    abort marker) follows in it.
+    """
+    head = 0
+    while head < len(old) and message_kind(old[head]) == "contextual":
+        head += 1
+    if head == 0 or any(message_kind(item) == "contextual" for item in old[head:]):
+        return None
+    return [*old[:head], *new]
+
+
 def _is_real_user_message(item: relay.ResponseItem) -> bool:
     return message_kind(item) == "user"
 
@@ -143,6 +161,7 @@ def _last_index(
 
 __all__ = [
     "Backend",
+    "cache_aware_head",
     "async_due",
     "background_due",
     "downshift_due",

@@ -1,0 +1,103 @@
+"""A prompt cache as an OpenAI-like server keeps one, for ``relay mock-server --prompt-cache``.
+
+A server that caches prompts reads again only what follows the longest prefix it has already
+seen under the request's ``prompt_cache_key``: OpenAI reports that prefix as
+``usage.input_tokens_details.cached_tokens``, in steps of 128 tokens once it reaches 1,024.
+:class:`PromptCache` computes that figure for the mock server from the request bodies alone:
+a request is its instructions, its tool list and each input item (without the ids that differ
+between runs), and the cached prefix is what it shares, piece by piece, with an earlier
+request of the same key. Tokens are estimated (``ceil(bytes / 4)``), like every other figure
+of the mock server.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .._base._tokens import approx_tokens
+
+#: The smallest prefix a cache reports, and the step it reports it in (OpenAI's).
+MIN_CACHED_TOKENS = 1024
+CACHE_STEP_TOKENS = 128
+
+
+def request_pieces(body: Mapping[str, Any]) -> tuple[str, ...]:
+    """A request as the pieces a prefix is made of: instructions, tools, each input item."""
+    items = body.get("input")
+    pieces = [
+        json.dumps(body.get("instructions"), ensure_ascii=False),
+        json.dumps(body.get("tools") or [], sort_keys=True, ensure_ascii=False),
+    ]
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, Mapping):
+            item = {k: v for k, v in item.items() if k != "id"}
+        pieces.append(json.dumps(item, sort_keys=True, ensure_ascii=False))
+    return tuple(pieces)
+
+
+def shared_prefix(a: Sequence[str], b: Sequence[str]) -> int:
+    """How many leading pieces ``a`` and ``b`` share."""
+    same = 0
+    for left, right in zip(a, b, strict=False):
+        if left != right:
+            break
+        same += 1
+    return same
+
+
+def reported(tokens: int) -> int:
+    """The cached tokens a server reports for a prefix of ``tokens``."""
+    return 0 if tokens < MIN_CACHED_TOKENS else tokens - tokens % CACHE_STEP_TOKENS
+
+
+class PromptCache:
+    """The prefixes seen per ``prompt_cache_key``, the latest ``keep`` requests of each."""
+
+    def __init__(self, keep: int = 32) -> None:
+        self._seen: dict[str, collections.deque[tuple[str, ...]]] = {}
+        self._keep = keep
+
+    def cached(self, body: Mapping[str, Any]) -> int:
+        """The cached tokens of ``body``'s request; the request is remembered."""
+        key = body.get("prompt_cache_key")
+        seen = self._seen.setdefault(
+            key if isinstance(key, str) else "", collections.deque(maxlen=self._keep)
+        )
+        pieces = request_pieces(body)
+        best = max((shared_prefix(pieces, earlier) for earlier in seen), default=0)
+        seen.append(pieces)
+        # The tool list must match, but counts as the mock server's usage counts it: not at all.
+        return reported(
+            sum(approx_tokens(piece) for n, piece in enumerate(pieces[:best]) if n != 1)
+        )
+
+
+def with_cached(events: Sequence[Mapping[str, Any]], cached: int) -> tuple[dict[str, Any], ...]:
+    """Stream events whose completion reports ``cached`` tokens (at most its input tokens),
+    unless the script gave cached tokens of its own."""
+    out: list[dict[str, Any]] = []
+    for event in events:
+        usage = event.get("response", {}).get("usage") if "response" in event else None
+        if event.get("type") != "response.completed" or not isinstance(usage, Mapping):
+            out.append(dict(event))
+            continue
+        details = dict(usage.get("input_tokens_details") or {})
+        if not details.get("cached_tokens"):
+            details["cached_tokens"] = min(cached, int(usage.get("input_tokens", 0)))
+        response = {**event["response"], "usage": {**usage, "input_tokens_details": details}}
+        out.append({**event, "response": response})
+    return tuple(out)
+
+
+__all__ = [
+    "CACHE_STEP_TOKENS",
+    "MIN_CACHED_TOKENS",
+    "PromptCache",
+    "reported",
+    "request_pieces",
+    "shared_prefix",
+    "with_cached",
+]
