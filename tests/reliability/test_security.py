@@ -180,6 +180,7 @@ async def test_the_api_key_never_leaves_the_authorization_header(
     assert [place for place, text in places.items() if CANARY in text] == []
 
 
+@pytest.mark.slow  # two `relay run` processes start, relay's imports included: about 2 s
 async def test_relay_run_prints_no_key_on_any_stream(tmp_path: Path) -> None:
     script = {
         "responses": [
