@@ -375,8 +375,8 @@ def room_after(
     What is left of ``budget``'s window once the rest of the new context — ``alongside`` (the
     summary or compaction item), the ``initial`` context, the instructions and tools, the
     work-state record and the files read placed back (:func:`placed_tokens`) — and room for an
-    answer are taken, and no more than keeps
-    the context under the auto-compaction limit. None when the window is unknown.
+    answer are taken, and no more than keeps the context under the auto-compaction limit. None
+    when the window is unknown.
     """
     room = budget.answer_room()
     if budget.window is None or room is None:
