@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from relay._core._sandbox import SandboxPolicy, sandbox_problem
+from relay._exec._sandbox import SandboxPolicy, sandbox_problem
 
 
 @functools.cache

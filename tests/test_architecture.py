@@ -1,9 +1,12 @@
 """docs/architecture.md, checked against the code: its table of rooms is the rule the layers
-test enforces, and its two paths are the relay modules whose code runs, as a profiler sees one
-scripted turn and one auto-compaction."""
+test enforces, it names every module of the core and of ``_exec``, and its two paths are the
+relay modules whose code runs, as a profiler sees one scripted turn and one auto-compaction.
+With them, the shape of the one gate (docs/approvals.md): few core modules know of approvals
+or the sandbox, one writer of the grants, no regex over a tool's output in the core."""
 
 from __future__ import annotations
 
+import ast
 import functools
 import importlib.util
 import re
@@ -20,6 +23,8 @@ from relay import testing
 from tests.test_layers import ALLOWED, ROOT
 
 DOC = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+RUNTIME = ROOT / "runtime" / "relay"
+CORE = RUNTIME / "_core"
 
 #: The relay modules whose code runs for one regular turn of the scripted model, from
 #: ``submit`` to ``turn_complete``, with the rollout and the work-state record on (their
@@ -35,11 +40,13 @@ USER_TURN = frozenset(
         "relay._base._rollout_lines",
         "relay._base._secret",
         "relay._base._tokens",
+        "relay._base._unicode",
         "relay._core._budget",
         "relay._core._cache_watch",
         "relay._core._compaction",
         "relay._core._context",
         "relay._core._event_stream",
+        "relay._core._exec_gate",
         "relay._core._history",
         "relay._core._input",
         "relay._core._port",
@@ -82,6 +89,7 @@ AUTO_COMPACTION = frozenset(
         "relay._base._rollout_lines",
         "relay._base._templates",
         "relay._base._tokens",
+        "relay._base._unicode",
         "relay._core._budget",
         "relay._core._compaction",
         "relay._core._context",
@@ -125,10 +133,20 @@ def with_tracing(modules: frozenset[str]) -> frozenset[str]:
     return modules | TRACING if traced else modules
 
 
-def section(title: str) -> str:
-    start = DOC.index(f"### {title}\n")
-    end = DOC.find("\n#", start + 4)
+def section(title: str, level: str = "###") -> str:
+    start = DOC.index(f"{level} {title}\n")
+    end = DOC.find("\n#", start + len(level) + 1)
     return DOC[start : end if end != -1 else None]
+
+
+def room_modules(folder: Path) -> frozenset[str]:
+    """The file names of a room's modules (``_slot.py``), its ``__init__`` aside."""
+    return frozenset(path.name for path in folder.glob("*.py") if path.name != "__init__.py")
+
+
+def named_files(text: str, room: str) -> frozenset[str]:
+    """The file names of ``room`` a text names (```_core/_slot.py```)."""
+    return frozenset(re.findall(rf"`{room}/(_\w+\.py)`", text))
 
 
 def named_modules(text: str) -> frozenset[str]:
@@ -215,6 +233,101 @@ def test_the_table_of_rooms_is_the_rule_the_layers_test_enforces() -> None:
     assert {room: set(allowed) for room, allowed in table.items()} == {
         room: set(allowed) for room, allowed in rule.items()
     }
+
+
+def test_the_doc_names_every_module_of_the_core() -> None:
+    assert named_files(section("The core", "##"), "_core") == room_modules(CORE)
+
+
+def test_the_doc_names_every_module_of_exec() -> None:
+    assert named_files(section("Running commands: `_exec`", "##"), "_exec") == room_modules(
+        RUNTIME / "_exec"
+    )
+
+
+def test_at_most_five_core_modules_know_of_approvals_or_the_sandbox() -> None:
+    """The gate (``_exec_gate``) is where the core meets approvals and the sandbox; the few
+    others name them only to carry the gate's values: the session's grants (``_state``, and
+    ``_session_writer``, their writer), the ``approval`` lines (``_recorder``), the
+    ``exec_approval`` op (``_session``), whether a tool needs an approval (``_tools``)."""
+    knowing = sorted(
+        path.name
+        for path in CORE.glob("*.py")
+        if re.search(r"approv|sandbox", path.read_text(encoding="utf-8"), re.IGNORECASE)
+    )
+    assert "_exec_gate.py" in knowing
+    assert len(knowing) <= 5, knowing
+
+
+def _imports_re(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import) and any(
+            alias.name in ("re", "fnmatch", "re2") for alias in node.names
+        ):
+            return True
+        if isinstance(node, ast.ImportFrom) and (
+            node.module in ("re", "fnmatch", "re2") or (node.module or "").endswith("_ecma_regex")
+        ):
+            return True
+    return False
+
+
+def test_the_core_modules_that_handle_a_tool_call_apply_no_regex() -> None:
+    """The gate, the tools and the port, where a tool call and its output pass through the
+    core, import no regular-expression engine: a refusal of the sandbox comes to the gate as a
+    value (``CommandOutput.refused``), never as text the core reads back."""
+    handling = ["_exec_gate.py", "_tools.py", "_port.py"]
+    assert [name for name in handling if _imports_re(CORE / name)] == []
+
+
+def test_no_core_module_applies_a_regex_to_a_tool_output() -> None:
+    """The one core module with a regular expression is the rollout writer
+    (``_writer.py``), which reads the epoch of relay's own last line back, never a tool's
+    output."""
+    assert sorted(path.name for path in CORE.glob("*.py") if _imports_re(path)) == ["_writer.py"]
+
+
+def test_the_grants_have_one_writer() -> None:
+    """Every assignment to a ``grants`` attribute in relay's code: the session writer's, which
+    adds a grant when a decision makes one (``SessionWriter.decided``), and the opening of a
+    session, which sets the state's grants once, before the session writer exists, to those
+    its resumed rollout recorded whose seals hold (``_open/_session.py``). The resume's
+    ``ResumedState(grants=...)`` (``_rollout/_resume.py``) carries the recorded lines to that
+    check, not the session's grants."""
+    writers: list[str] = []
+    keywords: list[str] = []
+    for root in (ROOT / "runtime", ROOT / "tasks"):
+        for path in sorted(root.rglob("*.py")):
+            where = str(path.relative_to(ROOT))
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                targets: list[ast.expr] = []
+                if isinstance(node, ast.Assign):
+                    targets = list(node.targets)
+                elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+                    targets = [node.target]
+                elif isinstance(node, ast.Call):
+                    keywords += [where for kw in node.keywords if kw.arg == "grants"]
+                    if (
+                        isinstance(node.func, ast.Name)
+                        and node.func.id == "setattr"
+                        and len(node.args) > 1
+                        and isinstance(node.args[1], ast.Constant)
+                        and node.args[1].value == "grants"
+                    ):
+                        writers.append(where)
+                writers += [
+                    where
+                    for target in targets
+                    if isinstance(target, ast.Attribute) and target.attr == "grants"
+                ]
+    assert sorted(writers) == [
+        "runtime/relay/_core/_session_writer.py",
+        "runtime/relay/_open/_session.py",
+    ]
+    assert keywords == ["runtime/relay/_rollout/_resume.py"]
+    opening = (RUNTIME / "_open" / "_session.py").read_text(encoding="utf-8")
+    assert opening.count("state.grants = ") == 1
+    assert "grants, ignored = gate.kept(" in opening
 
 
 async def test_a_user_turn_runs_the_modules_the_doc_names(tmp_path: Path) -> None:

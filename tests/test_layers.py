@@ -22,15 +22,17 @@ SOURCES = (ROOT / "runtime", ROOT / "tasks")
 ALLOWED: dict[str, tuple[str, ...]] = {
     "relay._version": (),
     "relay._base": ("relay._base", "relay._version"),
-    "relay._core": ("relay._base", "relay._core", "relay._version"),
-    "relay._models": ("relay._base", "relay._core", "relay._models"),
-    "relay._wire": ("relay._base", "relay._core", "relay._models", "relay._wire"),
-    "relay._mcp": ("relay._base", "relay._core", "relay._mcp", "relay._version"),
-    "relay._otel": ("relay._base", "relay._core", "relay._otel", "relay._version"),
-    "relay._rollout": ("relay._base", "relay._core", "relay._rollout"),
+    "relay._exec": ("relay._base", "relay._exec", "relay._version"),
+    "relay._core": ("relay._base", "relay._core", "relay._exec", "relay._version"),
+    "relay._models": ("relay._base", "relay._core", "relay._exec", "relay._models"),
+    "relay._wire": ("relay._base", "relay._core", "relay._exec", "relay._models", "relay._wire"),
+    "relay._mcp": ("relay._base", "relay._core", "relay._exec", "relay._mcp", "relay._version"),
+    "relay._otel": ("relay._base", "relay._core", "relay._exec", "relay._otel", "relay._version"),
+    "relay._rollout": ("relay._base", "relay._core", "relay._exec", "relay._rollout"),
     "relay._open": (
         "relay._base",
         "relay._core",
+        "relay._exec",
         "relay._models",
         "relay._wire",
         "relay._mcp",
@@ -38,13 +40,14 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "relay._open",
         "relay._rollout",
     ),
-    "relay.lowlevel": ("relay._base", "relay._core"),
+    "relay.lowlevel": ("relay._base", "relay._core", "relay._exec"),
     "relay.tasks": ("relay", "relay.lowlevel", "relay.tasks"),
 }
 #: The package's face re-exports the ground floor, the core, the face and the resume.
 ALLOWED["relay"] = (
     "relay._base",
     "relay._core",
+    "relay._exec",
     "relay._open",
     "relay._rollout",
     "relay._version",
@@ -55,11 +58,12 @@ ALLOWED["relay"] = (
 #: imports nothing of relay, so that two shells that write pages share it without a cycle.
 ALLOWED |= {
     "relay._html": ("relay._html",),
-    "relay._drive": ("relay._base", "relay._core", "relay._drive"),
+    "relay._drive": ("relay._base", "relay._core", "relay._exec", "relay._drive"),
     "relay._testing": ("relay._base", "relay._models", "relay._testing"),
     "relay._eval": (
         "relay._base",
         "relay._core",
+        "relay._exec",
         "relay._drive",
         "relay._eval",
         "relay._html",
@@ -72,6 +76,7 @@ ALLOWED |= {
         "relay._base",
         "relay._cluster",
         "relay._core",
+        "relay._exec",
         "relay._drive",
         "relay._models",
         "relay._open",
@@ -83,6 +88,7 @@ ALLOWED |= {
         "relay._appserver",
         "relay._base",
         "relay._core",
+        "relay._exec",
         "relay._models",
         "relay._open",
         "relay._rollout",
@@ -95,6 +101,7 @@ ALLOWED |= {
         "relay._cli",
         "relay._cluster",
         "relay._core",
+        "relay._exec",
         "relay._drive",
         "relay._eval",
         "relay._html",
@@ -109,11 +116,12 @@ ALLOWED |= {
     "relay.testing": (
         "relay._base",
         "relay._core",
+        "relay._exec",
         "relay._models",
         "relay._open",
         "relay._testing",
     ),
-    "relay.cluster": ("relay._base", "relay._cluster", "relay._core"),
+    "relay.cluster": ("relay._base", "relay._cluster", "relay._core", "relay._exec"),
     "relay.__main__": ("relay._cli",),
 }
 #: The shells, which the core never imports.
@@ -401,6 +409,7 @@ def test_the_repository_has_no_symlinks() -> None:
 #: HTML through the pages; ``reliability`` and ``real_server`` test the whole.)
 TESTED_ROOMS = (
     "base",
+    "exec",
     "core",
     "models",
     "wire",

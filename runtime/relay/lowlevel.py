@@ -6,7 +6,7 @@ Embedders need only :mod:`relay` (sessions, ops, events, items, configuration, e
 
 - the task side: what a task sees through its :class:`~relay.TaskContext` (:class:`TaskView`,
   :class:`TokenBudget`, :class:`SampleResult`, the work-state record), how it ends a turn
-  (:class:`StopTurn`), how it reads a structured answer (:func:`parse_output`), and what a
+  (:class:`StopTurn`), how it reads a structured answer (:func:`read_output`), and what a
   compactor gets at each compaction point (:class:`CompactionPolicy`,
   :class:`CompactionContext`, the background job);
 - the backend side: :class:`CompactionBackend`, the :class:`BackendContext` it runs with, its
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from ._base._model import OutputTextDelta as OutputTextDelta
     from ._base._model import Prompt as Prompt
     from ._base._model import ToolSpec as ToolSpec
-    from ._base._output_schema import parse_output as parse_output
     from ._base._tokens import approx_tokens as approx_tokens
     from ._base._tokens import item_tokens as item_tokens
     from ._base._tokens import truncate_text as truncate_text
@@ -63,6 +62,7 @@ if TYPE_CHECKING:
     from ._core._view import TaskView as TaskView
     from ._core._work_state import WorkEntry as WorkEntry
     from ._core._work_state import WorkState as WorkState
+    from ._exec._output_check import read_output as read_output
 
 __all__ = [
     "BackendContext",
@@ -101,7 +101,7 @@ __all__ = [
     "from_json",
     "item_tokens",
     "message_kind",
-    "parse_output",
+    "read_output",
     "summary_text",
     "to_json",
     "truncate_text",
@@ -121,7 +121,6 @@ _SOURCES = {
     "OutputTextDelta": "relay._base._model",
     "Prompt": "relay._base._model",
     "ToolSpec": "relay._base._model",
-    "parse_output": "relay._base._output_schema",
     "approx_tokens": "relay._base._tokens",
     "item_tokens": "relay._base._tokens",
     "truncate_text": "relay._base._tokens",
@@ -149,6 +148,7 @@ _SOURCES = {
     "TaskView": "relay._core._view",
     "WorkEntry": "relay._core._work_state",
     "WorkState": "relay._core._work_state",
+    "read_output": "relay._exec._output_check",
 }
 
 

@@ -33,12 +33,12 @@ import attrs
 from ._base import _protocol as p
 from ._base._codec import to_json, type_tag
 from ._base._config import Config, RolloutConfig
-from ._core._approvals import ApprovalCallback
+from ._core._exec_gate import ApprovalCallback
 from ._core._port import CompactionPolicy
-from ._core._real_work import real_work
 from ._core._session import Session
 from ._core._summary import compaction_prompt
 from ._core._tools import Tool
+from ._exec._real_work import real_work
 from ._models._script import ModelScript, load_model_script, parse_model_script
 from ._models._scripted import ScriptedModel
 from ._open import open_session

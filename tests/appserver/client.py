@@ -213,15 +213,6 @@ def write_script(path: Path, *responses: Any, **extra: Any) -> Path:
     return path
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` runs (a zombie, ended and not yet reaped, does not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
-
-
 def read_pid(fifo: Path) -> int:
     """The pid a command writes into the named pipe ``fifo`` (made here beforehand with
     :func:`os.mkfifo`), waited for with a bound."""

@@ -4,6 +4,7 @@ real command over pipes; every line checked against Codex 0.169's schema (:mod:`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -16,7 +17,9 @@ from typing import Any
 
 import pytest
 
-from .client import CLIENT_INFO, AppServer, app_server, pid_alive, read_pid, write_script
+from tests.escapees import TAKE_LOCK, alive, holders
+
+from .client import CLIENT_INFO, AppServer, app_server, read_pid, write_script
 
 SHELL = ("-c", "tools.shell=true")
 
@@ -25,16 +28,27 @@ def text(value: str) -> list[dict[str, Any]]:
     return [{"type": "text", "text": value}]
 
 
+#: Run by the long command as ``sh -c LONG HOLD PYTHON FIFO``: a Python process that takes the
+#: lock of FIFO (:func:`tests.escapees.lock_of`), says so through FIFO, then runs until it is
+#: stopped. Its pid would name nothing here (the command runs in a PID namespace of its own):
+#: the lock, which goes only when the process has ended, tells whether it still runs.
+LONG = 'exec "$1" -c "$0" "$2"'
+HOLD = (
+    TAKE_LOCK + "import time\nopen(sys.argv[1], 'w').write(f'{os.getpid()}\\n')\ntime.sleep(300)\n"
+)
+
+
 def run_command_forever(fifo: Path) -> dict[str, Any]:
-    """A ``shell`` call whose command writes its pid into the named pipe ``fifo`` (made here),
-    then runs until it is stopped."""
+    """A ``shell`` call whose command holds the lock of the named pipe ``fifo`` (made here),
+    says so through it, then runs until it is stopped."""
     os.mkfifo(fifo)
-    argv = ["sh", "-c", f"echo $$ > {fifo}; exec sleep 300"]
+    argv = ["sh", "-c", LONG, HOLD, sys.executable, str(fifo)]
     return {"function_call": {"name": "shell", "arguments": {"argv": argv}, "call_id": "long"}}
 
 
-def start_long_command(server: AppServer, pid_file: Path) -> tuple[str, str, int]:
-    """A thread whose turn runs the long command: the thread, the turn, the command's pid."""
+def start_long_command(server: AppServer, fifo: Path) -> tuple[str, str]:
+    """A thread whose turn runs the long command, returned once it holds its lock: the thread
+    and the turn."""
     server.initialize()
     thread = server.start_thread()
     turn = server.call("turn/start", {"threadId": thread, "input": text("go")})["turn"]["id"]
@@ -42,14 +56,27 @@ def start_long_command(server: AppServer, pid_file: Path) -> tuple[str, str, int
     while command["item"]["type"] != "commandExecution":
         command = server.next("item/started", threadId=thread)
     assert command["item"]["command"].startswith("sh -c ")
-    return thread, turn, read_pid(pid_file)
+    read_pid(fifo)  # written once the lock is held
+    assert alive(fifo)
+    return thread, turn
+
+
+def still_runs(fifo: Path) -> bool:
+    """Whether the long command still runs (it holds its lock); if so, it is killed here, so
+    that a failing test leaves nothing behind."""
+    if not alive(fifo):
+        return False
+    for pid in holders(fifo):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return True
 
 
 def test_interrupt_ends_the_running_command_and_the_turn(tmp_path: Path) -> None:
-    pid_file = tmp_path / "pid"
-    script = write_script(tmp_path / "model.json", run_command_forever(pid_file), "after")
+    fifo = tmp_path / "ready"
+    script = write_script(tmp_path / "model.json", run_command_forever(fifo), "after")
     with app_server("--model-script", str(script), *SHELL, cwd=tmp_path) as server:
-        thread, turn, pid = start_long_command(server, pid_file)
+        thread, turn = start_long_command(server, fifo)
         assert server.call("turn/interrupt", {"threadId": thread, "turnId": turn}) == {}
         seen = server.until("turn/completed", threadId=thread)
         command = seen[-2]["params"]["item"]
@@ -59,7 +86,7 @@ def test_interrupt_ends_the_running_command_and_the_turn(tmp_path: Path) -> None
             "failed",
         )
         assert seen[-1]["params"]["turn"]["status"] == "interrupted"
-        assert not pid_alive(pid)
+        assert not still_runs(fifo)
         # The thread goes on: its next turn runs.
         server.call("turn/start", {"threadId": thread, "input": text("again")})
         done = server.next("turn/completed", threadId=thread)
@@ -151,14 +178,14 @@ def test_resume_continues_the_thread_s_rollout(tmp_path: Path) -> None:
 def test_the_end_of_the_server_stops_every_session_and_its_commands(
     tmp_path: Path, how: str
 ) -> None:
-    pid_file = tmp_path / "pid"
-    script = write_script(tmp_path / "model.json", run_command_forever(pid_file))
+    fifo = tmp_path / "ready"
+    script = write_script(tmp_path / "model.json", run_command_forever(fifo))
     with app_server("--model-script", str(script), *SHELL, cwd=tmp_path) as server:
-        thread, turn, pid = start_long_command(server, pid_file)
+        thread, turn = start_long_command(server, fifo)
         idle = server.start_thread()
         status = server.close_input() if how == "stdin" else server.signal(getattr(signal, how))
         assert status == 0, server.stderr_text()
-        assert not pid_alive(pid)
+        assert not still_runs(fifo)
         ended = server.next("turn/completed", threadId=thread)["turn"]
         assert (ended["id"], ended["status"]) == (turn, "interrupted")
         assert idle != thread

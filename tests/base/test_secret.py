@@ -17,7 +17,17 @@ from hypothesis import strategies as st
 import relay
 from relay import ConfigError, ProviderConfig, testing
 from relay._base._config import resolve_api_key, take_api_key
-from relay._base._secret import FRAGMENT, REDACTED, _forms, _grams, check_key, redact, redact_json
+from relay._base._secret import (
+    FRAGMENT,
+    REDACTED,
+    _forms,
+    _grams,
+    check_key,
+    hide_keys,
+    read_key,
+    redact,
+    redact_json,
+)
 
 KEY = 'sk-live"4c\\e1/f0+c9a%7b3d8e2f'
 
@@ -157,6 +167,45 @@ def test_the_key_is_wiped_from_the_environment_the_kernel_shows(tmp_path: Path) 
     assert result.returncode == 0, result.stderr
     assert result.stdout.decode().strip() == KEY
     assert KEY[:10].encode() not in out.read_bytes()
+
+
+def test_a_key_set_again_in_the_process_is_wiped_where_the_kernel_shows_it(
+    tmp_path: Path,
+) -> None:
+    """Setting the variable again points the C environment to a copy; the value the process
+    started with is still what ``/proc/PID/environ`` shows, and is wiped there too."""
+    code = (
+        "import os; from relay._base._config import resolve_api_key, take_api_key;"
+        "from relay import ProviderConfig; lab = ProviderConfig(name='lab', env_key='LAB_KEY');"
+        "os.environ['LAB_KEY'] = 'sk-set-again-in-the-process';"
+        "take_api_key(lab); print(resolve_api_key(lab));"
+        "open(os.environ['OUT'], 'wb').write(open('/proc/self/environ', 'rb').read())"
+    )
+    out = tmp_path / "environ"
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "LAB_KEY": KEY, "OUT": str(out)},
+        capture_output=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode().strip() == "sk-set-again-in-the-process"
+    shown = out.read_bytes()
+    assert KEY[:10].encode() not in shown and b"sk-set-again" not in shown
+
+
+def test_hidden_keys_leave_the_environment_and_are_checked_when_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LAB_KEY", f"{KEY}\n")
+    monkeypatch.setenv("LAB_BAD_KEY", "sk-with a-space")
+    monkeypatch.delenv("LAB_UNSET_KEY", raising=False)
+    hide_keys(["LAB_KEY", "LAB_BAD_KEY", "LAB_UNSET_KEY", None])
+    assert {"LAB_KEY", "LAB_BAD_KEY"}.isdisjoint(os.environ)
+    assert read_key("LAB_KEY") == KEY
+    assert read_key("LAB_UNSET_KEY") is None
+    with pytest.raises(ConfigError, match="LAB_BAD_KEY has a space"):
+        read_key("LAB_BAD_KEY")
 
 
 # ----------------------------------------------------------------------------- embedding

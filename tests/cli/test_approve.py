@@ -10,16 +10,22 @@ import select
 import pytest
 import trio
 import trio.testing
+from hypothesis import given
+from hypothesis import strategies as st
 
 import relay
 from relay._cli._approve import (
+    LINE_GUTTER,
     PROMPT,
+    WRAP_GUTTER,
     TerminalApprover,
+    call_text,
     decision_of,
     deny_unasked,
     exec_approver,
     question,
     read_line,
+    wrapped,
 )
 from relay._cli._outcome import RunOutcome
 from relay._cli._pretty import PrettyPrinter, command_line
@@ -70,6 +76,70 @@ def test_a_question_names_the_call_the_command_where_and_why() -> None:
     )
     unexplained = relay.ExecApprovalRequest("c2", "t1", ("ls",), "/work")
     assert "why" not in question(unexplained)
+
+
+def unwrapped(shown: str) -> tuple[str, list[str]]:
+    """The call a question shows on more than one line, its gutters taken off and its pieces
+    joined; and the question's other lines."""
+    lines: list[str] = []
+    others: list[str] = []
+    for line in shown.splitlines():
+        if line.startswith(LINE_GUTTER):
+            lines.append(line.removeprefix(LINE_GUTTER))
+        elif line.startswith(WRAP_GUTTER):
+            lines[-1] += line.removeprefix(WRAP_GUTTER)
+        else:
+            others.append(line)
+    return "\n".join(lines), others
+
+
+def test_a_long_call_is_shown_whole_wrapped_to_the_width_with_its_size() -> None:
+    # 5,000 characters of a write whose target path is its last word: past any cut.
+    body = ("lorem ipsum \x1b[2J dolor " * 250)[: 5000 - 40]
+    argv = ("write_file", body, "/home/me/.ssh/authorized_keys")
+    request = relay.ExecApprovalRequest("c1", "t1", argv, "/work", "policy")
+    shown = question(request, width=72)
+    whole = call_text(argv)
+    assert whole.endswith(" /home/me/.ssh/authorized_keys")
+    assert "\x1b" not in shown and "\\x1b[2J" in whole  # written out, as before
+    call, others = unwrapped(shown)
+    assert call == whole  # every character, in order
+    assert all(len(line) <= 72 for line in shown.splitlines())
+    assert f"  ({len(whole):,} characters)" in others
+    assert len(whole) > 5000 and "," in f"{len(whole):,}"
+    assert others[0] == "relay: the call c1 waits for your approval"
+    assert others[-2:] == ["  in /work", "  why: policy"]
+
+
+def test_a_long_tool_call_is_shown_whole_with_all_its_arguments() -> None:
+    tool = relay.ToolInvocation(None, "write_note", {"text": "x" * 4900, "path": "/etc/motd"})
+    shown = question(relay.ExecApprovalRequest("c1", "t1", tool, "/w"), width=100)
+    call, others = unwrapped(shown)
+    assert call == call_text(tool)
+    assert call.startswith('write_note {"text": "xxx') and call.endswith('"path": "/etc/motd"}')
+    assert f"  ({len(call):,} characters)" in others
+
+
+def test_the_lines_of_a_script_keep_their_gutter_and_cannot_pose_as_the_question() -> None:
+    script = "cat > f <<EOF\nhi\nEOF\n  in /safe\nrelay: run it?\nrm -rf \ud800/"
+    request = relay.ExecApprovalRequest("c\n2", "t1", ("bash", "-lc", script), "/w\nx")
+    shown = question(request, width=200)
+    call, others = unwrapped(shown)
+    assert call == "bash -lc " + script.replace("\ud800", "\\ud800").join("''")
+    lines = call.count("\n") + 1
+    assert others == [
+        "relay: the call c\\n2 waits for your approval",
+        f"  ({len(call)} characters, {lines} lines)",
+        "  in /w\\nx",
+    ]
+    shown.encode()  # a surrogate alone is written out: the terminal can be written to
+
+
+@given(st.text(alphabet=st.sampled_from("ab /-"), max_size=300), st.integers(1, 80))
+def test_pieces_join_back_to_the_line_and_keep_to_the_width(line: str, width: int) -> None:
+    pieces = wrapped(line, width)
+    assert "".join(pieces) == line
+    assert all(0 < len(piece) <= width for piece in pieces) or pieces == [""]
 
 
 def test_without_a_terminal_every_request_is_denied_at_once_with_a_warning() -> None:

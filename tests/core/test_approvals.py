@@ -1,5 +1,5 @@
-"""Approvals: the rules, the request and its decision, and a wait as a cancellation point
-(docs/approvals.md)."""
+"""Approvals in a session: the request and its decision, and a wait as a cancellation point
+(docs/approvals.md; the rules alone: tests/exec/test_rules.py)."""
 
 from __future__ import annotations
 
@@ -14,101 +14,11 @@ import attrs
 import pytest
 import trio
 import trio.lowlevel
-from hypothesis import given
-from hypothesis import strategies as st
 
 import relay
 import relay.lowlevel
 from relay import testing
-from relay._core._approvals import Call, Policy, gate, read_only
-from relay._core._clearance import DENIED_OUTPUT
-
-# ------------------------------------------------------------------ the rules
-
-
-@pytest.mark.parametrize(
-    ("argv", "expected"),
-    [
-        (["ls", "-la"], True),
-        (["/bin/cat", "a.txt"], True),
-        (["git", "status"], True),
-        (["git", "log", "--oneline"], False),  # a repository's config can run a program
-        (["git", "diff"], False),
-        (["git", "branch", "-D", "main"], False),
-        (["date"], True),
-        (["date", "-s", "2020-01-01"], False),
-        (["file", "-C", "-m", "magic"], False),
-        (["uname", "-s"], True),
-        (["git", "push"], False),
-        (["git"], False),
-        (["find", ".", "-name", "*.py"], True),
-        (["find", ".", "-delete"], False),
-        (["find", ".", "-exec", "rm", "{}", ";"], False),
-        (["rg", "--pre", "sh", "x"], False),
-        (["rm", "-rf", "build"], False),
-        (["touch", "x"], False),
-        (["sh", "-c", "ls"], False),
-        ([], False),
-    ],
-)
-def test_the_read_only_list(argv: list[str], expected: bool) -> None:
-    assert read_only(argv) is expected
-
-
-_argvs = st.lists(st.text(min_size=1, max_size=6), min_size=1, max_size=4).map(tuple)
-_calls = st.one_of(
-    st.builds(Call, st.just("shell"), _argvs, st.booleans()),
-    st.builds(
-        Call,
-        st.sampled_from(["mine", "mcp__s__t"]),
-        st.none(),
-        st.just(False),
-        st.sampled_from([True, False, None]),
-    ),
-)
-
-
-@given(_calls, st.sampled_from(Policy), st.booleans())
-def test_a_gate_asks_or_refuses_never_both_and_never_under_never(
-    call: Call, policy: Policy, sandboxed: bool
-) -> None:
-    ruled = gate(policy, call, sandboxed=sandboxed)
-    assert ruled.ask is None or ruled.refuse is None
-    if policy is Policy.NEVER:
-        assert ruled.ask is None
-    if ruled.unconfined:
-        assert ruled.ask is not None and sandboxed
-
-
-@given(_argvs, st.booleans())
-def test_without_a_sandbox_a_command_is_asked_for_only_under_untrusted(
-    argv: tuple[str, ...], escalate: bool
-) -> None:
-    for policy in Policy:
-        ruled = gate(policy, Call("shell", argv, escalate), sandboxed=False)
-        assert (ruled.ask is not None) == (policy is Policy.UNTRUSTED and not read_only(argv))
-        assert not ruled.unconfined
-
-
-@given(st.sampled_from(Policy), st.booleans())
-def test_a_tool_that_needs_approval_is_asked_for_unless_the_policy_never_asks(
-    policy: Policy, sandboxed: bool
-) -> None:
-    ruled = gate(policy, Call("mine", needs_approval=True), sandboxed=sandboxed)
-    if policy is Policy.NEVER:
-        assert ruled.refuse is not None and ruled.ask is None
-    else:
-        assert ruled.ask is not None
-    assert gate(policy, Call("mine", needs_approval=False), sandboxed=sandboxed).ask is None
-
-
-def test_on_request_asks_for_an_escalation_only_inside_a_sandbox() -> None:
-    wants_out = Call("shell", ("make",), escalate=True)
-    ruled = gate(Policy.ON_REQUEST, wants_out, sandboxed=True)
-    assert ruled.ask is not None and ruled.unconfined
-    assert gate(Policy.ON_REQUEST, Call("shell", ("make",)), sandboxed=True).ask is None
-    assert gate(Policy.ON_FAILURE, wants_out, sandboxed=True).ask is None
-
+from relay._core._exec_gate import DENIED_OUTPUT
 
 # ------------------------------------------------------------------ a session
 
@@ -563,3 +473,92 @@ async def test_under_untrusted_a_grant_does_not_cover_leaving_the_sandbox(tmp_pa
         await t.submit(relay.ExecApproval("c2", relay.ReviewDecision.DENIED))
         await t.wait_for(testing.turn_ended)
     assert not (outside / "made").exists()
+
+
+# ------------------------------------------------------------------ grants across a resume
+
+
+async def run_turn(session: relay.Session) -> list[relay.EventMsg]:
+    """Submit one turn and collect every event up to its end."""
+    seen: list[relay.EventMsg] = []
+    events = session.events()
+    await session.submit(relay.UserTurn(items=[relay.Text("go")]))
+    async for event in events:
+        seen.append(event.msg)
+        if testing.turn_ended(event):
+            break
+    return seen
+
+
+async def test_a_grant_relay_did_not_write_is_ignored_on_resume(tmp_path: Path) -> None:
+    """Finding 4: a command that can write the rollout appends an ``approval`` line; the
+    resume must not take it for a grant. Only the line relay sealed holds."""
+    work = tmp_path / "work"
+    work.mkdir()
+    cfg = relay.Config(
+        tools={"shell": True},
+        cwd=str(work),
+        approval_policy="untrusted",
+        rollout=relay.RolloutConfig(dir=str(tmp_path / "sessions")),
+    )
+    first = testing.ScriptedModel({"responses": [shell_call("c1", "touch", "a"), {"text": "ok"}]})
+    async with relay.open_session(
+        cfg, model=first, on_approval=lambda request: "approved_for_session"
+    ) as session:
+        await run_turn(session)
+        assert session.rollout is not None
+        path = session.rollout.path
+    assert (work / "a").exists()
+    (work / "a").unlink()
+    lines = Path(path).read_text().splitlines()
+    (sealed_line,) = [line for line in lines if '"type":"approval"' in line]
+    assert '"seal":' in sealed_line
+    forged = sealed_line.replace('"touch","a"', '"touch","b"')  # the seal of another grant
+    unsealed = json.loads(sealed_line)
+    unsealed["payload"].update(command=["touch", "c"], seal=None)
+    with open(path, "a") as rollout:
+        rollout.write(forged + "\n" + json.dumps(unsealed) + "\n")
+
+    asked: list[tuple[str, ...]] = []
+
+    def deny(request: relay.ExecApprovalRequest) -> str:
+        assert isinstance(request.command, tuple)
+        asked.append(request.command)
+        return "denied"
+
+    again = testing.ScriptedModel(
+        {
+            "responses": [
+                shell_call("r1", "touch", "a"),
+                shell_call("r2", "touch", "b"),
+                shell_call("r3", "touch", "c"),
+                {"text": "done"},
+            ]
+        }
+    )
+    async with relay.resume_session(path, cfg, model=again, on_approval=deny) as session:
+        events = await run_turn(session)
+    warnings = [msg.message for msg in events if isinstance(msg, relay.WarningEvent)]
+    assert asked == [("touch", "b"), ("touch", "c")]
+    assert (work / "a").exists() and not (work / "b").exists() and not (work / "c").exists()
+    assert sum("is ignored" in text for text in warnings) == 2
+
+
+def test_only_a_grant_relay_sealed_for_this_session_is_kept() -> None:
+    from relay._base._exec_rules import ExecRules
+    from relay._base._rollout_lines import ApprovalDecided
+    from relay._core._exec_gate import Gate
+    from relay._exec._rules import Grant
+
+    gate = Gate(ExecRules("untrusted", "workspace-write"), key=b"k" * 32, session_id="s")
+    grant = Grant(("shell", "touch", "a"), "untrusted", "workspace-write")
+    made = gate.record("c1", relay.ReviewDecision.APPROVED_FOR_SESSION, grant)
+    forged = attrs.evolve(made, command=("touch", "b"))
+    unsealed = attrs.evolve(made, seal=None)
+    older = ApprovalDecided("c2", relay.ReviewDecision.APPROVED_FOR_SESSION, ("ls",))
+    other_session = attrs.evolve(gate, session_id="t")
+    kept, problems = gate.kept([made, forged, unsealed, older])
+    assert kept == [grant]
+    assert len(problems) == 3 and all("is ignored" in text for text in problems)
+    assert other_session.kept([made])[0] == []
+    assert Gate(gate.rules, session_id="s").kept([made])[0] == []  # no key: nothing holds

@@ -24,7 +24,7 @@ from relay import testing
 from relay._core._hooks import CompactHook, HookInput, HookStop, run_hook_command
 from relay._core._summary import is_summary
 from relay.testing import turn_ended
-from tests.escapees import escape_argv, wait_gone
+from tests.escapees import TAKE_LOCK, alive, escape_argv, wait_gone
 
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 CANARY = "sk-canary-4f1d0c9e-never-leaks"
@@ -154,13 +154,15 @@ async def test_a_command_that_cannot_start_fails(tmp_path: Path) -> None:
 
 
 async def test_a_hanging_command_is_killed_with_its_process_group(tmp_path: Path) -> None:
-    pid_file = tmp_path / "child.pid"
+    report = tmp_path / "child"
+    # The command and its child share a lock, taken before the child starts: it goes when
+    # both have ended.
     spawner = python(
-        "import subprocess, sys, time\n"
-        f"child = subprocess.Popen([sys.executable, '-c', {HANG!r}])\n"
-        "open(sys.argv[1], 'w').write(str(child.pid))\n"
+        TAKE_LOCK + "import subprocess, time\n"
+        f"child = subprocess.Popen([sys.executable, '-c', {HANG!r}], pass_fds=[lock])\n"
+        "open(sys.argv[1], 'w').write('started')\n"
         "time.sleep(60)\n",
-        str(pid_file),
+        str(report),
         timeout_ms=1000,
     )
     started = trio.current_time()
@@ -168,61 +170,40 @@ async def test_a_hanging_command_is_killed_with_its_process_group(tmp_path: Path
     elapsed = trio.current_time() - started
     assert (result.outcome, result.problem) == ("timeout", "did not finish within 1000 ms")
     assert 1.0 <= elapsed < 10
-    child = int(pid_file.read_text())
-    # SIGKILL went to the whole group; wait for the grandchild's end through a pidfd (readable
-    # once it has terminated), bounded in case it never dies.
-    try:
-        pidfd = os.pidfd_open(child)
-    except ProcessLookupError:
-        return  # already gone
-    try:
-        with trio.fail_after(5):
-            await trio.lowlevel.wait_readable(pidfd)
-    finally:
-        os.close(pidfd)
-
-
-async def wait_ended(pid: int) -> None:
-    """Wait for process ``pid`` (not a child) to end, through a pidfd, bounded."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    try:
-        with trio.fail_after(10):
-            await trio.lowlevel.wait_readable(pidfd)
-    finally:
-        os.close(pidfd)
+    assert report.read_text() == "started"  # the child had started, holding the lock
+    await wait_gone(report)
 
 
 async def test_a_stop_is_decided_on_exit_though_a_child_still_holds_stdout(
     tmp_path: Path,
 ) -> None:
-    pid_file = tmp_path / "child.pid"
+    report = tmp_path / "child"
     stops_and_leaves_a_child = python(
-        "import json, subprocess, sys\n"
-        f"child = subprocess.Popen([sys.executable, '-c', {HANG!r}])\n"
-        "open(sys.argv[1], 'w').write(str(child.pid))\n"
+        TAKE_LOCK + "import json, subprocess\n"
+        f"subprocess.Popen([sys.executable, '-c', {HANG!r}], pass_fds=[lock])\n"
+        "open(sys.argv[1], 'w').write('started')\n"
         "print(json.dumps({'decision': 'stop', 'reason': 'busy'}), flush=True)\n",
-        str(pid_file),
+        str(report),
         timeout_ms=5000,
     )
     result = await run_hook_command(stops_and_leaves_a_child, INFO)
     assert (result.outcome, result.reason) == ("stop", "busy")
-    await wait_ended(int(pid_file.read_text()))
+    assert report.read_text() == "started"
+    await wait_gone(report)
 
 
 async def test_a_detached_child_of_a_hook_that_exited_does_not_survive(tmp_path: Path) -> None:
-    pid_file = tmp_path / "child.pid"
+    report = tmp_path / "child"
     detaches = python(
-        "import subprocess, sys\n"
-        f"child = subprocess.Popen([sys.executable, '-c', {HANG!r}], stdin=subprocess.DEVNULL,"
-        " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
-        "open(sys.argv[1], 'w').write(str(child.pid))\n",
-        str(pid_file),
+        TAKE_LOCK + "import subprocess\n"
+        f"subprocess.Popen([sys.executable, '-c', {HANG!r}], stdin=subprocess.DEVNULL,"
+        " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=[lock])\n"
+        "open(sys.argv[1], 'w').write('started')\n",
+        str(report),
     )
     assert (await run_hook_command(detaches, INFO)).outcome == "continue"
-    await wait_ended(int(pid_file.read_text()))
+    assert report.read_text() == "started"
+    await wait_gone(report)
 
 
 # ----------------------------------------------------------------------------- in a session
@@ -313,29 +294,23 @@ async def test_a_hanging_hook_is_cut_at_its_timeout_with_a_warning() -> None:
 
 
 async def test_interrupting_a_running_hook_kills_it(tmp_path: Path) -> None:
-    # The hook reports its pid through a FIFO, which the test reads without polling.
+    # The hook takes its lock, then says so through a FIFO, which the test reads without
+    # polling.
     ready = tmp_path / "ready"
     os.mkfifo(ready)
-    hook = python(
-        f"import os, sys, time; open(sys.argv[1], 'w').write(f'{{os.getpid()}}\\n'); {HANG}",
-        str(ready),
-    )
+    hook = python(TAKE_LOCK + f"open(sys.argv[1], 'w').write('held\\n'); {HANG}", str(ready))
     async with (
-        trio.lowlevel.FdStream(os.open(ready, os.O_RDWR | os.O_NONBLOCK)) as pids,
+        trio.lowlevel.FdStream(os.open(ready, os.O_RDWR | os.O_NONBLOCK)) as said,
         testing.open_test_session(config=hooks_config(pre_compact=[hook])) as t,
     ):
         await run(t, relay.UserTurn(items=[relay.Text("hi")]))
         await t.submit(relay.Compact(), id="c1")
         with trio.fail_after(10):
-            pid = int(await pids.receive_some())
-        pidfd = os.pidfd_open(pid)
-        try:
-            await t.submit(relay.Interrupt())
-            await t.wait_for(turn_ended, 2)
-            with trio.fail_after(5):
-                await trio.lowlevel.wait_readable(pidfd)
-        finally:
-            os.close(pidfd)
+            assert await said.receive_some() == b"held\n"
+        assert alive(ready)
+        await t.submit(relay.Interrupt())
+        await t.wait_for(turn_ended, 2)
+        await wait_gone(ready, 5)
     msgs = turn_msgs(t, "c1")
     assert types(msgs) == ["turn_started", "hook_started", "turn_aborted"]
     assert msgs[-1].reason is relay.AbortReason.INTERRUPTED  # type: ignore[union-attr]
@@ -599,10 +574,11 @@ async def test_a_raising_callable_hook_is_reported_redacted(
 async def test_a_grandchild_of_a_hook_that_left_the_session_does_not_survive(
     tmp_path: Path, flags: tuple[str, ...]
 ) -> None:
-    pid_file = tmp_path / "escapee.pid"
-    hook = relay.HookCommand(escape_argv(str(pid_file), *flags))
+    report = tmp_path / "escapee.pid"
+    hook = relay.HookCommand(escape_argv(str(report), *flags))
     result = await run_hook_command(hook, INFO)
-    await wait_gone(int(pid_file.read_text()))
+    assert report.read_text().strip().isdigit()  # the grandchild had left, holding the lock
+    await wait_gone(report)
     # Decided when the hook exited, though the grandchild held its output open (``hold``).
     assert result.outcome == "continue"
 
@@ -610,8 +586,9 @@ async def test_a_grandchild_of_a_hook_that_left_the_session_does_not_survive(
 async def test_a_grandchild_of_a_hook_that_left_the_session_goes_at_the_timeout(
     tmp_path: Path,
 ) -> None:
-    pid_file = tmp_path / "escapee.pid"
-    hook = relay.HookCommand(escape_argv(str(pid_file), "wait"), timeout_ms=500)
+    report = tmp_path / "escapee.pid"
+    hook = relay.HookCommand(escape_argv(str(report), "wait"), timeout_ms=500)
     result = await run_hook_command(hook, INFO)
-    await wait_gone(int(pid_file.read_text()))
+    assert report.read_text().strip().isdigit()  # the grandchild had left, holding the lock
+    await wait_gone(report)
     assert result.outcome == "timeout"

@@ -1,4 +1,4 @@
-"""The sandbox holds: escapes that must fail, each tried through the real ``shell`` tool in
+"""The sandbox holds: escapes that must fail, each tried through the real ``run_command`` in
 bwrap, beside the same command run unconfined to show that it would have worked
 (docs/approvals.md). Skipped, saying why, where bwrap cannot run; required in CI."""
 
@@ -6,20 +6,21 @@ from __future__ import annotations
 
 import fcntl
 import os
+import platform
 import socket
 import struct
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import trio
 
-from relay._core._sandbox import SandboxPolicy, sandbox_refused
-from relay._core._tools import ShellRun, ToolContext, run_shell
-from tests.escapees import escape_argv, wait_gone
+from relay._exec._command import CommandOutput, run_command
+from relay._exec._sandbox import SandboxPolicy, refusal
+from tests.escapees import alive, escape_argv, wait_gone
 from tests.sandboxing import needs_bwrap, processes_with, workspace_only
 
 
@@ -43,15 +44,11 @@ def outside(tmp_path: Path) -> Path:
 
 
 async def run(
-    cwd: Path,
-    argv: list[str],
-    policy: SandboxPolicy | None,
-    *,
-    confined: bool = True,
-    timeout_ms: int = 30_000,
-) -> ShellRun:
-    ctx = ToolContext("t1", str(cwd), lambda _: None, sandbox=policy)
-    return await run_shell({"argv": argv, "timeout_ms": timeout_ms}, ctx, confined=confined)
+    cwd: Path, argv: list[str], policy: SandboxPolicy | None, *, timeout_ms: int = 30_000
+) -> CommandOutput:
+    return await run_command(
+        argv, cwd=str(cwd), env=dict(os.environ), timeout_ms=timeout_ms, sandbox=policy
+    )
 
 
 def sh(command: str) -> list[str]:
@@ -85,9 +82,10 @@ async def test_writing_outside_the_workspace_fails(
     assert not (outside / written).exists()
     assert "Read-only file system" in confined.printed or "superuser" in confined.printed
     if written not in ("remounted", "userns"):  # their last command is the write
-        assert sandbox_refused(confined.exit_code, confined.printed)
+        assert confined.refused is not None
+        assert confined.refused.endswith("Read-only file system")
     # The same command, unconfined, writes there: the sandbox is what stopped it.
-    await run(work, argv, workspace_only(bwrap), confined=False)
+    assert (await run(work, argv, None)).refused is None
     assert (outside / written).read_text() == "x\n"
 
 
@@ -98,8 +96,8 @@ async def test_a_hard_link_to_a_file_outside_cannot_be_made(
     target.write_text("original\n")
     argv = sh(f"ln {target} hard && echo changed > hard")
     confined = await run(work, argv, workspace_only(bwrap))
-    assert "Invalid cross-device link" in confined.printed
-    assert sandbox_refused(confined.exit_code, confined.printed)
+    assert confined.refused is not None
+    assert confined.refused.endswith("Invalid cross-device link")
     assert target.read_text() == "original\n"
     await run(work, argv, None)
     assert target.read_text() == "changed\n"
@@ -182,7 +180,9 @@ async def test_tcp_to_the_hosts_other_addresses_fails(
     confined = await run(work, py(CONNECT, port, *addresses), workspace_only(bwrap))
     for address in addresses:
         assert f"{address} [Errno 101] Network is unreachable" in confined.printed
-    assert sandbox_refused(confined.exit_code or 1, confined.printed)
+    assert confined.exit_code == 0  # the script printed its errors
+    assert confined.refused is None
+    assert refusal(1, confined.printed) == f"{addresses[0]} [Errno 101] Network is unreachable"
     assert accepted(listener) == 0
     networked = await run(
         work, py(CONNECT, port, *addresses), workspace_only(bwrap, network_access=True)
@@ -226,43 +226,42 @@ async def test_a_unix_socket_outside_the_workspace_cannot_be_reached(
 
 PROBE = """\
 import os, sys, trio
-from relay._core._sandbox import SandboxPolicy
-from relay._core._tools import run_shell
-from relay._core._tools import ToolContext
+from relay._exec._command import run_command
+from relay._exec._sandbox import SandboxPolicy
 mode, bwrap, cwd = sys.argv[1:]
 policy = None if mode == "none" else SandboxPolicy(mode, bwrap)
-ctx = ToolContext(
-    "t1", cwd, lambda _: None, hidden_env=frozenset({"RELAY_PROBE_KEY"}), sandbox=policy
-)
+env = {k: v for k, v in os.environ.items() if k != "RELAY_PROBE_KEY"}
 command = (
     f"printenv RELAY_PROBE_KEY; cat /proc/{os.getpid()}/environ; "
     "cat /proc/[0-9]*/environ; cat /proc/[0-9]*/task/*/environ"
 )
-print(trio.run(run_shell, {"argv": ["sh", "-c", command]}, ctx).printed)
+done = trio.run(
+    lambda: run_command(
+        ["sh", "-c", command], cwd=cwd, env=env, timeout_ms=30_000, sandbox=policy
+    )
+)
+print(done.printed)
 """
 
 
-@pytest.mark.slow  # two Pythons that import relay, for each mode
-@pytest.mark.parametrize("mode", ["read-only", "workspace-write"])
+@pytest.mark.slow  # a Python that imports relay, for each mode
+@pytest.mark.parametrize("mode", ["none", "read-only", "workspace-write"])
 def test_the_api_key_cannot_be_read_from_the_environment_or_relays_proc(
     bwrap: str, work: Path, mode: str
 ) -> None:
+    # Unconfined too: every command has a PID namespace of its own (the process guard's),
+    # so relay's /proc is out of its sight in every mode.
     key = f"sk-probe-{uuid.uuid4().hex}"
-
-    def probe(mode: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "-c", PROBE, mode, bwrap, str(work)],
-            env={**os.environ, "RELAY_PROBE_KEY": key},
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-        return done.stdout
-
-    assert key not in probe(mode)
-    # Unconfined, the command's own environment has no key, but relay's /proc has it.
-    assert key in probe("none")
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, mode, bwrap, str(work)],
+        env={**os.environ, "RELAY_PROBE_KEY": key},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert "/environ" in done.stdout  # the command ran, and looked
+    assert key not in done.stdout
 
 
 # ------------------------------------------------------------------ processes left behind
@@ -273,10 +272,10 @@ async def test_a_daemon_started_in_the_sandbox_does_not_outlive_the_call(
 ) -> None:
     marker = f"relay-escapee-{uuid.uuid4().hex}"
     result = await run(work, escape_argv("escapee.pid", marker), workspace_only(bwrap))
-    assert result.output == "\n[exit code 0]"
+    assert (result.printed, result.exit_code) == ("", 0)
     assert (work / "escapee.pid").read_text().strip().isdigit()
-    for pid in processes_with(marker):
-        await wait_gone(pid)
+    await wait_gone(work / "escapee.pid", marker=marker)
+    assert processes_with(marker) == []
 
 
 async def test_a_cancelled_call_leaves_nothing_of_the_sandbox(bwrap: str, work: Path) -> None:
@@ -291,9 +290,9 @@ async def test_a_cancelled_call_leaves_nothing_of_the_sandbox(bwrap: str, work: 
         # The command and its daemon, seen from the host (their pids there are not those
         # they see in their own PID namespace).
         assert len(seen) >= 2
+        assert alive(fifo)
         nursery.cancel_scope.cancel()
-    for pid in seen:
-        await wait_gone(pid)
+    await wait_gone(fifo, marker=marker)
     assert processes_with(marker) == []
 
 
@@ -302,10 +301,9 @@ async def test_a_daemon_goes_at_the_timeout(bwrap: str, work: Path) -> None:
     argv = escape_argv("escapee.pid", marker, "wait")
     result = await run(work, argv, workspace_only(bwrap), timeout_ms=1_000)
     assert result.exit_code is None
-    assert result.output.endswith("[timed out after 1000 ms; process killed]")
+    assert result.refused is None
     assert (work / "escapee.pid").read_text().strip().isdigit()  # it had started
-    for pid in processes_with(marker):
-        await wait_gone(pid)
+    await wait_gone(work / "escapee.pid", marker=marker)
 
 
 # ------------------------------------------------------------------ what each mode allows
@@ -332,7 +330,7 @@ async def test_workspace_write_writes_under_cwd_the_roots_and_the_temporary_fold
             exclude_slash_tmp=False,
         )
         result = await run(work, argv, everything)
-        assert result.output == "\n[exit code 0]"
+        assert (result.printed, result.exit_code) == ("", 0)
         assert (work / "in-cwd").read_text() == "a\n"
         assert (root / "in-root").read_text() == "b\n"
         assert (tmpdir / "in-tmpdir").read_text() == "c\n"
@@ -361,7 +359,7 @@ async def test_read_only_writes_nothing_and_reads_everything(
 
 async def test_danger_full_access_runs_as_before(work: Path, outside: Path) -> None:
     result = await run(work, sh(f"echo x > {outside}/written; pwd -P"), None)
-    assert result.output == f"{work.resolve()}\n\n[exit code 0]"
+    assert (result.printed, result.exit_code) == (f"{work.resolve()}\n", 0)
     assert (outside / "written").read_text() == "x\n"
 
 
@@ -369,7 +367,173 @@ async def test_a_sandboxed_command_reports_its_exit_status_and_a_missing_program
     bwrap: str, work: Path
 ) -> None:
     policy = workspace_only(bwrap)
-    assert (await run(work, sh("exit 3"), policy)).output == "\n[exit code 3]"
+    assert (await run(work, sh("exit 3"), policy)).exit_code == 3
     missing = await run(work, ["relay-no-such-program-xyz"], policy)
     assert missing.exit_code == 1
     assert "relay-no-such-program-xyz" in missing.printed
+
+
+# ------------------------------------------------------------------ guarded paths
+
+
+async def test_the_workspaces_git_cannot_be_written_but_the_rest_can(
+    bwrap: str, work: Path
+) -> None:
+    (work / ".git" / "hooks").mkdir(parents=True)
+    (work / ".git" / "config").write_text("[core]\n")
+    argv = sh(
+        "echo evil > .git/hooks/pre-commit; echo '[alias]' >> .git/config; "
+        "mv .git moved; rm -rf .git; echo fine > other"
+    )
+    confined = await run(work, argv, workspace_only(bwrap))
+    assert confined.printed.count("Read-only file system") >= 2
+    assert "Device or resource busy" in confined.printed  # the move
+    assert confined.exit_code == 0  # the last command wrote: the others' refusals are printed
+    assert refusal(1, confined.printed) == (
+        "sh: 1: cannot create .git/hooks/pre-commit: Read-only file system"
+    )
+    assert not (work / ".git" / "hooks" / "pre-commit").exists()
+    assert (work / ".git" / "config").read_text() == "[core]\n"
+    assert (work / "other").read_text() == "fine\n"
+    # Unconfined, the same command writes the hook.
+    await run(work, sh("echo evil > .git/hooks/pre-commit"), None)
+    assert (work / ".git" / "hooks" / "pre-commit").read_text() == "evil\n"
+
+
+async def test_a_worktrees_git_folder_stays_read_only_when_writable(
+    bwrap: str, tmp_path: Path, work: Path
+) -> None:
+    main_git = tmp_path / "main" / ".git"
+    (main_git / "worktrees" / "work").mkdir(parents=True)
+    (main_git / "worktrees" / "work" / "commondir").write_text("../..\n")
+    (work / ".git").write_text(f"gitdir: {main_git}/worktrees/work\n")
+    policy = workspace_only(bwrap, writable_roots=(str(tmp_path / "main"),))
+    argv = sh(
+        f"echo evil > {main_git}/hooks-pre-commit; echo x > {main_git}/worktrees/work/HEAD; "
+        f"echo gitdir: /elsewhere > .git; echo fine > {tmp_path}/main/other"
+    )
+    confined = await run(work, argv, policy)
+    assert confined.printed.count("Read-only file system") == 3
+    assert sorted(p.name for p in main_git.rglob("*")) == ["commondir", "work", "worktrees"]
+    assert (work / ".git").read_text() == f"gitdir: {main_git}/worktrees/work\n"
+    assert (tmp_path / "main" / "other").read_text() == "fine\n"
+
+
+async def test_protected_paths_in_writable_folders_stay_read_only(
+    bwrap: str, tmp_path: Path, work: Path
+) -> None:
+    # relay's home inside the workspace, a rollout file under the temporary folder (/tmp,
+    # writable in the mode).
+    home = work / "state" / "home"
+    home.mkdir(parents=True)
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    rollout = sessions / "rollout.jsonl"
+    rollout.write_text('{"line": 1}\n')
+    assert Path(os.path.realpath(tmp_path)).is_relative_to("/tmp")
+    policy = SandboxPolicy(
+        "workspace-write", bwrap, protected=(str(home), str(rollout)), exclude_tmpdir_env_var=True
+    )
+    argv = sh(
+        f"echo '{{}}' >> {rollout}; rm -f {rollout}; mv {sessions} {tmp_path}/moved; "
+        f"echo x > {home}/config.toml; mv state moved; echo fine > other; "
+        f"echo fine > {sessions}/other"
+    )
+    confined = await run(work, argv, policy)
+    assert confined.printed.count("Read-only file system") == 2  # appending, writing
+    # Removing the rollout, moving its folder or the home's parent away (then replacing
+    # them on the host).
+    assert confined.printed.count("Device or resource busy") == 3
+    assert rollout.read_text() == '{"line": 1}\n'
+    assert sessions.is_dir() and (work / "state").is_dir()
+    assert list(home.iterdir()) == []
+    assert (work / "other").read_text() == "fine\n"
+    assert (sessions / "other").read_text() == "fine\n"
+    # Without the protection, the same command appends to the rollout and writes the home.
+    await run(
+        work,
+        sh(f"echo '{{}}' >> {rollout}; echo x > {home}/config.toml"),
+        workspace_only(bwrap, exclude_slash_tmp=False),
+    )
+    assert rollout.read_text() == '{"line": 1}\n{}\n'
+    assert (home / "config.toml").exists()
+
+
+@pytest.mark.parametrize("mode", ["read-only", "workspace-write"])
+async def test_a_hidden_key_file_cannot_be_read(bwrap: str, work: Path, mode: str) -> None:
+    home = work / ".relay"
+    home.mkdir()
+    key = home / "grant.key"
+    secret = f"grant-{uuid.uuid4().hex}"
+    key.write_text(secret)
+    policy = SandboxPolicy(mode, bwrap, protected=(str(home),), hidden=(str(key),))  # type: ignore[arg-type]
+    argv = sh(f"cat {key}; cat .relay/grant.key; cp {key} copy; echo x > {key}; cat copy")
+    confined = await run(work, argv, policy)
+    assert secret not in confined.printed
+    assert "Permission denied" in confined.printed
+    assert key.read_text() == secret
+    # Unconfined, it reads.
+    assert (await run(work, sh(f"cat {key}"), None)).printed == secret
+
+
+# ------------------------------------------------------------------ the seccomp filter
+
+ADD_KEY = {"x86_64": 248, "aarch64": 217}
+
+KEYRING = """\
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+# add_key("user", "k", "v", 1, KEY_SPEC_SESSION_KEYRING)
+done = libc.syscall(int(sys.argv[1]), b"user", b"relay-probe", b"v", 1, -3)
+print("added" if done >= 0 else os.strerror(ctypes.get_errno()))
+"""
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        lambda bwrap: SandboxPolicy("read-only", bwrap),
+        lambda bwrap: workspace_only(bwrap),
+        lambda bwrap: workspace_only(bwrap, network_access=True),
+    ],
+    ids=["read-only", "workspace-write", "network"],
+)
+async def test_no_mode_reaches_the_kernels_keyrings(
+    bwrap: str, work: Path, policy: Callable[[str], SandboxPolicy]
+) -> None:
+    number = ADD_KEY.get(platform.machine())
+    if number is None:
+        pytest.skip(f"no add_key number for {platform.machine()}")
+    confined = await run(work, py(KEYRING, str(number)), policy(bwrap))
+    assert confined.printed == "Operation not permitted\n"
+
+
+SOCKETS = """\
+import socket
+for name in ("AF_INET", "AF_INET6", "AF_NETLINK", "AF_VSOCK", "AF_PACKET", "AF_ALG"):
+    kind = socket.SOCK_RAW if name == "AF_NETLINK" else socket.SOCK_STREAM
+    kind = socket.SOCK_SEQPACKET if name == "AF_ALG" else kind
+    kind = socket.SOCK_DGRAM if name == "AF_PACKET" else kind
+    try:
+        socket.socket(getattr(socket, name), kind).close()
+        print(name, "made")
+    except OSError as exc:
+        print(name, exc.strerror)
+a, b = socket.socketpair()
+print("socketpair made")
+"""
+
+
+async def test_without_network_only_ip_and_netlink_sockets_are_made(bwrap: str, work: Path) -> None:
+    confined = await run(work, py(SOCKETS), SandboxPolicy("read-only", bwrap))
+    assert confined.printed.splitlines() == [
+        "AF_INET made",
+        "AF_INET6 made",
+        "AF_NETLINK made",
+        "AF_VSOCK Operation not permitted",
+        "AF_PACKET Operation not permitted",
+        "AF_ALG Operation not permitted",
+        "socketpair made",
+    ]
+    networked = await run(work, py(SOCKETS), workspace_only(bwrap, network_access=True))
+    assert "AF_VSOCK made" in networked.printed.splitlines()

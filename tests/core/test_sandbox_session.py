@@ -14,8 +14,10 @@ import trio
 
 import relay
 from relay import testing
+from relay._base._exec_rules import ExecRules
+from relay._core._exec_gate import Gate
 from relay._core._hooks import HookInput, run_hook_command
-from tests.escapees import escape_argv, wait_gone
+from tests.escapees import alive, escape_argv, wait_gone
 from tests.sandboxing import needs_bwrap, processes_with, workspace_only
 
 
@@ -80,13 +82,12 @@ async def test_an_interrupt_leaves_nothing_of_a_sandboxed_command(work: Path) ->
     async with testing.open_test_session(script, config=confined_config(work)) as t:
         await t.turn("run it", id="t1")
         async with await trio.open_file(fifo) as reader:
-            await reader.read()
-        seen = processes_with(marker)
-        assert len(seen) >= 2  # the command and the daemon it left behind
+            await reader.read()  # the daemon has left the command's session, holding the lock
+        assert len(processes_with(marker)) >= 2  # the command and the daemon it left behind
+        assert alive(fifo)
         await t.submit(relay.Interrupt())
         await t.wait_for(relay.TurnAborted)
-        for pid in seen:
-            await wait_gone(pid)
+        await wait_gone(fifo, marker=marker)
     assert relay.FunctionCallOutput("sh1", "aborted") in t.session.history.items
     assert processes_with(marker) == []
 
@@ -97,14 +98,16 @@ async def test_a_hook_command_runs_in_the_sandbox(tmp_path: Path, work: Path) ->
     outside.mkdir()
     info = HookInput("s1", "t1", str(work), None, "m", "manual", "pre_compact")
     hook = relay.HookCommand(["sh", "-c", f"echo x > {outside}/hook"])
-    confined = await run_hook_command(hook, info, sandbox=workspace_only(bwrap))
+    rules = ExecRules(
+        sandbox_mode="workspace-write", exclude_tmpdir_env_var=True, exclude_slash_tmp=True
+    )
+    gate = Gate(rules, sandbox=workspace_only(bwrap))
+    confined = await run_hook_command(hook, info, start=gate.open_hook)
     assert confined.outcome == "failed"
     assert "Read-only file system" in confined.problem
     assert not (outside / "hook").exists()
     inside = relay.HookCommand(["sh", "-c", "cat > hook-input"])
-    assert (await run_hook_command(inside, info, sandbox=workspace_only(bwrap))).outcome == (
-        "continue"
-    )
+    assert (await run_hook_command(inside, info, start=gate.open_hook)).outcome == "continue"
     assert '"session_id": "s1"' in (work / "hook-input").read_text()
     assert (await run_hook_command(hook, info)).outcome == "continue"
     assert (outside / "hook").read_text() == "x\n"

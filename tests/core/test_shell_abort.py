@@ -9,22 +9,15 @@ import trio
 
 import relay
 from relay import testing
-from tests.escapees import escape_argv, wait_gone
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+from tests.escapees import alive, escape_argv, wait_gone
 
 
 async def test_interrupt_kills_the_shell_process_group(tmp_path: Path) -> None:
     fifo = tmp_path / "pid.fifo"
     os.mkfifo(fifo)
-    # The command starts a grandchild and reports its pid through the fifo, then waits.
-    argv = ["sh", "-c", f"sleep 1000 & echo $! > {fifo}; wait"]
+    # The command starts a grandchild that takes a lock (util-linux ``flock``, then the ``sh``
+    # and ``sleep`` it runs), says so through the fifo, then waits.
+    argv = ["sh", "-c", f"flock {fifo}.lock sh -c 'echo held > {fifo}; exec sleep 1000' & wait"]
     script = {
         "responses": [
             {"function_call": {"name": "shell", "arguments": {"argv": argv}, "call_id": "sh1"}},
@@ -37,13 +30,13 @@ async def test_interrupt_kills_the_shell_process_group(tmp_path: Path) -> None:
     async with testing.open_test_session(script, config=config) as t:
         await t.turn("run it", id="t1")
         async with await trio.open_file(fifo) as reader:
-            grandchild = int((await reader.read()).strip())
-        assert alive(grandchild)
+            assert await reader.read() == "held\n"
+        assert alive(fifo)
         await t.submit(relay.Interrupt())
         await t.wait_for(relay.TurnAborted)
         # The group was sent SIGKILL before turn_aborted (and the grandchild reaped by the
-        # command's guard: it may be gone already); wait for its end, bounded.
-        await wait_gone(grandchild)
+        # command's keeper: it may be gone already); wait for its end, bounded.
+        await wait_gone(fifo)
     assert relay.FunctionCallOutput("sh1", "aborted") in t.session.history.items
 
 
@@ -63,8 +56,8 @@ async def test_interrupt_kills_a_grandchild_that_left_the_session(tmp_path: Path
     async with testing.open_test_session(script, config=config) as t:
         await t.turn("run it", id="t1")
         async with await trio.open_file(fifo) as reader:
-            escapee = int((await reader.read()).strip())
-        assert alive(escapee)
+            assert (await reader.read()).strip().isdigit()  # it left, holding the lock
+        assert alive(fifo)
         await t.submit(relay.Interrupt())
         await t.wait_for(relay.TurnAborted)
-        await wait_gone(escapee)
+        await wait_gone(fifo)

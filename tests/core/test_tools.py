@@ -473,27 +473,18 @@ async def test_shell_does_not_inherit_stdin(cwd: Path) -> None:
 
 
 async def test_shell_timeout_kills_the_process_group(cwd: Path) -> None:
+    # The background child holds a lock (util-linux ``flock`` and the ``sh`` it runs, then
+    # ``sleep``), taken before it prints: the lock goes when they have all ended.
     start = trio.current_time()
     output = await shell(
         cwd,
-        ["sh", "-c", "sleep 30 & echo $! > child.pid; echo started; wait"],
+        ["sh", "-c", "flock child.lock sh -c 'echo started; exec sleep 30' & wait"],
         timeout_ms=1000,
     )
     elapsed = trio.current_time() - start
     assert output == "started\n\n[timed out after 1000 ms; process killed]"
     assert elapsed < 10
-    child = int((cwd / "child.pid").read_text())
-    # SIGKILL went to the whole group; wait for the grandchild's exit through a pidfd (readable
-    # once it has terminated), bounded in case it never dies.
-    try:
-        pidfd = os.pidfd_open(child)
-    except ProcessLookupError:
-        return  # already gone and reaped
-    try:
-        with trio.fail_after(10):
-            await trio.lowlevel.wait_readable(pidfd)
-    finally:
-        os.close(pidfd)
+    await wait_gone(cwd / "child")
 
 
 @pytest.mark.parametrize(
@@ -549,7 +540,8 @@ def test_the_tools_are_estimated_once_until_one_is_registered(
 
 async def test_a_grandchild_that_left_the_session_does_not_outlive_the_call(cwd: Path) -> None:
     output = await shell(cwd, escape_argv("escapee.pid"))
-    await wait_gone(int((cwd / "escapee.pid").read_text()))
+    assert (cwd / "escapee.pid").read_text().strip().isdigit()  # it had left, holding the lock
+    await wait_gone(cwd / "escapee.pid")
     assert output == "\n[exit code 0]"
 
 
@@ -559,5 +551,6 @@ async def test_a_grandchild_that_left_the_session_holding_the_output_goes_at_the
     # It holds the command's output open: the call waits for the end of the output, up to the
     # timeout, and then nothing of the command is left.
     output = await shell(cwd, escape_argv("escapee.pid", "hold"), timeout_ms=300)
-    await wait_gone(int((cwd / "escapee.pid").read_text()))
+    assert (cwd / "escapee.pid").read_text().strip().isdigit()
+    await wait_gone(cwd / "escapee.pid")
     assert output.endswith("[timed out after 300 ms; process killed]")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +15,7 @@ from relay._core._work_state import (
     command_run,
     content_hash,
     file_read,
+    line_shape,
     tool_failed,
 )
 from tests.hypothesis_profiles import examples
@@ -81,3 +84,14 @@ def test_malformed_json_parts_are_skipped() -> None:
 
 def test_work_entry_is_public() -> None:
     assert relay.lowlevel.WorkEntry is WorkEntry
+
+
+_NUMBERS = re.compile(r"0x[0-9a-fA-F]+|[0-9a-fA-F]{8,}|\d+(?:[.,]\d+)*")
+_shape_chars = st.text(alphabet=st.sampled_from("0123456789abcdefxXgG.,: -٣\t"), max_size=40)
+
+
+@given(st.one_of(_shape_chars, st.text(max_size=40)))
+def test_a_line_shape_masks_numbers_as_the_pattern_that_describes_them(line: str) -> None:
+    """The shape is made without a regular expression (no regex reads a tool's output in the
+    core); this one states what it masks."""
+    assert line_shape(line) == " ".join(_NUMBERS.sub("#", line).split())

@@ -1,23 +1,28 @@
 """A small MCP server for relay's tests, on the official SDK (``MCPServer``).
 
-Run as ``python tests/mcp/mcp_server.py [--http PORT] [--log FILE] [--fail-start TEXT | --hang]``:
-over standard input and output by default, over streamable HTTP on 127.0.0.1:PORT with
-``--http``. Its tools: ``echo``, ``add`` (structured content), ``slow`` (sleeps; a cancellation
-is written to the log), ``fail`` (an error result), ``crash`` (the process exits at once),
-``image`` (a PNG), ``pid``, ``env`` and ``cwd`` (what the process sees), ``auth`` (the
-``Authorization`` header an HTTP request carried), ``offer`` and ``withdraw`` (add or remove
-a tool, then say the list changed, ``notifications/tools/list_changed``: with the call's
-answer, or with ``with_answer=false`` on the connection's own stream), and
+Run as ``python tests/mcp/mcp_server.py [--http PORT] [--log FILE] [--lock FILE] [--fail-start
+TEXT | --hang]``: over standard input and output by default, over streamable HTTP on
+127.0.0.1:PORT with ``--http``. Its tools: ``echo``, ``add`` (structured content), ``slow``
+(sleeps; a cancellation is written to the log), ``fail`` (an error result), ``crash`` (the
+process exits at once), ``image`` (a PNG), ``pid``, ``env`` and ``cwd`` (what the process sees),
+``auth`` (the ``Authorization`` header an HTTP request carried), ``offer`` and ``withdraw`` (add
+or remove a tool, then say the list changed, ``notifications/tools/list_changed``: with the
+call's answer, or with ``with_answer=false`` on the connection's own stream), and
 ``long_tool_name_...`` (a name over 64 characters once qualified).
 
 ``--fail-start TEXT`` writes TEXT to standard error and exits with status 2 before it answers;
 ``--hang`` never answers. The log gets one line per event: ``started PID``, ``slow TAG
-started``, ``slow TAG cancelled``, ``slow TAG finished``.
+started``, ``slow TAG cancelled``, ``slow TAG finished``. With ``--lock FILE`` the process holds
+an exclusive ``flock`` on FILE from its start to its end, taken before it logs ``started``: a
+server started as a command runs in a PID namespace of its own, where the pid it reports names
+nothing on the test's side, and a test that can take the lock knows every server holding it
+has ended (see :mod:`tests.escapees`).
 """
 
 # No ``from __future__ import annotations``: the SDK reads each tool's annotations, which name
 # the SDK's types imported inside main().
 import argparse
+import fcntl
 import os
 import sys
 import time
@@ -37,7 +42,12 @@ def main() -> None:
     parser.add_argument("--log", default=os.environ.get("MCP_TEST_LOG"))
     parser.add_argument("--fail-start", default=None)
     parser.add_argument("--hang", action="store_true")
+    parser.add_argument("--lock", default=None)
     args = parser.parse_args()
+    if args.lock is not None:
+        # Held, open, until the process ends: the kernel drops it then.
+        lock = os.open(args.lock, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(lock, fcntl.LOCK_EX)
 
     def log(line: str) -> None:
         if args.log:

@@ -28,6 +28,7 @@ import relay
 from relay import McpServerConfig, testing
 from relay._mcp._names import qualified_name
 from relay.tasks.compaction._history import mask_reference
+from tests.escapees import alive, lock_of
 from tests.mcp.mcp_server import LONG_TOOL
 
 pytest.importorskip("mcp")
@@ -69,14 +70,6 @@ def recorded(session: relay.Session) -> dict[str, str]:
         for item in session.history.items
         if isinstance(item, relay.FunctionCallOutput)
     }
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 async def logged(log: Path, line: str) -> None:
@@ -191,11 +184,12 @@ async def test_the_model_calls_the_tools_of_a_stdio_server(tmp_path: Path) -> No
     cfg = config(
         rollout=relay.RolloutConfig(dir=str(sessions)),
         features=relay.Features(work_state=True),
-        mcp_servers={"test": stdio(cwd=str(tmp_path))},
+        mcp_servers={"test": stdio("--lock", lock_of(tmp_path / "server"), cwd=str(tmp_path))},
     )
     async with testing.open_test_session(script, config=cfg) as t:
         await t.turns("Use the tools.")
         tools = {spec.name: spec for spec in t.session.tools.specs()}
+        assert alive(tmp_path / "server")  # the server holds its lock while it runs
     assert len(long_name) == 64 and long_name in tools
     echo = tools["mcp__test__echo"]
     assert echo.description == "Return the text."
@@ -237,7 +231,7 @@ async def test_the_model_calls_the_tools_of_a_stdio_server(tmp_path: Path) -> No
     noted = [(m.kind, m.text) for m in t.recorder.of_type(relay.WorkStateNoted)]
     assert ("error", "mcp__test__fail: Error executing tool fail: x must be positive") in noted
     # The server went with the session.
-    assert not alive(int(found["c7"]))
+    assert not alive(tmp_path / "server")
 
 
 @pytest.mark.slow
@@ -345,7 +339,12 @@ async def test_a_call_longer_than_tool_timeout_sec_fails_and_the_server_is_told(
 
 
 @pytest.mark.slow
-async def test_a_server_that_dies_fails_its_call_and_is_restarted_once_per_turn() -> None:
+async def test_a_server_that_dies_fails_its_call_and_is_restarted_once_per_turn(
+    tmp_path: Path,
+) -> None:
+    # Each server runs in a PID namespace of its own, where the pid it reports is the same for
+    # all: its log counts the starts, and its lock tells whether one still runs.
+    log, report = tmp_path / "server.log", tmp_path / "server"
     script = {
         "responses": [
             call("mcp__test__pid", "a1"),
@@ -358,8 +357,10 @@ async def test_a_server_that_dies_fails_its_call_and_is_restarted_once_per_turn(
             "Second turn done.",
         ]
     }
-    async with testing.open_test_session(script, config=config(mcp_servers={"test": stdio()})) as t:
+    servers = {"test": stdio("--log", str(log), "--lock", lock_of(report))}
+    async with testing.open_test_session(script, config=config(mcp_servers=servers)) as t:
         await t.turns("Crash it.", "Again.")
+        assert alive(report)  # the server of the second turn holds the lock while it runs
     found = outputs(t.recorder)
     died = (
         "error: MCP server 'test' stopped (exit status 3) during the call; it is started "
@@ -370,11 +371,15 @@ async def test_a_server_that_dies_fails_its_call_and_is_restarted_once_per_turn(
         "error: MCP server 'test' stopped (exit status 3); it was started again once in this "
         "turn already, and is started again at its next call in a later turn"
     )
-    pids = [found["a1"], found["a3"], found["b1"]]
-    assert all(pid.isdigit() for pid in pids) and len(set(pids)) == 3
+    # A server answered each of these, three processes in all: the first and two restarts.
+    assert all(found[call_id].isdigit() for call_id in ("a1", "a3", "b1"))
+    starts = [
+        line for line in log.read_text(encoding="utf-8").splitlines() if line.startswith("started ")
+    ]
+    assert len(starts) == 3
     restarts = [m.message for m in t.recorder.of_type(relay.BackgroundEvent)]
     assert restarts == ["MCP server 'test' stopped (exit status 3); started it again"] * 2
-    assert not alive(int(found["b1"]))
+    assert not alive(report)
 
 
 def warnings_of(recorder: testing.EventRecorder) -> list[tuple[str, str]]:

@@ -19,6 +19,7 @@ docs/session.md, docs/compaction.md, docs/rollout.md).
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
 import os
@@ -40,6 +41,7 @@ from relay import testing
 from relay._base._codec import to_json
 from relay._base._tokens import ApproxEstimator
 from relay.testing import turn_ended
+from tests.escapees import TAKE_LOCK, wait_gone
 from tests.invariants import check_event_invariants
 from tests.reliability._checks import check_rollout_matches, check_well_formed
 from tests.reliability._raw_server import RawAnswer, open_raw_server
@@ -333,21 +335,61 @@ async def test_a_key_with_a_character_no_header_can_carry_is_refused_at_start(
     assert "with-a-tab" not in stderr + result.stdout.decode()
 
 
-#: Run by the shell tool: for its parent (the guard) and every ancestor up to init, the pid,
-#: whether its environment could be read, and how many of its variables hold the key.
-PROC_CHAIN = (
-    'p=$PPID; while [ "$p" -gt 1 ]; do '
-    "if env=$(tr '\\0' '\\n' < /proc/$p/environ); then "
-    'echo "pid $p read, holding $(printf \'%s\\n\' "$env" | grep -c "^$1=sk-odd")"; '
-    'else echo "pid $p unreadable"; fi; '
-    "p=$(cut -d' ' -f4 /proc/$p/stat); done"
+#: Run by the shell tool as ``sh -c PROC_SCAN PROC_SCAN sk- odd VARIABLE``: for every process
+#: the command can see in ``/proc``, its pid, whether its environment and command line could be
+#: read, and how many of their lines name VARIABLE or hold ``sk-odd`` (the start of
+#: :data:`ODD_KEY`, given in two words so that no command line holds it). The command first
+#: runs itself again with ``SCAN_DECOY=sk-odd`` added to its environment, and says its pid
+#: (``self PID``): the scan must find that one line there, which shows it finds what it seeks.
+PROC_SCAN = (
+    'if [ "$#" = 3 ]; then exec env "SCAN_DECOY=$1$2" sh -c "$0" "$0" "$@" again; fi; '
+    'echo "self $$"; '
+    "for d in /proc/[0-9]*; do "
+    "if env=$(tr '\\0' '\\n' < $d/environ) && cmd=$(tr '\\0' '\\n' < $d/cmdline); then "
+    'echo "pid ${d#/proc/} read, holding $(printf \'%s\\n\' "$env" "$cmd" '
+    '| grep -c -e "$1$2" -e "^$3=")"; '
+    'else echo "pid ${d#/proc/} unreadable"; fi; done'
 )
+#: The scan as the model's ``shell`` call.
+SCAN_CALL = {
+    "name": "shell",
+    "arguments": {"argv": ["sh", "-c", PROC_SCAN, PROC_SCAN, "sk-", "odd", KEY_ENV]},
+    "call_id": "scan",
+}
+
+
+def scan_of(stdout: str) -> tuple[int, dict[int, int | None]]:
+    """From the events ``relay run`` printed, what :data:`PROC_SCAN` found: the command's own
+    pid and, for each process it saw, how many lines of its environment and command line held
+    the key (``None``: they could not be read)."""
+    outputs = [
+        json.loads(line)["msg"]["item"].get("output")
+        for line in stdout.splitlines()
+        if json.loads(line)["msg"]["type"] == "item_completed"
+    ]
+    report = next(output for output in outputs if output and output.startswith("self "))
+    own = re.match(r"self (\d+)\n", report)
+    assert own is not None, report
+    seen = {
+        int(pid): int(count) if count else None
+        for pid, count in re.findall(
+            r"^pid (\d+) (?:read, holding (\d+)|unreadable)$", report, re.MULTILINE
+        )
+    }
+    return int(own[1]), seen
+
+
+def check_scan(stdout: str) -> None:
+    """The command read itself and its guard (the first process of its PID namespace, pid 1)
+    and found the key only where it put it itself: no process it can see holds it, in its
+    environment or command line, relay and whatever started relay out of its sight."""
+    own, seen = scan_of(stdout)
+    assert own != 1 and seen.get(own) == 1 and seen.get(1) == 0, seen
+    assert {pid: count for pid, count in seen.items() if count} == {own: 1}, seen
 
 
 async def test_no_process_the_shell_tool_can_read_holds_the_key(tmp_path: Path) -> None:
-    argv = ["sh", "-c", PROC_CHAIN, "sh", KEY_ENV]
-    call = {"name": "shell", "arguments": {"argv": argv}, "call_id": "proc"}
-    script = {"responses": [{"function_call": call}, {"text": "done"}]}
+    script = {"responses": [{"function_call": SCAN_CALL}, {"text": "done"}]}
     ops = [
         {"op": {"type": "user_turn", "items": [{"type": "text", "text": "look around"}]}},
         {"wait_for": {"type": "turn_complete"}},
@@ -368,16 +410,7 @@ async def test_no_process_the_shell_tool_can_read_holds_the_key(tmp_path: Path) 
                 check=False,
             )
     assert result.returncode == 0, result.stderr
-    outputs = [
-        json.loads(line)["msg"]["item"].get("output")
-        for line in result.stdout.decode().splitlines()
-        if json.loads(line)["msg"]["type"] == "item_completed"
-    ]
-    report = next(output for output in outputs if output and "pid" in output)
-    chain = re.findall(r"pid (\d+) (read, holding (\d+)|unreadable)", report)
-    # The guard and relay at least, both readable by the command, neither holding the key.
-    assert len(chain) >= 2 and chain[0][1].startswith("read") and chain[1][1].startswith("read")
-    assert [holding for _, _, holding in chain if holding not in ("", "0")] == []
+    check_scan(result.stdout.decode())
     assert leaks(result.stdout.decode(), ODD_KEY) == []
 
 
@@ -590,12 +623,21 @@ async def test_hook_commands_run_from_argv_with_a_timeout_that_kills_the_group(
     tmp_path: Path,
 ) -> None:
     marker = tmp_path / "hook-ran"
-    pidfile = tmp_path / "grandchild.pid"
+    # The hanging hook's child shares its lock, taken before the child starts: the lock goes
+    # when both have ended (their pids would name nothing here: a PID namespace of their own).
+    report = tmp_path / "child"
     literal = [
         sys.executable, "-c", "import pathlib, sys; pathlib.Path(sys.argv[1]).write_text('ran')",
         str(marker), "; touch pwned-hook", "$(touch pwned-hook2)",
     ]  # fmt: skip
-    hanging = ["sh", "-c", f"sleep 1000 & echo $! > {pidfile}; wait"]
+    hanging = [
+        sys.executable, "-c",
+        TAKE_LOCK + "import subprocess\n"
+        "child = subprocess.Popen(['sleep', '1000'], pass_fds=[lock])\n"
+        "open(sys.argv[1], 'w').write('started')\n"
+        "child.wait()\n",
+        str(report),
+    ]  # fmt: skip
     config = relay.Config(
         hooks=relay.Hooks(
             pre_compact=[
@@ -617,22 +659,15 @@ async def test_hook_commands_run_from_argv_with_a_timeout_that_kills_the_group(
     assert marker.read_text() == "ran"
     assert not list(tmp_path.glob("pwned*"))
     # The hook's own child went down with it.
-    grandchild = int(pidfile.read_text())
-    try:
-        pidfd = os.pidfd_open(grandchild)
-    except ProcessLookupError:
-        return
-    try:
-        with trio.fail_after(10):
-            await trio.lowlevel.wait_readable(pidfd)
-    finally:
-        os.close(pidfd)
+    assert report.read_text() == "started"
+    await wait_gone(report)
 
 
 def test_relay_starts_processes_only_for_the_shell_tool_hook_commands_and_mcp_servers() -> None:
     """No command line is built from model input: the shell tool's argv is the model's own,
     hook argv comes from the configuration (its input goes to stdin, as JSON), and so does an
-    MCP server's (the model's calls go to it as JSON-RPC messages)."""
+    MCP server's (the model's calls go to it as JSON-RPC messages). Every process starts in
+    ``relay._exec``, and the core reaches it only through its one gate."""
     starts = re.compile(
         r"open_process|run_process|subprocess\.(run|Popen|call|check_call|check_output)"
         r"|os\.(system|popen|exec\w*|spawn\w*|posix_spawn\w*)|create_subprocess|shell\s*=\s*True"
@@ -644,9 +679,24 @@ def test_relay_starts_processes_only_for_the_shell_tool_hook_commands_and_mcp_se
         if path.resolve().is_relative_to(ROOT / package)
         and starts.search(path.read_text(encoding="utf-8"))
     )
-    assert found == ["runtime/relay/_core/_process.py", "runtime/relay/_core/_sandbox.py"]
-    sandbox = (ROOT / "runtime" / "relay" / "_core" / "_sandbox.py").read_text(encoding="utf-8")
+    assert found == [
+        "runtime/relay/_exec/_guard.py",
+        "runtime/relay/_exec/_process.py",
+        "runtime/relay/_exec/_sandbox.py",
+    ]
+    exec_room = ROOT / "runtime" / "relay" / "_exec"
+    # relay itself starts one program: the process guard, an isolated Python running relay's
+    # own source, with nothing of the model's on its command line.
+    process = (exec_room / "_process.py").read_text(encoding="utf-8")
+    assert process.count("os.posix_spawnp(") == 1
+    assert '[python, "-I", "-S", "-c", _source' in process
+    # The guard starts each command from the argv of its request, never through a shell.
+    guard = (exec_room / "_guard.py").read_text(encoding="utf-8")
+    assert len(starts.findall(guard)) == 1
+    assert "os.posix_spawnp(\n            argv[0],\n            argv," in guard
     # The sandbox's own process is its trial: bwrap running ``true``, nothing of the model's.
+    sandbox = (exec_room / "_sandbox.py").read_text(encoding="utf-8")
+    assert len(starts.findall(sandbox)) == 1
     assert sandbox.count("subprocess.run(") == 1
     assert 'bwrap_argv(policy, ["true"]' in sandbox
     users = sorted(
@@ -657,21 +707,50 @@ def test_relay_starts_processes_only_for_the_shell_tool_hook_commands_and_mcp_se
         and "open_command(" in path.read_text(encoding="utf-8")
         and path.name != "_process.py"
     )
-    # Commands start in one place, confined or not: the shell tool's and the hooks' through
-    # open_sandboxed (which runs the argv it is given, in bwrap when the mode says so).
-    assert users == ["runtime/relay/_core/_sandbox.py", "runtime/relay/_mcp/_stdio.py"]
-    starters = sorted(
-        path.name
-        for path in (ROOT / "runtime" / "relay" / "_core").glob("*.py")
-        if "open_sandboxed(" in path.read_text(encoding="utf-8") and path.name != "_sandbox.py"
+    # Commands start in one place, the guard's, confined or not: the shell tool's and the
+    # hooks' through open_sandboxed (which runs the argv it is given, in bwrap when the mode
+    # says so), an MCP server's through its stdio transport.
+    assert users == ["runtime/relay/_exec/_sandbox.py", "runtime/relay/_mcp/_stdio.py"]
+    sandboxed = sorted(
+        f"{path.relative_to(ROOT)}"
+        for package in ("runtime", "tasks")
+        for path in (ROOT / package).rglob("*.py")
+        if path.resolve().is_relative_to(ROOT / package)
+        and "open_sandboxed(" in path.read_text(encoding="utf-8")
+        and path.name != "_sandbox.py"
     )
-    assert starters == ["_hooks.py", "_shell.py"]
+    # The shell tool's commands run through run_command, the hooks' through the gate's
+    # open_hook; the gate is the one module of the core that starts either.
+    assert sandboxed == ["runtime/relay/_core/_exec_gate.py", "runtime/relay/_exec/_command.py"]
+    gate = (ROOT / "runtime" / "relay" / "_core" / "_exec_gate.py").read_text(encoding="utf-8")
+    assert "await run_command(" in gate
+    assert "async with open_sandboxed(" in gate
+    support = (ROOT / "runtime" / "relay" / "_core" / "_support.py").read_text(encoding="utf-8")
+    assert "start=wiring.gate.open_hook" in support
     hooks = (ROOT / "runtime" / "relay" / "_core" / "_hooks.py").read_text(encoding="utf-8")
     assert "argv = list(hook.command)" in hooks
     assert "stdin=subprocess.PIPE" in hooks
     servers = (ROOT / "runtime" / "relay" / "_mcp" / "_servers.py").read_text(encoding="utf-8")
     assert servers.count("open_stdio(") == 1
     assert "argv = [config.command, *config.args]" in servers
+
+
+def test_the_core_runs_commands_only_through_its_gate() -> None:
+    """No module of the core but the gate (``_core/_exec_gate.py``) calls what runs a command
+    (``run_command``, ``open_sandboxed``, ``open_command``, ``plain_starter``), so that no
+    command of a session skips the rules, the sandbox or ``[shell_environment_policy]``. A
+    call through a runner the gate handed over (``ctx.run_command(...)``) is not such a call."""
+    runners = {"run_command", "open_sandboxed", "open_command", "plain_starter"}
+    callers: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "runtime" / "relay" / "_core").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in runners
+            ):
+                callers.setdefault(path.name, []).append(f"{node.func.id}:{node.lineno}")
+    assert sorted(callers) == ["_exec_gate.py"], callers
 
 
 async def test_the_shell_tool_cannot_read_the_api_key(
@@ -717,24 +796,14 @@ async def test_the_shell_tool_cannot_read_the_api_key(
     assert [place for place, text in places.items() if CANARY in text] == []
 
 
-#: Run by the shell tool: the environment of relay's parent, the wrapper relay was started under
-#: (the tool's parent is its guard, whose parent is relay), the lines naming the key only.
-WRAPPER_ENVIRON = (
-    "relay=$(cut -d' ' -f4 /proc/$PPID/stat); wrapper=$(cut -d' ' -f4 /proc/$relay/stat); "
-    "tr '\\0' '\\n' < /proc/$wrapper/environ | grep \"^$1=\""
-)
-
-
 @pytest.mark.slow  # two processes start, relay's imports included: near 2 s on a busy machine
 async def test_a_key_the_wrapper_of_relay_holds_never_leaves_through_a_tool(
     tmp_path: Path,
 ) -> None:
-    """relay started under ``sh -c``: the shell keeps the key in its own environment, where the
-    shell tool can read it; what the tool prints is redacted before anything records, reports
-    or sends it."""
-    argv = ["sh", "-c", WRAPPER_ENVIRON, "sh", KEY_ENV]
-    call = {"name": "shell", "arguments": {"argv": argv}, "call_id": "wrapper"}
-    script = {"responses": [{"function_call": call}, {"text": "done"}]}
+    """relay started under ``sh -c``: the shell keeps the key in its own environment. The shell
+    tool's command, in a PID namespace of its own, sees neither that shell nor relay: a scan of
+    every process it can see finds the key in none, and nothing records, reports or sends it."""
+    script = {"responses": [{"function_call": SCAN_CALL}, {"text": "done"}]}
     ops = [
         {"op": {"type": "user_turn", "items": [{"type": "text", "text": "look around"}]}},
         {"wait_for": {"type": "turn_complete"}},
@@ -760,13 +829,7 @@ async def test_a_key_the_wrapper_of_relay_holds_never_leaves_through_a_tool(
             requests = list(server.requests)
     assert result.returncode == 0, result.stderr
     out = result.stdout.decode()
-    outputs = [
-        json.loads(line)["msg"]["item"].get("output")
-        for line in out.splitlines()
-        if json.loads(line)["msg"]["type"] == "item_completed"
-    ]
-    # The tool did find the key in the wrapper's environment, and the output says so redacted.
-    assert f"{KEY_ENV}=[redacted]" in "\n".join(o for o in outputs if o), out
+    check_scan(out)
     assert len(requests) == 2
     rollouts = "".join(
         p.read_text(encoding="utf-8") for p in (tmp_path / "sessions").rglob("*.jsonl")

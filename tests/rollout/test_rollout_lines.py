@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 from relay._base import _protocol as p
 from relay._base._codec import from_json, to_json
+from relay._base._environment_config import ShellEnvironmentPolicy
+from relay._base._exec_rules import MODE_ORDER, POLICY_ORDER, ExecRules
 from relay._base._rollout_lines import (
     LINE_TYPES,
     PAYLOADS,
@@ -64,7 +66,21 @@ def record_every_line(root: Path) -> list[str]:
     recorder.session_meta("s-1", FIXED_NOW, "/w", "gpt-x", "openai")
     recorder.trace("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331")
     recorder.op("sub-4", p.CustomOp("review", {"path": "a.py", "depth": 2}, p.OnBusy.QUEUE))
-    recorder.approval("call-1", p.ReviewDecision.APPROVED_FOR_SESSION, ("make", "test"))
+    recorder.line(
+        ApprovalDecided("call-1", p.ReviewDecision.APPROVED_FOR_SESSION, ("make", "test"))
+    )
+    recorder.line(ExecRules("untrusted", "workspace-write", ("/w/out",)))
+    recorder.line(
+        ApprovalDecided(
+            "call-2",
+            p.ReviewDecision.APPROVED_FOR_SESSION,
+            tool="mine",
+            approval_policy="untrusted",
+            sandbox_mode="read-only",
+            unconfined=True,
+            seal="ab12",
+        )
+    )
     recorder.intent("call-1")
     recorder.world_state(WORLD)
     recorder.turn_context(TurnSettings("gpt-x", "/w", "high"), "Be brief.", WORLD)
@@ -108,6 +124,13 @@ EXPECTED = [
     '"on_busy":"queue"}}}',
     '{"type":"approval","payload":{"call_id":"call-1","decision":"approved_for_session",'
     '"command":["make","test"],"tool":null}}',
+    '{"type":"rules","payload":{"approval_policy":"untrusted","sandbox_mode":"workspace-write",'
+    '"writable_roots":["/w/out"],"network_access":false,"exclude_tmpdir_env_var":false,'
+    '"exclude_slash_tmp":false,"environment":{"inherit":"all","ignore_default_excludes":false,'
+    '"exclude":[],"set":{},"include_only":[]}}}',
+    '{"type":"approval","payload":{"call_id":"call-2","decision":"approved_for_session",'
+    '"command":null,"tool":"mine","approval_policy":"untrusted","sandbox_mode":"read-only",'
+    '"unconfined":true,"seal":"ab12"}}',
     '{"type":"intent","payload":{"call_id":"call-1"}}',
     '{"type":"world_state","payload":{"cwd":"/w","shell":"bash","current_date":"2026-01-02",'
     '"timezone":"UTC"}}',
@@ -176,7 +199,9 @@ def test_each_line_the_recorder_writes_has_the_documented_shape(tmp_path: Path) 
     full_compaction = next(line["payload"] for line in lines if line["type"] == "compacted")
     assert list(full_compaction) == documented["compacted"]
     for line in lines:
-        if line["type"] != "compacted":
+        # A decision with no grant leaves out what a grant records.
+        plain = line["type"] == "approval" and "seal" not in line["payload"]
+        if line["type"] != "compacted" and not plain:
             assert list(line["payload"]) == documented[line["type"]], line["type"]
     # A foreground compaction's receipt, without a model of its own, as the table lists it.
     (foreground,) = [
@@ -242,6 +267,27 @@ PAYLOAD_VALUES: dict[type, st.SearchStrategy[Any]] = {
         st.sampled_from(p.ReviewDecision),
         st.none() | st.lists(_text, min_size=1, max_size=3).map(tuple),
         st.none() | _text,
+        st.none() | st.sampled_from(POLICY_ORDER),
+        st.none() | st.sampled_from(MODE_ORDER),
+        st.booleans(),
+        st.none() | _hex(64),
+    ),
+    ExecRules: st.builds(
+        ExecRules,
+        st.sampled_from(POLICY_ORDER),
+        st.sampled_from(MODE_ORDER),
+        st.lists(_text, max_size=2).map(tuple),
+        st.booleans(),
+        st.booleans(),
+        st.booleans(),
+        st.builds(
+            ShellEnvironmentPolicy,
+            st.sampled_from(["all", "core", "none"]),
+            st.booleans(),
+            st.lists(_text, max_size=2).map(tuple),
+            st.dictionaries(_text, _text, max_size=2),
+            st.lists(_text, max_size=2).map(tuple),
+        ),
     ),
     ToolIntent: st.builds(ToolIntent, _text),
     Compacted: st.builds(

@@ -92,6 +92,7 @@ async def test_rollout_lines_modes_and_flush_before_terminal_events(
         "turn_context",
         "world_state",
         "ids",
+        "rules",
         "intent",
     }
     # The generated ids are written just before an event that ends a turn, flushed with it.

@@ -113,8 +113,9 @@ def _exit_now(signum: int) -> None:
 
 def app_server_command(args: argparse.Namespace, make_config: Callable[[Any], Config]) -> int:
     """``relay app-server``: ``make_config`` reads the configuration the options name."""
-    from .._base._config import take_api_key
+    from .._base._config import BUILTIN_PROVIDERS, take_api_key
     from .._base._errors import ConfigError, ScriptError
+    from .._base._secret import hide_keys
 
     for each in _SIGNALS:
         signal.signal(each, lambda signum, _frame: _exit_now(signum))
@@ -131,6 +132,11 @@ def app_server_command(args: argparse.Namespace, make_config: Callable[[Any], Co
         # starts a process (later reads still find it).
         take_api_key(config.provider())
         take_api_key(config.compaction_provider())
+        # So does the key of every provider a thread may choose: left there, it would reach
+        # the commands of every thread on another provider, and /proc/PID/environ. Each is
+        # checked when a thread's session reads it.
+        providers = {**BUILTIN_PROVIDERS, **config.model_providers}.values()
+        hide_keys(provider.env_key for provider in providers)
     except (ConfigError, ScriptError) as exc:
         for line in str(exc).splitlines():
             print(f"relay: {line}", file=sys.stderr)

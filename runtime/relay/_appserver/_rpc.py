@@ -4,9 +4,11 @@ member (docs/codex-compat.md).
 What comes in is read into one of four shapes: a :class:`Request` (``id`` and ``method``), a
 :class:`Notification` (``method``, no ``id``), a :class:`Reply` to a request the server sent
 (``id`` with ``result`` or ``error``), or a :class:`Malformed` line, which is answered with an
-error whose ``id`` is the line's when it has a usable one, else null. What goes out is built
-by :func:`result`, :func:`error`, :func:`notification` and :func:`request` and written by
-:func:`encode`.
+error whose ``id`` is the line's when it has a usable one, else null. A request whose params
+hold text that UTF-8 cannot carry (a lone surrogate, which JSON may escape: ``"\\ud800"``) is
+one too, answered with ``-32602`` naming the field (docs/decisions.md, "Text that UTF-8 cannot
+carry"): nothing of it reaches a thread. What goes out is built by :func:`result`,
+:func:`error`, :func:`notification` and :func:`request` and written by :func:`encode`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, TypeAlias
 import attrs
 
 from .._base._json import loads
+from .._base._unicode import lone_surrogate_at, why_not_text
 
 #: A request id: JSON-RPC allows a string or an integer (and relay's peer, no other).
 RequestId: TypeAlias = str | int
@@ -129,9 +132,15 @@ def parse_line(line: bytes) -> Incoming:
         )
     if not isinstance(method, str):
         return Malformed(line_id, Code.INVALID_REQUEST, "invalid request: method must be a string")
+    params = data.get("params")
     if line_id is not None:
-        return Request(line_id, method, data.get("params"))
-    return Notification(method, data.get("params"))
+        found = lone_surrogate_at(params, "params")
+        if found is not None:
+            where, text = found
+            field = where.removeprefix("params.")
+            return Malformed(line_id, Code.INVALID_PARAMS, f"{field}: {why_not_text(text)}")
+        return Request(line_id, method, params)
+    return Notification(method, params)
 
 
 def result(id: RequestId, value: Any) -> Message:

@@ -32,8 +32,8 @@ import anyio.abc
 from .._base import _protocol as p
 from .._base._config import Config, relay_home
 from .._base._errors import ClosedSessionError, InvalidOpError, RelayError
-from .._core._real_work import in_thread
 from .._core._session import Session
+from .._exec._real_work import in_thread
 from .._version import __version__
 from . import _params
 from ._methods import SUPPORTED, UNSUPPORTED, unsupported_message
@@ -59,6 +59,7 @@ from ._threads import (
     find_rollout,
     history_turns,
     rollout_root,
+    rule_keys,
     sandbox_refusal,
     thread_config,
 )
@@ -212,6 +213,7 @@ class Server:
         task_status: anyio.abc.TaskStatus[None],
     ) -> None:
         from .._open import open_session, resume_session
+        from .._open._resume_rules import resumed_rules
 
         turns: list[Message] | None = None
         if resume is None:
@@ -230,11 +232,14 @@ class Server:
                 )
                 if value is not None
             }
-            config = resumed_config(config, reconstruct(rollout), chosen=chosen)
+            state = reconstruct(rollout)
+            config = resumed_config(config, state, chosen=chosen)
+            # The thread keeps the rules it recorded, but for those the request names.
+            config = resumed_rules(config, state.rules, chosen=rule_keys(settings))
             if not resume.exclude_turns:
                 # Resuming reads only what rebuilds the session; the turns shown are in the rest.
                 turns = history_turns((await in_thread(read_rollout, path)).lines)
-            opened = resume_session(rollout, config, model_name=settings.model)
+            opened = resume_session(rollout, config, model_name=settings.model, keep_rules=False)
         thread: Thread | None = None
         try:
             async with opened as session:

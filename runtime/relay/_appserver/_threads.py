@@ -61,6 +61,14 @@ def thread_config(base: Config, settings: ThreadSettings, *, where: str = "") ->
     return config
 
 
+def rule_keys(settings: ThreadSettings) -> set[str]:
+    """The configuration keys of a session's rules that ``thread/resume`` names
+    (``approvalPolicy``, ``sandbox``): a resumed thread takes those from the request and keeps
+    the rest of the rules it recorded."""
+    named = (("approval_policy", settings.approval_policy), ("sandbox_mode", settings.sandbox))
+    return {key for key, value in named if value is not None}
+
+
 def rollout_root(config: Config) -> Path:
     """The directory rollouts are written under."""
     return Path(config.rollout.dir) if config.rollout.dir else relay_home() / "sessions"
@@ -208,6 +216,7 @@ __all__ = [
     "find_rollout",
     "history_turns",
     "rollout_root",
+    "rule_keys",
     "sandbox_policy",
     "sandbox_refusal",
     "thread_config",

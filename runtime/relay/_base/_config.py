@@ -20,6 +20,7 @@ import cattrs
 from ._compaction_config import CompactionSettings as CompactionSettings
 from ._compaction_config import HookCommand as HookCommand
 from ._compaction_config import Hooks as Hooks
+from ._environment_config import ShellEnvironmentPolicy, environment_policy_problem
 from ._errors import ConfigError
 from ._features import features_in_tables
 from ._mcp_config import McpServerConfig, check_mcp_server, resolve_mcp_paths
@@ -242,6 +243,9 @@ class Config:
     stops the session from opening (docs/approvals.md)."""
     sandbox_workspace_write: SandboxWorkspaceWrite = attrs.field(factory=SandboxWorkspaceWrite)
     """What ``"workspace-write"`` lets commands write and reach."""
+    shell_environment_policy: ShellEnvironmentPolicy = attrs.field(factory=ShellEnvironmentPolicy)
+    """The environment the commands of ``shell`` and of hooks get (docs/approvals.md); the
+    API key's variable is never part of it."""
     rollout: RolloutConfig = RolloutConfig()
     """Persistence."""
     otel: OtelConfig = OtelConfig()
@@ -383,7 +387,7 @@ def config_from_dict(data: Mapping[str, Any]) -> Config:
     unknown = unknown_keys(data)
     if unknown:
         raise _unknown_key_error(unknown)
-    problem = sandbox_keys_problem(data)
+    problem = sandbox_keys_problem(data) or environment_policy_problem(data)
     if problem is not None:
         raise ConfigError(f"invalid config: {problem}")
     providers = data.get("model_providers")

@@ -41,6 +41,8 @@ from __future__ import annotations
 
 import enum
 
+from ._unicode import mended
+
 
 class ErrorCode(enum.StrEnum):
     """The ``code`` of an ``error`` event (docs/session.md)."""
@@ -176,6 +178,9 @@ def classify_http_error(
     events, ``response.failed``) become relay error codes. ``status`` is None for errors that
     arrived inside a stream.
     """
+    # A server's text is carried with U+FFFD for a lone surrogate, as its answers are
+    # (docs/decisions.md, "Text that UTF-8 cannot carry").
+    message = mended(message)
     text = " ".join(part for part in (code, type_, message) if part).lower()
     if any(marker in text for marker in _CONTEXT_MARKERS):
         return ContextWindowExceeded(message or "the prompt exceeds the model's context window")

@@ -13,8 +13,32 @@ from typing import Any, TypeAlias
 import attrs
 
 from ._errors import InvalidOpError
-from ._items import as_tuple, is_str, items_of, optional_str
+from ._items import as_tuple, is_str, items_of
 from ._output_schema import check_output_schema
+from ._unicode import holds_lone_surrogate, lone_surrogate_at, why_not_text
+
+# --------------------------------------------------------------------------- text
+
+
+def _carried(_: object, attribute: attrs.Attribute[Any], value: str | None) -> None:
+    # An op made in Python is the edge of the Python API: text that UTF-8 cannot carry (a lone
+    # surrogate) is refused here, naming the field, rather than failing the session where it
+    # is first written (docs/decisions.md, "Text that UTF-8 cannot carry").
+    if value is not None and holds_lone_surrogate(value):
+        raise InvalidOpError(f"{attribute.name}: {why_not_text(value)}")
+
+
+#: The validators of a text field of an op, and of one that may be unset.
+_is_text = [is_str, _carried]
+_optional_text = [attrs.validators.optional(is_str), _carried]
+
+
+def _carried_json(_: object, attribute: attrs.Attribute[Any], value: Mapping[str, Any]) -> None:
+    found = lone_surrogate_at(value, attribute.name)
+    if found is not None:
+        where, text = found
+        raise InvalidOpError(f"{where}: {why_not_text(text)}")
+
 
 # --------------------------------------------------------------------------- ops
 
@@ -34,7 +58,7 @@ class OnBusy(enum.StrEnum):
 class Text:
     """Text input."""
 
-    text: str = attrs.field(validator=is_str)
+    text: str = attrs.field(validator=_is_text)
     """The text."""
 
 
@@ -42,7 +66,7 @@ class Text:
 class Image:
     """Image input by URL."""
 
-    image_url: str = attrs.field(validator=is_str)
+    image_url: str = attrs.field(validator=_is_text)
     """A URL or a ``data:`` URL."""
 
 
@@ -50,7 +74,7 @@ class Image:
 class LocalImage:
     """Image input from a file."""
 
-    path: str = attrs.field(validator=is_str)
+    path: str = attrs.field(validator=_is_text)
     """Path of the image file."""
 
 
@@ -78,12 +102,12 @@ class UserTurn:
         converter=as_tuple, validator=[items_of(Text, Image, LocalImage), _non_empty]
     )
     """The user's input."""
-    model: str | None = attrs.field(default=None, validator=optional_str)
+    model: str | None = attrs.field(default=None, validator=_optional_text)
     """Model for this turn and later ones."""
-    cwd: str | None = attrs.field(default=None, validator=optional_str)
+    cwd: str | None = attrs.field(default=None, validator=_optional_text)
     """Working directory for this turn and later ones (a relative path is relative to the
     current one)."""
-    effort: str | None = attrs.field(default=None, validator=optional_str)
+    effort: str | None = attrs.field(default=None, validator=_optional_text)
     """Reasoning effort for this turn and later ones."""
     on_busy: OnBusy = attrs.field(default=OnBusy.STEER, converter=OnBusy)
     """What to do when a task is running."""
@@ -112,7 +136,7 @@ class UserInput:
 class Compact:
     """Start a compaction task (replaces a running task)."""
 
-    instructions: str | None = attrs.field(default=None, validator=optional_str)
+    instructions: str | None = attrs.field(default=None, validator=_optional_text)
     """Extra text appended to the summarization prompt."""
 
 
@@ -125,11 +149,11 @@ class Interrupt:
 class OverrideTurnContext:
     """Change the defaults of later turns; never starts a turn."""
 
-    model: str | None = attrs.field(default=None, validator=optional_str)
+    model: str | None = attrs.field(default=None, validator=_optional_text)
     """New default model."""
-    cwd: str | None = attrs.field(default=None, validator=optional_str)
+    cwd: str | None = attrs.field(default=None, validator=_optional_text)
     """New default working directory (a relative path is relative to the current one)."""
-    effort: str | None = attrs.field(default=None, validator=optional_str)
+    effort: str | None = attrs.field(default=None, validator=_optional_text)
     """New default reasoning effort."""
 
 
@@ -137,7 +161,7 @@ class OverrideTurnContext:
 class Unpin:
     """Release a pinned message (``text``), or every one; never starts a turn."""
 
-    text: str | None = attrs.field(default=None, validator=optional_str)
+    text: str | None = attrs.field(default=None, validator=_optional_text)
     """The text of the pinned message, as it was pinned; unset: every pinned message."""
 
 
@@ -158,7 +182,7 @@ class ReviewDecision(enum.StrEnum):
 class ExecApproval:
     """Decide a pending ``exec_approval_request``; never starts a turn."""
 
-    id: str = attrs.field(validator=is_str)
+    id: str = attrs.field(validator=_is_text)
     """The ``call_id`` of the request."""
     decision: ReviewDecision = attrs.field(converter=ReviewDecision)
     """The decision."""
@@ -200,9 +224,11 @@ class CustomOp:
     "src/app.py"})``. ``on_busy`` is the one field relay reads itself.
     """
 
-    type: str = attrs.field(validator=[is_str, _custom_type])
+    type: str = attrs.field(validator=[*_is_text, _custom_type])
     """The op type: the name it was registered under."""
-    fields: Mapping[str, Any] = attrs.field(factory=dict, converter=dict, hash=False)
+    fields: Mapping[str, Any] = attrs.field(
+        factory=dict, converter=dict, validator=_carried_json, hash=False
+    )
     """Its fields, JSON values (the task reads them as ``op.fields``)."""
     on_busy: OnBusy = attrs.field(default=OnBusy.REPLACE, converter=OnBusy)
     """What to do when a task is running (``steer`` is refused: the op has no input)."""

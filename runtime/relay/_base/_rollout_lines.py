@@ -22,6 +22,7 @@ import cattrs.gen
 
 from . import _protocol as p
 from ._codec import converter
+from ._exec_rules import ExecRules
 
 
 @attrs.frozen
@@ -156,12 +157,21 @@ class SessionSpan:
 class ApprovalDecided:
     """The payload of an ``approval`` line: a decision on a call that waited for one. An
     ``approved_for_session`` decision names what it covers, the argv or the tool, so that a
-    resume holds it."""
+    resume holds it, with the rules it was made under and its seal (docs/approvals.md): a
+    grant whose seal does not hold is ignored."""
 
     call_id: str
     decision: p.ReviewDecision
     command: tuple[str, ...] | None = None
     tool: str | None = None
+    approval_policy: str | None = None
+    """The policy the grant was made under."""
+    sandbox_mode: str | None = None
+    """The sandbox mode the grant was made under."""
+    unconfined: bool = False
+    """The grant approved running the command outside the sandbox."""
+    seal: str | None = None
+    """The grant's HMAC under relay's key (``relay._exec._rules.seal``)."""
 
 
 @attrs.frozen
@@ -183,6 +193,7 @@ LinePayload: TypeAlias = (
     | SessionSpan
     | ApprovalDecided
     | ToolIntent
+    | ExecRules
 )
 """The payloads of the line types other than ``response_item`` and ``event_msg``."""
 
@@ -196,6 +207,7 @@ PAYLOADS: dict[str, Any] = {
     "ids": GeneratedIds,
     "op": StartedOp,
     "trace": SessionSpan,
+    "rules": ExecRules,
     "approval": ApprovalDecided,
     "intent": ToolIntent,
     "compacted": Compacted,
@@ -220,6 +232,19 @@ converter.register_unstructure_hook_factory(
         converter,
         work_state=cattrs.gen.override(omit_if_default=True),
         masked_outputs=cattrs.gen.override(omit_if_default=True),
+    ),
+)
+
+# A decision with no grant is written as before the grants recorded their rules.
+converter.register_unstructure_hook_factory(
+    lambda cls: cls is ApprovalDecided,
+    lambda cls: cattrs.gen.make_dict_unstructure_fn(
+        cls,
+        converter,
+        approval_policy=cattrs.gen.override(omit_if_default=True),
+        sandbox_mode=cattrs.gen.override(omit_if_default=True),
+        unconfined=cattrs.gen.override(omit_if_default=True),
+        seal=cattrs.gen.override(omit_if_default=True),
     ),
 )
 

@@ -1,12 +1,13 @@
 """Approvals and the sandbox in a configuration, in the form Codex reads (docs/approvals.md):
 ``approval_policy``, ``sandbox_mode`` and the ``[sandbox_workspace_write]`` table.
 
-Only the values live here. What a mode confines is ``relay._core._sandbox``'s business, and
+Only the values live here. What a mode confines is ``relay._exec._sandbox``'s business, and
 when a call waits for a decision is the session's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
@@ -26,12 +27,17 @@ SANDBOX_MODES: tuple[SandboxMode, ...] = ("read-only", "workspace-write", "dange
 MCP_APPROVALS: tuple[McpApproval, ...] = ("always", "never")
 
 
+def strings(values: Iterable[str]) -> tuple[str, ...]:
+    """``values`` as a tuple (a converter mypy can type)."""
+    return tuple(values)
+
+
 @attrs.frozen
 class SandboxWorkspaceWrite:
     """What ``sandbox_mode = "workspace-write"`` lets a command write and reach:
     ``[sandbox_workspace_write]``. The other modes ignore it."""
 
-    writable_roots: tuple[str, ...] = attrs.field(converter=tuple, factory=tuple)
+    writable_roots: tuple[str, ...] = attrs.field(converter=strings, factory=tuple)
     """Folders a command may write under, besides the session's working directory. In a
     configuration file, a relative one is relative to that file; in a ``relay.Config`` built
     in code, to the session's working directory. Each must exist when the session opens."""

@@ -10,9 +10,17 @@ Reading the key (:func:`read_key`) leaves the environment alone: a program that 
 keeps its own ``OPENAI_API_KEY`` for its own client and its own processes. The ``relay``
 command, which owns its process, takes the key (:func:`take_key`): the variable is removed from
 the environment, including the copy the kernel shows in ``/proc/PID/environ``, so that no
-process relay starts can read it from relay; the key is kept in this module for the sessions
-that open later in the same process. The processes a session starts (the shell tool, hook
-commands) never get the variable in either case (:meth:`Secrets.child_environment`).
+process relay starts can read it from relay; the key is kept in this module's memory for the
+sessions that open later in the same process. ``relay app-server``, whose threads may each
+choose a provider, also takes the key of every provider a thread could choose
+(:func:`hide_keys`): a key never waits in the environment for a thread of another provider to
+run ``env``. The processes a session starts (the shell tool, hook commands) never get its
+provider's variable in any case (:meth:`Secrets.child_environment`).
+
+Where the kernel shows the environment: the strings the process was started with, between the
+``env_start`` and ``env_end`` addresses of ``/proc/self/stat``. The C library's ``environ``
+points into them until a variable is set again, and unsetting a variable takes only the
+pointer away; so the bytes there are overwritten (:func:`_forget`) before the variable is unset.
 
 A process *above* relay (``timeout``, ``uv run``, ``sh -c``) keeps the environment it was given,
 key included, and a command can read it there (``/proc/PID/environ`` of relay's parent). So
@@ -45,6 +53,8 @@ FRAGMENT = 12
 #: The runs a search for such a run starts from (see :func:`redact`).
 ANCHOR = FRAGMENT // 2
 
+#: What :func:`take_key` and :func:`hide_keys` took out of the environment, by variable, as it
+#: was there (checked when it is read).
 _keys: dict[str, str] = {}
 
 
@@ -75,17 +85,17 @@ def check_key(variable: str, value: str) -> str:
 
 
 def read_key(variable: str) -> str | None:
-    """The checked key in the environment variable ``variable``; the key :func:`take_key` took
-    earlier in this process when the variable is no longer set; None when there is neither, or
-    the variable is blank. The environment is left as it is.
+    """The checked key in the environment variable ``variable``; the key :func:`take_key` or
+    :func:`hide_keys` took earlier in this process when the variable is no longer set; None
+    when there is neither, or the value is blank. The environment is left as it is.
 
     Raises:
         ConfigError: see :func:`check_key`.
     """
     raw = os.environ.get(variable)
     if raw is None:
-        return _keys.get(variable)
-    if not raw.strip():
+        raw = _keys.get(variable)
+    if raw is None or not raw.strip():
         return None
     return check_key(variable, raw)
 
@@ -100,31 +110,72 @@ def take_key(variable: str) -> str | None:
         ConfigError: see :func:`check_key`.
     """
     key = read_key(variable)
-    if key is not None and variable in os.environ:
-        _keys[variable] = key
-        _forget(variable)
+    if key is not None:
+        hide_keys([variable])
     return key
+
+
+def hide_keys(variables: Iterable[str | None]) -> None:
+    """Take each of ``variables`` that is set out of the environment, as :func:`take_key`
+    does, without checking it: a key is checked when a session reads it (:func:`read_key`),
+    so a bad key of a provider nobody uses stops nothing. For a program that owns its process
+    (``relay app-server``, for every provider its threads may choose)."""
+    for variable in variables:
+        if variable and (raw := os.environ.get(variable)) is not None:
+            _keys[variable] = raw
+            _forget(variable)
 
 
 def _forget(variable: str) -> None:
     """Remove ``variable`` from the environment and wipe its value where the kernel shows the
     environment the process started with (``/proc/PID/environ``)."""
+    prefix = variable.encode() + b"="
     # Wiped first: unsetting the variable takes its entry out of the C environment, where
     # it is found, but leaves the bytes the kernel shows.
     try:
         libc = ctypes.CDLL(None)
         environ = ctypes.POINTER(ctypes.c_void_p).in_dll(libc, "environ")
     except (OSError, ValueError, AttributeError):
-        os.environ.pop(variable, None)
-        return
-    prefix = variable.encode() + b"="
-    index = 0
-    while (address := environ[index]) is not None:
-        entry = ctypes.string_at(address)
-        if entry.startswith(prefix):
-            ctypes.memset(address + len(prefix), ord("x"), len(entry) - len(prefix))
-        index += 1
+        pass
+    else:
+        index = 0
+        while (address := environ[index]) is not None:
+            _wipe_value(address, ctypes.string_at(address), prefix)
+            index += 1
+    # The strings the kernel shows, wherever ``environ`` points now: a variable set again in
+    # this process points to a copy, and the first value stays there.
+    region = _shown_environment()
+    if region is not None:
+        start, end = region
+        at = start
+        for entry in ctypes.string_at(start, end - start).split(b"\0"):
+            _wipe_value(at, entry, prefix)
+            at += len(entry) + 1
     os.environ.pop(variable, None)
+
+
+def _wipe_value(address: int, entry: bytes, prefix: bytes) -> None:
+    """Overwrite the value of the environment string ``entry`` at ``address`` when it is the
+    variable of ``prefix`` (``NAME=``)."""
+    if entry.startswith(prefix) and len(entry) > len(prefix):
+        ctypes.memset(address + len(prefix), ord("x"), len(entry) - len(prefix))
+
+
+def _shown_environment() -> tuple[int, int] | None:
+    """The addresses between which the kernel reads ``/proc/PID/environ``: fields 50 and 51
+    of ``/proc/self/stat``; None where there is no such file or it does not give them."""
+    try:
+        with open("/proc/self/stat", "rb") as file:
+            stat = file.read()
+    except OSError:
+        return None
+    # The fields after the command's name (which may hold spaces) start at field 3.
+    fields = stat.rpartition(b")")[2].split()
+    try:
+        start, end = int(fields[50 - 3]), int(fields[51 - 3])
+    except (IndexError, ValueError):
+        return None
+    return (start, end) if 0 < start < end else None
 
 
 @functools.lru_cache(maxsize=16)

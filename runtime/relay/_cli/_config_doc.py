@@ -25,6 +25,7 @@ from .._base._config import (
     ProviderConfig,
     RolloutConfig,
 )
+from .._base._environment_config import ShellEnvironmentPolicy
 from .._base._mcp_config import McpServerConfig
 from .._base._sandbox_config import SandboxWorkspaceWrite
 from .._base._util import field_types
@@ -83,6 +84,19 @@ EXAMPLES: Mapping[str, str] = {
     ),
     "sandbox_workspace_write.exclude_slash_tmp": (
         "[sandbox_workspace_write]\nexclude_slash_tmp = true"
+    ),
+    "shell_environment_policy.inherit": '[shell_environment_policy]\ninherit = "core"',
+    "shell_environment_policy.ignore_default_excludes": (
+        "[shell_environment_policy]\nignore_default_excludes = true"
+    ),
+    "shell_environment_policy.exclude": (
+        '[shell_environment_policy]\nexclude = ["AWS_*", "*_PASSWORD"]'
+    ),
+    "shell_environment_policy.set": (
+        '[shell_environment_policy]\nset = { CI = "1", PAGER = "cat" }'
+    ),
+    "shell_environment_policy.include_only": (
+        '[shell_environment_policy]\ninclude_only = ["PATH", "HOME", "LANG", "CI"]'
     ),
     "features.token_budget": "[features]\ntoken_budget = true",
     "features.remote_compaction_v2": "[features]\nremote_compaction_v2 = true",
@@ -177,6 +191,7 @@ _TABLES: tuple[tuple[str, type, str], ...] = (
     ("features.", Features, "`[features]`"),
     ("compaction.", CompactionSettings, "`[compaction]`"),
     ("sandbox_workspace_write.", SandboxWorkspaceWrite, "`[sandbox_workspace_write]`"),
+    ("shell_environment_policy.", ShellEnvironmentPolicy, "`[shell_environment_policy]`"),
     ("rollout.", RolloutConfig, "`[rollout]`"),
     ("otel.", OtelConfig, "`[otel]`"),
     ("hooks.", Hooks, "`[hooks]`"),
@@ -196,6 +211,7 @@ _SUBTABLES = frozenset(
         "model_providers",
         "mcp_servers",
         "sandbox_workspace_write",
+        "shell_environment_policy",
     }
 )
 
@@ -247,6 +263,14 @@ _INTROS: Mapping[str, str] = {
     "sandbox_workspace_write.": (
         'What `sandbox_mode = "workspace-write"` lets the commands of `shell` and of hooks '
         "write and reach; the other modes ignore it ([approvals.md](approvals.md)).\n"
+    ),
+    "shell_environment_policy.": (
+        "The environment the commands of `shell` and of hooks get, in the form Codex reads, "
+        "made in five steps in this order: start from `inherit`; drop the names of the default "
+        "excludes (`*KEY*`, `*SECRET*`, `*TOKEN*`) unless `ignore_default_excludes`; drop the "
+        "names `exclude` matches; add `set`; keep only the names `include_only` matches, when "
+        "it is given. The variable that holds the session's API key is dropped whatever the "
+        "policy says ([approvals.md](approvals.md)).\n"
     ),
     "otel.": (
         "OpenTelemetry traces of a session (`observability.md`): they are sent to the tracer "

@@ -23,6 +23,7 @@ import attrs
 
 if TYPE_CHECKING:
     from .._base._config import Config
+    from .._base._exec_rules import ExecRules
     from .._drive._op_script import Step
 
 #: The environment variable Codex's SDK passes its ``apiKey`` in: the ``openai`` provider's
@@ -236,14 +237,46 @@ def codex_config(
         changed = attrs.evolve(changed, env_key=CODEX_API_KEY)
     if changed is not openai:
         config = attrs.evolve(config, model_providers={**config.model_providers, "openai": changed})
-    if request.writable_roots:
-        table = config.sandbox_workspace_write
-        # The field converts with ``tuple``, whose generic parameter mypy cannot solve.
-        roots: Any = (*table.writable_roots, *request.writable_roots)
-        config = attrs.evolve(
-            config, sandbox_workspace_write=attrs.evolve(table, writable_roots=roots)
-        )
+    return with_writable_roots(config, request.writable_roots)
+
+
+def resume_rules(
+    config: Config,
+    recorded: ExecRules | None,
+    overrides: Sequence[str],
+    request: ExecRequest | None,
+) -> Config:
+    """``config`` with the rules a resumed session recorded (``relay resume``, ``relay exec
+    resume``), but for the parts the command line chose: the ``-c`` keys of the rules among
+    ``overrides`` (``relay exec``'s ``-s`` and Codex-style ``--config KEY=VALUE`` are among
+    them by then), and ``--add-dir``'s folders added to the roots. A ``--config`` file's keys
+    are no such choice: a file is read by every run and says nothing about this resume. A
+    choice that loosens the recorded rules is a warning on stderr (the session reports it
+    too, as an event).
+    """
+    from .._base._config import parse_override
+    from .._open._resume_rules import is_rule_key, loosened_warning, resumed_rules
+
+    dotted = {".".join(parse_override(text)[0]) for text in overrides}
+    chosen = {key for key in dotted if is_rule_key(key)}
+    config = resumed_rules(config, recorded, chosen=chosen)
+    if request is not None and recorded is not None:
+        config = with_writable_roots(config, request.writable_roots)
+    warning = loosened_warning(recorded, config)
+    if warning is not None:
+        print(f"relay: warning: {warning}", file=sys.stderr)
     return config
+
+
+def with_writable_roots(config: Config, added: Sequence[str]) -> Config:
+    """``config`` with the folders ``added`` (``--add-dir``) among its writable roots."""
+    table = config.sandbox_workspace_write
+    fresh = [root for root in added if root not in table.writable_roots]
+    if not fresh:
+        return config
+    # The field converts with ``tuple``, whose generic parameter mypy cannot solve.
+    roots: Any = (*table.writable_roots, *fresh)
+    return attrs.evolve(config, sandbox_workspace_write=attrs.evolve(table, writable_roots=roots))
 
 
 def take_codex_key(config: Config) -> None:
@@ -338,6 +371,8 @@ __all__ = [
     "nested",
     "prompt_steps",
     "read_schema",
+    "resume_rules",
     "rollout_root",
     "take_codex_key",
+    "with_writable_roots",
 ]

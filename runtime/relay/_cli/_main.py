@@ -45,7 +45,7 @@ from ._streams import (
 
 if TYPE_CHECKING:
     from .._base._config import Config
-    from .._core._approvals import ApprovalCallback
+    from .._core._exec_gate import ApprovalCallback
     from .._drive._op_script import Step
     from .._otel._export import Export
     from .._rollout._lines import Rollout
@@ -242,6 +242,7 @@ async def _run(
                     model_name=model_name,
                     tracer_provider=tracer_provider,
                     on_approval=on_approval,
+                    keep_rules=False,  # in place already, but for what the command line chose
                 )
             async with opened as session:
                 if printer is not None:
@@ -387,6 +388,7 @@ def _run_command(args: argparse.Namespace) -> int:
         if path is not None:
             from .._rollout._reader import read_rollout
             from .._rollout._resume import reconstruct, resumed_config
+            from ._exec import resume_rules
 
             resume = read_rollout(path, for_resume=True)
             # A rollout that cannot be resumed, or not with the model it recorded, is found
@@ -394,6 +396,7 @@ def _run_command(args: argparse.Namespace) -> int:
             state = reconstruct(resume)
             config = resumed_config(config, state, chosen=chosen)
             model_name = config.model if "model" in chosen else None
+            config = resume_rules(config, state.rules, args.overrides, request)
             _check_registered(resume.name, state.op_types, custom_types)
         if request is not None:
             from ._exec import prompt_steps

@@ -8,6 +8,7 @@ from typing import assert_never
 import attrs
 
 from .._base import _protocol as p
+from .._base._exec_rules import ExecRules
 from .._base._rollout_lines import Compacted, TurnContext, TurnSettings
 from .._core._history import is_contextual
 from .._core._summary import is_summary, summary_prefix
@@ -23,6 +24,7 @@ from .._rollout._lines import (
     ResponseItemLine,
     Rollout,
     RolloutLine,
+    RulesLine,
     SessionMetaLine,
     TraceLine,
     TurnContextLine,
@@ -190,6 +192,7 @@ class _Transcript:
     """What the transcript needs to remember between lines."""
 
     settings: TurnSettings | None = None
+    rules: ExecRules | None = None
     open_turn: str | None = None
     shut_down: bool = False
     # An op's line, by its id, until its turn starts: the op is written when the session
@@ -229,6 +232,13 @@ class _Transcript:
                 yield f"  ✓ approval of {decided.call_id}: {decided.decision.value}"
             case IntentLine():
                 pass
+            case RulesLine(rules=rules):
+                if rules != self.rules:
+                    yield (
+                        f"  ⚙ rules: approval_policy {rules.approval_policy}, "
+                        f"sandbox_mode {rules.sandbox_mode}"
+                    )
+                self.rules = rules
             case CompactedLine(compacted=compacted):
                 yield from _compacted_lines(compacted)
             case _:

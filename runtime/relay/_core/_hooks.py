@@ -19,7 +19,7 @@ A command runs without a shell, in the turn's working directory, in a process gr
 with the JSON form of :class:`HookInput` on its standard input. That object names the session,
 the turn, the directory, the rollout file, the model and the trigger, never a credential. The
 outcome is decided when the command exits, from what it printed until then; its whole group is
-killed then, so that no child of a hook outlives it (nor relay, see :mod:`relay._core._process`).
+killed then, so that no child of a hook outlives it (nor relay, see :mod:`relay._exec._process`).
 
 This module is where hook failures (processes, exceptions of callables) are translated into
 outcomes; nothing here raises to the caller except cancellation.
@@ -31,7 +31,7 @@ import json
 import logging
 import shlex
 import subprocess
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, TypeAlias
 
 import anyio
@@ -42,9 +42,9 @@ from .._base import _json
 from .._base import _protocol as p
 from .._base._config import HookCommand, Hooks
 from .._base._secret import NO_SECRETS, Secrets
-from ._process import Command
-from ._real_work import real_work
-from ._sandbox import SandboxPolicy, open_sandboxed
+from .._exec._process import Command, Starter
+from .._exec._real_work import real_work
+from ._exec_gate import outside_session
 
 logger = logging.getLogger("relay.hooks")
 
@@ -167,7 +167,7 @@ async def run_compact_hooks(
     info: HookInput,
     emit: Callable[[p.EventMsg], None],
     secrets: Secrets = NO_SECRETS,
-    sandbox: SandboxPolicy | None = None,
+    start: Starter | None = None,
 ) -> HookStop | None:
     """Run ``hooks`` (all of one point) with ``info``, reporting each run through ``emit``.
 
@@ -175,17 +175,17 @@ async def run_compact_hooks(
     ``background_event``, and later hooks do not run), else None. A timeout or a crash is
     reported as a ``warning`` and the next hook runs.
 
-    Commands run without the variables of ``secrets``, in ``sandbox`` (None: unconfined);
-    what any hook says (a stop's reason, a command's standard error, a callable's exception)
-    is redacted of its values here, before it is reported or returned.
+    Commands start with ``start`` (default: as they are, without the variables of
+    ``secrets``); what any hook says (a stop's reason, a command's standard error, a
+    callable's exception) is redacted of its values here, before it is reported or returned.
     """
     point = info.event
-    env = secrets.child_environment()
+    start = start or outside_session(secrets.variables).open_hook
     for hook in hooks:
         label = hook_label(hook)
         emit(p.HookStarted(label, point))
         started = anyio.current_time()
-        result = await run_hook(hook, info, env=env, sandbox=sandbox)
+        result = await run_hook(hook, info, start=start)
         result = attrs.evolve(
             result, reason=secrets.redact(result.reason), problem=secrets.redact(result.problem)
         )
@@ -205,20 +205,14 @@ async def run_compact_hooks(
     return None
 
 
-async def run_hook(
-    hook: Hook,
-    info: HookInput,
-    *,
-    env: Mapping[str, str] | None = None,
-    sandbox: SandboxPolicy | None = None,
-) -> HookResult:
+async def run_hook(hook: Hook, info: HookInput, *, start: Starter | None = None) -> HookResult:
     """Run one hook with ``info`` and tell how it ended; never raises except on cancellation.
 
-    A command gets the environment ``env`` (default: this process's) and runs in ``sandbox``
-    (None: unconfined); a callable runs in relay's process, never sandboxed.
+    A command starts with ``start`` (see :func:`run_hook_command`); a callable runs in
+    relay's process.
     """
     if isinstance(hook, HookCommand):
-        return await run_hook_command(hook, info, env=env, sandbox=sandbox)
+        return await run_hook_command(hook, info, start=start)
     return await _run_callable(hook, info)
 
 
@@ -241,13 +235,12 @@ async def run_hook_command(
     hook: HookCommand,
     info: HookInput,
     *,
-    env: Mapping[str, str] | None = None,
-    sandbox: SandboxPolicy | None = None,
+    start: Starter | None = None,
 ) -> HookResult:
     """Run a hook command: JSON on its standard input, a decision on its standard output.
 
-    The command runs without a shell, in ``info.cwd``, with the environment ``env`` (default:
-    this process's), in a process group of its own, in ``sandbox`` (None: unconfined). When
+    The command runs without a shell, in ``info.cwd``, started by ``start`` (default:
+    the gate's default rules, as outside a session), in a process group of its own. When
     it exits, runs past its timeout, or the caller is cancelled, the whole group is killed,
     and so is every process it started that left the group.
     """
@@ -262,11 +255,9 @@ async def run_hook_command(
         # the run, nor relay. The timeout is the guard's, on the wall clock.
         with real_work():
             async with (
-                open_sandboxed(
-                    sandbox,
+                (start or outside_session().open_hook)(
                     argv,
                     cwd=info.cwd,
-                    env=env,
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,

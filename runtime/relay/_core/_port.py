@@ -21,7 +21,7 @@ from .._base import _protocol as p
 from .._base._codec import type_tag
 from .._base._model import Prompt
 from .._base._tokens import truncate_text
-from . import _clearance, _sampling
+from . import _exec_gate, _sampling
 from ._compaction import CompactionOutcome, CompactionRequest
 from ._input import resolve_image
 from ._sampling import SampleResult
@@ -258,8 +258,9 @@ class TaskContext:
         """Run a tool call of the model: report it as a ``tool_call`` item, record its output
         (redacted of the API key, cut to the output limit) and return it.
 
-        A call the approval policy holds waits for its decision first (docs/approvals.md):
-        denied, it does not run and its output says so; ``abort`` raises :class:`StopTurn`.
+        The session's gate clears the call first, and runs its commands (:mod:`._exec_gate`):
+        a call it holds waits for a decision; denied, it does not run and its output says
+        so; ``abort`` raises :class:`StopTurn`.
         Before the call runs, its intent is in the rollout; its output is its outcome.
 
         This is where every tool output enters the history, the events and the next request:
@@ -270,7 +271,8 @@ class TaskContext:
         arguments = call.arguments if isinstance(call, p.FunctionCall) else call.input
         item = p.ToolCallItem(call.call_id, call.name, arguments)
         self.emit(p.ItemStarted(turn_id, item))
-        cleared = await _clearance.clear(wiring, self._writer, self._handle.settings.cwd, call)
+        cwd = self._handle.settings.cwd
+        cleared = await _exec_gate.clear(wiring.gate, wiring.tools, self._writer, cwd, call)
         if cleared.output is not None:
             output = cleared.output
         elif isinstance(call, p.FunctionCall):
@@ -291,7 +293,7 @@ class TaskContext:
             raise StopTurn(p.AbortReason.INTERRUPTED)
         return output
 
-    def _tool_context(self, cleared: _clearance.Clearance) -> ToolContext:
+    def _tool_context(self, cleared: _exec_gate.Clearance) -> ToolContext:
         wiring, budget = self._session.wiring, self.view.budget
         return ToolContext(
             self._handle.turn_id,
@@ -301,9 +303,7 @@ class TaskContext:
             tokens_used=budget.usage,
             context_window=budget.window,
             note=self.note,
-            sandbox=wiring.sandbox,
-            unconfined=cleared.unconfined,
-            ask_unconfined=cleared.ask_unconfined,
+            run_command=cleared.run,
         )
 
     async def compact(self, request: CompactionRequest) -> CompactionOutcome:

@@ -16,7 +16,6 @@ from typing import Any
 from .._base import _protocol as p
 from .._base._codec import to_json
 from .._base._rollout_lines import (
-    ApprovalDecided,
     Compacted,
     GeneratedIds,
     LinePayload,
@@ -137,16 +136,10 @@ class RolloutRecorder:
         """An ``op`` line: a custom op that starts a task (so that a resume knows its type)."""
         self._write(StartedOp(submission_id, op))
 
-    def approval(
-        self,
-        call_id: str,
-        decision: p.ReviewDecision,
-        command: tuple[str, ...] | None = None,
-        tool: str | None = None,
-    ) -> None:
-        """An ``approval`` line: the decision on a call (flushed: a grant for the session
-        holds after a crash)."""
-        self._write(ApprovalDecided(call_id, decision, command, tool))
+    def line(self, payload: LinePayload) -> None:
+        """A line of ``payload``, flushed with everything before it (a decision on a call, the
+        rules of the session: both hold after a crash)."""
+        self._write(payload)
         self.flush()
 
     def intent(self, call_id: str) -> None:

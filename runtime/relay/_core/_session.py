@@ -194,7 +194,7 @@ class Session(metaclass=NoPublicConstructor):
             lingering=tuple(f"{h.task.kind} {h.turn_id}" for h in self._slot.lingering),
             events_unread=self._services.events.unread,
             events_dropped=self._services.events.dropped,
-            pending_approvals=tuple(self._services.wiring.approvals.pending),
+            pending_approvals=tuple(waits.pending) if (waits := self._slot.waits()) else (),
         )
 
     # ------------------------------------------------------------------ submitting
@@ -464,7 +464,7 @@ class Session(metaclass=NoPublicConstructor):
                     services.emit(sub_id, p.ErrorEvent(message, ErrorCode.INVALID_OP))
                 services.unpin(sub_id, text)
             case p.ExecApproval(id=call_id, decision=decision):
-                problem = services.wiring.approvals.decide(call_id, decision)
+                problem = services.wiring.gate.decide(self._slot.waits(), call_id, decision)
                 if problem is not None:
                     error = p.ErrorEvent(f"unknown approval: {problem}", ErrorCode.UNKNOWN_APPROVAL)
                     services.emit(sub_id, error)
@@ -579,6 +579,8 @@ async def run_session(
             shared.configured(resumed=resumed, mcp_servers=mcp_servers)
             for event_id, msg in first:
                 shared.emit(event_id, msg)
+            # The rules it runs under, on every open: a resume keeps them (docs/approvals.md).
+            shared.recorder.line(shared.wiring.gate.rules)
             tg.start_soon(session._run_loop, name=f"relay session {shared.wiring.session_id}")
             try:
                 yield session

@@ -22,7 +22,9 @@ import attrs
 from .._base import _protocol as p
 from .._base._codec import to_json
 from .._base._errors import ContextWindowExceeded, ErrorCode
+from .._base._rollout_lines import LinePayload
 from .._base._tokens import token_ratio
+from .._exec._rules import Grant
 from .._version import __version__
 from ._budget import TokenBudget, token_budget
 from ._context import TurnSettings, WorldState, context_changes
@@ -212,7 +214,7 @@ class SessionWriter:
         ``world_state`` and ``turn_context`` (when there is a reference context), and emits
         the ``token_count`` of the receipt's estimate.
 
-        A call with no output yet (one that waits for its approval, or runs, while a
+        A call with no output yet (one that waits for a decision, or runs, while a
         background compaction installs) stays in the new history, after ``items``, whatever
         the compactor kept: its output comes after it, and its request still stands.
         """
@@ -286,18 +288,12 @@ class SessionWriter:
         self.state.work_state.add(entry)
         self.emit(turn_id, p.WorkStateNoted(entry.kind, entry.text, entry.key))
 
-    def approval(
-        self, call_id: str, decision: p.ReviewDecision, grant: tuple[str, ...] | None
-    ) -> None:
-        """Record the decision on a call; a grant for the session names what it covers."""
-        command = tool = None
+    def decided(self, line: LinePayload, grant: Grant | None) -> None:
+        """Record the decision on a call (its ``line``, from the gate); ``grant``, the one
+        for the session it makes, holds from now on. The one writer of the grants."""
         if grant is not None:
-            kind, *rest = grant
-            if kind == "shell":
-                command = tuple(rest)
-            else:
-                tool = rest[0]
-        self.recorder.approval(call_id, decision, command, tool)
+            self.state.grants = (*self.state.grants, grant)
+        self.recorder.line(line)
 
     def pin(self, event_id: str, text: str) -> None:
         """Pin a user message."""

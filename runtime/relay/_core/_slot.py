@@ -32,6 +32,7 @@ import attrs
 from .._base import _protocol as p
 from .._base._errors import ContextWindowExceeded, ErrorCode, ModelError
 from ._context import TurnSettings, turn_aborted_marker
+from ._exec_gate import Waits
 from ._history import missing_outputs
 from ._input import user_message_of
 from ._port import CompactionPolicy, SessionTask, TaskContext, made_task
@@ -104,6 +105,10 @@ class TaskSlot:
         self.lingering: list[TaskHandle[SessionTask]] = []
         """Aborted tasks whose code has not returned after their grace period (it ignores
         cancellation): detached, they hold up the session's end until they do."""
+
+    def waits(self) -> Waits | None:
+        """The calls of the running task that wait for a decision (None: nothing runs)."""
+        return self._port[1].waits if self._port is not None else None
 
     # ------------------------------------------------------------------ starting
 

@@ -16,6 +16,9 @@ from types import MappingProxyType
 import attrs
 
 from .._base import _protocol as p
+from .._base._exec_rules import ExecRules
+from .._base._rollout_lines import ApprovalDecided
+from .._exec._rules import Grant
 from ._context import TurnSettings, WorldState
 from ._history import History, HistoryView
 from ._work_state import WorkState
@@ -72,8 +75,11 @@ class ResumedState:
     its rollout's ``trace`` lines give them, oldest first."""
     op_types: tuple[str, ...] = ()
     """The types of the custom ops the session ran: a resume needs a task for each."""
-    grants: tuple[tuple[str, ...], ...] = ()
-    """What ``approved_for_session`` decisions cover (docs/approvals.md)."""
+    grants: tuple[ApprovalDecided, ...] = ()
+    """The ``approved_for_session`` decisions, as recorded: the session keeps those whose
+    seal holds (docs/approvals.md)."""
+    rules: ExecRules | None = None
+    """The rules the session last recorded (its latest ``rules`` line), if any."""
     unanswered: tuple[p.ToolOutput, ...] = ()
     """Outputs to record first, for the calls that had none when the session stopped."""
     first_events: tuple[tuple[str, p.EventMsg], ...] = ()
@@ -176,6 +182,9 @@ class SessionState:
     """The work-state record: what the session did, and the pinned user messages."""
     outputs: dict[str, str] = attrs.field(factory=dict)
     """The originals of the tool outputs masked so far, by call id (what ``recall`` returns)."""
+    grants: tuple[Grant, ...] = ()
+    """What ``approved_for_session`` decisions cover, each with the rules it was made under
+    (docs/approvals.md)."""
     token_ratio: float = 1.0
     """Server tokens per estimated token, from the last request a server counted (1.0, the
     estimate as it is, until one did): estimates of the history are scaled by it."""

@@ -25,6 +25,7 @@ from . import _sampling
 from ._background import BackgroundJob, JobState, Snapshot
 from ._budget import TokenBudget
 from ._context import TurnSettings
+from ._exec_gate import clear
 from ._hooks import HookInput, HookPoint, HookStop, HookTrigger, compact_hooks, run_compact_hooks
 from ._sampling import SampleResult
 from ._session_writer import SessionWriter
@@ -158,7 +159,7 @@ class CompactionContext:
             event=point,
         )
         return await run_compact_hooks(
-            hooks, info, self._writer.emit, wiring.secrets, sandbox=wiring.sandbox
+            hooks, info, self._writer.emit, wiring.secrets, start=wiring.gate.open_hook
         )
 
     def install(
@@ -195,6 +196,10 @@ class CompactionContext:
         """Run one tool call of the model without recording it in the history or reporting
         it as an item (a save-state step's): its output, redacted of the API key."""
         wiring, view = self._session.wiring, self.backend.view
+        cwd = view.settings.cwd
+        cleared = await clear(wiring.gate, wiring.tools, self._writer, cwd, call)
+        if cleared.output is not None:
+            return cleared.output
         tool_ctx = ToolContext(
             view.turn_id,
             view.settings.cwd,
@@ -203,6 +208,7 @@ class CompactionContext:
             tokens_used=view.budget.usage,
             context_window=view.budget.window,
             note=self._writer.note_work if wiring.config.features.work_state else _ignore,
+            run_command=cleared.run,
         )
         return wiring.secrets.redact(await wiring.tools.call(call, tool_ctx))
 

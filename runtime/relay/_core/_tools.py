@@ -24,9 +24,10 @@ from .._base import _json
 from .._base import _protocol as p
 from .._base._errors import ConfigError, RelayError
 from .._base._model import ToolSpec
-from ._real_work import in_thread
-from ._sandbox import ESCALATION_PARAMETERS, SandboxPolicy, escalation_problem, sandbox_refused
-from ._shell import OUTPUT_LIMIT, run_command
+from .._exec._command import OUTPUT_LIMIT, CommandResult, CommandRunner
+from .._exec._real_work import in_thread
+from .._exec._sandbox import ESCALATION_PARAMETERS, escalation_problem
+from ._exec_gate import outside_session
 from ._task import strayed
 from ._work_state import (
     WorkEntry,
@@ -63,13 +64,10 @@ class ToolContext:
     note: Callable[[WorkEntry], None] = lambda entry: None
     """Add an entry to the session's work-state record (kept only when the record is on):
     what the tool observed, stated as a fact the model may rely on after a compaction."""
-    unconfined: bool = False
-    """The call was approved to run outside the sandbox (docs/approvals.md)."""
-    ask_unconfined: Callable[[str], Awaitable[bool]] | None = None
-    """Under the ``on-failure`` policy: ask to run the command again outside the sandbox,
-    giving why (the sandbox refused it); True once approved."""
-    sandbox: SandboxPolicy | None = None
-    """What the commands the tool starts may touch (None: anything; ``danger-full-access``)."""
+    run_command: CommandRunner | None = None
+    """How the call's commands run: the session's gate chose it for this call, with its
+    rules (docs/approvals.md). None, outside a session: the gate's default rules, without
+    :attr:`hidden_env`."""
 
 
 ToolHandler = Callable[[Mapping[str, Any], ToolContext], Awaitable[str]]
@@ -374,11 +372,8 @@ class ShellRun:
     """Its exit status (under the sandbox, 128 + N for a signal N), None when it timed out."""
 
 
-async def run_shell(
-    args: Mapping[str, Any], ctx: ToolContext, *, confined: bool = True
-) -> ShellRun:
-    """Run a ``shell`` call: in ``ctx.sandbox`` unless ``confined`` is false (a command run
-    outside the sandbox once it was approved).
+async def run_shell(args: Mapping[str, Any], ctx: ToolContext) -> ShellRun:
+    """Run a ``shell`` call with ``ctx.run_command``.
 
     Raises:
         ToolError: the arguments are invalid, or the command (or bwrap) could not start.
@@ -396,12 +391,15 @@ async def run_shell(
     problem = escalation_problem(args)
     if problem is not None:
         raise ToolError(problem)
-    env = {k: v for k, v in os.environ.items() if k not in ctx.hidden_env}
-    sandbox = ctx.sandbox if confined else None
     try:
-        run = await run_command(argv, cwd=ctx.cwd, env=env, timeout_ms=timeout_ms, sandbox=sandbox)
+        if ctx.run_command is not None:
+            result = await ctx.run_command(argv, ctx.cwd, timeout_ms)
+        else:
+            gate = outside_session(ctx.hidden_env)
+            result = CommandResult(await gate.run(argv, cwd=ctx.cwd, timeout_ms=timeout_ms))
     except OSError as exc:
         raise ToolError(f"cannot start {argv[0]!r}: {exc.strerror}") from None
+    run = result.output
     output, code = run.printed, run.exit_code
     shown = [readable(x) for x in argv]
     ctx.note(command_run(shown, code, output))
@@ -413,20 +411,13 @@ async def run_shell(
         output += f"\n[timed out after {timeout_ms} ms; process killed]"
     else:
         output += f"\n[exit code {code}]"
+    if result.notice is not None:
+        output += f"\n[{result.notice}]"
     return ShellRun(output, run.printed, code)
 
 
 async def _shell(args: Mapping[str, Any], ctx: ToolContext) -> str:
-    """Under on-failure, a command the sandbox refused runs outside once that is approved."""
-    run = await run_shell(args, ctx, confined=not ctx.unconfined)
-    ask = None if ctx.unconfined else ctx.ask_unconfined
-    if ask is None or ctx.sandbox is None or not sandbox_refused(run.exit_code, run.printed):
-        return run.output
-    lines = run.printed.splitlines()
-    refusal = next((line for line in lines if sandbox_refused(1, line)), "")
-    if await ask(f"the sandbox refused it: {refusal.strip()[:200]}"):
-        return (await run_shell(args, ctx, confined=False)).output
-    return f"{run.output}\n[the sandbox refused it; running it outside was not approved]"
+    return (await run_shell(args, ctx)).output
 
 
 BUILTIN_TOOLS: Mapping[str, tuple[Tool, bool]] = {

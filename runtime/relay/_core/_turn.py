@@ -17,8 +17,11 @@ from typing import Any, Protocol
 
 from .._base import _protocol as p
 from .._base._errors import ContextWindowExceeded
+from .._base._rollout_lines import LinePayload
+from .._exec._rules import Grant
 from ._background import BackgroundJob
 from ._context import TurnSettings, WorldState
+from ._exec_gate import Waits
 from ._session_writer import SessionWriter
 from ._task import TaskHandle
 from ._work_state import WorkEntry
@@ -114,6 +117,24 @@ class Writer(Protocol):
         """Take the session's background job away; the job, or None."""
         ...
 
+    @property
+    def waits(self) -> Waits:
+        """The calls of the work that wait for a decision."""
+        ...
+
+    @property
+    def grants(self) -> Sequence[Grant]:
+        """What the session's grants cover."""
+        ...
+
+    def flush(self) -> None:
+        """Put everything recorded so far on disk."""
+        ...
+
+    def decided(self, line: LinePayload, grant: Grant | None) -> None:
+        """Record a decision on a call (and the grant it makes)."""
+        ...
+
 
 class TurnWriter:
     """The writer of a task: its events carry its turn id, and stop at its terminal event."""
@@ -124,6 +145,8 @@ class TurnWriter:
         self._jobs = jobs
         self.unreported_installs = 0
         """Compacted histories installed that no ``context_compacted`` reported yet."""
+        self.waits = session.wiring.gate.waits()
+        """The calls of the turn that wait for a decision."""
 
     @property
     def turn_id(self) -> str:
@@ -180,12 +203,15 @@ class TurnWriter:
         if (session := self._live) is not None:
             session.recorder.intent(call_id)
 
-    def approval(
-        self, call_id: str, decision: p.ReviewDecision, grant: tuple[str, ...] | None
-    ) -> None:
-        """Record the decision on ``call_id`` (and the grant for the session it makes)."""
+    @property
+    def grants(self) -> Sequence[Grant]:
+        """What the session's grants cover."""
+        return self._session.state.grants
+
+    def decided(self, line: LinePayload, grant: Grant | None) -> None:
+        """Record a decision on a call of the turn (and the grant it makes)."""
         if (session := self._live) is not None:
-            session.approval(call_id, decision, grant)
+            session.decided(line, grant)
 
     def install(
         self,
@@ -247,6 +273,19 @@ class Silent:
     def __init__(self, session: SessionWriter, turn_id: str) -> None:
         self._session = session
         self._turn_id = turn_id
+        # Nobody watches background work: a call of it that must be asked about is denied,
+        # unless a callback decides.
+        self.waits = session.wiring.gate.waits(unattended=True)
+
+    @property
+    def grants(self) -> Sequence[Grant]:
+        return self._session.state.grants
+
+    def flush(self) -> None:
+        pass
+
+    def decided(self, line: LinePayload, grant: Grant | None) -> None:
+        self._session.decided(line, grant)
 
     @property
     def turn_id(self) -> str:

@@ -17,16 +17,16 @@ import attrs
 
 from .._base._config import Config, ProviderConfig
 from .._base._errors import ConfigError
+from .._base._exec_rules import ExecRules
 from .._base._model import ModelClient
 from .._base._secret import Secrets
 from .._base._templates import template
 from .._base._tokens import ApproxEstimator, TokenEstimator, context_window_for
-from ._approvals import Approvals
+from .._exec._real_work import in_thread
 from ._cache_watch import CacheWatch
 from ._context import WorldState, world_state
+from ._exec_gate import Gate
 from ._hooks import CompactHook
-from ._real_work import in_thread
-from ._sandbox import SandboxPolicy
 from ._tools import ToolRegistry
 
 
@@ -86,10 +86,8 @@ class Wiring:
     """The counter of usage a server did not report."""
     prompt_cache: CacheWatch = attrs.field(factory=CacheWatch)
     """The last turn request and how much of it the server's prompt cache held."""
-    approvals: Approvals = attrs.field(factory=Approvals)
-    """The calls that wait for a decision, and the grants for the session."""
-    sandbox: SandboxPolicy | None = None
-    """What the commands of ``shell`` and of hooks may touch (None: anything)."""
+    gate: Gate = attrs.field(factory=lambda: Gate(ExecRules()))
+    """What every effect of the session passes: its rules, who decides, how commands run."""
 
     def world(self, cwd: str) -> WorldState:
         """The world state of ``cwd`` now."""

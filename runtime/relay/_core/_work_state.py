@@ -13,7 +13,6 @@ its arguments.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
@@ -89,13 +88,47 @@ STANDOUT_MIN_LINES = 20
 #: this has no pattern either (a source file: every line is its own).
 STANDOUT_MAX = 3
 
-_NUMBER = re.compile(r"0x[0-9a-fA-F]+|[0-9a-fA-F]{8,}|\d+(?:[.,]\d+)*")
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _hex_end(line: str, start: int) -> int:
+    end = start
+    while end < len(line) and line[end] in _HEX:
+        end += 1
+    return end
+
+
+def _numbers_masked(line: str) -> str:
+    """``line`` with each number made ``#``: ``0x`` and hex digits, a run of 8 or more hex
+    digits (an id, a hash), or decimal digits with ``.`` or ``,`` groups. One pass over the
+    characters, left to right, each number as long as it goes."""
+    out: list[str] = []
+    at, size = 0, len(line)
+    while at < size:
+        if line.startswith("0x", at) and at + 2 < size and line[at + 2] in _HEX:
+            at = _hex_end(line, at + 2)
+        elif (end := _hex_end(line, at)) - at >= 8:
+            at = end
+        elif line[at].isdecimal():
+            at += 1
+            while at < size and line[at].isdecimal():
+                at += 1
+            while at + 1 < size and line[at] in ".," and line[at + 1].isdecimal():
+                at += 2
+                while at < size and line[at].isdecimal():
+                    at += 1
+        else:
+            out.append(line[at])
+            at += 1
+            continue
+        out.append("#")
+    return "".join(out)
 
 
 def line_shape(line: str) -> str:
     """A line with its numbers (decimal, hex, long hex ids) and runs of spaces made alike: the
     shape that lines a program prints in a loop share."""
-    return " ".join(_NUMBER.sub("#", line).split())
+    return " ".join(_numbers_masked(line).split())
 
 
 def standout_lines(output: str) -> list[str]:

@@ -1,5 +1,5 @@
 """An MCP server spoken to over its standard input and output: the stdio transport, on relay's
-own child processes (:func:`relay._core._process.open_command`).
+own child processes (:func:`relay._exec._process.open_command`).
 
 The SDK has a stdio transport of its own; relay starts servers as it starts every process of a
 session instead, under a guard in a process group of their own: the server and everything it
@@ -37,7 +37,7 @@ import mcp.types as mcp_types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
-from .._core._process import Command, open_command
+from .._exec._process import Command, open_command
 from ._answers import (
     Lines,
     Overlong,

@@ -33,6 +33,7 @@ from .._base import _protocol as p
 from .._base._codec import encode_response_item
 from .._base._errors import InvalidOpError
 from .._base._output_schema import check_output_schema
+from .._base._unicode import holds_lone_surrogate
 from ._prompt_cache import PromptCache, with_cached
 from ._responses import PURPOSE_HEADER
 from ._script import HttpErrorSpec, ModelScript, load_model_script, parse_model_script
@@ -88,15 +89,24 @@ class Exchange:
     """Close the connection after this many frames, without ending the body."""
 
 
+def _frame_json(value: Any) -> str:
+    """``value`` as compact JSON. Text that UTF-8 cannot carry (a lone surrogate, which a
+    script may give to play a model that sends one) is written as JSON escapes, as a server
+    that escapes everything would send it."""
+    data = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if holds_lone_surrogate(data):
+        return json.dumps(value, separators=(",", ":"))
+    return data
+
+
 def sse_frame(event: Mapping[str, Any]) -> bytes:
     """One Responses stream event as an SSE frame: an ``event:`` and a ``data:`` line."""
-    data = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
-    return f"event: {event.get('type', 'message')}\ndata: {data}\n\n".encode()
+    return f"event: {event.get('type', 'message')}\ndata: {_frame_json(event)}\n\n".encode()
 
 
 def chat_frame(chunk: Mapping[str, Any]) -> bytes:
     """One chat completion chunk as an SSE frame (chat streams carry ``data:`` only)."""
-    return f"data: {json.dumps(chunk, ensure_ascii=False, separators=(',', ':'))}\n\n".encode()
+    return f"data: {_frame_json(chunk)}\n\n".encode()
 
 
 def _json_exchange(status: int, body: Any, *, delay_ms: int = 0) -> Exchange:

@@ -11,13 +11,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import attrs
+
 from .._base import _protocol as p
-from .._base._codec import (
-    DecodeError,
-    decode_response_item,
-    encode_response_item,
-    has_lone_surrogate,
-)
+from .._base._codec import DecodeError, decode_response_item, encode_response_item
 from .._base._errors import ContextWindowExceeded, ModelError, StreamError, classify_http_error
 from .._base._model import (
     CUT_AT_LIMIT,
@@ -29,6 +26,7 @@ from .._base._model import (
     Prompt,
 )
 from .._base._output_schema import FORMAT_NAME
+from .._base._unicode import mend_json, mended_arguments
 
 #: Header that tells a server which kind of request this is (``turn`` or ``compact``).
 PURPOSE_HEADER = "x-relay-request"
@@ -178,6 +176,11 @@ class ResponseStreamParser:
     ``response.incomplete`` other than one cut at the answer limit (which completes the answer)
     and for malformed frames; :meth:`finish` raises :class:`StreamError` when the stream
     ended without ``response.completed``.
+
+    Text that UTF-8 cannot carry (a lone surrogate, which the JSON of a frame may escape) is
+    carried with U+FFFD in its place: the parser is where a model's text comes in, and a
+    frame a retry would only send again is no reason to fail the turn (docs/decisions.md,
+    "Text that UTF-8 cannot carry").
     """
 
     def __init__(self) -> None:
@@ -185,6 +188,7 @@ class ResponseStreamParser:
 
     def feed(self, event: Mapping[str, Any]) -> list[ModelEvent]:
         """The model events carried by one stream event."""
+        event = mend_json(event)
         kind = event.get("type")
         match kind:
             case "response.output_text.delta":
@@ -192,14 +196,16 @@ class ResponseStreamParser:
                 item_id = event.get("item_id")
                 if not isinstance(delta, str):
                     raise StreamError("malformed response.output_text.delta: no delta text")
-                if has_lone_surrogate(delta):
-                    raise StreamError("malformed response.output_text.delta: invalid Unicode")
                 return [OutputTextDelta(item_id if isinstance(item_id, str) else "", delta)]
             case "response.output_item.done":
                 try:
                     item = decode_response_item(event.get("item"))
                 except DecodeError as exc:
                     raise StreamError(f"malformed output item from the model: {exc}") from exc
+                if isinstance(item, p.FunctionCall):
+                    # The escape of a lone surrogate inside the arguments' JSON is one too,
+                    # once a tool reads them.
+                    item = attrs.evolve(item, arguments=mended_arguments(item.arguments))
                 return [OutputItemDone(item)]
             case "response.completed":
                 response = event.get("response")

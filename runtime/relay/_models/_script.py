@@ -24,6 +24,7 @@ from .._base import _protocol as p
 from .._base._codec import DecodeError, decode_response_item, encode_response_item
 from .._base._errors import ModelError, ScriptError, classify_http_error
 from .._base._tokens import approx_tokens
+from .._base._unicode import mended
 from .._core._history import Prefix, is_contextual, last_agent_text
 from ._responses import stream_events_for, usage_from_json
 
@@ -428,7 +429,9 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False)
 
 
 def _json_tokens(value: Any) -> int:
-    return approx_tokens(_ENCODER.encode(value))
+    # A reply may hold a lone surrogate, to play a model that sends one: it is counted, as
+    # the escape it goes out as would be, rather than failing the estimate.
+    return approx_tokens(mended(_ENCODER.encode(value)))
 
 
 class UsageEstimator:

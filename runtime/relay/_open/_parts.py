@@ -19,15 +19,14 @@ import attrs
 from .._base import _protocol as p
 from .._base._config import Config, ProviderConfig, config_from_dict, relay_home, resolve_api_key
 from .._base._errors import ConfigError
+from .._base._exec_rules import ExecRules
 from .._base._mcp_config import McpServerConfig, check_mcp_server
 from .._base._model import ModelClient
 from .._base._secret import Secrets
 from .._base._tokens import TokenEstimator
-from .._core._approvals import ApprovalCallback, Approvals
 from .._core._context import TurnSettings, working_directory
+from .._core._exec_gate import ApprovalCallback, Gate
 from .._core._hooks import CompactHook
-from .._core._real_work import in_thread
-from .._core._sandbox import SandboxPolicy, check_sandbox, sandbox_policy
 from .._core._session import TaskFactories
 from .._core._session_writer import SessionWriter
 from .._core._state import ResumedState, SessionState
@@ -35,6 +34,9 @@ from .._core._summary import compaction_prompt
 from .._core._tools import CONTEXT_TOOLS, Tool, ToolRegistry, builtin_registry
 from .._core._wiring import Estimators, Wiring, base_instructions
 from .._core._writer import Epoch, RolloutWriter
+from .._exec._real_work import in_thread
+from .._exec._rules import KEY_FILE, grant_key
+from .._exec._sandbox import SandboxPolicy, check_sandbox, sandbox_policy
 from .._models._scripted import ScriptedModel
 
 if TYPE_CHECKING:
@@ -149,6 +151,34 @@ async def session_sandbox(config: Config, registry: ToolRegistry) -> SandboxPoli
     return policy
 
 
+def session_gate(
+    config: Config,
+    sandbox: SandboxPolicy | None,
+    *,
+    session_id: str,
+    rollout: RolloutWriter | None,
+    secrets: Secrets,
+    callback: ApprovalCallback | None,
+) -> Gate:
+    """The session's gate: its rules, frozen now, and the sandbox they make. Inside the
+    sandbox, relay's home and the session's rollout are read-only and the key that seals
+    grants cannot be read (docs/approvals.md)."""
+    home = relay_home()
+    if sandbox is not None:
+        protected = [str(home)]
+        if rollout is not None:
+            protected.append(str(rollout.path))
+        sandbox = attrs.evolve(sandbox, protected=tuple(protected), hidden=(str(home / KEY_FILE),))
+    return Gate(
+        ExecRules.from_config(config),
+        sandbox,
+        hidden=secrets.variables,
+        callback=callback,
+        key=grant_key(home),
+        session_id=session_id,
+    )
+
+
 def open_rollout(
     config: Config,
     session_id: str,
@@ -251,8 +281,7 @@ def session_writer(
     hooks: Iterable[CompactHook],
     resume: ResumedState | None,
     epoch: Epoch | None,
-    on_approval: ApprovalCallback | None = None,
-    sandbox: SandboxPolicy | None = None,
+    gate: Gate,
 ) -> SessionWriter:
     """The session's wiring and its one writer; a resumed session records first the outputs
     of the calls that had none when it stopped."""
@@ -270,8 +299,7 @@ def session_writer(
         compact_provider=models.compact_provider,
         hooks=list(hooks),
         estimators=Estimators(estimator),
-        approvals=Approvals(on_approval, resume.grants if resume is not None else ()),
-        sandbox=sandbox,
+        gate=gate,
     )
     writer = SessionWriter(
         wiring,

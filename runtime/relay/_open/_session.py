@@ -26,16 +26,17 @@ from .._base._errors import ConfigError
 from .._base._mcp_config import McpServerConfig
 from .._base._model import ModelClient
 from .._base._tokens import TokenEstimator
-from .._core._approvals import ApprovalCallback
+from .._core._exec_gate import ApprovalCallback
 from .._core._hooks import CompactHook
 from .._core._port import CompactionPolicy
-from .._core._real_work import in_thread
 from .._core._session import Session, run_session
 from .._core._session_writer import SessionWriter
 from .._core._state import ResumedState
 from .._core._tools import Tool, recall_tool
 from .._core._writer import Epoch
+from .._exec._real_work import in_thread
 from . import _parts
+from ._resume_rules import loosened_warning, resumed_rules
 from ._tasks import (
     BUILTIN_COMPACTOR,
     TASKS_EVENT_ID,
@@ -174,6 +175,16 @@ async def open_state(
         mcp = await _parts.start_mcp(
             config, stack, registry, cwd=state.defaults.cwd, secrets=models.secrets
         )
+        gate = _parts.session_gate(
+            config,
+            sandbox,
+            session_id=sid,
+            rollout=rollout,
+            secrets=mcp.secrets,
+            callback=on_approval,
+        )
+        grants, ignored = gate.kept(resume.grants if resume is not None else ())
+        state.grants = tuple(grants)
         models, tracer = _parts.traced(
             config, stack, models, tracer_provider=tracer_provider, resume=resume
         )
@@ -193,8 +204,7 @@ async def open_state(
                 hooks=hooks,
                 resume=resume,
                 epoch=epoch,
-                on_approval=on_approval,
-                sandbox=sandbox,
+                gate=gate,
             )
             if tracer is not None:
                 tracer.attach(made)
@@ -203,6 +213,7 @@ async def open_state(
         claims = claimed_twice({*config.tasks, *(tasks or {})})
         first = [
             *(resume.first_events if resume is not None else ()),
+            *(("resume", p.WarningEvent(text)) for text in ignored),
             *((TASKS_EVENT_ID, p.WarningEvent(text)) for text in claims),
             *mcp.events,
         ]
@@ -240,6 +251,7 @@ async def resume_session(
     model_name: str | None = None,
     first_events: Iterable[tuple[str, p.EventMsg]] = (),
     on_approval: ApprovalCallback | None = None,
+    keep_rules: bool = True,
 ) -> AsyncIterator[Session]:
     """Resume the session recorded in a rollout file and append to that file.
 
@@ -253,6 +265,14 @@ async def resume_session(
     to a config of your own) and the model of the latest ``turn_context``. ``model_name``
     replaces that model. ``api_key`` is the provider's key passed by value, as for
     :func:`~relay.open_session` (the environment is left as it is either way).
+
+    The session keeps the rules it recorded last (its ``rules`` line: ``approval_policy``,
+    ``sandbox_mode``, ``[sandbox_workspace_write]``, ``[shell_environment_policy]``), with or
+    without a ``config``: a configuration always holds rules, so its own are not a choice to
+    change them. ``keep_rules=False`` is that choice: the session goes on under ``config``'s
+    rules, and when they allow more than the recorded ones a ``warning`` (id ``"resume"``) says
+    what they loosen. A rollout that recorded no rules (written by an older relay) goes on
+    under ``config``'s, as it always did (docs/approvals.md, Rules on resume).
 
     The session continues with the history, reference context, turn defaults, window and
     token usage it had as of the last completed write (see :func:`reconstruct`); the first
@@ -273,7 +293,9 @@ async def resume_session(
         ConfigError: the configuration is invalid, or (without one) the recorded provider
             cannot be used.
     """
-    state, config = await _resumed(source, config, api_key, model_name, first_events)
+    state, config = await _resumed(
+        source, config, api_key, model_name, first_events, keep_rules=keep_rules
+    )
     if session_id is not None and session_id != state.session_id:
         raise ConfigError(
             f"session_id {session_id!r} is not the id of the session the rollout records "
@@ -306,8 +328,11 @@ async def _resumed(
     api_key: str | None,
     model_name: str | None,
     first_events: Iterable[tuple[str, p.EventMsg]],
+    *,
+    keep_rules: bool,
 ) -> tuple[ResumedState, Config]:
-    """The state a rollout rebuilds, and the configuration the session goes on with."""
+    """The state a rollout rebuilds, and the configuration the session goes on with (its
+    recorded rules in place, with ``keep_rules``)."""
     from .._rollout._lines import Rollout
     from .._rollout._reader import read_rollout
     from .._rollout._resume import (
@@ -334,6 +359,9 @@ async def _resumed(
             defaults=attrs.evolve(defaults, model=model_name) if defaults is not None else None,
         )
         config = attrs.evolve(config, model=model_name)
+    if keep_rules:
+        config = resumed_rules(config, state.rules)
+    loosened = loosened_warning(state.rules, config)
     # Right after session_configured, before any op is handled.
     warnings = tuple(
         (RESUME_EVENT_ID, p.WarningEvent(describe_note(rollout, note))) for note in rollout.notes
@@ -342,6 +370,8 @@ async def _resumed(
         for output in state.unanswered
         if output.output == INTERRUPTED_OUTPUT
     )
+    if loosened is not None:
+        warnings += ((RESUME_EVENT_ID, p.WarningEvent(loosened)),)
     return attrs.evolve(state, first_events=(*warnings, *first_events)), config
 
 

@@ -146,6 +146,14 @@ class ResumeFilter:
             if len(self.traces) > LINKED_RUNS:
                 self._drop(self.traces.pop(0))
             return
+        if kind == "rules":
+            # Read wherever it is, the newest only: the session's rules hold across
+            # compactions, and a resume keeps them.
+            older = self.latest.get(kind)
+            if older is not None:
+                self._drop(older)
+            self.latest[kind] = self._keep(_Kept(position, number, kind, record, always=True))
+            return
         if kind in ("approval", "intent"):
             # Read wherever they are: a grant holds for the whole session, and an intent tells
             # a call that ran from one that never did, even across a compaction.

@@ -15,6 +15,7 @@ import attrs
 
 from .._base import _protocol as p
 from .._base._codec import to_json
+from .._base._exec_rules import ExecRules
 from .._base._rollout_lines import (
     ApprovalDecided,
     Compacted,
@@ -165,6 +166,18 @@ class TraceLine:
 
 
 @attrs.frozen
+class RulesLine:
+    """The rules the session runs under, from its open or a resume (docs/approvals.md)."""
+
+    number: int
+    """1-based line number."""
+    timestamp: str | None
+    """RFC 3339 time of the write."""
+    rules: ExecRules
+    """Its payload."""
+
+
+@attrs.frozen
 class ApprovalLine:
     """A decision on a call that waited for one (docs/approvals.md)."""
 
@@ -199,6 +212,7 @@ RolloutLine: TypeAlias = (
     | IdsLine
     | OpLine
     | TraceLine
+    | RulesLine
     | ApprovalLine
     | IntentLine
 )

@@ -49,6 +49,7 @@ from .._base import _json
 from .._base import _protocol as p
 from .._base._codec import DecodeError, from_json, has_lone_surrogate
 from .._base._errors import RolloutError
+from .._base._exec_rules import ExecRules
 from .._base._rollout_lines import (
     ApprovalDecided,
     Compacted,
@@ -72,6 +73,7 @@ from ._lines import (
     Rollout,
     RolloutLine,
     RolloutNote,
+    RulesLine,
     SessionMetaLine,
     TraceLine,
     TurnContextLine,
@@ -328,6 +330,8 @@ class _Parser:
                 return OpLine(number, timestamp, _payload(payload, StartedOp, kind))
             case "trace":
                 return TraceLine(number, timestamp, _span(_payload(payload, SessionSpan, kind)))
+            case "rules":
+                return RulesLine(number, timestamp, _payload(payload, ExecRules, kind))
             case "approval":
                 return ApprovalLine(number, timestamp, _payload(payload, ApprovalDecided, kind))
             case "intent":

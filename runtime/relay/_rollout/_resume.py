@@ -40,7 +40,8 @@ import attrs
 from .._base import _protocol as p
 from .._base._config import Config, resolve_api_key
 from .._base._errors import ConfigError, RolloutError
-from .._base._rollout_lines import Compacted, TurnSettings, WorldState
+from .._base._exec_rules import ExecRules
+from .._base._rollout_lines import ApprovalDecided, Compacted, TurnSettings, WorldState
 from .._core._history import History, missing_outputs
 from .._core._state import ResumedState
 from .._core._summary import (
@@ -62,6 +63,7 @@ from ._lines import (
     Rollout,
     RolloutLine,
     RolloutNote,
+    RulesLine,
     SessionMetaLine,
     TraceLine,
     TurnContextLine,
@@ -182,6 +184,7 @@ def reconstruct(rollout: Rollout) -> ResumedState:
                 | OpLine()
                 | TraceLine()
                 | ApprovalLine()
+                | RulesLine()
                 | IntentLine()
             ):
                 pass
@@ -199,16 +202,16 @@ def reconstruct(rollout: Rollout) -> ResumedState:
     window_id: str | None = None
     op_types: dict[str, None] = {}
     spans: list[tuple[str, str]] = []
-    grants: dict[tuple[str, ...], None] = {}
+    grants: list[ApprovalDecided] = []
+    rules: ExecRules | None = None
     intents: set[str] = set()
     for line in lines:
         match line:
             case ApprovalLine(decided=decided):
                 if decided.decision is p.ReviewDecision.APPROVED_FOR_SESSION:
-                    if decided.command is not None:
-                        grants["shell", *decided.command] = None
-                    elif decided.tool is not None:
-                        grants["tool", decided.tool] = None
+                    grants.append(decided)
+            case RulesLine(rules=recorded):
+                rules = recorded
             case IntentLine(intent=intent):
                 intents.add(intent.call_id)
             case OpLine(started=started):
@@ -266,6 +269,7 @@ def reconstruct(rollout: Rollout) -> ResumedState:
         spans=tuple(spans[-LINKED_RUNS:]),
         op_types=tuple(op_types),
         grants=tuple(grants),
+        rules=rules,
         unanswered=tuple(unanswered_calls(history.items, intents)),
     )
 

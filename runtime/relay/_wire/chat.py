@@ -20,6 +20,7 @@ from .._base._model import (
     Prompt,
     ToolSpec,
 )
+from .._base._unicode import mend_json, mended_arguments
 from .._models._responses import error_from_payload, json_schema_format
 from .base import EventReader, WireClient
 
@@ -204,7 +205,9 @@ class ChatStreamParser:
 
     Text deltas are reported as they arrive. The complete items are reported by
     :meth:`finish`: the assistant message (when it has text), then one function call per
-    tool-call index, then :class:`Completed` with the usage if the server sent it.
+    tool-call index, then :class:`Completed` with the usage if the server sent it. Text that
+    UTF-8 cannot carry (a lone surrogate) is carried with U+FFFD in its place, as
+    :class:`~relay._models._responses.ResponseStreamParser` carries it.
     """
 
     def __init__(self) -> None:
@@ -222,6 +225,7 @@ class ChatStreamParser:
 
     def feed(self, chunk: Mapping[str, Any]) -> list[ModelEvent]:
         """The model events carried by one chunk."""
+        chunk = mend_json(chunk)
         error = chunk.get("error")
         if error is not None:
             payload = error if isinstance(error, Mapping) else {"message": str(error)}
@@ -296,7 +300,7 @@ class ChatStreamParser:
                 OutputItemDone(
                     p.FunctionCall(
                         name=call.name,
-                        arguments=call.arguments or "{}",
+                        arguments=mended_arguments(call.arguments or "{}"),
                         call_id=call.call_id or f"{self.item_id}-call-{index}",
                     )
                 )

@@ -17,9 +17,11 @@ compaction points are explicit calls:
 
 A turn that asks for structured output (``output_schema``) asks for it in every request it
 sends, and reads its final answer (the answer without tool calls that ends it) as JSON that
-must fit the schema: an answer that does not is :func:`~relay.lowlevel.parse_output`'s
-``invalid_output`` error, and the turn ends without its post-turn point. An answer that calls
-tools is not read: the schema is for the answer the turn ends with.
+must fit the schema: an answer that does not is :func:`~relay.lowlevel.read_output`'s
+``invalid_output`` error, and the turn ends without its post-turn point. The check runs in a
+worker thread, in bounded work, so that the loop goes on serving other sessions and signals
+meanwhile. An answer that calls tools is not read: the schema is for the answer the turn
+ends with.
 
 Every input the turn records, the first and each steered one, goes through ``prepare`` first:
 a task that must change what the user sent (redaction, say) changes it there, and nothing
@@ -41,7 +43,7 @@ from relay.lowlevel import (
     SampleResult,
     StopTurn,
     WorkEntry,
-    parse_output,
+    read_output,
 )
 
 from ._guard import LoopGuard, loop_message, loop_warning, step_limit_message
@@ -206,7 +208,7 @@ class TurnSteps:
             result = await self.step()
             if result.incomplete is not None:
                 ctx.emit(relay.WarningEvent(cut_answer_warning(ctx.view.budget.max_output_tokens)))
-                return self.final(result)
+                return await self.final(result)
             calls = result.tool_calls
             for call in calls:
                 await self.run_tool(call)
@@ -215,13 +217,14 @@ class TurnSteps:
                 await self.compact(CompactionRequest(trigger, Injection.BEFORE_LAST_USER_MESSAGE))
                 continue
             if not calls and not ctx.view.steered:
-                final = self.final(result)
+                final = await self.final(result)
                 await self.compact(CompactionRequest(relay.CompactionTrigger.POST_TURN))
                 return final
 
-    def final(self, result: SampleResult) -> relay.TurnResult | None:
-        """The turn's result from its final answer: its structured output, read and checked,
-        when the turn asks for one; None otherwise (the turn's last message is its result).
+    async def final(self, result: SampleResult) -> relay.TurnResult | None:
+        """The turn's result from its final answer: its structured output, read and checked
+        in a worker thread (:func:`~relay.lowlevel.read_output`), when the turn asks for one;
+        None otherwise (the turn's last message is its result).
 
         Raises:
             relay.ModelError: ``invalid_output``, the answer does not fit.
@@ -229,7 +232,7 @@ class TurnSteps:
         if self.output_schema is None:
             return None
         message = result.last_agent_message
-        return relay.TurnResult(message, parse_output(message, self.output_schema))
+        return relay.TurnResult(message, await read_output(message, self.output_schema))
 
     def _check_limits(self) -> None:
         """End the turn before a step it may not take."""

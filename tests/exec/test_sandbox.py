@@ -1,5 +1,6 @@
-"""The sandbox's plain functions: the policy, bwrap's command line, the seccomp filter, the
-availability check and what a refusal looks like (docs/approvals.md)."""
+"""The sandbox's plain functions: the policy, bwrap's command line (with the paths it guards),
+the seccomp filter, the availability check and what a refusal looks like
+(docs/approvals.md)."""
 
 from __future__ import annotations
 
@@ -16,19 +17,20 @@ from hypothesis import strategies as st
 from relay._base._config import Config
 from relay._base._errors import ConfigError
 from relay._base._sandbox_config import SandboxWorkspaceWrite
-from relay._core._sandbox import (
+from relay._core._tools import BUILTIN_TOOLS
+from relay._exec._sandbox import (
     ESCALATION_PARAMETERS,
     SandboxPolicy,
     bwrap_argv,
     check_sandbox,
     escalation_problem,
+    guarded_paths,
+    refusal,
     sandbox_policy,
     sandbox_problem,
-    sandbox_refused,
     seccomp_filter,
     writable_paths,
 )
-from relay._core._tools import BUILTIN_TOOLS
 
 # ------------------------------------------------------------------ the policy
 
@@ -141,10 +143,77 @@ def test_read_only_binds_nothing_writable_and_network_access_keeps_the_network()
         ["true"],
         cwd="/w",
         writable=["/w"],
-        seccomp_fd=None,
+        seccomp_fd=4,
     )
     assert "--unshare-net" not in networked
-    assert "--seccomp" not in networked
+    assert networked[networked.index("--seccomp") + 1] == "4"
+
+
+def make_repo(tmp_path: Path) -> dict[str, Path]:
+    """A workspace with a repository, a worktree of another one in it, relay's home inside
+    it, a rollout file under a temporary folder, and a key file in the home."""
+    work, tmp, main = tmp_path / "work", tmp_path / "tmp", tmp_path / "main"
+    (work / ".git" / "hooks").mkdir(parents=True)
+    (work / "tree").mkdir()
+    (main / ".git" / "worktrees" / "tree").mkdir(parents=True)
+    (work / "tree" / ".git").write_text(f"gitdir: {main}/.git/worktrees/tree\n")
+    (main / ".git" / "worktrees" / "tree" / "commondir").write_text("../..\n")
+    home = work / "deep" / "home"
+    home.mkdir(parents=True)
+    (home / "grant.key").write_text("k")
+    (tmp / "sessions").mkdir(parents=True)
+    (tmp / "sessions" / "rollout.jsonl").write_text("")
+    return {"work": work, "tmp": tmp, "main": main, "home": home}
+
+
+def test_git_protected_and_hidden_paths_are_bound_over_the_writable_ones(tmp_path: Path) -> None:
+    paths = make_repo(tmp_path)
+    work, tmp, main, home = (str(paths[k].resolve()) for k in ("work", "tmp", "main", "home"))
+    tree = f"{work}/tree"
+    policy = SandboxPolicy(
+        "workspace-write",
+        "bwrap",
+        protected=(home, f"{tmp}/sessions/rollout.jsonl", f"{tmp}/gone", "/usr"),
+        hidden=(f"{home}/grant.key", f"{tmp_path}/no-key"),
+    )
+    line = bwrap_argv(policy, ["true"], cwd=work, writable=[work, tree, tmp], seccomp_fd=3)
+    binds = line[4 : line.index("--dev")]
+    assert binds == [
+        "--bind", work, work,
+        "--bind", tree, tree,
+        "--bind", tmp, tmp,
+        # The folders between a writable path and what is guarded in it: no rename.
+        "--bind", f"{tmp}/sessions", f"{tmp}/sessions",
+        "--bind", f"{work}/deep", f"{work}/deep",
+        "--bind", tree, tree,
+        "--ro-bind", f"{work}/.git", f"{work}/.git",
+        # A worktree's .git file, the folder it names and its common folder (outside
+        # every writable path, so read-only already).
+        "--ro-bind", f"{tree}/.git", f"{tree}/.git",
+        "--ro-bind", home, home,
+        "--ro-bind", f"{tmp}/sessions/rollout.jsonl", f"{tmp}/sessions/rollout.jsonl",
+        "--ro-bind", "/dev/null", f"{home}/grant.key",
+    ]  # fmt: skip
+    # The worktree's git folders, once they are writable, are bound read-only too.
+    pinned, read_only, hidden = guarded_paths(policy, [work, tree, tmp, main])
+    gitdir = f"{main}/.git/worktrees/tree"
+    assert read_only[:4] == [f"{work}/.git", f"{tree}/.git", gitdir, f"{main}/.git"]
+    assert f"{main}/.git/worktrees" in pinned
+    assert hidden == [f"{home}/grant.key"]
+
+
+def test_read_only_binds_only_what_is_hidden(tmp_path: Path) -> None:
+    paths = make_repo(tmp_path)
+    home = str(paths["home"].resolve())
+    policy = SandboxPolicy(
+        "read-only", "bwrap", protected=(home,), hidden=(f"{home}/grant.key", home + "/..")
+    )
+    line = bwrap_argv(policy, ["true"], cwd=str(paths["work"]), writable=[], seccomp_fd=3)
+    deep = str(Path(home).parent)
+    assert line[4 : line.index("--dev")] == [
+        "--ro-bind", "/dev/null", f"{home}/grant.key",
+        "--tmpfs", deep, "--remount-ro", deep,
+    ]  # fmt: skip
 
 
 @given(st.lists(st.sampled_from(["/", "/w", "/proc", "/dev", "/tmp"]), unique=True))
@@ -185,22 +254,63 @@ def run_filter(program: bytes, arch: int, nr: int, arg0: int) -> int:
             hit = acc == k if code == 0x15 else acc >= k
             pc += 1 + (jt if hit else jf)
         elif code == 0x06:
-            return k
+            return int(k)
         else:
             raise AssertionError(f"unknown instruction {code:#x}")
 
 
+_SOCKETPAIR = {"x86_64": 53, "aarch64": 199}
+_KEYRING = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}
+_EPERM = 0x00050000 | errno.EPERM
+
+
+def expected(machine: str, network: bool, nr: int, arg0: int) -> int:
+    """What the filter should answer, said plainly."""
+    family = arg0 & 0xFFFFFFFF
+    if (machine == "x86_64" and nr >= 0x40000000) or nr in _KEYRING[machine]:
+        return _EPERM
+    if network:
+        return _ALLOW
+    if nr in (425, 426, 427):
+        return _EPERM
+    if nr == _SOCKET[machine]:
+        return _ALLOW if family in (2, 10, 16) else _EPERM
+    if nr == _SOCKETPAIR[machine]:
+        return _ALLOW if family == 1 else _EPERM
+    return _ALLOW
+
+
+@pytest.mark.parametrize("network", [False, True])
 @pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
-@given(nr=st.integers(0, 500), arg0=st.integers(0, 2**64 - 1))
-def test_the_filter_refuses_unix_sockets_and_io_uring_only(
-    machine: str, nr: int, arg0: int
+@given(
+    nr=st.one_of(st.integers(0, 500), st.integers(0x40000000 - 2, 0x40000200)),
+    arg0=st.one_of(st.integers(0, 50), st.integers(0, 2**64 - 1)),
+)
+def test_the_filter_refuses_the_keyrings_and_without_network_sockets_and_io_uring(
+    machine: str, network: bool, nr: int, arg0: int
 ) -> None:
+    program = seccomp_filter(machine, network=network)
+    assert program is not None
+    assert run_filter(program, _AUDIT[machine], nr, arg0) == expected(machine, network, nr, arg0)
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_the_filter_without_network_allows_ip_and_netlink_sockets_only(machine: str) -> None:
     program = seccomp_filter(machine)
     assert program is not None
-    got = run_filter(program, _AUDIT[machine], nr, arg0)
-    unix = nr == _SOCKET[machine] and arg0 & 0xFFFFFFFF == 1
-    refused = unix or nr in (425, 426, 427)
-    assert got == (0x00050000 | errno.EPERM if refused else _ALLOW)
+    families = {
+        family
+        for family in range(64)
+        if run_filter(program, _AUDIT[machine], _SOCKET[machine], family) == _ALLOW
+    }
+    assert families == {2, 10, 16}  # AF_INET, AF_INET6, AF_NETLINK
+    for vsock_family in (40, 40 | 2**32):
+        assert run_filter(program, _AUDIT[machine], _SOCKET[machine], vsock_family) == _EPERM
+    assert run_filter(program, _AUDIT[machine], _SOCKETPAIR[machine], 1) == _ALLOW
+    for number in _KEYRING[machine]:
+        networked = seccomp_filter(machine, network=True)
+        assert networked is not None
+        assert run_filter(networked, _AUDIT[machine], number, 0) == _EPERM
 
 
 def test_the_filter_refuses_the_other_abis() -> None:
@@ -227,6 +337,17 @@ def test_a_missing_bwrap_is_named_with_how_to_get_it(monkeypatch: pytest.MonkeyP
     assert message.startswith('sandbox_mode = "read-only" with shell: the sandbox needs')
     assert "apt-get install bubblewrap" in message
     assert "never runs commands unconfined" in message
+
+
+def test_an_architecture_without_a_filter_is_a_problem_in_every_mode(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("platform.machine", lambda: "mips")
+    networked = SandboxPolicy("workspace-write", "bwrap", network_access=True)
+    for policy in (SandboxPolicy("read-only", "bwrap"), networked):
+        problem = sandbox_problem(policy)
+        assert problem is not None
+        assert "no seccomp filter for this architecture (mips)" in problem
 
 
 def test_a_bwrap_that_cannot_make_a_sandbox_is_a_problem(tmp_path: Path) -> None:
@@ -275,31 +396,44 @@ NOT_REFUSED = [
 ]
 
 
+NETWORK = {4, 5, 6, 7, 8}  # the indexes of REFUSED that are the network's words
+
+
 @pytest.mark.parametrize("output", REFUSED)
-def test_the_systems_refusals_are_recognised(output: str) -> None:
-    assert sandbox_refused(1, f"some output\n{output}\nmore")
-    assert sandbox_refused(2, output.upper())
+def test_the_systems_refusals_are_recognised_and_their_line_given(output: str) -> None:
+    assert refusal(1, f"some output\n  {output}  \nmore") == output
+    assert refusal(2, output.upper()) == output.upper()
+    assert refusal(1, f"{'x' * 300} {output}") == "x" * 200
+
+
+@pytest.mark.parametrize(("index", "output"), list(enumerate(REFUSED)))
+def test_with_the_network_its_errors_are_not_the_sandboxs(index: int, output: str) -> None:
+    assert (refusal(1, output, network=True) is None) == (index in NETWORK)
+
+
+def test_the_first_refused_line_is_given() -> None:
+    assert refusal(1, f"ok\n{REFUSED[0]}\n{REFUSED[1]}\n") == REFUSED[0]
 
 
 @pytest.mark.parametrize("output", NOT_REFUSED)
 def test_other_failures_are_not_refusals(output: str) -> None:
-    assert not sandbox_refused(1, output)
+    assert refusal(1, output) is None
 
 
 @given(st.text(), st.sampled_from(REFUSED))
-def test_a_success_a_timeout_or_a_missing_program_is_never_a_refusal(
-    text: str, refusal: str
-) -> None:
+def test_a_success_a_timeout_or_a_missing_program_is_never_a_refusal(text: str, found: str) -> None:
     for code in (0, None, 127):
-        assert not sandbox_refused(code, text + refusal)
+        assert refusal(code, text + found) is None
 
 
 @given(st.integers().filter(lambda code: code not in (0, 127)), st.text(), st.text())
 def test_a_refusal_anywhere_in_a_failed_commands_output_counts(
     code: int, before: str, after: str
 ) -> None:
-    for refusal in REFUSED:
-        assert sandbox_refused(code, f"{before}\n{refusal}\n{after}")
+    for found in REFUSED:
+        line = refusal(code, f"{before}\n{found}\n{after}")
+        assert line is not None
+        assert len(line) <= 200
 
 
 # ------------------------------------------------------------------ escalation arguments
