@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -26,16 +25,9 @@ from tests.cli.test_cli_lifecycle import (
     write_json,
     write_jsonl,
 )
+from tests.escapees import alive
 
 SERVER = Path(__file__).resolve().parent.parent / "mcp" / "mcp_server.py"
-
-
-def gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 def wait_until(check: Callable[[], bool], what: str) -> None:
@@ -58,7 +50,8 @@ def server_setup(tmp_path: Path) -> tuple[Path, Path]:
         "[rollout]\nenabled = false\n\n"
         "[mcp_servers.test]\n"
         f"command = {json.dumps(sys.executable)}\n"
-        'args = ["./servers/mcp_server.py", "--log", "./server.log"]\n'
+        'args = ["./servers/mcp_server.py", "--log", "./server.log",'
+        ' "--lock", "./server.log.lock"]\n'
         'cwd = "servers"\n',
         encoding="utf-8",
     )
@@ -112,12 +105,12 @@ def test_no_server_outlives_relay(
     assert first["msg"]["mcp_servers"] == {"test": 13}
     out.until('"type":"tool_call"')
     wait_until(lambda: log.exists() and "slow s1 started" in log.read_text(), "the call")
-    pid = int(log.read_text().splitlines()[0].removeprefix("started "))
-    assert not gone(pid)
+    # The server holds the lock of its log while it lives (its pid is its namespace's).
+    assert alive(log)
     proc.send_signal(signum)
     assert proc.wait(timeout=TIMEOUT) == status
     # Killed, relay cannot stop its servers itself: their guard does, at once.
-    wait_until(lambda: gone(pid), f"the server (pid {pid}) to be gone")
+    wait_until(lambda: not alive(log), "the server to be gone")
 
 
 def test_the_transcript_header_lists_the_servers() -> None:
