@@ -397,6 +397,8 @@ def test_parsing_runs_no_cyclic_collection() -> None:
     assert gc.isenabled()
 
 
+# Slow tier: the scan of every live object grows with the heap of the whole run, not this test.
+@pytest.mark.slow
 def test_reading_for_a_resume_holds_only_the_records_it_still_needs() -> None:
     # Memory follows what a resume keeps, not the file: once the last line is read, no
     # record of an event line is alive (only the count decoded at the end is kept).
