@@ -36,7 +36,8 @@ import trio
 
 from relay._base._exec_rules import ExecRules
 from relay._core._exec_gate import Gate
-from relay._core._tools import ToolContext, run_shell
+from relay._core._shell import run_shell
+from relay._core._tools import ToolContext
 from relay._exec import _process
 from relay._exec._command import CommandResult
 from relay._exec._process import open_command

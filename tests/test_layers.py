@@ -58,6 +58,7 @@ ALLOWED["relay"] = (
 #: imports nothing of relay, so that two shells that write pages share it without a cycle.
 ALLOWED |= {
     "relay._html": ("relay._html",),
+    "relay._codex": ("relay._base", "relay._codex"),
     "relay._drive": ("relay._base", "relay._core", "relay._exec", "relay._drive"),
     "relay._testing": ("relay._base", "relay._models", "relay._testing"),
     "relay._eval": (
@@ -87,6 +88,7 @@ ALLOWED |= {
     "relay._appserver": (
         "relay._appserver",
         "relay._base",
+        "relay._codex",
         "relay._core",
         "relay._exec",
         "relay._models",
@@ -100,6 +102,7 @@ ALLOWED |= {
         "relay._base",
         "relay._cli",
         "relay._cluster",
+        "relay._codex",
         "relay._core",
         "relay._exec",
         "relay._drive",
@@ -133,6 +136,7 @@ SHELLS = (
     "relay._cluster",
     "relay._testing",
     "relay._html",
+    "relay._codex",
     "relay.testing",
     "relay.cluster",
     "relay.__main__",

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ._base._model import ModelEvent as ModelEvent
     from ._base._model import OutputItemDone as OutputItemDone
     from ._base._model import OutputTextDelta as OutputTextDelta
+    from ._base._model import SummaryTextDelta as SummaryTextDelta
     from ._base._model import Prompt as Prompt
     from ._base._model import ToolSpec as ToolSpec
     from ._base._tokens import approx_tokens as approx_tokens
@@ -82,6 +83,7 @@ __all__ = [
     "ModelEvent",
     "OutputItemDone",
     "OutputTextDelta",
+    "SummaryTextDelta",
     "Placement",
     "Prompt",
     "SampleResult",
@@ -119,6 +121,7 @@ _SOURCES = {
     "ModelEvent": "relay._base._model",
     "OutputItemDone": "relay._base._model",
     "OutputTextDelta": "relay._base._model",
+    "SummaryTextDelta": "relay._base._model",
     "Prompt": "relay._base._model",
     "ToolSpec": "relay._base._model",
     "approx_tokens": "relay._base._tokens",

@@ -20,6 +20,16 @@ RESULTS = {
     "thread/compact/start": "v2/ThreadCompactStartResponse",
     "turn/start": "v2/TurnStartResponse",
     "turn/interrupt": "v2/TurnInterruptResponse",
+    "turn/steer": "v2/TurnSteerResponse",
+    "thread/list": "v2/ThreadListResponse",
+    "thread/read": "v2/ThreadReadResponse",
+    "thread/loaded/list": "v2/ThreadLoadedListResponse",
+    "thread/name/set": "v2/ThreadSetNameResponse",
+    "thread/archive": "v2/ThreadArchiveResponse",
+    "thread/unarchive": "v2/ThreadUnarchiveResponse",
+    "thread/fork": "v2/ThreadForkResponse",
+    "model/list": "v2/ModelListResponse",
+    "config/read": "v2/ConfigReadResponse",
 }
 
 

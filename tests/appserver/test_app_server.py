@@ -47,6 +47,8 @@ def test_one_turn_answers_then_streams_the_turn(tmp_path: Path) -> None:
             "item/started",
             "item/completed",
             "item/started",
+            # The reasoning summary streams as the server sends it.
+            *["item/reasoning/summaryTextDelta"] * 2,
             "item/completed",
             "item/started",
             *["item/agentMessage/delta"] * 2,

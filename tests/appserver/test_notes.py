@@ -6,11 +6,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import attrs
+
 import relay
-from relay._appserver import _items, _params
+from relay._appserver import _params
 from relay._appserver._notes import Translator
 from relay._base import _protocol as p
 from relay._base._errors import ErrorCode
+from relay._codex import _items
+from relay._codex._calls import shell_command
 
 from .schema import check_message
 
@@ -61,7 +65,12 @@ def test_a_turn_with_a_command_is_started_items_and_completed() -> None:
         p.TurnStarted(TURN, None, started_at=1_800_000_000.5),
         started(p.UserMessageItem("u1", [p.Text("list it"), p.Image("data:image/png;base64,AA")])),
         started(shell_call(None)),
-        completed(shell_call("total 0\n[exit code 0]")),
+        completed(
+            attrs.evolve(
+                shell_call("total 0\n[exit code 0]"),
+                result=p.ToolResult(p.CallStatus.COMPLETED, 0, printed="total 0"),
+            )
+        ),
         p.AgentMessageDelta(TURN, "m1", "Done"),
         completed(p.AgentMessageItem("m1", "Done")),
         p.TurnComplete(TURN, "Done", duration_ms=60),
@@ -256,17 +265,26 @@ def test_the_working_directory_of_commands_is_the_session_s() -> None:
     assert notes.cwd == "/elsewhere"
 
 
-def test_shell_outputs_read_as_exit_codes() -> None:
-    assert _items.shell_outcome("out\n[exit code 3]") == ("out", 3, False)
-    assert _items.shell_outcome("[exit code 0]") == ("", 0, True)
-    assert _items.shell_outcome("x\n[timed out after 5 ms; process killed]") == ("x", None, False)
-    assert _items.shell_outcome("error: argv must be a list") == (
-        "error: argv must be a list",
-        None,
-        False,
-    )
-    assert _items.shell_command('{"argv": ["echo", "a;b"]}') == "echo 'a;b'"
-    assert _items.shell_command("not json") == "not json"
+def test_a_commands_item_reads_how_it_ended_from_its_result() -> None:
+    def command(output: str, result: p.ToolResult | None) -> dict[str, Any]:
+        return _items.tool_call(
+            shell_call(output)
+            if result is None
+            else attrs.evolve(shell_call(output), result=result),
+            cwd="/",
+        )
+
+    made = command("out\n[exit code 0]", p.ToolResult(p.CallStatus.FAILED, 3, printed="out"))
+    assert (made["aggregatedOutput"], made["exitCode"], made["status"]) == ("out", 3, "failed")
+    made = command("x", p.ToolResult(p.CallStatus.COMPLETED, 0, duration_ms=7, printed="x"))
+    assert (made["status"], made["durationMs"]) == ("completed", 7)
+    made = command("denied", p.ToolResult(p.CallStatus.DECLINED))
+    assert (made["status"], made["aggregatedOutput"], made["exitCode"]) == ("declined", None, None)
+    made = command("error: command must be a list", p.ToolResult(p.CallStatus.FAILED))
+    assert (made["status"], made["aggregatedOutput"]) == ("failed", None)
+    assert shell_command('{"argv": ["echo", "a;b"]}') == "echo 'a;b'"
+    assert shell_command('{"command": ["echo", "a;b"]}') == "echo 'a;b'"
+    assert shell_command("not json") == "not json"
 
 
 def test_tools_other_than_shell_and_mcp_are_dynamic_tool_calls() -> None:
@@ -282,7 +300,10 @@ def test_tools_other_than_shell_and_mcp_are_dynamic_tool_calls() -> None:
         "durationMs": None,
     }
     failed = _items.tool_call(
-        p.ToolCallItem("c", "read_file", "{}", "error: no such file: a"), cwd="/"
+        p.ToolCallItem(
+            "c", "read_file", "{}", "error: no such file: a", p.ToolResult(p.CallStatus.FAILED)
+        ),
+        cwd="/",
     )
     assert (failed["status"], failed["success"]) == ("failed", False)
 
@@ -364,3 +385,133 @@ def test_the_client_s_decisions_are_relay_s() -> None:
     for result, error in (({"decision": "maybe"}, None), (None, {"code": 1}), ("accept", None)):
         decision, wrong = decide(result, error)
         assert decision is p.ReviewDecision.DENIED and wrong
+
+
+# ------------------------------------------------------------------- streams, patches, plan
+
+CHANGE = p.FileChange(
+    "/work/a.py", p.ChangeKind.UPDATE, "--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-a\n+b\n"
+)
+ADDED = p.FileChange(
+    "/work/n.py", p.ChangeKind.ADD, "--- /dev/null\n+++ b/n.py\n@@ -0,0 +1 @@\n+x\n"
+)
+
+
+def methods(made: list[dict[str, Any]]) -> list[str]:
+    return [m["method"] for m in made]
+
+
+def test_deltas_stream_as_their_notifications() -> None:
+    made = run(
+        translator(),
+        p.TurnStarted(TURN, None, started_at=1.0),
+        p.ReasoningSummaryDelta(TURN, "r1", "Think", summary_index=1),
+        p.ExecCommandOutputDelta(TURN, "c1", p.OutputStream.STDOUT, "line\n"),
+    )
+    assert made[1]["method"] == "item/reasoning/summaryTextDelta"
+    assert made[1]["params"] == {
+        "threadId": THREAD,
+        "turnId": TURN,
+        "itemId": "r1",
+        "delta": "Think",
+        "summaryIndex": 1,
+    }
+    assert made[2]["method"] == "item/commandExecution/outputDelta"
+    assert made[2]["params"] == {
+        "threadId": THREAD,
+        "turnId": TURN,
+        "itemId": "c1",
+        "delta": "line\n",
+    }
+
+
+def test_a_patch_is_a_file_change_item_and_the_turn_s_diff_follows() -> None:
+    patch = p.ToolCallItem("c1", "apply_patch", '{"input": "*** Begin Patch"}')
+    made = run(
+        translator(),
+        p.TurnStarted(TURN, None, started_at=1.0),
+        started(patch),
+        p.PatchApplyBegin("c1", TURN, [CHANGE, ADDED], auto_approved=True),
+        p.PatchApplyEnd("c1", TURN, True, [CHANGE, ADDED], "Done"),
+        p.TurnDiff(TURN, "the diff"),
+        completed(attrs.evolve(patch, output="Done", result=p.ToolResult(p.CallStatus.COMPLETED))),
+    )
+    assert methods(made) == ["turn/started", "item/started", "item/completed", "turn/diff/updated"]
+    item = made[2]["params"]["item"]
+    assert item == {
+        "type": "fileChange",
+        "id": "c1",
+        "status": "completed",
+        "changes": [
+            {
+                "path": "/work/a.py",
+                "kind": {"type": "update", "move_path": None},
+                "diff": CHANGE.diff,
+            },
+            {"path": "/work/n.py", "kind": {"type": "add"}, "diff": ADDED.diff},
+        ],
+    }
+    assert made[3]["params"] == {"threadId": THREAD, "turnId": TURN, "diff": "the diff"}
+
+
+def test_a_patch_that_asks_starts_its_item_and_a_declined_one_ends_declined() -> None:
+    notes = translator()
+    patch = p.ToolCallItem("c1", "apply_patch", "{}")
+    asked = p.ApplyPatchApprovalRequest("c1", TURN, [CHANGE], reason="outside", grant_root=None)
+    made = run(notes, p.TurnStarted(TURN, None, started_at=1.0), started(patch), asked)
+    assert methods(made) == ["turn/started", "item/started", "item/fileChange/requestApproval"]
+    request_id = made[2]["id"]
+    assert made[2]["params"]["itemId"] == "c1" and made[2]["params"]["reason"] == "outside"
+    found = notes.resolve(request_id, declined=True)
+    assert found is not None and found[0] == "c1"
+    assert notes.decision_op("c1", p.ReviewDecision.DENIED) == p.PatchApproval("c1", "denied")
+    assert notes.decision_op("c9", p.ReviewDecision.DENIED) == p.ExecApproval("c9", "denied")
+    declined = attrs.evolve(patch, output="denied", result=p.ToolResult(p.CallStatus.DECLINED))
+    ended = run(notes, completed(declined))
+    assert methods(ended) == ["item/completed"]
+    assert ended[0]["params"]["item"]["status"] == "declined"
+    assert ended[0]["params"]["item"]["changes"][0]["path"] == "/work/a.py"
+
+
+def test_a_patch_that_never_began_still_has_its_item() -> None:
+    patch = p.ToolCallItem("c1", "apply_patch", '{"input": "nonsense"}')
+    failed = attrs.evolve(
+        patch, output="error: not a patch", result=p.ToolResult(p.CallStatus.FAILED)
+    )
+    made = run(
+        translator(), p.TurnStarted(TURN, None, started_at=1.0), started(patch), completed(failed)
+    )
+    assert methods(made) == ["turn/started", "item/started", "item/completed"]
+    assert made[2]["params"]["item"] == {
+        "type": "fileChange",
+        "id": "c1",
+        "changes": [],
+        "status": "failed",
+    }
+
+
+def test_the_plan_is_turn_plan_updated_and_its_call_has_no_item() -> None:
+    call = p.ToolCallItem("c2", "update_plan", "{}")
+    steps = [
+        p.PlanStep("read", "completed"),
+        p.PlanStep("edit", "in_progress"),
+        p.PlanStep("test", "pending"),
+    ]
+    made = run(
+        translator(),
+        p.TurnStarted(TURN, None, started_at=1.0),
+        started(call),
+        p.PlanUpdate(TURN, steps, "because"),
+        completed(attrs.evolve(call, output="Plan updated")),
+    )
+    assert methods(made) == ["turn/started", "turn/plan/updated"]
+    assert made[1]["params"] == {
+        "threadId": THREAD,
+        "turnId": TURN,
+        "explanation": "because",
+        "plan": [
+            {"step": "read", "status": "completed"},
+            {"step": "edit", "status": "inProgress"},
+            {"step": "test", "status": "pending"},
+        ],
+    }

@@ -5,17 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import attrs
 from hypothesis import given
 from hypothesis import strategies as st
 
 from relay._base import _protocol as p
 from relay._base._errors import ErrorCode
-from relay._cli._codex_stream import (
-    CodexExecStream,
-    command_result,
-    shell_command,
-    split_mcp_name,
-)
+from relay._cli._codex_stream import CodexExecStream
+from relay._codex._calls import shell_command, split_mcp_name
 
 
 def fold(*msgs: tuple[str, p.EventMsg]) -> list[dict[str, Any]]:
@@ -61,7 +58,9 @@ def complete(turn: str = "t1") -> tuple[str, p.EventMsg]:
     return turn, p.TurnComplete(turn_id=turn, last_agent_message=None, duration_ms=1)
 
 
-SHELL = json.dumps({"argv": ["sh", "-c", "echo hi; exit 3"]})
+SHELL = json.dumps({"command": ["sh", "-c", "echo hi; exit 3"]})
+DONE = p.ToolResult(p.CallStatus.COMPLETED)
+EXIT_3 = p.ToolResult(p.CallStatus.FAILED, 3, printed="hi\n")
 
 
 def test_a_turn_with_reasoning_tools_and_an_answer_is_codexs_stream() -> None:
@@ -76,8 +75,8 @@ def test_a_turn_with_reasoning_tools_and_an_answer_is_codexs_stream() -> None:
         count(usage(100, 40, 10, 4), usage(100, 40, 10, 4)),
         item(p.ItemStarted, p.ToolCallItem("c1", "list_dir", '{"path": "."}')),
         item(p.ItemStarted, p.ToolCallItem("c2", "shell", SHELL)),
-        item(p.ItemCompleted, p.ToolCallItem("c1", "list_dir", '{"path": "."}', "a.txt")),
-        item(p.ItemCompleted, p.ToolCallItem("c2", "shell", SHELL, "hi\n\n[exit code 3]")),
+        item(p.ItemCompleted, p.ToolCallItem("c1", "list_dir", '{"path": "."}', "a.txt", DONE)),
+        item(p.ItemCompleted, p.ToolCallItem("c2", "shell", SHELL, "hi\n\n[exit code 3]", EXIT_3)),
         item(p.ItemStarted, p.AgentMessageItem("m1", "")),
         ("t1", p.AgentMessageDelta("t1", "m1", "done")),
         item(p.ItemCompleted, p.AgentMessageItem("m1", "done")),
@@ -164,7 +163,16 @@ def test_an_mcp_servers_tool_names_its_server_and_a_failed_call_its_error() -> N
         configured("docs.v2", "docs"),
         started(),
         item(p.ItemStarted, p.ToolCallItem("c1", name, '{"q": "x"}')),
-        item(p.ItemCompleted, p.ToolCallItem("c1", name, '{"q": "x"}', "error: MCP error -1: no")),
+        item(
+            p.ItemCompleted,
+            p.ToolCallItem(
+                "c1",
+                name,
+                '{"q": "x"}',
+                "error: MCP error -1: no",
+                p.ToolResult(p.CallStatus.FAILED),
+            ),
+        ),
     )
     assert lines[2:] == [
         {
@@ -255,34 +263,98 @@ def test_empty_reasoning_and_events_without_a_counterpart_write_nothing() -> Non
     )
 
 
-def test_shell_outputs_read_as_exit_codes_and_statuses() -> None:
-    assert command_result("a\n\n[exit code 0]") == ("a\n", 0, "completed")
-    assert command_result("x\n[output truncated at 65536 bytes of 99999]\n[exit code 1]") == (
-        "x\n[output truncated at 65536 bytes of 99999]",
-        1,
-        "failed",
-    )
-    assert command_result("slow\n\n[timed out after 100 ms; process killed]") == (
+def test_a_commands_end_is_read_from_its_result_never_from_its_output() -> None:
+    def ended(output: str, result: p.ToolResult | None) -> dict[str, Any]:
+        call = p.ToolCallItem("c", "shell", SHELL, output, result)
+        return fold(item(p.ItemCompleted, call))[0]["item"]
+
+    # The output's last line says one thing, the result another: the result wins.
+    made = ended("x\n[exit code 0]", p.ToolResult(p.CallStatus.FAILED, 7, printed="x"))
+    assert (made["aggregated_output"], made["exit_code"], made["status"]) == ("x", 7, "failed")
+    timed_out = p.ToolResult(p.CallStatus.FAILED, None, timed_out=True, printed="slow\n")
+    made = ended("slow\n\n[timed out after 100 ms; process killed]", timed_out)
+    assert (made["aggregated_output"], made["exit_code"], made["status"]) == (
         "slow\n",
         None,
         "failed",
     )
-    assert command_result("error: cannot start 'nope': No such file or directory") == (
-        "cannot start 'nope': No such file or directory",
-        None,
-        "failed",
-    )
-    assert command_result("aborted") == ("", None, "failed")
+    # A call that never ran says so: declined, or failed with nothing printed.
+    made = ended("denied: the user did not approve", p.ToolResult(p.CallStatus.DECLINED))
+    assert (made["status"], made["exit_code"], made["aggregated_output"]) == ("declined", None, "")
+    made = ended("error: command must be a list", p.ToolResult(p.CallStatus.FAILED))
+    assert (made["status"], made["exit_code"], made["aggregated_output"]) == ("failed", None, "")
     assert shell_command('{"argv": ["ls", "a b"]}') == "ls 'a b'"
+    assert shell_command('{"command": ["ls", "a b"]}') == "ls 'a b'"
     assert shell_command("not json") == "not json"
     assert shell_command('{"argv": "ls"}') == '{"argv": "ls"}'
 
 
 @given(st.text(), st.integers(-255, 255))
 def test_any_output_of_a_finished_command_is_given_back_whole(text: str, code: int) -> None:
-    output, exit_code, status = command_result(f"{text}\n[exit code {code}]")
-    assert (output, exit_code) == (text, code)
-    assert status == ("completed" if code == 0 else "failed")
+    status = p.CallStatus.COMPLETED if code == 0 else p.CallStatus.FAILED
+    call = p.ToolCallItem("c", "shell", SHELL, "ignored", p.ToolResult(status, code, printed=text))
+    made = fold(item(p.ItemCompleted, call))[0]["item"]
+    assert (made["aggregated_output"], made["exit_code"]) == (text, code)
+    assert made["status"] == ("completed" if code == 0 else "failed")
+
+
+def test_a_patch_is_a_file_change_and_the_plan_a_todo_list() -> None:
+    change = p.FileChange("/w/a.py", p.ChangeKind.UPDATE, "@@ -1 +1 @@\n-a\n+b\n")
+    added = p.FileChange("/w/new.py", p.ChangeKind.ADD, "+x\n")
+    patch = p.ToolCallItem("c1", "apply_patch", '{"input": "..."}')
+    plan = p.ToolCallItem("c2", "update_plan", "{}")
+    first = [p.PlanStep("edit", p.StepStatus.IN_PROGRESS), p.PlanStep("test", "pending")]
+    second = [p.PlanStep("edit", p.StepStatus.COMPLETED), p.PlanStep("test", "in_progress")]
+    lines = fold(
+        configured(),
+        started(),
+        item(p.ItemStarted, plan),
+        ("t1", p.PlanUpdate("t1", first)),
+        item(p.ItemCompleted, attrs.evolve(plan, output="Plan updated", result=DONE)),
+        item(p.ItemStarted, patch),
+        ("t1", p.PatchApplyBegin("c1", "t1", [change, added], auto_approved=True)),
+        ("t1", p.PatchApplyEnd("c1", "t1", True, [change, added])),
+        ("t1", p.TurnDiff("t1", "diff")),
+        item(p.ItemCompleted, attrs.evolve(patch, output="Done", result=DONE)),
+        ("t1", p.PlanUpdate("t1", second)),
+        complete(),
+    )
+    changes = [{"path": "/w/a.py", "kind": "update"}, {"path": "/w/new.py", "kind": "add"}]
+    todo_first = [{"text": "edit", "completed": False}, {"text": "test", "completed": False}]
+    todo_second = [{"text": "edit", "completed": True}, {"text": "test", "completed": False}]
+    assert lines[2:-1] == [
+        {
+            "type": "item.started",
+            "item": {"id": "item_0", "type": "todo_list", "items": todo_first},
+        },
+        {
+            "type": "item.started",
+            "item": {
+                "id": "item_1",
+                "type": "file_change",
+                "changes": changes,
+                "status": "in_progress",
+            },
+        },
+        {
+            "type": "item.completed",
+            "item": {
+                "id": "item_1",
+                "type": "file_change",
+                "changes": changes,
+                "status": "completed",
+            },
+        },
+        {
+            "type": "item.updated",
+            "item": {"id": "item_0", "type": "todo_list", "items": todo_second},
+        },
+        {
+            "type": "item.completed",
+            "item": {"id": "item_0", "type": "todo_list", "items": todo_second},
+        },
+    ]
+    assert lines[-1]["type"] == "turn.completed"
 
 
 def test_mcp_names_split_by_the_servers_known_else_at_the_delimiter() -> None:

@@ -19,13 +19,12 @@ from relay._base import _protocol as p
 from relay._base._config import Config, RolloutConfig
 from relay._base._errors import ConfigError
 from relay._base._model import ToolSpec
+from relay._core._builtin import BUILTIN_TOOLS, builtin_registry
 from relay._core._tools import (
-    BUILTIN_TOOLS,
     Tool,
     ToolContext,
     ToolError,
     ToolRegistry,
-    builtin_registry,
     file_kind,
     readable,
     resolve_in_cwd,
@@ -408,11 +407,17 @@ def test_an_unknown_tool_switch_is_a_config_error() -> None:
 def test_builtin_specs_describe_their_arguments() -> None:
     specs = {spec.name: spec for spec in builtin_registry(ALL_ON).specs()}
     assert specs["read_file"].parameters["required"] == ["path"]
-    assert specs["shell"].parameters["properties"]["argv"] == {
+    # Codex's names: a model trained on Codex's tool calls relay's the same way.
+    shell = specs["shell"].parameters
+    assert shell["required"] == ["command"]
+    assert shell["properties"]["command"] == {
         "type": "array",
         "items": {"type": "string"},
         "description": "The program and its arguments",
     }
+    assert {"workdir", "timeout_ms", "sandbox_permissions", "justification"} <= set(
+        shell["properties"]
+    )
     assert specs["shell"].parameters["properties"]["timeout_ms"]["default"] == 10_000
     assert all(spec.description for spec in specs.values())
     assert all(
@@ -490,11 +495,11 @@ async def test_shell_timeout_kills_the_process_group(cwd: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "output"),
     [
-        ({"argv": "ls -la"}, "error: argv must be a non-empty list of strings"),
-        ({"argv": []}, "error: argv must be a non-empty list of strings"),
-        ({"argv": ["ls", 5]}, "error: argv must be a non-empty list of strings"),
-        ({"argv": ["ls", "a\0b"]}, "error: argv must be a non-empty list of strings"),
-        ({}, "error: argv must be a non-empty list of strings"),
+        ({"argv": "ls -la"}, "error: command must be a non-empty list of strings"),
+        ({"argv": []}, "error: command must be a non-empty list of strings"),
+        ({"argv": ["ls", 5]}, "error: command must be a non-empty list of strings"),
+        ({"argv": ["ls", "a\0b"]}, "error: command must be a non-empty list of strings"),
+        ({}, "error: command must be a non-empty list of strings"),
         ({"argv": ["true"], "timeout_ms": 0}, "error: timeout_ms must be a positive integer"),
         ({"argv": ["true"], "timeout_ms": "5"}, "error: timeout_ms must be a positive integer"),
         ({"argv": ["true"], "timeout_ms": True}, "error: timeout_ms must be a positive integer"),

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from relay._base._config import Config
 from relay._base._errors import ConfigError
 from relay._base._sandbox_config import SandboxWorkspaceWrite
-from relay._core._tools import BUILTIN_TOOLS
+from relay._core._builtin import BUILTIN_TOOLS
 from relay._exec._sandbox import (
     ESCALATION_PARAMETERS,
     SandboxPolicy,
@@ -445,7 +445,7 @@ def test_the_shell_tool_offers_codexs_escalation_arguments() -> None:
     assert properties["sandbox_permissions"]["enum"] == ["use_default", "require_escalated"]
     assert properties["justification"]["type"] == "string"
     assert {"sandbox_permissions", "justification"} <= set(ESCALATION_PARAMETERS)
-    assert tool.parameters["required"] == ["argv"]
+    assert tool.parameters["required"] == ["command"]
 
 
 @pytest.mark.parametrize(

@@ -243,11 +243,13 @@ def test_malformed_lines_are_skipped_with_notes_naming_them() -> None:
         "line 6: invalid response_item: invalid 'message': required field missing @ $.role; "
         "ignored",
         "line 7: invalid event_msg: unknown type 'levitated' (expected one of: agent_message, "
-        "agent_message_delta, background_event, context_compacted, error, "
-        "exec_approval_request, hook_completed, "
-        "hook_started, item_completed, item_started, session_configured, session_resumed, "
-        "shutdown_complete, stream_error, token_count, turn_aborted, turn_complete, "
-        "turn_started, user_message, warning, work_state_noted); ignored",
+        "agent_message_delta, apply_patch_approval_request, background_event, "
+        "context_compacted, error, exec_approval_request, exec_command_output_delta, "
+        "hook_completed, hook_started, item_completed, item_started, patch_apply_begin, "
+        "patch_apply_end, plan_update, reasoning_summary_delta, session_configured, "
+        "session_resumed, shutdown_complete, stream_error, token_count, turn_aborted, "
+        "turn_complete, turn_diff, turn_started, user_message, warning, work_state_noted); "
+        "ignored",
         "line 8: invalid turn_context: required field 'model' missing; ignored",
         "line 9: no timestamp",
         "line 10: session_meta after the start of the rollout; ignored",

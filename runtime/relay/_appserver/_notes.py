@@ -11,7 +11,13 @@ the time is given to it with each event.
   ``completed``, or ``failed`` with the error when an ``error`` came in the turn;
   ``turn_aborted`` is ``turn/completed`` with status ``interrupted``;
 - ``item_started`` / ``item_completed`` are ``item/started`` / ``item/completed``
-  (:mod:`._items`), ``agent_message_delta`` is ``item/agentMessage/delta``;
+  (:mod:`relay._codex._items`), ``agent_message_delta`` is ``item/agentMessage/delta``,
+  ``reasoning_summary_delta`` is ``item/reasoning/summaryTextDelta`` and
+  ``exec_command_output_delta`` is ``item/commandExecution/outputDelta``;
+- a patch is a ``fileChange`` item: started at ``patch_apply_begin`` (or when it asks for
+  approval, ``item/fileChange/requestApproval``), completed at ``patch_apply_end``, or when
+  its call ends without one (declined, or not a patch); ``turn_diff`` is ``turn/diff/updated``;
+- ``plan_update`` is ``turn/plan/updated`` (the ``update_plan`` call has no item);
 - ``token_count`` is ``thread/tokenUsage/updated``;
 - ``error`` is ``error`` (``willRetry`` false), ``stream_error`` is ``error`` with
   ``willRetry`` true, and ``warning`` is ``warning``.
@@ -26,7 +32,8 @@ import attrs
 
 from .._base import _protocol as p
 from .._base._errors import ErrorCode
-from . import _items
+from .._codex import _calls, _items
+from .._codex._calls import approval_command
 from ._rpc import Message, RequestId, notification, request
 
 
@@ -88,6 +95,9 @@ class _Turn:
     """The turn's last ``agentMessage``."""
     calls: dict[str, tuple[p.ToolCallItem, int]] = attrs.field(factory=dict)
     """Tool calls in progress, with their start in milliseconds."""
+    patches: dict[str, tuple[p.FileChange, ...] | None] = attrs.field(factory=dict)
+    """The patches whose ``fileChange`` item has started, with their changes, by call id;
+    None once the item has completed."""
 
 
 @attrs.define
@@ -107,6 +117,8 @@ class Translator:
     """Calls the client declined to run (their items end ``declined``)."""
     asked: dict[str, tuple[str, str]] = attrs.field(factory=dict)
     """The approval requests waiting for the client, by request id: their turn and call."""
+    patch_calls: set[str] = attrs.field(factory=set)
+    """The calls whose approval request was a patch's (answered with ``patch_approval``)."""
     _asked_count: int = attrs.field(default=0, init=False)
 
     @property
@@ -130,6 +142,13 @@ class Translator:
                 return self._ended(turn_id, duration_ms, now_ms, aborted=False)
             case p.TurnAborted(turn_id=turn_id, duration_ms=duration_ms):
                 return self._ended(turn_id, duration_ms, now_ms, aborted=True)
+            case p.ItemStarted(item=p.ToolCallItem(name=_calls.APPLY_PATCH | _calls.UPDATE_PLAN)):
+                return []  # shown by the patch's events, or the plan's
+            case p.ItemCompleted(turn_id=turn_id, item=p.ToolCallItem(name=_calls.APPLY_PATCH)):
+                assert isinstance(msg.item, p.ToolCallItem)
+                return self._patch_call_ended(turn_id, msg.item, now_ms)
+            case p.ItemCompleted(item=p.ToolCallItem(name=_calls.UPDATE_PLAN)):
+                return []
             case p.ItemStarted(turn_id=turn_id, item=item):
                 made = self._item(turn_id, item, now_ms, started=True)
                 params = {
@@ -151,6 +170,37 @@ class Translator:
             case p.AgentMessageDelta(turn_id=turn_id, item_id=item_id, delta=delta):
                 params = {"threadId": thread, "turnId": turn_id, "itemId": item_id, "delta": delta}
                 return [notification("item/agentMessage/delta", params)]
+            case p.ReasoningSummaryDelta(turn_id=turn_id, item_id=item_id, delta=delta):
+                params = {
+                    "threadId": thread,
+                    "turnId": turn_id,
+                    "itemId": item_id,
+                    "delta": delta,
+                    "summaryIndex": msg.summary_index,
+                }
+                return [notification("item/reasoning/summaryTextDelta", params)]
+            case p.ExecCommandOutputDelta(turn_id=turn_id, call_id=call_id, chunk=chunk):
+                params = {"threadId": thread, "turnId": turn_id, "itemId": call_id, "delta": chunk}
+                return [notification("item/commandExecution/outputDelta", params)]
+            case p.PlanUpdate(turn_id=turn_id, plan=plan, explanation=explanation):
+                params = {
+                    "threadId": thread,
+                    "turnId": turn_id,
+                    "explanation": explanation,
+                    "plan": _items.plan_steps(plan),
+                }
+                return [notification("turn/plan/updated", params)]
+            case p.TurnDiff(turn_id=turn_id, unified_diff=diff):
+                params = {"threadId": thread, "turnId": turn_id, "diff": diff}
+                return [notification("turn/diff/updated", params)]
+            case p.PatchApplyBegin(turn_id=turn_id, call_id=call_id, changes=changes):
+                return self._patch_started(turn_id, call_id, changes, now_ms)
+            case p.PatchApplyEnd(turn_id=turn_id, call_id=call_id, changes=changes):
+                status = "completed" if msg.success else "failed"
+                return self._patch_ended(turn_id, call_id, changes, status, now_ms)
+            case p.ApplyPatchApprovalRequest():
+                opened = self._patch_started(msg.turn_id, msg.call_id, msg.changes, now_ms)
+                return [*opened, self._ask_patch(msg, now_ms)]
             case p.TokenCount(info=info) if info is not None:
                 usage = {
                     "total": usage_json(info.total_token_usage),
@@ -171,11 +221,78 @@ class Translator:
                 return [self._ask(msg, now_ms)]
         return []
 
-    def _ask(self, asked: p.ExecApprovalRequest, now_ms: int) -> Message:
+    def _patch_started(
+        self, turn_id: str, call_id: str, changes: tuple[p.FileChange, ...], now_ms: int
+    ) -> list[Message]:
+        turn = self.turns.get(turn_id)
+        if turn is None or call_id in turn.patches:
+            return []  # started already, when it asked for approval
+        turn.patches[call_id] = changes
+        item = _items.file_change(call_id, changes, "in_progress")
+        params = {"item": item, "threadId": self.thread_id, "turnId": turn_id}
+        return [notification("item/started", {**params, "startedAtMs": now_ms})]
+
+    def _patch_ended(
+        self,
+        turn_id: str,
+        call_id: str,
+        changes: tuple[p.FileChange, ...],
+        status: str,
+        now_ms: int,
+    ) -> list[Message]:
+        turn = self.turns.get(turn_id)
+        if turn is not None:
+            if turn.patches.get(call_id, ()) is None:
+                return []  # ended already
+            turn.patches[call_id] = None
+        item = _items.file_change(call_id, changes, status)
+        params = {"item": item, "threadId": self.thread_id, "turnId": turn_id}
+        return [notification("item/completed", {**params, "completedAtMs": now_ms})]
+
+    def _patch_call_ended(self, turn_id: str, item: p.ToolCallItem, now_ms: int) -> list[Message]:
+        """A patch's call ended: its item ends here when no ``patch_apply_end`` ended it (the
+        client declined it, or it was no patch), started first if nothing started it."""
+        turn = self.turns.get(turn_id)
+        changes = turn.patches.get(item.id, ()) if turn is not None else ()
+        if changes is None:
+            return []
+        declined = item.id in self.declined or (
+            item.result is not None and item.result.status is p.CallStatus.DECLINED
+        )
+        started = self._patch_started(turn_id, item.id, changes, now_ms)
+        ended = self._patch_ended(
+            turn_id, item.id, changes, "declined" if declined else "failed", now_ms
+        )
+        return [*started, *ended]
+
+    def _ask_patch(self, asked: p.ApplyPatchApprovalRequest, now_ms: int) -> Message:
+        request_id = self._request_id(asked.turn_id, asked.call_id)
+        self.patch_calls.add(asked.call_id)
+        params = {
+            "threadId": self.thread_id,
+            "turnId": asked.turn_id,
+            "itemId": asked.call_id,
+            "startedAtMs": now_ms,
+            "reason": asked.reason,
+            "grantRoot": asked.grant_root,
+        }
+        return request(request_id, "item/fileChange/requestApproval", params)
+
+    def _request_id(self, turn_id: str, call_id: str) -> str:
         self._asked_count += 1
         request_id = f"{self.thread_id}:approval-{self._asked_count}"
-        self.asked[request_id] = (asked.turn_id, asked.call_id)
-        command = _items.approval_command(asked.command)
+        self.asked[request_id] = (turn_id, call_id)
+        return request_id
+
+    def decision_op(self, call_id: str, decision: p.ReviewDecision) -> p.Op:
+        """The op that gives ``decision`` to the call ``call_id``: a patch's, or a command's."""
+        if call_id in self.patch_calls:
+            return p.PatchApproval(call_id, decision)
+        return p.ExecApproval(call_id, decision)
+
+    def _ask(self, asked: p.ExecApprovalRequest, now_ms: int) -> Message:
+        request_id = self._request_id(asked.turn_id, asked.call_id)
+        command = approval_command(asked.command)
         params = {
             "threadId": self.thread_id,
             "turnId": asked.turn_id,
@@ -248,11 +365,12 @@ class Translator:
                 "item/completed",
                 {
                     "item": _items.tool_call(
-                        attrs.evolve(item, output=_items.ABORTED),
+                        item,
                         cwd=self.cwd,
                         mcp_tool=self.mcp_tool,
                         duration_ms=max(0, now_ms - started_ms),
                         declined=call_id in self.declined,
+                        aborted=True,
                     ),
                     "threadId": self.thread_id,
                     "turnId": turn_id,

@@ -98,7 +98,7 @@ class ThreadSettings:
     """Write no rollout (``thread/start`` only)."""
 
 
-def _settings(fields: Fields, *, ephemeral: bool) -> ThreadSettings:
+def read_settings(fields: Fields, *, ephemeral: bool) -> ThreadSettings:
     policy = fields.raw("approvalPolicy")
     if isinstance(policy, Mapping):
         raise invalid(fields.name("approvalPolicy"), "granular policies are not supported")
@@ -126,7 +126,7 @@ def _settings(fields: Fields, *, ephemeral: bool) -> ThreadSettings:
 
 def thread_start(params: Any) -> ThreadSettings:
     """The parameters of ``thread/start``."""
-    return _settings(Fields(params), ephemeral=True)
+    return read_settings(Fields(params), ephemeral=True)
 
 
 @attrs.frozen
@@ -148,7 +148,7 @@ def thread_resume(params: Any) -> ThreadResume:
     thread_id = fields.text("threadId", required=True)
     assert thread_id is not None
     exclude = bool(fields.flag("excludeTurns"))
-    return ThreadResume(thread_id, _settings(fields, ephemeral=False), exclude_turns=exclude)
+    return ThreadResume(thread_id, read_settings(fields, ephemeral=False), exclude_turns=exclude)
 
 
 def thread_id(params: Any) -> str:
@@ -207,7 +207,7 @@ class TurnStart:
     """A JSON Schema the turn's answer is to fit (None: free text)."""
 
 
-def _input_item(value: Any, where: str) -> p.InputItem:
+def input_item(value: Any, where: str) -> p.InputItem:
     fields = Fields(value, where)
     kind = fields.text("type", required=True)
     if kind == "text":
@@ -237,7 +237,7 @@ def turn_start(params: Any) -> TurnStart:
         raise invalid("input", "missing" if raw_input is None else "expected an array")
     if not raw_input:
         raise invalid("input", "must hold at least one item")
-    items = tuple(_input_item(value, f"input[{n}]") for n, value in enumerate(raw_input))
+    items = tuple(input_item(value, f"input[{n}]") for n, value in enumerate(raw_input))
     policy = fields.raw("approvalPolicy")
     if isinstance(policy, Mapping):
         raise invalid("approvalPolicy", "granular policies are not supported")
@@ -326,7 +326,9 @@ __all__ = [
     "TurnStart",
     "approval_decision",
     "client_info",
+    "input_item",
     "invalid",
+    "read_settings",
     "thread_id",
     "thread_resume",
     "thread_start",

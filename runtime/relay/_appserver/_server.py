@@ -18,16 +18,21 @@ it is open.
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import AsyncExitStack
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.abc
+import attrs
 
 from .._base import _protocol as p
 from .._base._config import Config, relay_home
@@ -35,10 +40,12 @@ from .._base._errors import ClosedSessionError, InvalidOpError, RelayError
 from .._core._session import Session
 from .._exec._real_work import in_thread
 from .._version import __version__
-from . import _params
+from . import _params, _store
+from . import _thread_params as _more
+from ._catalog import config_read, model_list
 from ._methods import SUPPORTED, UNSUPPORTED, unsupported_message
 from ._notes import Translator, turn_json
-from ._params import ThreadResume, ThreadSettings, invalid
+from ._params import ThreadSettings, invalid
 from ._rpc import (
     Code,
     Malformed,
@@ -54,15 +61,46 @@ from ._rpc import (
     result,
 )
 from ._stdio import Output
+from ._thread_api import ThreadApi
 from ._threads import (
     Thread,
+    extra_roots,
     find_rollout,
+    first_user_message,
     history_turns,
     rollout_root,
     rule_keys,
-    sandbox_refusal,
+    sandbox_difference,
     thread_config,
 )
+
+#: The methods of the thread store, answered in order by :class:`~._thread_api.ThreadApi`.
+STORE_METHODS = frozenset(
+    {
+        "thread/list",
+        "thread/read",
+        "thread/loaded/list",
+        "thread/name/set",
+        "thread/archive",
+        "thread/unarchive",
+    }
+)
+
+
+@attrs.frozen
+class Opening:
+    """A thread to open from a rollout: one resumed, or a fork's copy."""
+
+    thread_id: str
+    """The thread: its session id."""
+    exclude_turns: bool = False
+    """Leave its past turns out of the answer."""
+    path: Path | None = None
+    """The rollout (None: found under the rollout directory by the id)."""
+    data: bytes | None = None
+    """The rollout itself, of an ephemeral fork, which is in no file."""
+    sidecar: dict[str, Any] = attrs.field(factory=dict)
+    """What the thread's sidecar records (read from beside ``path`` when there is one)."""
 
 
 class Server:
@@ -84,6 +122,9 @@ class Server:
         self._closing = False
         self.threads: dict[str, Thread] = {}
         """The threads open, by id."""
+        self.store = ThreadApi(config, out, self.threads, __version__)
+        """What answers the thread store's methods."""
+        task_group.start_soon(self.store.run)
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -120,7 +161,7 @@ class Server:
             warning = f"{wrong}: the call {call_id} is denied"
             self._out.put(notification("warning", {"threadId": thread.id, "message": warning}))
         self._out.put(resolved)
-        self._submit(thread, p.ExecApproval(call_id, decision))
+        self._submit(thread, thread.notes.decision_op(call_id, decision))
 
     def _request(self, request: Request) -> None:
         method = request.method
@@ -135,8 +176,19 @@ class Server:
             raise RpcError(Code.INVALID_REQUEST, f"{method}: not initialized (send initialize)")
         if self._closing:
             raise RpcError(Code.INVALID_REQUEST, f"{method}: the server is shutting down")
-        if method == "thread/start":
+        if method in STORE_METHODS:
+            self.store.receive(request)
+        elif method == "thread/start":
             self._thread_start(request)
+        elif method == "thread/fork":
+            self._thread_fork(request)
+        elif method == "model/list":
+            cursor, limit, provider = _more.model_list(request.params)
+            self._out.put(result(request.id, model_list(self._config, cursor, limit, provider)))
+        elif method == "config/read":
+            self._out.put(result(request.id, config_read(self._config)))
+        elif method == "turn/steer":
+            self._turn_steer(request)
         elif method == "thread/resume":
             self._thread_resume(request)
         elif method == "thread/compact/start":
@@ -184,14 +236,55 @@ class Server:
             self._out.put(result(request.id, loaded.answer(__version__)))
             return
         config = thread_config(self._config, resume.settings)
-        self._tasks.start_soon(self._open, request.id, config, resume.settings, resume)
+        opening = Opening(resume.thread_id, exclude_turns=resume.exclude_turns)
+        self._tasks.start_soon(self._open, request.id, config, resume.settings, opening)
+
+    def _thread_fork(self, request: Request) -> None:
+        fork = _more.thread_fork(request.params)
+        config = thread_config(self._config, fork.settings)
+        self._tasks.start_soon(self._fork, request.id, config, fork)
+
+    async def _fork(self, request_id: RequestId, config: Config, fork: _more.ThreadFork) -> None:
+        """Copy the thread's rollout as the fork's, then open the fork as a resume would."""
+        from .._core._writer import rollout_path
+        from ._fork import forked_lines
+
+        try:
+            root = rollout_root(self._config)
+            file = await in_thread(_store.locate, root, fork.thread_id)
+            if file is None:
+                raise invalid("threadId", f"no rollout of thread {fork.thread_id} under {root}")
+            data = await in_thread(file.path.read_bytes)
+            new_id = str(uuid.uuid4())
+            now = datetime.fromtimestamp(self._clock(), UTC)
+            copy = forked_lines(data, new_id, now, last_turn_id=fork.last_turn_id)
+            origin = _store.read_sidecar(file.path)
+            sidecar = {
+                "forked_from": fork.thread_id,
+                "prompt_cache_key": origin.get("prompt_cache_key") or fork.thread_id,
+                **({"name": origin["name"]} if isinstance(origin.get("name"), str) else {}),
+            }
+            if fork.settings.ephemeral:
+                opening = Opening(new_id, fork.exclude_turns, data=copy, sidecar=sidecar)
+            else:
+                path = rollout_path(rollout_root(config), new_id, now)
+                await in_thread(partial(_write_private, path, copy))
+                await in_thread(partial(_store.write_sidecar, path, **sidecar))
+                opening = Opening(new_id, fork.exclude_turns, path=path)
+        except RpcError as exc:
+            self._out.put(error(request_id, exc.code, exc.message))
+            return
+        except OSError as exc:
+            self._out.put(error(request_id, Code.SERVER_ERROR, f"cannot fork: {exc}"))
+            return
+        await self._open(request_id, config, fork.settings, opening)
 
     async def _open(
         self,
         request_id: RequestId,
         config: Config,
         settings: ThreadSettings,
-        resume: ThreadResume | None,
+        resume: Opening | None,
     ) -> None:
         try:
             await self._tasks.start(self._run_thread, request_id, config, settings, resume)
@@ -208,22 +301,32 @@ class Server:
         request_id: RequestId,
         config: Config,
         settings: ThreadSettings,
-        resume: ThreadResume | None,
+        resume: Opening | None,
         *,
         task_status: anyio.abc.TaskStatus[None],
     ) -> None:
-        from .._open import open_session, resume_session
+        from .._open import open_model_client, open_session, resume_session
         from .._open._resume_rules import resumed_rules
 
         turns: list[Message] | None = None
+        stack = AsyncExitStack()
+        sidecar: dict[str, Any] = {}
         if resume is None:
             opened = open_session(config)
         else:
-            from .._rollout._reader import read_rollout
+            from .._rollout._reader import parse_rollout, read_rollout
             from .._rollout._resume import reconstruct, resumed_config
+            from ._fork import CacheKeyed
 
-            path = await in_thread(find_rollout, rollout_root(config), resume.thread_id)
-            rollout = await in_thread(partial(read_rollout, path, for_resume=True))
+            if resume.data is not None:
+                rollout = parse_rollout(resume.data, for_resume=True)
+                sidecar = resume.sidecar
+            else:
+                path = resume.path
+                if path is None:
+                    path = await in_thread(find_rollout, rollout_root(config), resume.thread_id)
+                rollout = await in_thread(partial(read_rollout, path, for_resume=True))
+                sidecar = await in_thread(_store.read_sidecar, path)
             chosen = {
                 key
                 for key, value in (
@@ -238,15 +341,26 @@ class Server:
             config = resumed_rules(config, state.rules, chosen=rule_keys(settings))
             if not resume.exclude_turns:
                 # Resuming reads only what rebuilds the session; the turns shown are in the rest.
-                turns = history_turns((await in_thread(read_rollout, path)).lines)
-            opened = resume_session(rollout, config, model_name=settings.model, keep_rules=False)
+                if resume.data is not None:
+                    whole = parse_rollout(resume.data)
+                else:
+                    whole = await in_thread(read_rollout, path)
+                turns = history_turns(whole.lines)
+            model = None
+            if isinstance(key := sidecar.get("prompt_cache_key"), str):
+                # A fork's requests share the prompt cache of the thread it comes from.
+                client = await stack.enter_async_context(open_model_client(config))
+                model = CacheKeyed(client, key)
+            opened = resume_session(
+                rollout, config, model=model, model_name=settings.model, keep_rules=False
+            )
         thread: Thread | None = None
         try:
-            async with opened as session:
+            async with stack, opened as session:
                 events = aiter(session.events())
                 first = await anext(events)
                 assert isinstance(first.msg, p.SessionConfigured), first
-                thread = self._announce(session, first.msg, request_id, turns)
+                thread = self._announce(session, first.msg, request_id, turns, sidecar)
                 task_status.started()
                 if self._closing:
                     session.submit_nowait(p.Shutdown())
@@ -263,6 +377,7 @@ class Server:
         finally:
             if thread is not None:
                 self.threads.pop(thread.id, None)
+                thread.ended.set()
 
     def _announce(
         self,
@@ -270,8 +385,10 @@ class Server:
         configured: p.SessionConfigured,
         request_id: RequestId,
         turns: list[Message] | None,
+        sidecar: dict[str, Any] | None = None,
     ) -> Thread:
         """The thread of ``session``, open: answered, and announced by ``thread/started``."""
+        side = sidecar or {}
         thread = Thread(
             session,
             Translator(session.id, configured.cwd, _mcp_tools(session)),
@@ -279,6 +396,9 @@ class Server:
             model=configured.model,
             model_provider=configured.model_provider,
             path=configured.rollout_path,
+            name=_text(side.get("name")),
+            forked_from=_text(side.get("forked_from")),
+            preview=first_user_message(turns or []),
         )
         self.threads[thread.id] = thread
         self._out.put(result(request_id, thread.answer(__version__, turns)))
@@ -291,15 +411,7 @@ class Server:
         turn = _params.turn_start(request.params)
         thread = self._thread(turn.thread_id)
         session = thread.session
-        policy = session.config.approval_policy
-        if turn.approval_policy not in (None, policy):
-            raise invalid(
-                "approvalPolicy",
-                f"the thread's approval policy is {policy!r} and a turn cannot change it (a "
-                "session's policy is set when it opens: start a thread with approvalPolicy)",
-            )
-        if turn.sandbox is not None and (why := sandbox_refusal(session.config, turn.sandbox)):
-            raise invalid("sandboxPolicy", why)
+        rules = self._rules_change(thread, turn)
         try:
             op = p.UserTurn(
                 items=turn.items,
@@ -318,7 +430,47 @@ class Server:
         if turn.cwd is not None:
             thread.notes.cwd = str(Path(thread.notes.cwd, turn.cwd))
         self._out.put(result(request.id, {"turn": turn_json(turn_id, "inProgress")}))
+        if rules is not None:
+            self._submit(thread, rules)
         self._submit(thread, op, turn_id)
+
+    def _rules_change(
+        self, thread: Thread, turn: _params.TurnStart
+    ) -> p.OverrideTurnContext | None:
+        """The op that applies a turn's ``approvalPolicy`` and ``sandboxPolicy`` to it and
+        the later turns, through the session's gate (None: they change nothing)."""
+        config = thread.session.config
+        changes: dict[str, Any] = {}
+        if turn.approval_policy not in (None, config.approval_policy):
+            changes["approval_policy"] = turn.approval_policy
+        asked = turn.sandbox
+        cwd = thread.notes.cwd if turn.cwd is None else str(Path(thread.notes.cwd, turn.cwd))
+        if asked is not None and sandbox_difference(config, asked, cwd) is not None:
+            changes["sandbox_mode"] = asked.mode
+            if asked.mode == "workspace-write":
+                changes["writable_roots"] = extra_roots(asked, cwd)
+                changes["network_access"] = asked.network_access
+        if not changes:
+            return None
+        try:
+            return p.OverrideTurnContext(**changes)
+        except InvalidOpError as exc:
+            raise invalid("sandboxPolicy", str(exc)) from None
+
+    def _turn_steer(self, request: Request) -> None:
+        steer = _more.turn_steer(request.params)
+        thread = self._thread(steer.thread_id)
+        running = thread.notes.running
+        if running != steer.expected_turn_id:
+            now = f"turn {running} is" if running is not None else "no turn is"
+            raise invalid(
+                "expectedTurnId",
+                f"turn {steer.expected_turn_id} is not running in thread {thread.id} ({now} "
+                "running)",
+            )
+        op = p.UserTurn(items=steer.items, on_busy=p.OnBusy.STEER)
+        self._out.put(result(request.id, {"turnId": running}))
+        self._submit(thread, op, str(uuid.uuid4()))
 
     def _turn_interrupt(self, request: Request) -> None:
         asked = _params.turn_interrupt(request.params)
@@ -345,8 +497,21 @@ class Server:
         """Shut every session down; a thread still opening shuts down once open. The
         threads' tasks end when their sessions have."""
         self._closing = True
+        self.store.close()
         for thread in list(self.threads.values()):
             self._submit(thread, p.Shutdown())
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Write a new rollout, readable by its owner only, in folders of the same mode."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as file:
+        file.write(data)
 
 
 def _mcp_tools(session: Session) -> Callable[[str], tuple[str, str] | None]:

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import attrs
 
 from .._base import _protocol as p
@@ -24,6 +25,7 @@ from .._rollout._lines import EventMsgLine, RolloutLine
 from ._notes import Translator, thread_json, turn_json
 from ._params import SandboxAsked, ThreadSettings, invalid
 from ._rpc import Message
+from ._store import Summary
 
 #: What a thread id may hold: it names a file.
 _THREAD_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -125,6 +127,39 @@ def history_turns(lines: Iterable[RolloutLine]) -> list[Message]:
     return turns
 
 
+def first_user_message(turns: Iterable[Message]) -> str:
+    """The text of the first user message of ``turns`` (empty: none)."""
+    for turn in turns:
+        for item in turn["items"]:
+            if item["type"] == "userMessage":
+                return "".join(part.get("text", "") for part in item["content"])
+    return ""
+
+
+def stored_thread_json(
+    summary: Summary, version: str, *, turns: list[Message] | None = None
+) -> Message:
+    """The ``Thread`` of a rollout no thread of this server has open (``notLoaded``)."""
+    path = summary.file.path
+    made = thread_json(
+        summary.file.thread_id,
+        cwd=summary.cwd or "/",
+        model=summary.model or "",
+        model_provider=summary.model_provider,
+        created_at=summary.created_at,
+        path=str(path),
+        version=summary.version or version,
+        turns=turns,
+        preview=summary.preview or "",
+    )
+    made["model"] = summary.model
+    made["status"] = {"type": "notLoaded"}
+    made["updatedAt"] = max(summary.created_at, summary.file.mtime())
+    made["name"] = summary.name
+    made["forkedFromId"] = summary.forked_from
+    return made
+
+
 @attrs.define
 class Thread:
     """A thread the server has open."""
@@ -141,6 +176,14 @@ class Thread:
     """Its provider."""
     path: str | None
     """Its rollout file (None: ephemeral)."""
+    name: str | None = None
+    """The name a client gave it (``thread/name/set``)."""
+    forked_from: str | None = None
+    """The thread it was forked from."""
+    preview: str = ""
+    """Its first user message, as far as known."""
+    ended: anyio.Event = attrs.field(factory=anyio.Event)
+    """Set once its session has ended and its rollout is closed."""
 
     @property
     def id(self) -> str:
@@ -149,7 +192,9 @@ class Thread:
 
     def json(self, version: str, turns: list[Message] | None = None) -> Message:
         """The ``Thread`` object."""
-        return thread_json(
+        if not self.preview and turns:
+            self.preview = first_user_message(turns)
+        made = thread_json(
             self.id,
             cwd=self.notes.cwd,
             model=self.model,
@@ -159,7 +204,11 @@ class Thread:
             version=version,
             running=self.notes.running is not None,
             turns=turns,
+            preview=self.preview,
         )
+        made["name"] = self.name
+        made["forkedFromId"] = self.forked_from
+        return made
 
     def answer(self, version: str, turns: list[Message] | None = None) -> Message:
         """The answer to ``thread/start`` or ``thread/resume``."""
@@ -191,33 +240,45 @@ def sandbox_policy(config: Config) -> Message:
     return {"type": "dangerFullAccess"}
 
 
-def sandbox_refusal(config: Config, asked: SandboxAsked) -> str | None:
-    """Why a turn cannot run with the sandbox ``asked`` in a session of ``config`` (relay's
-    sandbox is the session's, set when it opens); None when it is the session's own."""
-    write = config.sandbox_workspace_write
-    same = asked.mode == config.sandbox_mode and (
-        asked.mode != "workspace-write"
-        or (
-            {os.path.abspath(root) for root in asked.writable_roots}
-            <= {os.path.abspath(root) for root in write.writable_roots}
-            and asked.network_access == write.network_access
-        )
-    )
-    if same:
+def sandbox_difference(config: Config, asked: SandboxAsked, cwd: str) -> str | None:
+    """What the sandbox ``asked`` changes of the rules of a session of ``config`` whose
+    working directory is ``cwd``; None when it changes nothing. The working directory is
+    always writable under ``workspace-write``: listing it among ``writableRoots`` changes
+    nothing."""
+    if asked.mode != config.sandbox_mode:
+        return f"the sandbox mode becomes {asked.mode!r} (was {config.sandbox_mode!r})"
+    if asked.mode != "workspace-write":
         return None
-    return (
-        f"the thread's sandbox is {config.sandbox_mode!r} and a turn cannot change it "
-        "(a session's sandbox is set when it opens: start a thread with sandbox)"
-    )
+    write = config.sandbox_workspace_write
+    here = os.path.abspath(cwd)
+    have = {os.path.abspath(os.path.join(here, root)) for root in write.writable_roots}
+    want = {os.path.abspath(os.path.join(here, root)) for root in asked.writable_roots} - {here}
+    if want != have:
+        added = ", ".join(sorted(want - have)) or "none"
+        removed = ", ".join(sorted(have - want)) or "none"
+        return f"writableRoots change (added: {added}; removed: {removed})"
+    if asked.network_access != write.network_access:
+        return f"networkAccess becomes {str(asked.network_access).lower()}"
+    return None
+
+
+def extra_roots(asked: SandboxAsked, cwd: str) -> tuple[str, ...]:
+    """The writable roots ``asked`` lists besides the working directory ``cwd``."""
+    here = os.path.abspath(cwd)
+    roots = (os.path.abspath(os.path.join(here, root)) for root in asked.writable_roots)
+    return tuple(dict.fromkeys(root for root in roots if root != here))
 
 
 __all__ = [
     "Thread",
+    "first_user_message",
+    "stored_thread_json",
     "find_rollout",
     "history_turns",
     "rollout_root",
     "rule_keys",
     "sandbox_policy",
-    "sandbox_refusal",
+    "extra_roots",
+    "sandbox_difference",
     "thread_config",
 ]

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TypeVar
 
 import attrs
 
 from ._config import Config
 from ._environment_config import ShellEnvironmentPolicy
 from ._sandbox_config import ApprovalPolicy, SandboxMode, SandboxWorkspaceWrite, strings
+
+_T = TypeVar("_T", bound=str)
 
 #: How much runs unasked under each policy, least first: a later one is looser.
 POLICY_ORDER: tuple[ApprovalPolicy, ...] = ("untrusted", "on-failure", "on-request", "never")
@@ -76,10 +79,41 @@ class ExecRules:
             shell_environment_policy=self.environment,
         )
 
+    def changed(
+        self,
+        *,
+        approval_policy: str | None = None,
+        sandbox_mode: str | None = None,
+        writable_roots: tuple[str, ...] | None = None,
+        network_access: bool | None = None,
+        cwd: str,
+    ) -> ExecRules:
+        """These rules with what a turn asked for (unset: kept); relative roots are taken
+        against ``cwd``. The working directory is never listed: it is always writable."""
+        rules = self
+        if approval_policy is not None:
+            rules = attrs.evolve(rules, approval_policy=_one_of(POLICY_ORDER, approval_policy))
+        if sandbox_mode is not None:
+            rules = attrs.evolve(rules, sandbox_mode=_one_of(MODE_ORDER, sandbox_mode))
+        if writable_roots is not None:
+            here = os.path.abspath(cwd)
+            roots = (os.path.abspath(os.path.join(cwd, root)) for root in writable_roots)
+            rules = attrs.evolve(rules, writable_roots=tuple(r for r in roots if r != here))
+        if network_access is not None:
+            rules = attrs.evolve(rules, network_access=network_access)
+        return rules
+
     @property
     def confined(self) -> bool:
         """Whether commands run in a sandbox (any mode but ``danger-full-access``)."""
         return self.sandbox_mode != "danger-full-access"
+
+
+def _one_of(choices: tuple[_T, ...], value: str) -> _T:
+    found = next((one for one in choices if one == value), None)
+    if found is None:
+        raise ValueError(f"{value!r} is not one of {', '.join(choices)}")
+    return found
 
 
 def loosenings(recorded: ExecRules, given: ExecRules) -> list[str]:

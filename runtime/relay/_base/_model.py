@@ -89,6 +89,18 @@ class OutputTextDelta:
 
 
 @attrs.frozen
+class SummaryTextDelta:
+    """A piece of a reasoning summary."""
+
+    item_id: str
+    """The reasoning item's id."""
+    delta: str
+    """The new text."""
+    summary_index: int = 0
+    """Which part of the summary it extends."""
+
+
+@attrs.frozen
 class OutputItemDone:
     """A complete output item."""
 
@@ -108,7 +120,7 @@ class Completed:
     """Why the answer was cut short (``max_output_tokens``), when the server said it was."""
 
 
-ModelEvent: TypeAlias = OutputTextDelta | OutputItemDone | Completed
+ModelEvent: TypeAlias = OutputTextDelta | SummaryTextDelta | OutputItemDone | Completed
 
 
 @attrs.frozen

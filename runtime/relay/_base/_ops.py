@@ -15,6 +15,7 @@ import attrs
 from ._errors import InvalidOpError
 from ._items import as_tuple, is_str, items_of
 from ._output_schema import check_output_schema
+from ._sandbox_config import APPROVAL_POLICIES, SANDBOX_MODES
 from ._unicode import holds_lone_surrogate, lone_surrogate_at, why_not_text
 
 # --------------------------------------------------------------------------- text
@@ -31,6 +32,20 @@ def _carried(_: object, attribute: attrs.Attribute[Any], value: str | None) -> N
 #: The validators of a text field of an op, and of one that may be unset.
 _is_text = [is_str, _carried]
 _optional_text = [attrs.validators.optional(is_str), _carried]
+
+
+def _optional_choice(choices: tuple[str, ...]) -> Any:
+    # The validator of a field that names one of ``choices``, or is unset.
+    def check(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if value is not None and value not in choices:
+            raise InvalidOpError(f"{attribute.name}: {value!r} is not one of {', '.join(choices)}")
+
+    return check
+
+
+def _optional_strings(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if isinstance(value, tuple) and not all(isinstance(one, str) and one for one in value):
+        raise InvalidOpError(f"{attribute.name}: expected non-empty paths")
 
 
 def _carried_json(_: object, attribute: attrs.Attribute[Any], value: Mapping[str, Any]) -> None:
@@ -155,6 +170,34 @@ class OverrideTurnContext:
     """New default working directory (a relative path is relative to the current one)."""
     effort: str | None = attrs.field(default=None, validator=_optional_text)
     """New default reasoning effort."""
+    approval_policy: str | None = attrs.field(
+        default=None, validator=_optional_choice(APPROVAL_POLICIES)
+    )
+    """New approval policy, for the running turn's later calls and every later turn."""
+    sandbox_mode: str | None = attrs.field(default=None, validator=_optional_choice(SANDBOX_MODES))
+    """New sandbox mode, as :attr:`approval_policy` applies."""
+    writable_roots: tuple[str, ...] | None = attrs.field(
+        default=None, converter=attrs.converters.optional(as_tuple), validator=_optional_strings
+    )
+    """New folders writable besides the working directory (``workspace-write``; a relative
+    path is relative to the working directory)."""
+    network_access: bool | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(bool))
+    )
+    """Whether commands reach the network (``workspace-write``)."""
+
+    @property
+    def changes_rules(self) -> bool:
+        """Whether it changes the rules of what the session's calls may do."""
+        return any(
+            value is not None
+            for value in (
+                self.approval_policy,
+                self.sandbox_mode,
+                self.writable_roots,
+                self.network_access,
+            )
+        )
 
 
 @attrs.frozen
@@ -189,6 +232,16 @@ class ExecApproval:
 
 
 @attrs.frozen
+class PatchApproval:
+    """Decide a pending ``apply_patch_approval_request``; never starts a turn."""
+
+    id: str = attrs.field(validator=_is_text)
+    """The ``call_id`` of the request."""
+    decision: ReviewDecision = attrs.field(converter=ReviewDecision)
+    """The decision (``approved_for_session``: later patches under the same folder)."""
+
+
+@attrs.frozen
 class Shutdown:
     """Abort the running task, flush the rollout, report ``shutdown_complete`` and stop."""
 
@@ -203,6 +256,7 @@ BUILTIN_OP_TYPES = frozenset(
         "override_turn_context",
         "unpin",
         "exec_approval",
+        "patch_approval",
         "shutdown",
     }
 )
@@ -242,6 +296,7 @@ Op: TypeAlias = (
     | OverrideTurnContext
     | Unpin
     | ExecApproval
+    | PatchApproval
     | Shutdown
     | CustomOp
 )

@@ -17,6 +17,20 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
+from ._effects import ApplyPatchApprovalRequest as ApplyPatchApprovalRequest
+from ._effects import CallStatus as CallStatus
+from ._effects import ChangeKind as ChangeKind
+from ._effects import ExecCommandOutputDelta as ExecCommandOutputDelta
+from ._effects import FileChange as FileChange
+from ._effects import OutputStream as OutputStream
+from ._effects import PatchApplyBegin as PatchApplyBegin
+from ._effects import PatchApplyEnd as PatchApplyEnd
+from ._effects import PlanStep as PlanStep
+from ._effects import PlanUpdate as PlanUpdate
+from ._effects import ReasoningSummaryDelta as ReasoningSummaryDelta
+from ._effects import StepStatus as StepStatus
+from ._effects import ToolResult as ToolResult
+from ._effects import TurnDiff as TurnDiff
 from ._errors import ErrorCode
 from ._items import ROLES as ROLES
 from ._items import Compaction as Compaction
@@ -54,6 +68,7 @@ from ._ops import LocalImage as LocalImage
 from ._ops import OnBusy as OnBusy
 from ._ops import Op as Op
 from ._ops import OverrideTurnContext as OverrideTurnContext
+from ._ops import PatchApproval as PatchApproval
 from ._ops import ReviewDecision as ReviewDecision
 from ._ops import Shutdown as Shutdown
 from ._ops import Submission as Submission
@@ -107,6 +122,9 @@ class ToolCallItem:
     """Arguments as the model wrote them."""
     output: str | None = None
     """The tool's output, on ``item_completed``."""
+    result: ToolResult | None = None
+    """How the call ended, on ``item_completed`` (None in rollouts written before it was
+    recorded)."""
 
 
 class CompactionTrigger(enum.StrEnum):
@@ -478,6 +496,13 @@ EventMsg: TypeAlias = (
     | SessionResumed
     | WorkStateNoted
     | ExecApprovalRequest
+    | ApplyPatchApprovalRequest
+    | PatchApplyBegin
+    | PatchApplyEnd
+    | TurnDiff
+    | PlanUpdate
+    | ExecCommandOutputDelta
+    | ReasoningSummaryDelta
     | ShutdownComplete
 )
 

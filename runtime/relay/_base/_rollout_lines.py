@@ -14,6 +14,7 @@ field is never moved, renamed or left out except as :class:`Compacted` says.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any, TypeAlias
 
@@ -35,6 +36,15 @@ class TurnSettings:
     """Working directory."""
     effort: str | None = None
     """Reasoning effort."""
+
+    def overridden(self, model: str | None, cwd: str | None, effort: str | None) -> TurnSettings:
+        """These settings with those given (unset: kept); a relative ``cwd`` is taken against
+        this one, and recorded absolute, so that a resume from elsewhere works there."""
+        return TurnSettings(
+            model or self.model,
+            os.path.abspath(os.path.join(self.cwd, cwd)) if cwd is not None else self.cwd,
+            effort if effort is not None else self.effort,
+        )
 
 
 @attrs.frozen

@@ -128,21 +128,40 @@ def call_lines(command: tuple[str, ...] | p.ToolInvocation, width: int) -> list[
     return shown
 
 
-def question(request: p.ExecApprovalRequest, width: int = DEFAULT_WIDTH) -> str:
+#: The most lines of a patch's diffs a question shows.
+PATCH_LINES = 40
+
+Request = p.ExecApprovalRequest | p.ApplyPatchApprovalRequest
+
+
+def _request_text(request: Request) -> str:
+    if isinstance(request, p.ApplyPatchApprovalRequest):
+        return "a patch of " + ", ".join(change.path for change in request.changes)
+    return command_line(request.command)
+
+
+def question(request: Request, width: int = DEFAULT_WIDTH) -> str:
     """What a terminal ``width`` columns wide shows of a request, before :data:`PROMPT`."""
     lines = [f"relay: the call {_one_line(request.call_id)} waits for your approval"]
-    lines.extend(call_lines(request.command, width))
-    lines.append(f"  in {_one_line(request.cwd)}")
+    if isinstance(request, p.ApplyPatchApprovalRequest):
+        diff = "".join(change.diff for change in request.changes).splitlines()
+        lines.append(f"  a patch of {len(request.changes)} file(s):")
+        lines.extend(f"    {_one_line(line)[: width - 4]}" for line in diff[:PATCH_LINES])
+        if len(diff) > PATCH_LINES:
+            lines.append(f"    ({len(diff) - PATCH_LINES:,} more lines)")
+    else:
+        lines.extend(call_lines(request.command, width))
+        lines.append(f"  in {_one_line(request.cwd)}")
     if request.reason:
         lines.append(f"  why: {_one_line(request.reason)}")
     return "\n".join(lines) + "\n"
 
 
-def denied_warning(request: p.ExecApprovalRequest) -> str:
+def denied_warning(request: Request) -> str:
     """The warning line of a request denied because nobody can be asked."""
     return (
         f"relay: warning: denied the call {_one_line(request.call_id)} "
-        f"({command_line(request.command)}): it needs an approval, and without a terminal "
+        f"({_request_text(request)}): it needs an approval, and without a terminal "
         "(standard input and standard error) nobody can give one\n"
     )
 
@@ -150,7 +169,7 @@ def denied_warning(request: p.ExecApprovalRequest) -> str:
 def deny_unasked(stderr: TextIO) -> ApprovalCallback:
     """The callback of a ``relay exec`` without a terminal: denies at once, with a warning."""
 
-    def deny(request: p.ExecApprovalRequest) -> p.ReviewDecision:
+    def deny(request: Request) -> p.ReviewDecision:
         stderr.write(denied_warning(request))
         stderr.flush()
         return p.ReviewDecision.DENIED
@@ -188,7 +207,7 @@ class TerminalApprover:
         self._stderr = stderr
         self._lock = anyio.Lock()
 
-    async def __call__(self, request: p.ExecApprovalRequest) -> p.ReviewDecision:
+    async def __call__(self, request: Request) -> p.ReviewDecision:
         # One question at a time on the terminal, in the order the calls asked.
         async with self._lock:
             # Let the readers of the request event (a transcript on the same terminal)

@@ -14,7 +14,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .._core._tools import BUILTIN_TOOLS, CONTEXT_TOOLS, Tool, recall_tool
+from .._core._builtin import BUILTIN_TOOLS
+from .._core._tools import CONTEXT_TOOLS, Tool, recall_tool
 
 BEGIN = "<!-- the built-in tools' arguments: python -m relay._cli._tools_doc -->\n"
 END = "<!-- end of the built-in tools' arguments -->\n"

@@ -134,6 +134,26 @@ def _event_lines(msg: p.EventMsg) -> list[str]:
             return [f"↪ host {lost} lost; the session goes on on {host}"]
         case p.ExecApprovalRequest(call_id=call_id, command=command):
             return [f"  ? approval asked for {call_id}: {command_text(command)}"]
+        case p.ApplyPatchApprovalRequest(call_id=call_id, changes=changes):
+            paths = ", ".join(change.path for change in changes)
+            return [f"  ? approval asked for the patch {call_id}: {_short(paths, 200)}"]
+        case p.PatchApplyEnd(call_id=call_id, success=success, changes=changes):
+            if not success:
+                return [f"  ✎ patch {call_id} not applied: {_short(msg.message, 200)}"]
+            lines = [f"  ✎ patch {call_id} applied to {len(changes)} file(s)"]
+            for change in changes:
+                lines += _block(change.diff, "      ")
+            return lines
+        case p.PlanUpdate(plan=plan):
+            steps = "; ".join(f"[{step.status.value}] {step.step}" for step in plan)
+            return [f"  ☰ plan: {_short(steps, 200)}"]
+        case (
+            p.PatchApplyBegin()
+            | p.TurnDiff()
+            | p.ExecCommandOutputDelta()
+            | p.ReasoningSummaryDelta()
+        ):
+            return []  # not recorded: the end of a patch says what it changed
         case (
             p.ItemStarted()
             | p.ItemCompleted()

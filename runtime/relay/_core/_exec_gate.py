@@ -25,6 +25,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Protocol, TypeAlias
@@ -34,19 +35,32 @@ import attrs
 
 from .._base import _json
 from .._base import _protocol as p
-from .._base._exec_rules import MODE_ORDER, POLICY_ORDER, ExecRules
+from .._base._exec_rules import MODE_ORDER, POLICY_ORDER, ExecRules, loosenings
 from .._base._rollout_lines import ApprovalDecided
-from .._exec._command import CommandOutput, CommandResult, CommandRunner, run_command
+from .._exec._command import (
+    CommandOutput,
+    CommandResult,
+    CommandRunner,
+    OutputSink,
+    run_command,
+    shell_argv,
+    workdir_of,
+)
 from .._exec._environment import command_environment
 from .._exec._process import Command
-from .._exec._rules import Call, Grant, Policy, parse_decision, rule, seal, sealed
-from .._exec._sandbox import SandboxPolicy, open_sandboxed
+from .._exec._real_work import in_thread
+from .._exec._rules import Call, Grant, Policy, parse_decision, rule, rule_writes, seal, sealed
+from .._exec._sandbox import SandboxPolicy, open_sandboxed, rules_sandbox, writable_paths
 from ._history import ABORTED_OUTPUT
 
 #: The decision of a callback: a decision, or its name.
 ApprovalCallback: TypeAlias = Callable[
-    [p.ExecApprovalRequest], "p.ReviewDecision | str | Awaitable[p.ReviewDecision | str]"
+    [p.ExecApprovalRequest | p.ApplyPatchApprovalRequest],
+    "p.ReviewDecision | str | Awaitable[p.ReviewDecision | str]",
 ]
+
+#: What a patch passes before it writes: None to write, else what the model reads instead.
+WriteCheck = Callable[[Sequence[p.FileChange]], Awaitable[str | None]]
 
 #: The output of a call whose request was denied.
 DENIED_OUTPUT = "denied: the user did not approve this call, and nothing of it ran"
@@ -77,7 +91,9 @@ class Waits:
         """The call ids that wait for a decision."""
         return list(self._waiting)
 
-    async def wait(self, request: p.ExecApprovalRequest) -> p.ReviewDecision:
+    async def wait(
+        self, request: p.ExecApprovalRequest | p.ApplyPatchApprovalRequest
+    ) -> p.ReviewDecision:
         """Wait for the decision on ``request`` (reported already); cancellable.
 
         Raises:
@@ -116,12 +132,12 @@ class Waits:
         return True
 
 
-@attrs.frozen(eq=False)
+@attrs.define(eq=False)
 class Gate:
     """A session's gate: its rules, the sandbox they make, and who decides."""
 
     rules: ExecRules
-    """The rules, frozen when the session opened."""
+    """The rules: set when the session opens, changed only by :meth:`change`."""
     sandbox: SandboxPolicy | None = None
     """What a confined command may touch (None: ``danger-full-access``)."""
     hidden: frozenset[str] = frozenset()
@@ -132,7 +148,33 @@ class Gate:
     """The key that seals grants (None: grants hold for this run only)."""
     session_id: str = ""
     """The session whose grants the key seals."""
+    guarded: SandboxPolicy | None = None
+    """The paths any sandbox of the session keeps read-only or hidden, and its bubblewrap
+    (None: the sandbox's own, else none)."""
+    written: set[str] = attrs.field(factory=set)
+    """The files an ``approved_for_session`` let patches write unasked (this run)."""
     _settled: dict[str, str] = attrs.field(factory=dict, alias="_settled")
+
+    def change(self, op: p.OverrideTurnContext, cwd: str) -> list[str] | None:
+        """Put the rules ``op`` asks for in place for every later call, with the sandbox they
+        make (the paths the session guards stay guarded); returns what they loosen, or None
+        when they are the rules in place."""
+        rules = self.rules.changed(
+            approval_policy=op.approval_policy,
+            sandbox_mode=op.sandbox_mode,
+            writable_roots=op.writable_roots,
+            network_access=op.network_access,
+            cwd=cwd,
+        )
+        if rules == self.rules:
+            return None
+        loosened = loosenings(self.rules, rules)
+        like = self.guarded or self.sandbox
+        made = rules_sandbox(rules, like.bwrap if like else shutil.which("bwrap") or "bwrap")
+        if made is not None and like is not None:
+            made = attrs.evolve(made, protected=like.protected, hidden=like.hidden)
+        self.rules, self.sandbox = rules, made
+        return loosened
 
     def waits(self, *, unattended: bool = False) -> Waits:
         """The waits of a new turn (``unattended``: of background work, which no op can
@@ -172,9 +214,12 @@ class Gate:
         timeout_ms: int,
         confined: bool = True,
         program: str | None = None,
+        root: str | None = None,
+        on_output: OutputSink | None = None,
     ) -> CommandOutput:
         """Run ``argv`` in the sandbox (``confined``) or outside it; ``program`` is the file
-        to run in place of ``argv[0]`` (judged read-only)."""
+        to run in place of ``argv[0]`` (judged read-only), ``root`` the working directory the
+        sandbox makes writable (default ``cwd``), ``on_output`` gets the output as it comes."""
         return await run_command(
             argv,
             cwd=cwd,
@@ -182,6 +227,8 @@ class Gate:
             timeout_ms=timeout_ms,
             sandbox=self.sandbox if confined else None,
             executable=program,
+            root=root,
+            on_output=on_output,
         )
 
     @asynccontextmanager
@@ -318,6 +365,8 @@ class Clearance:
     """The turn ends after this call (``abort``)."""
     run: CommandRunner | None = None
     """How the call's commands run (a ``shell`` call)."""
+    write: WriteCheck | None = None
+    """What a patch passes before it writes (an ``apply_patch`` call)."""
 
 
 @attrs.frozen
@@ -325,6 +374,7 @@ class _Facts:
     call: Call
     command: tuple[str, ...] | p.ToolInvocation
     justification: str | None
+    workdir: object = None
 
 
 def facts_of(tools: Tools, call: p.ToolCall) -> _Facts | None:
@@ -342,8 +392,8 @@ def facts_of(tools: Tools, call: p.ToolCall) -> _Facts | None:
     if not isinstance(args, Mapping):
         return None
     if call.name == "shell":
-        argv = args.get("argv")
-        if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        argv = shell_argv(args)
+        if argv is None:
             return None
         escalate = (
             args.get("sandbox_permissions") == "require_escalated"
@@ -354,6 +404,7 @@ def facts_of(tools: Tools, call: p.ToolCall) -> _Facts | None:
             Call(call.name, tuple(argv), escalate=escalate),
             tuple(argv),
             justification if isinstance(justification, str) and justification else None,
+            args.get("workdir"),
         )
     server, name = tool.mcp if tool.mcp is not None else (None, call.name)
     invocation = p.ToolInvocation(server, name, dict(args))
@@ -369,13 +420,16 @@ async def clear(
     clearance = Clearance()
     unconfined = False
     program: str | None = None
+    # The folder the call runs in: the turn's, or the call's own (``workdir``). The sandbox
+    # makes the turn's writable (``root``); the call is judged and shown where it runs.
+    root, cwd = cwd, workdir_of(cwd, facts.workdir if facts is not None else None)
     if facts is not None:
         env = gate.environment()
         ruled = rule(
             gate.rules,
             facts.call,
             path=env.get("PATH", os.defpath),
-            writable=gate.writable(cwd, env),
+            writable=[*gate.writable(cwd, env), root],
         )
         if ruled.refuse is not None:
             return Clearance(output=ruled.refuse)
@@ -402,13 +456,17 @@ async def clear(
     )
     judged = facts.call.argv if facts is not None else None
 
-    async def run(argv: Sequence[str], at: str, timeout_ms: int) -> CommandResult:
+    async def run(
+        argv: Sequence[str], at: str, timeout_ms: int, *, on_output: OutputSink | None = None
+    ) -> CommandResult:
         ran = await gate.run(
             argv,
             cwd=at,
             timeout_ms=timeout_ms,
             confined=not unconfined,
             program=program if tuple(argv) == judged and at == cwd else None,
+            root=root,
+            on_output=on_output,
         )
         if not retry or ran.refused is None:
             return CommandResult(ran)
@@ -424,12 +482,15 @@ async def clear(
         )
         clearance.abort = decision is p.ReviewDecision.ABORT
         if decision in (p.ReviewDecision.APPROVED, p.ReviewDecision.APPROVED_FOR_SESSION):
-            return CommandResult(
-                await gate.run(argv, cwd=at, timeout_ms=timeout_ms, confined=False)
+            again = await gate.run(
+                argv, cwd=at, timeout_ms=timeout_ms, confined=False, root=root, on_output=on_output
             )
+            return CommandResult(again)
         return CommandResult(ran, NOT_OUTSIDE)
 
     clearance.run = run
+    if call.name == "apply_patch":
+        clearance.write = _patch_check(gate, writer, root, call.call_id, clearance)
     return clearance
 
 
@@ -448,15 +509,7 @@ async def _decision(
     if gate.covered(writer.grants, facts.call, unconfined=unconfined):
         return p.ReviewDecision.APPROVED
     request = p.ExecApprovalRequest(call_id, writer.turn_id, facts.command, cwd, reason)
-    writer.emit(request)
-    # The call and its request are on disk before anyone is asked: after a crash, a resume
-    # answers the call.
-    writer.flush()
-    try:
-        decision = await writer.waits.wait(request)
-    except Exception as exc:  # the callback's failure: the call does not run
-        writer.emit(p.WarningEvent(f"the approval callback failed ({_what(exc)}): denied"))
-        decision = p.ReviewDecision.DENIED
+    decision = await _asked(writer, request)
     grant = None
     if decision is p.ReviewDecision.APPROVED_FOR_SESSION:
         rules = gate.rules
@@ -468,6 +521,60 @@ async def _decision(
         )
     writer.decided(gate.record(call_id, decision, grant), grant)
     return decision
+
+
+async def _asked(
+    writer: GateWriter, request: p.ExecApprovalRequest | p.ApplyPatchApprovalRequest
+) -> p.ReviewDecision:
+    """Report ``request`` and wait for its decision (a failed callback denies it)."""
+    writer.emit(request)
+    # The call and its request are on disk before anyone is asked: after a crash, a resume
+    # answers the call.
+    writer.flush()
+    try:
+        return await writer.waits.wait(request)
+    except Exception as exc:  # the callback's failure: the call does not run
+        writer.emit(p.WarningEvent(f"the approval callback failed ({_what(exc)}): denied"))
+        return p.ReviewDecision.DENIED
+
+
+def _patch_check(
+    gate: Gate, writer: GateWriter, cwd: str, call_id: str, clearance: Clearance
+) -> WriteCheck:
+    """What a patch of the call ``call_id`` passes before it writes: the rules on the files it
+    writes (:func:`~relay._exec._rules.rule_writes`), then a decision when they ask."""
+
+    async def check(changes: Sequence[p.FileChange]) -> str | None:
+        env = gate.environment()
+        guarded = gate.guarded or gate.sandbox
+        own = [*guarded.protected, *guarded.hidden] if guarded is not None else []
+        wanted = [path for c in changes for path in (c.path, c.move_path) if path is not None]
+        confined = rules_sandbox(gate.rules)
+
+        def resolved() -> tuple[list[str], list[str], list[str]]:
+            writable = writable_paths(confined, cwd, env) if confined is not None else []
+            return [os.path.realpath(x) for x in wanted], writable, own
+
+        paths, writable, own = await in_thread(resolved)
+        ruled = rule_writes(gate.rules, paths, writable=writable, guarded=own, granted=gate.written)
+        if ruled.refuse is not None:
+            return ruled.refuse
+        if ruled.ask is None:
+            return None
+        asked = p.ApplyPatchApprovalRequest(call_id, writer.turn_id, changes, ruled.ask)
+        decision = await _asked(writer, asked)
+        writer.decided(gate.record(call_id, decision, None), None)
+        if decision is p.ReviewDecision.APPROVED_FOR_SESSION:
+            gate.written.update(paths)
+        clearance.abort = decision is p.ReviewDecision.ABORT
+        match decision:
+            case p.ReviewDecision.DENIED:
+                return DENIED_OUTPUT
+            case p.ReviewDecision.ABORT:
+                return ABORTED_OUTPUT
+        return None
+
+    return check
 
 
 def _what(exc: BaseException) -> str:
@@ -483,6 +590,7 @@ __all__ = [
     "Gate",
     "GateWriter",
     "Waits",
+    "WriteCheck",
     "clear",
     "facts_of",
     "outside_session",

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
+import anyio
 import attrs
 
 from .._base import _protocol as p
@@ -273,13 +274,18 @@ class TaskContext:
         self.emit(p.ItemStarted(turn_id, item))
         cwd = self._handle.settings.cwd
         cleared = await _exec_gate.clear(wiring.gate, wiring.tools, self._writer, cwd, call)
+        reported: list[p.ToolResult] = []
+        started = anyio.current_time()
         if cleared.output is not None:
             output = cleared.output
+            reported.append(p.ToolResult(p.CallStatus.DECLINED))
         elif isinstance(call, p.FunctionCall):
             self._writer.intent(call.call_id)
-            output = await wiring.tools.call(call, self._tool_context(cleared))
+            ctx = self._tool_context(cleared, call.call_id, reported.append)
+            output = await wiring.tools.call(call, ctx)
         else:
             output = f"unsupported call: {call.name}"
+            reported.append(p.ToolResult(p.CallStatus.FAILED))
         output = wiring.secrets.redact(output)
         if not (call.name == RECALL_TOOL and wiring.config.features.tool_output_masking):
             # A recalled output was truncated when first recorded; it comes back as it was.
@@ -288,12 +294,21 @@ class TaskContext:
             self.record(p.FunctionCallOutput(call.call_id, output))
         else:
             self.record(p.CustomToolCallOutput(call.call_id, output))
-        self.emit(p.ItemCompleted(turn_id, attrs.evolve(item, output=output)))
+        result = reported[-1] if reported else p.ToolResult(p.CallStatus.COMPLETED)
+        if result.status is not p.CallStatus.DECLINED:
+            took = round((anyio.current_time() - started) * 1000)
+            result = attrs.evolve(result, duration_ms=took)
+        self.emit(p.ItemCompleted(turn_id, attrs.evolve(item, output=output, result=result)))
         if cleared.abort:
             raise StopTurn(p.AbortReason.INTERRUPTED)
         return output
 
-    def _tool_context(self, cleared: _exec_gate.Clearance) -> ToolContext:
+    def _tool_context(
+        self,
+        cleared: _exec_gate.Clearance,
+        call_id: str,
+        report: Callable[[p.ToolResult], None],
+    ) -> ToolContext:
         wiring, budget = self._session.wiring, self.view.budget
         return ToolContext(
             self._handle.turn_id,
@@ -304,6 +319,10 @@ class TaskContext:
             context_window=budget.window,
             note=self.note,
             run_command=cleared.run,
+            call_id=call_id,
+            check_writes=cleared.write,
+            found=self._handle.found,
+            report=report,
         )
 
     async def compact(self, request: CompactionRequest) -> CompactionOutcome:

@@ -48,6 +48,9 @@ PERSISTED_EVENTS: tuple[type, ...] = (
     p.SessionResumed,
     p.WorkStateNoted,
     p.ExecApprovalRequest,
+    p.ApplyPatchApprovalRequest,
+    p.PatchApplyEnd,
+    p.PlanUpdate,
 )
 #: Events that end a turn or the session: the file is flushed before anyone sees them.
 TERMINAL_EVENTS = (p.TurnComplete, p.TurnAborted, p.ShutdownComplete)

@@ -25,6 +25,7 @@ from .._base._model import (
     OutputItemDone,
     OutputTextDelta,
     Prompt,
+    SummaryTextDelta,
 )
 from .._base._tokens import (
     TokenEstimator,
@@ -168,6 +169,7 @@ async def stream_response(
     wiring = session.wiring
     output: list[p.ResponseItem] = []
     open_messages: dict[str, list[str]] = {}
+    open_reasoning: dict[str, dict[int, str]] = {}
     usage: p.TokenUsage | None = None
     incomplete: str | None = None
     try:
@@ -181,10 +183,17 @@ async def stream_response(
                             emit(p.ItemStarted(turn_id, p.AgentMessageItem(item_id, "")))
                         open_messages[item_id].append(delta)
                         emit(p.AgentMessageDelta(turn_id, item_id, delta))
+                    case SummaryTextDelta(item_id=item_id, delta=delta, summary_index=part):
+                        if item_id not in open_reasoning:
+                            open_reasoning[item_id] = {}
+                            emit(p.ItemStarted(turn_id, p.ReasoningItem(item_id, ())))
+                        so_far = open_reasoning[item_id]
+                        so_far[part] = so_far.get(part, "") + delta
+                        emit(p.ReasoningSummaryDelta(turn_id, item_id, delta, part))
                     case OutputItemDone(item=item):
                         output.append(item)
                         if report:
-                            _report_output_item(writer, item, open_messages)
+                            _report_output_item(writer, item, open_messages, open_reasoning)
                         elif isinstance(item, p.Message):
                             open_messages.pop(item.id or "", None)
                     case Completed(usage=reported, incomplete=reason):
@@ -196,6 +205,7 @@ async def stream_response(
         # Items that were started must be completed (invariant 3), with what arrived.
         for item_id, parts in open_messages.items():
             emit(p.ItemCompleted(turn_id, p.AgentMessageItem(item_id, "".join(parts))))
+        _end_reasoning(emit, turn_id, open_reasoning)
         if isinstance(error, ContextWindowExceeded) and error.prompt_tokens is not None:
             writer.calibrate(error.prompt_tokens, prompt_estimate(prompt, session.state.history))
         raise
@@ -213,7 +223,8 @@ async def stream_response(
             message = p.assistant_message("".join(parts), id=item_id)
             output.append(message)
             if report:
-                _report_output_item(writer, message, open_messages)
+                _report_output_item(writer, message, open_messages, open_reasoning)
+        _end_reasoning(emit, turn_id, open_reasoning)
         output = [
             item for item in output if not isinstance(item, p.FunctionCall | p.CustomToolCall)
         ]
@@ -269,10 +280,21 @@ def window_ran_out(incomplete: str | None, usage: p.TokenUsage | None, window: i
     return incomplete is not None or usage.total_tokens == window
 
 
+def _end_reasoning(
+    emit: Callable[[p.EventMsg], None], turn_id: str, open_reasoning: dict[str, dict[int, str]]
+) -> None:
+    """End the reasoning items a cut answer left open, with the summary as it streamed."""
+    for item_id, parts in open_reasoning.items():
+        summary = tuple(parts[index] for index in sorted(parts))
+        emit(p.ItemCompleted(turn_id, p.ReasoningItem(item_id, summary)))
+    open_reasoning.clear()
+
+
 def _report_output_item(
     writer: Writer,
     item: p.ResponseItem,
     open_messages: dict[str, list[str]],
+    open_reasoning: dict[str, dict[int, str]],
 ) -> None:
     turn_id = writer.turn_id
     match item:
@@ -286,7 +308,9 @@ def _report_output_item(
             writer.emit(p.AgentMessage(text))
         case p.Reasoning(summary=summary):
             reasoning = p.ReasoningItem(item.id, tuple(part.text for part in summary))
-            writer.emit(p.ItemStarted(turn_id, reasoning))
+            if item.id not in open_reasoning:
+                writer.emit(p.ItemStarted(turn_id, reasoning))
+            open_reasoning.pop(item.id, None)
             writer.emit(p.ItemCompleted(turn_id, reasoning))
         case _:
             pass

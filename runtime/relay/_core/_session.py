@@ -12,18 +12,14 @@ turn's ``turn_started`` is out before any other task runs, not behind other sess
 Everything that changes goes through the session's one writer,
 :class:`~._session_writer.SessionWriter` (the state, the numbering of events and ids, the
 rollout, the event stream); a task's writes go through its turn's writer, which drops them once
-the task is detached. What the session runs with is its frozen
-:class:`~._wiring.Wiring`.
-
-Wiring (which model client, which tools, which task factories, where the rollout goes) is the
-business of whoever opens the session: :func:`relay.open_session`, or a resume.
+the task is detached. What the session runs with is its frozen :class:`~._wiring.Wiring`,
+chosen by whoever opens it (:func:`relay.open_session`, or a resume).
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, assert_never
@@ -99,6 +95,7 @@ class Session(metaclass=NoPublicConstructor):
         self._custom_types = frozenset(tasks) - _TASK_OP_TYPES
         self._slot = TaskSlot(services, task_group, compactor, self._refresh_idle)
         self._asking: dict[str, AnswerCollector] = {}
+        self._config: Config | None = None
         self._closed = False
         self._shutting_down = False
         self._finished = anyio.Event()
@@ -126,8 +123,8 @@ class Session(metaclass=NoPublicConstructor):
 
     @property
     def config(self) -> Config:
-        """The configuration it runs with."""
-        return self._wiring.config
+        """The configuration it runs with, with the rules in place now."""
+        return self._config or self._wiring.config
 
     @property
     def provider(self) -> ProviderConfig:
@@ -458,13 +455,15 @@ class Session(metaclass=NoPublicConstructor):
                 return slot.interrupt
             case p.OverrideTurnContext():
                 self._update_defaults(op)
+                if op.changes_rules:
+                    self._change_rules(sub_id, op)
             case p.Unpin(text=text):
                 if text is not None and text not in services.state.work_state.pinned:
                     message = f"invalid op: unpin: no pinned message is {pin_label(text)}"
                     services.emit(sub_id, p.ErrorEvent(message, ErrorCode.INVALID_OP))
                 services.unpin(sub_id, text)
-            case p.ExecApproval(id=call_id, decision=decision):
-                problem = services.wiring.gate.decide(self._slot.waits(), call_id, decision)
+            case p.ExecApproval() | p.PatchApproval():
+                problem = services.wiring.gate.decide(self._slot.waits(), op.id, op.decision)
                 if problem is not None:
                     error = p.ErrorEvent(f"unknown approval: {problem}", ErrorCode.UNKNOWN_APPROVAL)
                     services.emit(sub_id, error)
@@ -494,18 +493,21 @@ class Session(metaclass=NoPublicConstructor):
     def _update_defaults(self, op: p.UserTurn | p.OverrideTurnContext) -> TurnSettings:
         """Apply the settings ``op`` carries to the defaults; returns the new defaults."""
         services = self._services
-        changes: dict[str, Any] = {
-            name: value
-            for name in ("model", "cwd", "effort")
-            if (value := getattr(op, name)) is not None
-        }
-        if "cwd" in changes:
-            # Recorded absolute, as the session's own: a resume from elsewhere works there.
-            cwd = os.path.join(services.state.defaults.cwd, changes["cwd"])
-            changes["cwd"] = os.path.abspath(cwd)
-        if changes:
-            services.set_defaults(attrs.evolve(services.state.defaults, **changes))
-        return services.state.defaults
+        settings = services.state.defaults.overridden(op.model, op.cwd, op.effort)
+        if settings != services.state.defaults:
+            services.set_defaults(settings)
+        return settings
+
+    def _change_rules(self, sub_id: str, op: p.OverrideTurnContext) -> None:
+        """Change the rules of later calls, recorded for a resume (docs/approvals.md)."""
+        services, gate = self._services, self._wiring.gate
+        loosened = gate.change(op, services.state.defaults.cwd)
+        if loosened is not None:
+            services.recorder.line(gate.rules)
+            self._config = gate.rules.apply(self._wiring.config)
+        if loosened:
+            message = f"the rules of later calls loosen: {'; '.join(loosened)}"
+            services.emit(sub_id, p.WarningEvent(message))
 
     async def _shutdown(self, sub_id: str) -> None:
         self._shutting_down = True

@@ -109,6 +109,9 @@ class TaskHandle(Generic[T]):
     """Set when the turn is to end with ``turn_aborted{reason}`` (a hook stopped it)."""
     last_message: str | None = None
     """The text of the last ``agent_message`` the task emitted."""
+    found: dict[str, str | None] = attrs.field(factory=dict)
+    """Each file a patch of the turn changed, as the turn found it (None: it did not exist):
+    what the turn's diff starts from."""
 
     def duration_ms(self) -> int:
         """Milliseconds since start."""

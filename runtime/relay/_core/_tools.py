@@ -22,16 +22,14 @@ import attrs
 
 from .._base import _json
 from .._base import _protocol as p
-from .._base._errors import ConfigError, RelayError
+from .._base._errors import RelayError
 from .._base._model import ToolSpec
-from .._exec._command import OUTPUT_LIMIT, CommandResult, CommandRunner
+from .._exec._command import CommandRunner
 from .._exec._real_work import in_thread
-from .._exec._sandbox import ESCALATION_PARAMETERS, escalation_problem
-from ._exec_gate import outside_session
+from ._exec_gate import WriteCheck
 from ._task import strayed
 from ._work_state import (
     WorkEntry,
-    command_run,
     dir_listed,
     file_read,
     lines_that_stood_out,
@@ -68,6 +66,17 @@ class ToolContext:
     """How the call's commands run: the session's gate chose it for this call, with its
     rules (docs/approvals.md). None, outside a session: the gate's default rules, without
     :attr:`hidden_env`."""
+    call_id: str = ""
+    """The model's id of the call."""
+    found: dict[str, str | None] = attrs.field(factory=dict)
+    """Each file the turn's patches changed, as the turn found it (the turn's diff)."""
+    check_writes: WriteCheck | None = None
+    """What the files a call writes pass first (the session's gate chose it for this call):
+    None to write them, else what the model reads instead. None outside a session: nothing
+    is written."""
+    report: Callable[[p.ToolResult], None] = lambda result: None
+    """Say how the call ended, as data (a tool that does not: completed, or failed when it
+    raises)."""
 
 
 ToolHandler = Callable[[Mapping[str, Any], ToolContext], Awaitable[str]]
@@ -150,20 +159,24 @@ class ToolRegistry:
         """Run a call; returns the output to record (never raises for tool-level failures)."""
         tool = self._tools.get(call.name)
         if tool is None:
+            ctx.report(p.ToolResult(p.CallStatus.FAILED))
             return unsupported_output(call.name)
         try:
             args = _json.loads(call.arguments) if call.arguments.strip() else {}
         except ValueError as exc:
             # A syntax error, or JSON Python cannot hold (deep nesting, a huge integer, NaN).
             reason = exc.msg if isinstance(exc, json.JSONDecodeError | _json.JsonRejected) else exc
+            ctx.report(p.ToolResult(p.CallStatus.FAILED))
             return f"invalid arguments for {call.name}: {reason}"
         if not isinstance(args, Mapping):
+            ctx.report(p.ToolResult(p.CallStatus.FAILED))
             return f"invalid arguments for {call.name}: expected a JSON object"
         try:
             output = await tool.handler(args, ctx)
         except ToolError as exc:
             output = f"error: {exc}"
             ctx.note(tool_failed(call.name, readable(str(exc))))
+            ctx.report(p.ToolResult(p.CallStatus.FAILED))
         except BaseException as exc:
             if not isinstance(exc, Exception) and not strayed(exc):
                 raise
@@ -172,6 +185,7 @@ class ToolRegistry:
             logger.exception("tool %s failed", call.name)
             output = f"error: {call.name} failed unexpectedly ({type(exc).__name__})"
             ctx.note(tool_failed(call.name, f"failed unexpectedly ({type(exc).__name__})"))
+            ctx.report(p.ToolResult(p.CallStatus.FAILED))
         return readable(output)
 
 
@@ -356,154 +370,56 @@ async def _sleep(args: Mapping[str, Any], ctx: ToolContext) -> str:
     return f"slept {seconds} seconds"
 
 
-#: How long a ``shell`` command may run when the call does not say.
-SHELL_TIMEOUT_MS = 10_000
+READ_FILE = Tool(
+    "read_file",
+    "Read a text file inside the working directory.",
+    {
+        "type": "object",
+        "properties": {
+            "path": {
+                "type": "string",
+                "description": "The file, relative to the working directory",
+            }
+        },
+        "required": ["path"],
+    },
+    _read_file,
+)
 
 
-@attrs.frozen
-class ShellRun:
-    """How one ``shell`` call ended."""
-
-    output: str
-    """What the model reads: the command's output, then how it ended."""
-    printed: str
-    """What the command printed (standard output and error, cut at the output limit)."""
-    exit_code: int | None
-    """Its exit status (under the sandbox, 128 + N for a signal N), None when it timed out."""
-
-
-async def run_shell(args: Mapping[str, Any], ctx: ToolContext) -> ShellRun:
-    """Run a ``shell`` call with ``ctx.run_command``.
-
-    Raises:
-        ToolError: the arguments are invalid, or the command (or bwrap) could not start.
-    """
-    argv = args.get("argv")
-    if (
-        not isinstance(argv, list)
-        or not argv
-        or not all(isinstance(a, str) and "\0" not in a for a in argv)
-    ):
-        raise ToolError("argv must be a non-empty list of strings")
-    timeout_ms = args.get("timeout_ms", SHELL_TIMEOUT_MS)
-    if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or timeout_ms <= 0:
-        raise ToolError("timeout_ms must be a positive integer")
-    problem = escalation_problem(args)
-    if problem is not None:
-        raise ToolError(problem)
-    try:
-        if ctx.run_command is not None:
-            result = await ctx.run_command(argv, ctx.cwd, timeout_ms)
-        else:
-            gate = outside_session(ctx.hidden_env)
-            result = CommandResult(await gate.run(argv, cwd=ctx.cwd, timeout_ms=timeout_ms))
-    except OSError as exc:
-        raise ToolError(f"cannot start {argv[0]!r}: {exc.strerror}") from None
-    run = result.output
-    output, code = run.printed, run.exit_code
-    shown = [readable(x) for x in argv]
-    ctx.note(command_run(shown, code, output))
-    for entry in lines_that_stood_out(" ".join(shown), output):
-        ctx.note(entry)
-    if run.size > OUTPUT_LIMIT:
-        output += f"\n[output truncated at {OUTPUT_LIMIT} bytes of {run.size}]"
-    if code is None:
-        output += f"\n[timed out after {timeout_ms} ms; process killed]"
-    else:
-        output += f"\n[exit code {code}]"
-    if result.notice is not None:
-        output += f"\n[{result.notice}]"
-    return ShellRun(output, run.printed, code)
+LIST_DIR = Tool(
+    "list_dir",
+    "List a directory inside the working directory.",
+    {
+        "type": "object",
+        "properties": {
+            "path": {
+                "type": "string",
+                "description": "The directory, relative to the working directory",
+                "default": _LIST_DEFAULT,
+            }
+        },
+    },
+    _list_dir,
+)
 
 
-async def _shell(args: Mapping[str, Any], ctx: ToolContext) -> str:
-    return (await run_shell(args, ctx)).output
-
-
-BUILTIN_TOOLS: Mapping[str, tuple[Tool, bool]] = {
-    "read_file": (
-        Tool(
-            "read_file",
-            "Read a text file inside the working directory.",
-            {
-                "type": "object",
-                "properties": {
-                    "path": {
-                        "type": "string",
-                        "description": "The file, relative to the working directory",
-                    }
-                },
-                "required": ["path"],
-            },
-            _read_file,
-        ),
-        True,
-    ),
-    "list_dir": (
-        Tool(
-            "list_dir",
-            "List a directory inside the working directory.",
-            {
-                "type": "object",
-                "properties": {
-                    "path": {
-                        "type": "string",
-                        "description": "The directory, relative to the working directory",
-                        "default": _LIST_DEFAULT,
-                    }
-                },
-            },
-            _list_dir,
-        ),
-        True,
-    ),
-    "sleep": (
-        Tool(
-            "sleep",
-            "Wait for a number of seconds.",
-            {
-                "type": "object",
-                "properties": {
-                    "seconds": {
-                        "type": "number",
-                        "minimum": 0,
-                        "description": "How long to wait",
-                    }
-                },
-                "required": ["seconds"],
-            },
-            _sleep,
-        ),
-        True,
-    ),
-    "shell": (
-        Tool(
-            "shell",
-            "Run a command (an argv list, no shell) in the working directory.",
-            {
-                "type": "object",
-                "properties": {
-                    "argv": {
-                        "type": "array",
-                        "items": {"type": "string"},
-                        "description": "The program and its arguments",
-                    },
-                    "timeout_ms": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "description": "How long it may run; then every process it started "
-                        "is killed",
-                        "default": SHELL_TIMEOUT_MS,
-                    },
-                    **ESCALATION_PARAMETERS,
-                },
-                "required": ["argv"],
-            },
-            _shell,
-        ),
-        False,
-    ),
-}
+SLEEP = Tool(
+    "sleep",
+    "Wait for a number of seconds.",
+    {
+        "type": "object",
+        "properties": {
+            "seconds": {
+                "type": "number",
+                "minimum": 0,
+                "description": "How long to wait",
+            }
+        },
+        "required": ["seconds"],
+    },
+    _sleep,
+)
 
 
 #: The tool through which the model asks for a fresh context window (token-budget feature).
@@ -576,15 +492,3 @@ def recall_tool(outputs: Mapping[str, str]) -> Tool:
         },
         recall,
     )
-
-
-def builtin_registry(enabled: Mapping[str, bool]) -> ToolRegistry:
-    """The built-in tools, each on by its default unless ``enabled`` says otherwise."""
-    unknown = set(enabled) - set(BUILTIN_TOOLS)
-    if unknown:
-        raise ConfigError(f"unknown tool in config: tools.{sorted(unknown)[0]}")
-    registry = ToolRegistry()
-    for name, (tool, default) in BUILTIN_TOOLS.items():
-        if enabled.get(name, default):
-            registry.register(tool)
-    return registry

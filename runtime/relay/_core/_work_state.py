@@ -28,6 +28,8 @@ KIND_HEADINGS: Mapping[str, str] = {
     "command": "Commands run",
     "line": "Lines that stood out",
     "error": "Tool errors",
+    "changed": "Files changed",
+    "plan": "The plan",
     "answer": "The model's latest answer",
     "saved": "Saved before a compaction",
 }
@@ -155,6 +157,23 @@ def lines_that_stood_out(source: str, output: str) -> list[WorkEntry]:
         WorkEntry("line", f"{source}: {line[:200]}", key=f"{source}\n{line[:200]}")
         for line in standout_lines(output)
     ]
+
+
+def file_changed(path: str, kind: str, moved_to: str | None = None) -> WorkEntry:
+    """A file a patch changed: ``kind`` is ``add``, ``update`` or ``delete``."""
+    done = {"add": "added", "delete": "deleted"}.get(kind, "updated")
+    text = f"{path} {done}" + (f", moved to {moved_to}" if moved_to else "")
+    return WorkEntry("changed", text, key=path)
+
+
+def plan_set(steps: Sequence[tuple[str, str]], explanation: str | None = None) -> WorkEntry:
+    """The model's plan as it stands: ``(step, status)`` in order, one entry that the next
+    plan replaces."""
+    marks = {"completed": "done", "in_progress": "doing", "pending": "to do"}
+    text = "; ".join(f"[{marks.get(status, status)}] {step}" for step, status in steps)
+    if explanation:
+        text = f"{text} ({explanation})"
+    return WorkEntry("plan", text or "(empty)", key="plan")
 
 
 def tool_failed(tool: str, message: str) -> WorkEntry:
@@ -337,7 +356,9 @@ __all__ = [
     "content_hash",
     "dir_listed",
     "file_read",
+    "file_changed",
     "kind_heading",
+    "plan_set",
     "line_shape",
     "lines_that_stood_out",
     "pin_label",

@@ -20,7 +20,7 @@ import hmac
 import json
 import os
 import secrets
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import attrs
@@ -143,6 +143,56 @@ def rule(
             return Ruling()
 
 
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def rule_writes(
+    rules: ExecRules,
+    paths: Sequence[str],
+    *,
+    writable: Sequence[str],
+    guarded: Sequence[str],
+    granted: Collection[str] = frozenset(),
+) -> Ruling:
+    """The ruling on a patch that writes ``paths`` (absolute, links resolved) under ``rules``.
+
+    ``writable`` are the folders the sandbox mode lets a command write (the working
+    directory, the writable roots, the temporary folders), ``guarded`` relay's own files,
+    which no patch writes, and ``granted`` the files an ``approved_for_session`` let through.
+    As for commands: ``untrusted`` asks first; ``on-request`` and ``on-failure`` let a patch
+    through when every file is inside a writable folder and none is in a ``.git`` folder
+    (``workspace-write``), or whatever it writes (``danger-full-access``), and ask otherwise;
+    ``never`` refuses what it would ask. ``read-only`` writes nothing unasked.
+    """
+    mine = [path for path in paths if any(_inside(path, own) for own in guarded)]
+    if mine:
+        return Ruling(refuse=f"{mine[0]} is one of relay's own files, which no patch writes")
+    policy = Policy(rules.approval_policy)
+    pending = [path for path in paths if path not in granted]
+    if not pending:
+        return Ruling()
+    why: str | None = None
+    if policy is Policy.UNTRUSTED:
+        why = "approval policy untrusted: every patch asks first"
+    elif rules.sandbox_mode == "read-only":
+        why = "the sandbox is read-only"
+    elif rules.sandbox_mode == "workspace-write":
+        outside = [path for path in pending if not any(_inside(path, w) for w in writable)]
+        in_git = [path for path in pending if "/.git/" in path or path.endswith("/.git")]
+        if outside:
+            why = f"{outside[0]} is outside the writable folders"
+        elif in_git:
+            why = f"{in_git[0]} is inside a .git folder"
+    if why is None:
+        return Ruling()
+    if policy is Policy.NEVER:
+        return Ruling(
+            refuse=f"the patch was not applied: {why}, and the approval policy never asks"
+        )
+    return Ruling(ask=why)
+
+
 def parse_decision(value: object) -> p.ReviewDecision | None:
     """``value`` as a decision, or None when it is none."""
     if isinstance(value, p.ReviewDecision):
@@ -227,6 +277,7 @@ __all__ = [
     "grant_key",
     "parse_decision",
     "rule",
+    "rule_writes",
     "seal",
     "sealed",
 ]

@@ -53,14 +53,13 @@ import struct
 import subprocess
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any, Literal
 
 import attrs
 
 from .._base._config import Config
 from .._base._errors import ConfigError
-from .._base._sandbox_config import SandboxMode
+from .._base._exec_rules import ExecRules
 from ._process import Command, open_command
 
 #: How to get bubblewrap, said in every problem that it is missing.
@@ -101,20 +100,22 @@ class SandboxPolicy:
 def sandbox_policy(config: Config, bwrap: str = "bwrap") -> SandboxPolicy | None:
     """The policy ``config`` asks for (None for ``danger-full-access``): relative writable
     roots are taken against ``config.cwd`` (else the process's working directory)."""
-    mode: SandboxMode = config.sandbox_mode
-    if mode == "danger-full-access":
+    return rules_sandbox(ExecRules.from_config(config), bwrap)
+
+
+def rules_sandbox(rules: ExecRules, bwrap: str = "bwrap") -> SandboxPolicy | None:
+    """The policy ``rules`` make (None for ``danger-full-access``)."""
+    if rules.sandbox_mode == "danger-full-access":
         return None
-    if mode == "read-only":
+    if rules.sandbox_mode == "read-only":
         return SandboxPolicy("read-only", bwrap)
-    table = config.sandbox_workspace_write
-    base = Path(config.cwd or os.getcwd())
     return SandboxPolicy(
         "workspace-write",
         bwrap,
-        writable_roots=tuple(str(base / root) for root in table.writable_roots),
-        network_access=table.network_access,
-        exclude_tmpdir_env_var=table.exclude_tmpdir_env_var,
-        exclude_slash_tmp=table.exclude_slash_tmp,
+        writable_roots=rules.writable_roots,
+        network_access=rules.network_access,
+        exclude_tmpdir_env_var=rules.exclude_tmpdir_env_var,
+        exclude_slash_tmp=rules.exclude_slash_tmp,
     )
 
 
@@ -334,11 +335,14 @@ async def open_sandboxed(
     *,
     cwd: str,
     env: Mapping[str, str] | None,
+    root: str | None = None,
     **streams: Any,
 ) -> AsyncIterator[Command]:
     """:func:`~relay._exec._process.open_command` for ``argv`` under ``policy`` (None: as it
-    is); the other arguments are open_command's. Nothing the command started outlives the
-    block: the guard ends bwrap, and bwrap's PID namespace ends with it.
+    is); ``root`` is the working directory the mode makes writable (default ``cwd``: a
+    command may run in another folder than its session's), the other arguments are
+    open_command's. Nothing the command started outlives the block: the guard ends bwrap, and
+    bwrap's PID namespace ends with it.
 
     Raises:
         OSError: bwrap (or, without a policy, the command) could not be started.
@@ -356,7 +360,7 @@ async def open_sandboxed(
     finally:
         os.close(write_end)
     try:
-        writable = writable_paths(policy, cwd, os.environ if env is None else env)
+        writable = writable_paths(policy, root or cwd, os.environ if env is None else env)
         line = bwrap_argv(policy, argv, cwd=cwd, writable=writable, seccomp_fd=read_end)
         async with open_command(line, cwd=cwd, env=env, pass_fds=(read_end,), **streams) as command:
             yield command
@@ -534,6 +538,7 @@ __all__ = [
     "guarded_paths",
     "open_sandboxed",
     "refusal",
+    "rules_sandbox",
     "sandbox_policy",
     "sandbox_problem",
     "seccomp_filter",

@@ -24,6 +24,7 @@ from .._base._model import (
     OutputItemDone,
     OutputTextDelta,
     Prompt,
+    SummaryTextDelta,
 )
 from .._base._output_schema import FORMAT_NAME
 from .._base._unicode import mend_json, mended_arguments
@@ -197,6 +198,18 @@ class ResponseStreamParser:
                 if not isinstance(delta, str):
                     raise StreamError("malformed response.output_text.delta: no delta text")
                 return [OutputTextDelta(item_id if isinstance(item_id, str) else "", delta)]
+            case "response.reasoning_summary_text.delta":
+                delta, item_id = event.get("delta"), event.get("item_id")
+                index = event.get("summary_index")
+                if not isinstance(delta, str):
+                    raise StreamError("malformed response.reasoning_summary_text.delta: no delta")
+                return [
+                    SummaryTextDelta(
+                        item_id if isinstance(item_id, str) else "",
+                        delta,
+                        index if isinstance(index, int) and not isinstance(index, bool) else 0,
+                    )
+                ]
             case "response.output_item.done":
                 try:
                     item = decode_response_item(event.get("item"))
@@ -292,6 +305,8 @@ def stream_events_for(
             events.append(
                 {"type": "response.output_item.added", "output_index": index, "item": wire}
             )
+            if isinstance(item, p.Reasoning) and item.id:
+                events += _summary_deltas(item.id, index, item, chunks)
         events.append({"type": "response.output_item.done", "output_index": index, "item": wire})
     completed: dict[str, Any] = {"id": response_id, "status": "completed", "output": []}
     if usage is not None:
@@ -304,6 +319,23 @@ def stream_events_for(
         }
     events.append({"type": "response.completed", "response": completed})
     return events
+
+
+def _summary_deltas(
+    item_id: str, index: int, item: p.Reasoning, chunks: int
+) -> list[dict[str, Any]]:
+    """The summary text deltas of a reasoning item, as a server streams them."""
+    return [
+        {
+            "type": "response.reasoning_summary_text.delta",
+            "item_id": item_id,
+            "output_index": index,
+            "summary_index": part_index,
+            "delta": piece,
+        }
+        for part_index, part in enumerate(item.summary)
+        for piece in _split(part.text, chunks)
+    ]
 
 
 def _split(text: str, chunks: int) -> list[str]:

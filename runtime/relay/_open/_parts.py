@@ -24,6 +24,7 @@ from .._base._mcp_config import McpServerConfig, check_mcp_server
 from .._base._model import ModelClient
 from .._base._secret import Secrets
 from .._base._tokens import TokenEstimator
+from .._core._builtin import builtin_registry
 from .._core._context import TurnSettings, working_directory
 from .._core._exec_gate import ApprovalCallback, Gate
 from .._core._hooks import CompactHook
@@ -31,7 +32,7 @@ from .._core._session import TaskFactories
 from .._core._session_writer import SessionWriter
 from .._core._state import ResumedState, SessionState
 from .._core._summary import compaction_prompt
-from .._core._tools import CONTEXT_TOOLS, Tool, ToolRegistry, builtin_registry
+from .._core._tools import CONTEXT_TOOLS, Tool, ToolRegistry
 from .._core._wiring import Estimators, Wiring, base_instructions
 from .._core._writer import Epoch, RolloutWriter
 from .._exec._real_work import in_thread
@@ -160,18 +161,25 @@ def session_gate(
     secrets: Secrets,
     callback: ApprovalCallback | None,
 ) -> Gate:
-    """The session's gate: its rules, frozen now, and the sandbox they make. Inside the
+    """The session's gate: its rules as it opens, and the sandbox they make. Inside the
     sandbox, relay's home and the session's rollout are read-only and the key that seals
     grants cannot be read (docs/approvals.md)."""
     home = relay_home()
+    protected = [str(home)]
+    if rollout is not None:
+        protected.append(str(rollout.path))
+    guarded = SandboxPolicy(
+        "read-only",
+        sandbox.bwrap if sandbox is not None else shutil.which("bwrap") or "bwrap",
+        protected=tuple(protected),
+        hidden=(str(home / KEY_FILE),),
+    )
     if sandbox is not None:
-        protected = [str(home)]
-        if rollout is not None:
-            protected.append(str(rollout.path))
-        sandbox = attrs.evolve(sandbox, protected=tuple(protected), hidden=(str(home / KEY_FILE),))
+        sandbox = attrs.evolve(sandbox, protected=guarded.protected, hidden=guarded.hidden)
     return Gate(
         ExecRules.from_config(config),
         sandbox,
+        guarded=guarded,
         hidden=secrets.variables,
         callback=callback,
         key=grant_key(home),

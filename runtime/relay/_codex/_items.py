@@ -1,0 +1,179 @@
+"""relay's turn items as the app-server's thread items (docs/codex-compat.md, the mapping).
+
+- ``user_message`` is ``userMessage``; its input parts are ``text``, ``image`` (a URL) and
+  ``localImage`` (a path);
+- ``agent_message`` is ``agentMessage``, ``reasoning`` is ``reasoning`` (its summary parts);
+- a ``tool_call`` of ``shell`` is ``commandExecution``: the argv joined as a shell would quote
+  it, the exit code and what the command printed, from how the call ended;
+- a patch (``apply_patch``) is ``fileChange``, with each file's diff;
+- a ``tool_call`` of an MCP server's tool is ``mcpToolCall``, with the server's name and the
+  tool's;
+- a ``tool_call`` of any other tool (relay's ``read_file``, ``list_dir``, a program's own) is
+  ``dynamicToolCall``, its output one text part;
+- ``context_compaction`` is ``contextCompaction``.
+
+Every function is plain: it reads relay's item and what the face knows of it, and returns the
+JSON object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .._base import _protocol as p
+from ._calls import ABORTED, SHELL, McpLookup, call_arguments, ended, shell_command
+
+Json = dict[str, Any]
+
+#: Codex's names of how a call stands, by relay's.
+_STATUS = {
+    "in_progress": "inProgress",
+    "completed": "completed",
+    "failed": "failed",
+    "declined": "declined",
+}
+
+
+def input_part(item: p.InputItem) -> Json:
+    """One part of the user's input."""
+    match item:
+        case p.Text(text):
+            return {"type": "text", "text": text, "text_elements": []}
+        case p.Image(url):
+            return {"type": "image", "url": url}
+        case p.LocalImage(path):
+            return {"type": "localImage", "path": path}
+    raise AssertionError(f"not an input item: {item!r}")
+
+
+def user_message(item: p.UserMessageItem) -> Json:
+    """A ``userMessage`` item."""
+    return {"type": "userMessage", "id": item.id, "content": [input_part(x) for x in item.content]}
+
+
+def agent_message(item_id: str, text: str) -> Json:
+    """An ``agentMessage`` item."""
+    return {"type": "agentMessage", "id": item_id, "text": text}
+
+
+def reasoning(item: p.ReasoningItem) -> Json:
+    """A ``reasoning`` item: the summary's parts (relay keeps no reasoning text)."""
+    return {"type": "reasoning", "id": item.id, "summary": list(item.summary), "content": []}
+
+
+def compaction(item_id: str) -> Json:
+    """A ``contextCompaction`` item."""
+    return {"type": "contextCompaction", "id": item_id}
+
+
+def tool_call(
+    item: p.ToolCallItem,
+    *,
+    cwd: str,
+    mcp_tool: McpLookup = lambda name: None,
+    duration_ms: int | None = None,
+    declined: bool = False,
+    aborted: bool = False,
+) -> Json:
+    """The item of a tool call: in progress while ``item.output`` is None, else ended.
+    ``declined``: the client declined to let it run; ``aborted``: its turn ended first."""
+    now = ended(item, declined=declined, aborted=aborted)
+    status = _STATUS[now.status]
+    took = now.duration_ms if now.duration_ms is not None else duration_ms
+    if item.name == SHELL:
+        command = shell_command(item.arguments)
+        ran = now.status in ("completed", "failed") and now.printed is not None
+        return {
+            "type": "commandExecution",
+            "id": item.id,
+            "command": command,
+            "cwd": cwd,
+            "processId": None,
+            "source": "agent",
+            "status": status,
+            "commandActions": [{"type": "unknown", "command": command}],
+            "aggregatedOutput": now.printed if ran else None,
+            "exitCode": now.exit_code,
+            "durationMs": took,
+        }
+    output = None if aborted else item.output
+    failed = now.status in ("failed", "declined")
+    mcp = mcp_tool(item.name)
+    if mcp is not None:
+        server, tool = mcp
+        made: Json = {
+            "type": "mcpToolCall",
+            "id": item.id,
+            "server": server,
+            "tool": tool,
+            "arguments": call_arguments(item.arguments),
+            "status": "failed" if failed else status,
+            "result": None,
+            "error": None,
+            "durationMs": took,
+        }
+        if now.status != "in_progress":
+            if failed:
+                message = ABORTED if aborted else (output or now.status).removeprefix("error: ")
+                made["error"] = {"message": message}
+            else:
+                made["result"] = {"content": [{"type": "text", "text": output or ""}]}
+        return made
+    return {
+        "type": "dynamicToolCall",
+        "id": item.id,
+        "tool": item.name,
+        "arguments": call_arguments(item.arguments),
+        "status": "failed" if failed else status,
+        "contentItems": None if output is None else [{"type": "inputText", "text": output}],
+        "success": None if now.status == "in_progress" else not failed,
+        "durationMs": took,
+    }
+
+
+def file_changes(changes: Sequence[p.FileChange]) -> list[Json]:
+    """A patch's ``FileUpdateChange`` list: each file with its kind and its diff."""
+    made: list[Json] = []
+    for change in changes:
+        kind: Json = {"type": change.kind.value}
+        if change.kind is p.ChangeKind.UPDATE:
+            kind["move_path"] = change.move_path
+        made.append({"path": change.path, "kind": kind, "diff": change.diff})
+    return made
+
+
+def file_change(call_id: str, changes: Sequence[p.FileChange], status: str) -> Json:
+    """A ``fileChange`` item: ``status`` is relay's (``in_progress``, ``completed``,
+    ``failed``, ``declined``)."""
+    return {
+        "type": "fileChange",
+        "id": call_id,
+        "changes": file_changes(changes),
+        "status": _STATUS[status],
+    }
+
+
+def plan_steps(plan: Sequence[p.PlanStep]) -> list[Json]:
+    """The steps of ``turn/plan/updated``."""
+    return [{"step": step.step, "status": _PLAN_STATUS[step.status]} for step in plan]
+
+
+_PLAN_STATUS = {
+    p.StepStatus.PENDING: "pending",
+    p.StepStatus.IN_PROGRESS: "inProgress",
+    p.StepStatus.COMPLETED: "completed",
+}
+
+
+__all__ = [
+    "agent_message",
+    "compaction",
+    "file_change",
+    "file_changes",
+    "input_part",
+    "plan_steps",
+    "reasoning",
+    "tool_call",
+    "user_message",
+]

@@ -1,0 +1,35 @@
+"""The built-in tools and which are on by default (docs/tools.md): ``tools.NAME = true`` or
+``false`` in the configuration switches each."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .._base._errors import ConfigError
+from ._plan_tool import UPDATE_PLAN
+from ._shell import SHELL
+from ._tools import LIST_DIR, READ_FILE, SLEEP, Tool, ToolRegistry
+
+#: Every built-in tool by name, with whether it is on when the configuration does not say.
+BUILTIN_TOOLS: Mapping[str, tuple[Tool, bool]] = {
+    "read_file": (READ_FILE, True),
+    "list_dir": (LIST_DIR, True),
+    "sleep": (SLEEP, True),
+    "shell": (SHELL, False),
+    "update_plan": (UPDATE_PLAN, False),
+}
+
+
+def builtin_registry(enabled: Mapping[str, bool]) -> ToolRegistry:
+    """The built-in tools, each on by its default unless ``enabled`` says otherwise."""
+    unknown = set(enabled) - set(BUILTIN_TOOLS)
+    if unknown:
+        raise ConfigError(f"unknown tool in config: tools.{sorted(unknown)[0]}")
+    registry = ToolRegistry()
+    for name, (tool, default) in BUILTIN_TOOLS.items():
+        if enabled.get(name, default):
+            registry.register(tool)
+    return registry
+
+
+__all__ = ["BUILTIN_TOOLS", "builtin_registry"]
