@@ -169,6 +169,9 @@ async def test_never_refuses_what_it_would_ask_and_writes_nothing(tmp_path: Path
         patch_call("p1", f"*** Add File: {outside}\n+x\n"),
         sandbox_mode="workspace-write",
         approval_policy="never",
+        sandbox_workspace_write=relay.SandboxWorkspaceWrite(
+            exclude_slash_tmp=True, exclude_tmpdir_env_var=True
+        ),
     )
     assert not outside.exists()
     assert "the approval policy never asks" in outputs(t)["p1"]

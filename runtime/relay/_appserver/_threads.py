@@ -20,6 +20,7 @@ import attrs
 from .._base import _protocol as p
 from .._base._config import Config, relay_home
 from .._base._errors import ConfigError
+from .._codex._defaults import with_codex_tools
 from .._core._session import Session
 from .._rollout._lines import EventMsgLine, RolloutLine
 from ._notes import Translator, thread_json, turn_json
@@ -37,6 +38,7 @@ def thread_config(base: Config, settings: ThreadSettings, *, where: str = "") ->
     Raises:
         RpcError: a setting names nothing (an unknown provider).
     """
+    base = with_codex_tools(base)
     changes: dict[str, Any] = {}
     if settings.model is not None:
         changes["model"] = settings.model

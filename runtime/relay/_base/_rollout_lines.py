@@ -132,13 +132,20 @@ class Compacted:
 
 @attrs.frozen
 class GeneratedIds:
-    """The ``ids`` payload: how far the session's generated ids have gone, so that a resume
-    continues them."""
+    """The ``ids`` payload: how far the session's counters have gone, so that a resume
+    continues them: its generated ids, and what it learned of how its server counts tokens.
+
+    ``token_ratio`` is left out of the JSON form while it is unset (no server counted more
+    than relay's estimate).
+    """
 
     submission: int
     """The number of the last generated submission id (``sub-N``)."""
     item: int
     """The number of the last generated item id (``user-N``, ``msg-N``, ...)."""
+    token_ratio: float | None = None
+    """Server tokens per estimated token, as the session last calibrated it (docs/session.md);
+    None: 1.0, the estimate as it is."""
 
 
 @attrs.frozen
@@ -242,6 +249,14 @@ converter.register_unstructure_hook_factory(
         converter,
         work_state=cattrs.gen.override(omit_if_default=True),
         masked_outputs=cattrs.gen.override(omit_if_default=True),
+    ),
+)
+
+# Ids with no calibration are written as before the ratio was recorded.
+converter.register_unstructure_hook_factory(
+    lambda cls: cls is GeneratedIds,
+    lambda cls: cattrs.gen.make_dict_unstructure_fn(
+        cls, converter, token_ratio=cattrs.gen.override(omit_if_default=True)
     ),
 )
 

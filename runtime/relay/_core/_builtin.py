@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .._base._errors import ConfigError
+from ._patch_tool import APPLY_PATCH
 from ._plan_tool import UPDATE_PLAN
 from ._shell import SHELL
 from ._tools import LIST_DIR, READ_FILE, SLEEP, Tool, ToolRegistry
@@ -16,6 +17,7 @@ BUILTIN_TOOLS: Mapping[str, tuple[Tool, bool]] = {
     "list_dir": (LIST_DIR, True),
     "sleep": (SLEEP, True),
     "shell": (SHELL, False),
+    "apply_patch": (APPLY_PATCH, False),
     "update_plan": (UPDATE_PLAN, False),
 }
 

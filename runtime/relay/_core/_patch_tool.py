@@ -11,7 +11,6 @@ diff from the files as the turn found them; each file changed goes in the work-s
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from .._base import _protocol as p
@@ -26,6 +25,8 @@ from .._exec._patch import (
     parse_patch,
     patch_summary,
     plan_patch,
+    read_text,
+    unified_diff,
 )
 from .._exec._real_work import in_thread
 from ._tools import Tool, ToolContext, ToolError
@@ -39,26 +40,27 @@ def change_of(edit: FileEdit) -> p.FileChange:
     return p.FileChange(edit.path, _KINDS[edit.kind], file_diff(edit), edit.move_path)
 
 
-def turn_diff(found: Mapping[str, str | None], now: Mapping[str, str | None]) -> str:
+def turn_diff(found: Mapping[str, str | None], now: Mapping[str, str | None], root: str) -> str:
     """The turn's changes as one unified diff: each file from how the turn found it
-    (``found``, None: absent) to how it is ``now``, in path order; unchanged files have none."""
-    parts = [
-        file_diff(FileEdit.between(path, found[path], now.get(path)))
+    (``found``, None: absent) to how it is ``now``, in path order, paths relative to ``root``;
+    unchanged files have none."""
+    edits = [
+        FileEdit.between(path, found[path], now.get(path))
         for path in sorted(found)
         if found[path] != now.get(path)
     ]
-    return "".join(parts)
-
-
-def _read(path: str) -> str | None:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
+    return unified_diff(edits, root)
 
 
 def _now(paths: Sequence[str]) -> dict[str, str | None]:
-    return {path: _read(path) for path in paths}
+    return {path: _current(path) for path in paths}
+
+
+def _current(path: str) -> str | None:
+    try:
+        return read_text(path)
+    except PatchError:
+        return None
 
 
 async def _apply_patch(args: Mapping[str, Any], ctx: ToolContext) -> str:
@@ -66,8 +68,8 @@ async def _apply_patch(args: Mapping[str, Any], ctx: ToolContext) -> str:
     if not isinstance(text, str):
         raise ToolError("input must be the patch, as a string")
     try:
-        patch = parse_patch(text)
-        edits = await in_thread(plan_patch, patch, ctx.cwd, _read)
+        hunks = parse_patch(text)
+        edits = await in_thread(plan_patch, hunks, ctx.cwd, read_text)
     except PatchError as exc:
         raise ToolError(str(exc)) from None
     changes = tuple(change_of(edit) for edit in edits)
@@ -89,7 +91,8 @@ async def _apply_patch(args: Mapping[str, Any], ctx: ToolContext) -> str:
         raise ToolError(f"{message}; no file was changed") from None
     summary = patch_summary(edits)
     ctx.emit(p.PatchApplyEnd(ctx.call_id, ctx.turn_id, True, changes, summary))
-    ctx.emit(p.TurnDiff(ctx.turn_id, turn_diff(ctx.found, await in_thread(_now, list(ctx.found)))))
+    now = await in_thread(_now, list(ctx.found))
+    ctx.emit(p.TurnDiff(ctx.turn_id, turn_diff(ctx.found, now, ctx.cwd)))
     for edit in edits:
         ctx.note(file_changed(edit.path, edit.kind, edit.move_path))
     ctx.report(p.ToolResult(p.CallStatus.COMPLETED))

@@ -52,6 +52,8 @@ class ResumedState:
     """Id of the current window."""
     last_response_tokens: int = 0
     """Restored usage: ``total_tokens`` of the last response."""
+    token_ratio: float = 1.0
+    """Server tokens per estimated token, as the session last calibrated it."""
     tokens_since_model: int = 0
     """Restored usage: estimate of the items after the last model item."""
     items_since_model: int = 0
@@ -212,6 +214,7 @@ class SessionState:
             previous_window_id=resumed.previous_window_id,
             work_state=WorkState(list(resumed.work_state.entries), list(resumed.work_state.pinned)),
             outputs=dict(resumed.outputs),
+            token_ratio=resumed.token_ratio,
         )
 
     def snapshot(self) -> SessionSnapshot:

@@ -28,10 +28,14 @@ Replaying those lines in order therefore rebuilds what the session had:
   ``token_count`` a compaction's installation emits (no item between the ``compacted`` line
   and it) does not change the live history's usage, so it does not change the restored one.
   Total usage is that of the last ``token_count``.
+- token ratio (server tokens per estimated token, what the session learned of how its server
+  counts): that of the last ``ids`` line, written with every turn's end, so that a session
+  run one process per turn scales its estimates as one process does.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Iterable, Sequence
 from typing import assert_never
 
@@ -41,6 +45,7 @@ from .._base import _protocol as p
 from .._base._config import Config, resolve_api_key
 from .._base._errors import ConfigError, RolloutError
 from .._base._exec_rules import ExecRules
+from .._base._tokens import MAX_TOKEN_RATIO
 from .._base._rollout_lines import ApprovalDecided, Compacted, TurnSettings, WorldState
 from .._core._history import History, missing_outputs
 from .._core._state import ResumedState
@@ -195,6 +200,7 @@ def reconstruct(rollout: Rollout) -> ResumedState:
     model: str | None = rollout.meta.model
     provider: str | None = rollout.meta.model_provider
     submissions = items = 0
+    token_ratio = 1.0
     total_usage = p.TokenUsage()
     window_number = 0
     first_window_id: str | None = None
@@ -229,6 +235,8 @@ def reconstruct(rollout: Rollout) -> ResumedState:
             case IdsLine(ids=ids):
                 submissions = max(submissions, ids.submission)
                 items = max(items, ids.item)
+                # Each ``ids`` line carries the ratio as it stood: the last one holds.
+                token_ratio = restored_ratio(ids.token_ratio)
             case EventMsgLine(msg=p.TokenCount(info=p.TokenUsageInfo() as info)):
                 total_usage = info.total_token_usage
             case CompactedLine(compacted=compacted):
@@ -257,6 +265,7 @@ def reconstruct(rollout: Rollout) -> ResumedState:
         previous_window_id=previous_window_id,
         window_id=window_id,
         last_response_tokens=history.last_response_tokens,
+        token_ratio=token_ratio,
         tokens_since_model=history.tokens_since_model,
         items_since_model=len(history.items_since_model()),
         total_usage=total_usage,
@@ -272,6 +281,16 @@ def reconstruct(rollout: Rollout) -> ResumedState:
         rules=rules,
         unanswered=tuple(unanswered_calls(history.items, intents)),
     )
+
+
+def restored_ratio(recorded: float | None) -> float:
+    """The token ratio a resumed session starts from, given the one its last ``ids`` line
+    recorded: 1.0 when none was (an estimate taken as it is), else the recorded one held to
+    what calibration itself believes (from 1 to :data:`~relay._base._tokens.MAX_TOKEN_RATIO`;
+    a value that is not a number, from a damaged file, counts as none)."""
+    if recorded is None or not math.isfinite(recorded):
+        return 1.0
+    return min(MAX_TOKEN_RATIO, max(1.0, recorded))
 
 
 #: The output a resume records for a call that was running when its session stopped.
