@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from .._codex._defaults import CODEX_TOOLS
 from .._core._builtin import BUILTIN_TOOLS
 from .._core._tools import CONTEXT_TOOLS, Tool, recall_tool
 
@@ -25,7 +26,10 @@ _TYPES = {"string": "string", "number": "number", "integer": "integer", "boolean
 
 def _tools() -> Iterator[tuple[Tool, str]]:
     for tool, default in BUILTIN_TOOLS.values():
-        yield tool, "On by default" if default else f"On with `tools.{tool.name} = true`"
+        when = "On by default" if default else f"On with `tools.{tool.name} = true`"
+        if tool.name in CODEX_TOOLS:
+            when += " (on by default in `relay exec` and `relay app-server`)"
+        yield tool, when
     yield recall_tool({}), "On with `features.tool_output_masking`"
     for tool in CONTEXT_TOOLS:
         yield tool, "On with `features.token_budget`"
@@ -56,7 +60,11 @@ def render() -> str:
     """The section: for each built-in tool, when it is on and its arguments."""
     lines: list[str] = []
     for tool, when in _tools():
-        lines += ["", f"#### `{tool.name}`", "", f"{when}. {tool.description}", ""]
+        head, _, rest = tool.description.partition("\n")
+        lines += ["", f"#### `{tool.name}`", "", f"{when}. {head}", ""]
+        if rest:
+            # The rest of a long description (a format, an example) as the model reads it.
+            lines += ["```text", rest, "```", ""]
         properties: Mapping[str, Any] = tool.parameters.get("properties", {})
         required = set(tool.parameters.get("required", ()))
         if not properties:
