@@ -66,21 +66,29 @@ def test_the_built_reference_links_names_and_shows_constructors(tmp_path: Path) 
     )
     assert built.returncode == 0, built.stderr
     pages = {path.parent.name: path.read_text() for path in (site / "api").glob("*/index.html")}
-    assert set(pages) == {"relay", "lowlevel", "testing", "tasks", "cluster"}
+    assert set(pages) == {"relay", "protocol", "lowlevel", "testing", "tasks", "cluster"}
     for name, page in pages.items():
         assert not re.findall(r":[a-z]+:<code>", page), name
     relay_page = pages["relay"]
-    # A role became a link to the object it names.
+    protocol_page = pages["protocol"]
+    # A role became a link to the object it names, on its own page or on another.
     assert re.search(
-        r'<a class="autorefs autorefs-internal"[^>]*href="#relay.UserTurn"', relay_page
+        r'<a class="autorefs autorefs-internal"[^>]*href="#relay.protocol.UserTurn"',
+        protocol_page,
     )
-    user_turn = text_of(relay_page, "relay.UserTurn")
+    assert re.search(r'<a class="autorefs[^"]*"[^>]*href="\.\./relay/#relay"', protocol_page)
+    assert re.search(
+        r'<a class="autorefs[^"]*"[^>]*href="\.\./protocol/#relay\.protocol"', relay_page
+    )
+    # The protocol is shown on its page, and only there.
+    assert 'id="relay.UserTurn"' not in relay_page
+    user_turn = text_of(protocol_page, "relay.protocol.UserTurn")
     assert user_turn.startswith(
         "UserTurn ¶ UserTurn( items: tuple[InputItem, ...], model: str | None = None, "
         "cwd: str | None = None, effort: str | None = None, on_busy: OnBusy = OnBusy.STEER, "
         "pin: bool = False, final_output_json_schema: Mapping[str, Any] | None = None, )"
     )
-    fields = re.findall(r'id="relay\.UserTurn\.(\w+)"', relay_page)
+    fields = re.findall(r'id="relay\.protocol\.UserTurn\.(\w+)"', protocol_page)
     assert fields == [
         "items",
         "model",

@@ -19,6 +19,7 @@ import relay
 
 PUBLIC_MODULES = [
     "relay",
+    "relay.protocol",
     "relay.lowlevel",
     "relay.testing",
     "relay.cluster",
@@ -26,8 +27,9 @@ PUBLIC_MODULES = [
     "relay.tasks.compaction",
 ]
 #: Public submodules a namespace may hold besides its names.
-SUBMODULES = {"cluster", "compaction", "lowlevel", "testing", "tasks"}
-#: The committed public face: one line per name of each public module's ``__all__``.
+SUBMODULES = {"cluster", "compaction", "lowlevel", "protocol", "testing", "tasks"}
+#: The committed public face: one line per name of each public module's ``__all__``, and
+#: under ``[relay, outside __all__]`` the protocol's names that ``relay`` still reads.
 EXPORTS = Path(__file__).resolve().parent / "exports.txt"
 
 
@@ -137,16 +139,79 @@ def test_the_public_face_is_the_committed_list(name: str) -> None:
     assert sorted(module.__all__) == committed()[name]
 
 
-def test_relay_shows_at_most_110_names_each_printed_where_it_is_imported() -> None:
-    # The protocol (ops, events, items), the configuration, the errors and the session.
-    assert len(relay.__all__) <= 110
+def test_relay_shows_at_most_50_names_each_printed_where_it_is_imported() -> None:
+    # The embedding API: the session, the configuration, a program's tools, hooks and tasks,
+    # the errors. The protocol's vocabulary is relay.protocol's.
+    assert len(relay.__all__) <= 50
     classes = [getattr(relay, name) for name in relay.__all__]
     assert [c for c in classes if inspect.isclass(c) and c.__module__ != "relay"] == []
     assert repr(relay.Config).startswith("<class 'relay.Config'>")
 
 
+def test_the_protocol_shows_every_op_event_and_item_each_printed_as_relay_protocol() -> None:
+    import relay.protocol
+
+    protocol = vars(importlib.import_module("relay._base._protocol"))
+    for union in ("Op", "EventMsg", "TurnItem", "ResponseItem", "InputItem", "ContentPart"):
+        members = set(typing.get_args(protocol[union]))
+        assert members <= {getattr(relay.protocol, name) for name in relay.protocol.__all__}
+    classes = [getattr(relay.protocol, name) for name in relay.protocol.__all__]
+    shown = {c.__module__ for c in classes if inspect.isclass(c)}
+    assert shown == {"relay.protocol"}
+    assert repr(relay.protocol.UserTurn) == "<class 'relay.protocol.UserTurn'>"
+
+
+#: What ``_base/_protocol.py`` shows that is the ground floor's own, not the protocol's
+#: vocabulary: the op queue's envelope, two constants, the receipt's formatter.
+PROTOCOL_PRIVATE = {"BUILTIN_OP_TYPES", "ROLES", "Submission", "receipt_figures"}
+
+
+def test_the_protocol_face_has_every_name_the_protocol_defines() -> None:
+    """A name the protocol gains (in ``_ops``, ``_items``, ``_effects`` or ``_protocol``) is
+    public in relay.protocol, or named here as the ground floor's own."""
+    import relay.protocol
+
+    defined = static_names(importlib.import_module("relay._base._protocol"))
+    assert defined - PROTOCOL_PRIVATE == set(relay.protocol.__all__)
+
+
+def former_names() -> list[str]:
+    """The protocol's names ``relay`` showed before ``relay.protocol``, as committed."""
+    return committed()["relay, outside __all__"]
+
+
+def test_relay_still_reads_each_protocol_name_it_showed_as_the_same_object() -> None:
+    """``relay.UserTurn`` (in the docs and in users' code) is ``relay.protocol.UserTurn``:
+    read at run time and seen by type checkers, though neither ``__all__`` nor ``dir()``
+    lists it."""
+    import relay.protocol
+
+    former = former_names()
+    assert len(former) == 70
+    for name in former:
+        assert getattr(relay, name) is getattr(relay.protocol, name), name
+    assert set(former) <= set(relay.protocol.__all__)
+    assert set(former) & set(relay.__all__) == set()
+    assert set(former) & set(dir(relay)) == set()
+    assert {"protocol", "lowlevel"} <= set(dir(relay))
+    # The same table: what a type checker sees, and what relay.__getattr__ loads.
+    table = vars(relay)["_SOURCES"]
+    assert {name for name, source in table.items() if source == "relay.protocol"} == set(former)
+    assert {name: static_sources(relay)[name] for name in former} == dict.fromkeys(
+        former, "relay.protocol"
+    )
+
+
+def test_a_name_that_was_never_relays_is_read_only_in_relay_protocol() -> None:
+    import relay.protocol
+
+    assert relay.protocol.ToolResult.__module__ == "relay.protocol"
+    with pytest.raises(AttributeError, match="module 'relay' has no attribute 'ToolResult'"):
+        _ = relay.ToolResult
+
+
 #: The namespaces that load their names on first use, and the submodules they hold besides.
-LAZY = {"relay": {"lowlevel"}, "relay.lowlevel": set()}
+LAZY = {"relay": {"lowlevel", "protocol"}, "relay.lowlevel": set(), "relay.protocol": set()}
 
 
 def static_sources(module: types.ModuleType) -> dict[str, str]:
@@ -180,7 +245,9 @@ def test_a_lazy_namespace_loads_what_its_static_imports_say(name: str) -> None:
     table.update({sub: f"{name}.{sub}" for sub in LAZY[name]})
     assert static_sources(module) == table
     eager = {"__version__"} if name == "relay" else set()
-    assert set(module.__all__) == set(table) - LAZY[name] | eager
+    # A name loaded from another public module is that module's, read here too.
+    elsewhere = {each for each, source in table.items() if source in PUBLIC_MODULES}
+    assert set(module.__all__) == set(table) - LAZY[name] - elsewhere | eager
 
 
 @pytest.mark.parametrize("name", list(LAZY))
@@ -191,28 +258,56 @@ def test_a_lazy_namespace_lists_every_name_and_refuses_others(name: str) -> None
         _ = module.Nothing
 
 
-def test_the_first_name_read_loads_every_name_each_printed_where_it_is_imported(
-    tmp_path: Path,
-) -> None:
-    """``relay``'s names load together, on the first read of any: from then on every class
-    reports ``relay`` as its module, whichever name was read (a fresh interpreter)."""
-    code = """
-import json, relay
+FIRST_READ = """
+import json, sys
+import relay
 before = sorted(set(relay.__all__) - set(vars(relay)))
-relay.TurnStarted
+exec(sys.argv[1])
 after = sorted(set(relay.__all__) - set(vars(relay)))
-classes = [getattr(relay, name) for name in relay.__all__]
-shown = sorted({cls.__module__ for cls in classes if isinstance(cls, type)})
-resolved = relay.UserTurn.__annotations__["items"] == tuple[relay.InputItem, ...]
-print(json.dumps([len(before), after, shown, resolved]))
+import relay.protocol
+shown = {
+    module.__name__: sorted({
+        cls.__module__ for cls in (getattr(module, name) for name in module.__all__)
+        if isinstance(cls, type)
+    })
+    for module in (relay, relay.protocol)
+}
+former = [n for n, source in vars(relay)["_SOURCES"].items() if source == "relay.protocol"]
+same = all(getattr(relay, n) is getattr(relay.protocol, n) for n in former)
+resolved = relay.UserTurn.__annotations__["items"] == tuple[relay.protocol.InputItem, ...]
+print(json.dumps([len(before), after, shown, same, resolved]))
 """
+
+
+@pytest.mark.parametrize(
+    ("first", "reads_relay"),
+    [
+        ("relay.TurnStarted", True),
+        ("relay.Config", True),
+        ("from relay import UserTurn", True),
+        ("import relay.protocol; relay.protocol.UserTurn", False),
+        ("from relay.protocol import ToolResult", False),
+    ],
+)
+def test_the_first_name_read_loads_every_name_each_printed_where_it_is_imported(
+    tmp_path: Path, first: str, reads_relay: bool
+) -> None:
+    """A namespace's names load together, on the first read of any: from then on each class
+    reports its public module, ``relay`` or ``relay.protocol``, whichever name was read
+    first and through whichever module (a fresh interpreter for each)."""
     result = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+        [sys.executable, "-c", FIRST_READ, first],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    unloaded, after, shown, resolved = json.loads(result.stdout)
+    unloaded, after, shown, same, resolved = json.loads(result.stdout)
     assert unloaded == len(relay.__all__) - 1  # all but __version__
-    assert after == []
-    assert shown == ["relay"]
+    # Reading relay.protocol's names loads relay.protocol alone.
+    assert len(after) == (0 if reads_relay else unloaded)
+    assert shown == {"relay": ["relay"], "relay.protocol": ["relay.protocol"]}
+    assert same
     assert resolved
 
 
@@ -260,7 +355,11 @@ def test_the_low_level_face_is_the_port_and_the_interfaces() -> None:
 
 
 def test_the_friendly_and_the_low_level_namespace_do_not_overlap() -> None:
+    import relay.protocol
+
     assert public_names(relay) & public_names(relay.lowlevel) == set()
+    assert public_names(relay) & public_names(relay.protocol) == set()
+    assert public_names(relay.protocol) & public_names(relay.lowlevel) == set()
 
 
 def test_sessions_are_made_only_by_open_session() -> None:

@@ -1,11 +1,17 @@
 """relay: an actor runtime for agent sessions.
 
-Open a session with :func:`open_session`, submit ops (:class:`UserTurn`, :class:`Compact`,
-:class:`Interrupt`, ...) and read events (:class:`TurnStarted`, :class:`TurnComplete`, ...).
+Open a session with :func:`open_session` (or :func:`resume_session`), submit ops to it and read
+its events, or ask it for an :class:`Answer`. What a session is given, :class:`Config`, what it
+raises (:class:`RelayError` and the rest) and what a program adds to it (:class:`Tool`, hooks,
+a :class:`SessionTask`) are here.
 
-This namespace is for embedders. Authors of tasks, compaction backends and model clients find
-the other side in :mod:`relay.lowlevel`; test doubles are in :mod:`relay.testing`, relay's own
-tasks in :mod:`relay.tasks`, sessions on a Ray cluster in :mod:`relay.cluster`.
+This namespace is for embedders. The protocol's vocabulary, the ops (``UserTurn``,
+``Interrupt``, ...), the events (``TurnStarted``, ``TurnComplete``, ...) and the items, is in
+:mod:`relay.protocol`; its names read here too (``relay.UserTurn``), as the same objects,
+though ``__all__`` and ``dir()`` leave them out. Authors of tasks, compaction backends and
+model clients find the other side in :mod:`relay.lowlevel`; test doubles are in
+:mod:`relay.testing`, relay's own tasks in :mod:`relay.tasks`, sessions on a Ray cluster in
+:mod:`relay.cluster`.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from ._version import __version__ as __version__
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from . import lowlevel as lowlevel
+    from . import protocol as protocol
     from ._base._codec import DecodeError as DecodeError
     from ._base._config import CompactionSettings as CompactionSettings
     from ._base._config import Config as Config
@@ -44,76 +51,6 @@ if TYPE_CHECKING:
     from ._base._errors import ScriptError as ScriptError
     from ._base._errors import StreamError as StreamError
     from ._base._mcp_config import McpServerConfig as McpServerConfig
-    from ._base._protocol import AbortReason as AbortReason
-    from ._base._protocol import AgentMessage as AgentMessage
-    from ._base._protocol import AgentMessageDelta as AgentMessageDelta
-    from ._base._protocol import AgentMessageItem as AgentMessageItem
-    from ._base._protocol import BackgroundEvent as BackgroundEvent
-    from ._base._protocol import Compact as Compact
-    from ._base._protocol import Compaction as Compaction
-    from ._base._protocol import CompactionReceipt as CompactionReceipt
-    from ._base._protocol import CompactionTrigger as CompactionTrigger
-    from ._base._protocol import ContentPart as ContentPart
-    from ._base._protocol import ContextCompacted as ContextCompacted
-    from ._base._protocol import ContextCompactionItem as ContextCompactionItem
-    from ._base._protocol import CustomOp as CustomOp
-    from ._base._protocol import CustomToolCall as CustomToolCall
-    from ._base._protocol import CustomToolCallOutput as CustomToolCallOutput
-    from ._base._protocol import ErrorEvent as ErrorEvent
-    from ._base._protocol import Event as Event
-    from ._base._protocol import EventMsg as EventMsg
-    from ._base._protocol import ExecApproval as ExecApproval
-    from ._base._protocol import ExecApprovalRequest as ExecApprovalRequest
-    from ._base._protocol import FunctionCall as FunctionCall
-    from ._base._protocol import FunctionCallOutput as FunctionCallOutput
-    from ._base._protocol import GhostSnapshot as GhostSnapshot
-    from ._base._protocol import HookCompleted as HookCompleted
-    from ._base._protocol import HookStarted as HookStarted
-    from ._base._protocol import Image as Image
-    from ._base._protocol import InputImage as InputImage
-    from ._base._protocol import InputItem as InputItem
-    from ._base._protocol import InputText as InputText
-    from ._base._protocol import Interrupt as Interrupt
-    from ._base._protocol import ItemCompleted as ItemCompleted
-    from ._base._protocol import ItemStarted as ItemStarted
-    from ._base._protocol import LocalImage as LocalImage
-    from ._base._protocol import Message as Message
-    from ._base._protocol import OnBusy as OnBusy
-    from ._base._protocol import Op as Op
-    from ._base._protocol import Other as Other
-    from ._base._protocol import OutputText as OutputText
-    from ._base._protocol import OverrideTurnContext as OverrideTurnContext
-    from ._base._protocol import Reasoning as Reasoning
-    from ._base._protocol import ReasoningItem as ReasoningItem
-    from ._base._protocol import ResponseItem as ResponseItem
-    from ._base._protocol import ReviewDecision as ReviewDecision
-    from ._base._protocol import SessionConfigured as SessionConfigured
-    from ._base._protocol import SessionResumed as SessionResumed
-    from ._base._protocol import Shutdown as Shutdown
-    from ._base._protocol import ShutdownComplete as ShutdownComplete
-    from ._base._protocol import StreamErrorEvent as StreamErrorEvent
-    from ._base._protocol import SummaryText as SummaryText
-    from ._base._protocol import Text as Text
-    from ._base._protocol import TokenCount as TokenCount
-    from ._base._protocol import TokenUsage as TokenUsage
-    from ._base._protocol import TokenUsageInfo as TokenUsageInfo
-    from ._base._protocol import ToolCall as ToolCall
-    from ._base._protocol import ToolCallItem as ToolCallItem
-    from ._base._protocol import ToolInvocation as ToolInvocation
-    from ._base._protocol import ToolOutput as ToolOutput
-    from ._base._protocol import TurnAborted as TurnAborted
-    from ._base._protocol import TurnComplete as TurnComplete
-    from ._base._protocol import TurnItem as TurnItem
-    from ._base._protocol import TurnStarted as TurnStarted
-    from ._base._protocol import Unpin as Unpin
-    from ._base._protocol import UserInput as UserInput
-    from ._base._protocol import UserMessage as UserMessage
-    from ._base._protocol import UserMessageItem as UserMessageItem
-    from ._base._protocol import UserTurn as UserTurn
-    from ._base._protocol import WarningEvent as WarningEvent
-    from ._base._protocol import WorkStateNoted as WorkStateNoted
-    from ._base._protocol import assistant_message as assistant_message
-    from ._base._protocol import user_message as user_message
     from ._base._sandbox_config import SandboxWorkspaceWrite as SandboxWorkspaceWrite
     from ._core._answer import Answer as Answer
     from ._core._answer import TurnFailed as TurnFailed
@@ -132,6 +69,79 @@ if TYPE_CHECKING:
     from ._open import open_session as open_session
     from ._open import resume_session as resume_session
 
+    # The protocol's names that relay showed before relay.protocol: read here still, the same
+    # objects, outside __all__.
+    from .protocol import AbortReason as AbortReason
+    from .protocol import AgentMessage as AgentMessage
+    from .protocol import AgentMessageDelta as AgentMessageDelta
+    from .protocol import AgentMessageItem as AgentMessageItem
+    from .protocol import BackgroundEvent as BackgroundEvent
+    from .protocol import Compact as Compact
+    from .protocol import Compaction as Compaction
+    from .protocol import CompactionReceipt as CompactionReceipt
+    from .protocol import CompactionTrigger as CompactionTrigger
+    from .protocol import ContentPart as ContentPart
+    from .protocol import ContextCompacted as ContextCompacted
+    from .protocol import ContextCompactionItem as ContextCompactionItem
+    from .protocol import CustomOp as CustomOp
+    from .protocol import CustomToolCall as CustomToolCall
+    from .protocol import CustomToolCallOutput as CustomToolCallOutput
+    from .protocol import ErrorEvent as ErrorEvent
+    from .protocol import Event as Event
+    from .protocol import EventMsg as EventMsg
+    from .protocol import ExecApproval as ExecApproval
+    from .protocol import ExecApprovalRequest as ExecApprovalRequest
+    from .protocol import FunctionCall as FunctionCall
+    from .protocol import FunctionCallOutput as FunctionCallOutput
+    from .protocol import GhostSnapshot as GhostSnapshot
+    from .protocol import HookCompleted as HookCompleted
+    from .protocol import HookStarted as HookStarted
+    from .protocol import Image as Image
+    from .protocol import InputImage as InputImage
+    from .protocol import InputItem as InputItem
+    from .protocol import InputText as InputText
+    from .protocol import Interrupt as Interrupt
+    from .protocol import ItemCompleted as ItemCompleted
+    from .protocol import ItemStarted as ItemStarted
+    from .protocol import LocalImage as LocalImage
+    from .protocol import Message as Message
+    from .protocol import OnBusy as OnBusy
+    from .protocol import Op as Op
+    from .protocol import Other as Other
+    from .protocol import OutputText as OutputText
+    from .protocol import OverrideTurnContext as OverrideTurnContext
+    from .protocol import Reasoning as Reasoning
+    from .protocol import ReasoningItem as ReasoningItem
+    from .protocol import ResponseItem as ResponseItem
+    from .protocol import ReviewDecision as ReviewDecision
+    from .protocol import SessionConfigured as SessionConfigured
+    from .protocol import SessionResumed as SessionResumed
+    from .protocol import Shutdown as Shutdown
+    from .protocol import ShutdownComplete as ShutdownComplete
+    from .protocol import StreamErrorEvent as StreamErrorEvent
+    from .protocol import SummaryText as SummaryText
+    from .protocol import Text as Text
+    from .protocol import TokenCount as TokenCount
+    from .protocol import TokenUsage as TokenUsage
+    from .protocol import TokenUsageInfo as TokenUsageInfo
+    from .protocol import ToolCall as ToolCall
+    from .protocol import ToolCallItem as ToolCallItem
+    from .protocol import ToolInvocation as ToolInvocation
+    from .protocol import ToolOutput as ToolOutput
+    from .protocol import TurnAborted as TurnAborted
+    from .protocol import TurnComplete as TurnComplete
+    from .protocol import TurnItem as TurnItem
+    from .protocol import TurnStarted as TurnStarted
+    from .protocol import Unpin as Unpin
+    from .protocol import UserInput as UserInput
+    from .protocol import UserMessage as UserMessage
+    from .protocol import UserMessageItem as UserMessageItem
+    from .protocol import UserTurn as UserTurn
+    from .protocol import WarningEvent as WarningEvent
+    from .protocol import WorkStateNoted as WorkStateNoted
+    from .protocol import assistant_message as assistant_message
+    from .protocol import user_message as user_message
+
 # relay.tasks lives in a second source root (tasks/relay/tasks) in a checkout, which an editable
 # install puts on sys.path; an installed wheel has it here already. This is what
 # pkgutil.extend_path does (without importing pkgutil, which costs as much as a module of relay).
@@ -147,116 +157,50 @@ __path__ = [
 ]
 
 __all__ = [
-    "AbortReason",
-    "AgentMessage",
-    "AgentMessageDelta",
-    "AgentMessageItem",
-    "Answer",
-    "BackgroundEvent",
-    "ClosedSessionError",
-    "Compact",
-    "CompactHook",
-    "Compaction",
-    "CompactionReceipt",
-    "CompactionSettings",
-    "CompactionTrigger",
-    "Config",
-    "ConfigError",
-    "ContentPart",
-    "ContextCompacted",
-    "ContextCompactionItem",
-    "ContextWindowExceeded",
-    "CustomOp",
-    "CustomToolCall",
-    "CustomToolCallOutput",
-    "DecodeError",
-    "ErrorCode",
-    "ErrorEvent",
-    "Event",
-    "EventMsg",
-    "Features",
-    "FunctionCall",
-    "FunctionCallOutput",
-    "GhostSnapshot",
-    "HookCommand",
-    "HookCompleted",
-    "HookInput",
-    "HookStarted",
-    "HookStop",
-    "Hooks",
-    "Image",
-    "InputImage",
-    "InputItem",
-    "InputText",
-    "Interrupt",
-    "InvalidOpError",
-    "ItemCompleted",
-    "ItemStarted",
-    "LocalImage",
-    "McpServerConfig",
-    "Message",
-    "ModelError",
-    "OnBusy",
-    "Op",
-    "OtelConfig",
-    "Other",
-    "OutputText",
-    "OverrideTurnContext",
-    "ProviderConfig",
-    "Reasoning",
-    "ReasoningItem",
-    "RelayError",
-    "ResponseItem",
-    "RolloutConfig",
-    "RolloutError",
-    "RolloutLockedError",
-    "SandboxWorkspaceWrite",
-    "ScriptError",
-    "Session",
-    "SessionConfigured",
-    "SessionResumed",
-    "SessionStatistics",
-    "SessionTask",
-    "Shutdown",
-    "ShutdownComplete",
-    "StreamError",
-    "StreamErrorEvent",
-    "SummaryText",
-    "TaskContext",
-    "Text",
-    "TokenCount",
-    "TokenUsage",
-    "TokenUsageInfo",
-    "Tool",
-    "ToolCall",
-    "ToolCallItem",
-    "ToolContext",
-    "ToolError",
-    "ToolOutput",
-    "TurnAborted",
-    "TurnComplete",
-    "TurnFailed",
-    "TurnItem",
-    "TurnResult",
-    "TurnStarted",
-    "ExecApproval",
-    "ExecApprovalRequest",
-    "ReviewDecision",
-    "ToolInvocation",
-    "Unpin",
-    "UserInput",
-    "UserMessage",
-    "UserMessageItem",
-    "UserTurn",
-    "WarningEvent",
-    "WorkStateNoted",
-    "__version__",
-    "assistant_message",
-    "load_config",
+    # Sessions and what a turn gives back.
     "open_session",
     "resume_session",
-    "user_message",
+    "Session",
+    "Answer",
+    "TurnFailed",
+    "TurnResult",
+    "SessionStatistics",
     "user_message_of",
+    # The configuration.
+    "Config",
+    "load_config",
+    "CompactionSettings",
+    "Features",
+    "HookCommand",
+    "Hooks",
+    "McpServerConfig",
+    "OtelConfig",
+    "ProviderConfig",
+    "RolloutConfig",
+    "SandboxWorkspaceWrite",
+    # A program's own tools, hooks and tasks.
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "CompactHook",
+    "HookInput",
+    "HookStop",
+    "SessionTask",
+    "TaskContext",
+    # Errors.
+    "RelayError",
+    "ClosedSessionError",
+    "ConfigError",
+    "ContextWindowExceeded",
+    "DecodeError",
+    "ErrorCode",
+    "InvalidOpError",
+    "ModelError",
+    "RolloutError",
+    "RolloutLockedError",
+    "ScriptError",
+    "StreamError",
+    "__version__",
 ]
 
 #: Where each public name is defined (``tests/test_exports.py`` checks it against the imports).
@@ -283,76 +227,6 @@ _SOURCES = {
     "ScriptError": "relay._base._errors",
     "StreamError": "relay._base._errors",
     "McpServerConfig": "relay._base._mcp_config",
-    "AbortReason": "relay._base._protocol",
-    "AgentMessage": "relay._base._protocol",
-    "AgentMessageDelta": "relay._base._protocol",
-    "AgentMessageItem": "relay._base._protocol",
-    "BackgroundEvent": "relay._base._protocol",
-    "Compact": "relay._base._protocol",
-    "Compaction": "relay._base._protocol",
-    "CompactionReceipt": "relay._base._protocol",
-    "CompactionTrigger": "relay._base._protocol",
-    "ContentPart": "relay._base._protocol",
-    "ContextCompacted": "relay._base._protocol",
-    "ContextCompactionItem": "relay._base._protocol",
-    "CustomOp": "relay._base._protocol",
-    "CustomToolCall": "relay._base._protocol",
-    "CustomToolCallOutput": "relay._base._protocol",
-    "ErrorEvent": "relay._base._protocol",
-    "Event": "relay._base._protocol",
-    "EventMsg": "relay._base._protocol",
-    "FunctionCall": "relay._base._protocol",
-    "FunctionCallOutput": "relay._base._protocol",
-    "GhostSnapshot": "relay._base._protocol",
-    "HookCompleted": "relay._base._protocol",
-    "HookStarted": "relay._base._protocol",
-    "Image": "relay._base._protocol",
-    "InputImage": "relay._base._protocol",
-    "InputItem": "relay._base._protocol",
-    "InputText": "relay._base._protocol",
-    "Interrupt": "relay._base._protocol",
-    "ItemCompleted": "relay._base._protocol",
-    "ItemStarted": "relay._base._protocol",
-    "LocalImage": "relay._base._protocol",
-    "Message": "relay._base._protocol",
-    "OnBusy": "relay._base._protocol",
-    "Op": "relay._base._protocol",
-    "Other": "relay._base._protocol",
-    "OutputText": "relay._base._protocol",
-    "OverrideTurnContext": "relay._base._protocol",
-    "Reasoning": "relay._base._protocol",
-    "ReasoningItem": "relay._base._protocol",
-    "ResponseItem": "relay._base._protocol",
-    "SessionConfigured": "relay._base._protocol",
-    "SessionResumed": "relay._base._protocol",
-    "Shutdown": "relay._base._protocol",
-    "ShutdownComplete": "relay._base._protocol",
-    "StreamErrorEvent": "relay._base._protocol",
-    "SummaryText": "relay._base._protocol",
-    "Text": "relay._base._protocol",
-    "TokenCount": "relay._base._protocol",
-    "TokenUsage": "relay._base._protocol",
-    "TokenUsageInfo": "relay._base._protocol",
-    "ToolCall": "relay._base._protocol",
-    "ToolCallItem": "relay._base._protocol",
-    "ToolOutput": "relay._base._protocol",
-    "TurnAborted": "relay._base._protocol",
-    "TurnComplete": "relay._base._protocol",
-    "TurnItem": "relay._base._protocol",
-    "TurnStarted": "relay._base._protocol",
-    "ExecApproval": "relay._base._protocol",
-    "ExecApprovalRequest": "relay._base._protocol",
-    "ReviewDecision": "relay._base._protocol",
-    "ToolInvocation": "relay._base._protocol",
-    "Unpin": "relay._base._protocol",
-    "UserInput": "relay._base._protocol",
-    "UserMessage": "relay._base._protocol",
-    "UserMessageItem": "relay._base._protocol",
-    "UserTurn": "relay._base._protocol",
-    "WarningEvent": "relay._base._protocol",
-    "WorkStateNoted": "relay._base._protocol",
-    "assistant_message": "relay._base._protocol",
-    "user_message": "relay._base._protocol",
     "SandboxWorkspaceWrite": "relay._base._sandbox_config",
     "Answer": "relay._core._answer",
     "TurnFailed": "relay._core._answer",
@@ -370,22 +244,101 @@ _SOURCES = {
     "ToolError": "relay._core._tools",
     "open_session": "relay._open",
     "resume_session": "relay._open",
+    # The protocol's names of before relay.protocol, loaded from there (so each class shows
+    # relay.protocol as its module, whichever name is read first).
+    "AbortReason": "relay.protocol",
+    "AgentMessage": "relay.protocol",
+    "AgentMessageDelta": "relay.protocol",
+    "AgentMessageItem": "relay.protocol",
+    "BackgroundEvent": "relay.protocol",
+    "Compact": "relay.protocol",
+    "Compaction": "relay.protocol",
+    "CompactionReceipt": "relay.protocol",
+    "CompactionTrigger": "relay.protocol",
+    "ContentPart": "relay.protocol",
+    "ContextCompacted": "relay.protocol",
+    "ContextCompactionItem": "relay.protocol",
+    "CustomOp": "relay.protocol",
+    "CustomToolCall": "relay.protocol",
+    "CustomToolCallOutput": "relay.protocol",
+    "ErrorEvent": "relay.protocol",
+    "Event": "relay.protocol",
+    "EventMsg": "relay.protocol",
+    "ExecApproval": "relay.protocol",
+    "ExecApprovalRequest": "relay.protocol",
+    "FunctionCall": "relay.protocol",
+    "FunctionCallOutput": "relay.protocol",
+    "GhostSnapshot": "relay.protocol",
+    "HookCompleted": "relay.protocol",
+    "HookStarted": "relay.protocol",
+    "Image": "relay.protocol",
+    "InputImage": "relay.protocol",
+    "InputItem": "relay.protocol",
+    "InputText": "relay.protocol",
+    "Interrupt": "relay.protocol",
+    "ItemCompleted": "relay.protocol",
+    "ItemStarted": "relay.protocol",
+    "LocalImage": "relay.protocol",
+    "Message": "relay.protocol",
+    "OnBusy": "relay.protocol",
+    "Op": "relay.protocol",
+    "Other": "relay.protocol",
+    "OutputText": "relay.protocol",
+    "OverrideTurnContext": "relay.protocol",
+    "Reasoning": "relay.protocol",
+    "ReasoningItem": "relay.protocol",
+    "ResponseItem": "relay.protocol",
+    "ReviewDecision": "relay.protocol",
+    "SessionConfigured": "relay.protocol",
+    "SessionResumed": "relay.protocol",
+    "Shutdown": "relay.protocol",
+    "ShutdownComplete": "relay.protocol",
+    "StreamErrorEvent": "relay.protocol",
+    "SummaryText": "relay.protocol",
+    "Text": "relay.protocol",
+    "TokenCount": "relay.protocol",
+    "TokenUsage": "relay.protocol",
+    "TokenUsageInfo": "relay.protocol",
+    "ToolCall": "relay.protocol",
+    "ToolCallItem": "relay.protocol",
+    "ToolInvocation": "relay.protocol",
+    "ToolOutput": "relay.protocol",
+    "TurnAborted": "relay.protocol",
+    "TurnComplete": "relay.protocol",
+    "TurnItem": "relay.protocol",
+    "TurnStarted": "relay.protocol",
+    "Unpin": "relay.protocol",
+    "UserInput": "relay.protocol",
+    "UserMessage": "relay.protocol",
+    "UserMessageItem": "relay.protocol",
+    "UserTurn": "relay.protocol",
+    "WarningEvent": "relay.protocol",
+    "WorkStateNoted": "relay.protocol",
+    "assistant_message": "relay.protocol",
+    "user_message": "relay.protocol",
 }
+
+
+#: The public submodules relay shows as attributes, each imported when first read.
+_SUBMODULES = ("lowlevel", "protocol")
 
 
 if not TYPE_CHECKING:  # a checker sees the imports above, and no name it does not know
 
     def __getattr__(name: str) -> object:
-        if name == "lowlevel":
+        if name in _SUBMODULES:
             import importlib
 
-            return importlib.import_module(f"{__name__}.lowlevel")
+            return importlib.import_module(f"{__name__}.{name}")
         from ._base._face import load
 
         return load(globals(), _SOURCES, name)
 
     def __dir__() -> list[str]:
-        return sorted({*globals(), *__all__, "lowlevel"})
+        # The embedding API and the submodules; the protocol's names are listed where they
+        # live, in relay.protocol, though each still reads here.
+        kept = {name for name in globals() if _SOURCES.get(name) != "relay.protocol"}
+        return sorted({*kept, *__all__, *_SUBMODULES})
 
 
 del TYPE_CHECKING

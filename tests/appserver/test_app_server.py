@@ -48,6 +48,7 @@ def test_one_turn_answers_then_streams_the_turn(tmp_path: Path) -> None:
             "item/completed",
             "item/started",
             # The reasoning summary streams as the server sends it.
+            "item/reasoning/summaryPartAdded",
             *["item/reasoning/summaryTextDelta"] * 2,
             "item/completed",
             "item/started",

@@ -408,16 +408,17 @@ def test_deltas_stream_as_their_notifications() -> None:
         p.ReasoningSummaryDelta(TURN, "r1", "Think", summary_index=1),
         p.ExecCommandOutputDelta(TURN, "c1", p.OutputStream.STDOUT, "line\n"),
     )
-    assert made[1]["method"] == "item/reasoning/summaryTextDelta"
-    assert made[1]["params"] == {
+    assert made[1]["method"] == "item/reasoning/summaryPartAdded"
+    assert made[2]["method"] == "item/reasoning/summaryTextDelta"
+    assert made[2]["params"] == {
         "threadId": THREAD,
         "turnId": TURN,
         "itemId": "r1",
         "delta": "Think",
         "summaryIndex": 1,
     }
-    assert made[2]["method"] == "item/commandExecution/outputDelta"
-    assert made[2]["params"] == {
+    assert made[3]["method"] == "item/commandExecution/outputDelta"
+    assert made[3]["params"] == {
         "threadId": THREAD,
         "turnId": TURN,
         "itemId": "c1",
@@ -473,7 +474,7 @@ def test_a_patch_that_asks_starts_its_item_and_a_declined_one_ends_declined() ->
     assert ended[0]["params"]["item"]["changes"][0]["path"] == "/work/a.py"
 
 
-def test_a_patch_that_never_began_still_has_its_item() -> None:
+def test_a_patch_that_never_began_has_no_item_as_in_codex() -> None:
     patch = p.ToolCallItem("c1", "apply_patch", '{"input": "nonsense"}')
     failed = attrs.evolve(
         patch, output="error: not a patch", result=p.ToolResult(p.CallStatus.FAILED)
@@ -481,13 +482,7 @@ def test_a_patch_that_never_began_still_has_its_item() -> None:
     made = run(
         translator(), p.TurnStarted(TURN, None, started_at=1.0), started(patch), completed(failed)
     )
-    assert methods(made) == ["turn/started", "item/started", "item/completed"]
-    assert made[2]["params"]["item"] == {
-        "type": "fileChange",
-        "id": "c1",
-        "changes": [],
-        "status": "failed",
-    }
+    assert methods(made) == ["turn/started"]
 
 
 def test_the_plan_is_turn_plan_updated_and_its_call_has_no_item() -> None:

@@ -21,7 +21,8 @@ def test_a_steer_lands_in_the_running_turn(tmp_path: Path) -> None:
             "turn/steer", {"threadId": thread, "expectedTurnId": "other", "input": text("x")}
         )
         error = server.error(wrong)
-        assert error["code"] == -32602
+        # As Codex: an invalid request, naming the turn.
+        assert error["code"] == -32600
         assert error["message"].startswith("expectedTurnId: turn other is not running")
         assert turn["id"] in error["message"]
         steer = {"threadId": thread, "expectedTurnId": turn["id"], "input": text("also this")}

@@ -17,8 +17,8 @@ from relay._cli._timeline_condense import condense
 from relay._cli._timeline_page import CONTEXT_COLOR, render_page
 from relay._html import page
 from relay._rollout._reader import parse_rollout, read_rollout
-from tests.browser import browse, find_chromium, loaded, png_pixels
-from tests.cli.timelines import eventful_rollout, long_rollout, read_page
+from tests.browser import browse, evaluate, find_chromium, loaded, png_pixels
+from tests.cli.timelines import edits_rollout, eventful_rollout, long_rollout, read_page
 
 pytestmark = pytest.mark.slow  # each test starts a browser: a second or two
 
@@ -90,3 +90,44 @@ def test_the_screenshot_shows_the_chart(chromium: str, eventful_page: Path) -> N
     # And most of the page is not that one colour: there is text and ruling too.
     [(_, most)] = Counter(pixels).most_common(1)
     assert most < 0.97 * len(pixels)
+
+
+# --------------------------------------------------------------------------- patches
+
+#: Opens every patch's diff, then reads what the browser shows of the first one.
+READ_DIFFS = """(() => {
+  document.querySelectorAll("details.patch").forEach((d) => { d.open = true; });
+  const first = document.querySelector("pre.diff");
+  const look = (cls) => {
+    const line = first.querySelector("span." + cls);
+    const style = getComputedStyle(line);
+    return {text: line.textContent, background: style.backgroundColor, color: style.color,
+            height: line.getBoundingClientRect().height};
+  };
+  return {
+    errors: document.documentElement.getAttribute("data-errors"),
+    scripts: document.scripts.length,
+    images: document.images.length,
+    add: look("add"),
+    del: look("del"),
+    ctx: look("ctx"),
+  };
+})()"""
+
+
+def test_a_patch_s_diff_shows_added_and_removed_lines_apart(chromium: str, tmp_path: Path) -> None:
+    hostile = "<img src=x onerror=alert(1)></pre><script>document.title='x'</script>"
+    diff = f"@@ -1,2 +1,2 @@\n keep\n-{hostile}\n+new line\n"
+    path = tmp_path / "edits.html"
+    path.write_text(
+        render_page(condense(read_timeline(parse_rollout(edits_rollout(app_diff=diff)))))
+    )
+    shown = evaluate(chromium, path, READ_DIFFS)
+    assert shown["errors"] is None
+    # The diff's markup is text: no element of it was made.
+    assert (shown["scripts"], shown["images"]) == (3, 0)
+    assert shown["del"]["text"] == "-" + hostile and shown["add"]["text"] == "+new line"
+    # Added, removed and context lines look different, and each is laid out as a line.
+    looks = {(shown[k]["background"], shown[k]["color"]) for k in ("add", "del", "ctx")}
+    assert len(looks) == 3
+    assert all(shown[k]["height"] > 0 for k in ("add", "del", "ctx"))

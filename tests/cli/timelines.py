@@ -282,6 +282,101 @@ def long_rollout(
     return "\n".join(lines) + "\n"
 
 
+# --------------------------------------------------------------------------- patches and plans
+
+#: The diff of ``src/app.py`` in :func:`edits_rollout`.
+APP_DIFF = "@@ -1,3 +1,3 @@\n import os\n-print('old')\n+print('new')\n x = 1\n"
+
+
+def edits_rollout(*, app_diff: str = APP_DIFF, patches_first: bool = False) -> str:
+    """The text of a rollout (in ``/w``) of two turns: the first plans (twice), applies a patch
+    that updates ``src/app.py`` (its diff ``app_diff``), adds ``notes.md``, moves ``old.txt`` to
+    ``new.txt`` and deletes ``gone.txt``, then tries one that does not apply, and runs a shell
+    command; the second plans again. With ``patches_first`` each ``patch_apply_end`` is
+    written before its call."""
+    lines: list[str] = []
+    second = 0
+
+    def line(kind: str, payload: Any) -> None:
+        nonlocal second
+        second += 1
+        lines.append(json.dumps({"timestamp": _stamp(second), "type": kind, "payload": payload}))
+
+    def plan(turn: str, steps: list[tuple[str, str]], why: str | None) -> None:
+        plan = [{"step": step, "status": status} for step, status in steps]
+        line(
+            "event_msg", {"type": "plan_update", "turn_id": turn, "plan": plan, "explanation": why}
+        )
+
+    def call(name: str, call_id: str, arguments: dict[str, Any], output: str, *ends: Any) -> None:
+        item = {"type": "function_call", "name": name, "arguments": json.dumps(arguments)}
+        if patches_first:
+            for end in ends:
+                line("event_msg", end)
+        line("response_item", {**item, "call_id": call_id})
+        if not patches_first:
+            for end in ends:
+                line("event_msg", end)
+        line(
+            "response_item", {"type": "function_call_output", "call_id": call_id, "output": output}
+        )
+
+    def change(path: str, kind: str, diff: str, move_path: str | None = None) -> dict[str, Any]:
+        return {"path": path, "kind": kind, "diff": diff, "move_path": move_path}
+
+    line("session_meta", {"id": "edits-1", "created": "2026-01-01T00:00:00+00:00", "cwd": "/w"})
+    for turn in ("t1", "t2"):
+        line(
+            "event_msg",
+            {
+                "type": "turn_started",
+                "turn_id": turn,
+                "model_context_window": None,
+                "started_at": 0.0,
+            },
+        )
+        if turn == "t1":
+            plan("t1", [("read the code", "in_progress"), ("fix it", "pending")], None)
+            changes = [
+                change("/w/src/app.py", "update", app_diff),
+                change("/w/notes.md", "add", "@@ -0,0 +1,2 @@\n+# Notes\n+done\n"),
+                change("/w/old.txt", "update", "@@ -1 +1 @@\n-keep\n+kept\n", "/w/new.txt"),
+                change("/w/gone.txt", "delete", "@@ -1 +0,0 @@\n-bye\n"),
+            ]
+            end = {"type": "patch_apply_end", "call_id": "p1", "turn_id": "t1", "success": True}
+            done = "Done. The patch changed these files:\nM /w/src/app.py\n"
+            call(
+                "apply_patch",
+                "p1",
+                {"input": "…"},
+                done,
+                {**end, "changes": changes, "message": done},
+            )
+            failed = {
+                "type": "patch_apply_end",
+                "call_id": "p2",
+                "turn_id": "t1",
+                "success": False,
+                "changes": [change("/w/src/app.py", "update", app_diff)],
+                "message": "src/app.py: the lines to replace were not found",
+            }
+            call("apply_patch", "p2", {"input": "…"}, "not applied", failed)
+            call("shell", "s1", {"command": ["ls"]}, "src\n")
+            plan("t1", [("read the code", "completed"), ("fix it", "completed")], "all done")
+        else:
+            plan("t2", [("check", "pending")], "one more look")
+        line(
+            "event_msg",
+            {
+                "type": "turn_complete",
+                "turn_id": turn,
+                "last_agent_message": None,
+                "duration_ms": 5,
+            },
+        )
+    return "\n".join(lines) + "\n"
+
+
 # --------------------------------------------------------------------------- reading a page
 
 

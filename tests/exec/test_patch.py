@@ -139,7 +139,7 @@ def test_the_summary_and_the_diffs_say_what_changed() -> None:
         FileEdit("add", "/w/n", None, "x\n"),
         FileEdit("update", "/w/o", "k\n", "k\n", move_path="/w/m"),
     )
-    assert patch_summary(edits).splitlines()[1:] == ["M /w/a", "A /w/n", "M /w/m"]
+    assert patch_summary(edits, "/w").splitlines()[1:] == ["M a", "A n", "M m"]
     assert file_diff(edits[0]) == "@@ -1,2 +1,2 @@\n 1\n-2\n+3\n"
     whole = unified_diff(edits, "/w")
     assert "--- a/a\n+++ b/a\n" in whole and "--- /dev/null\n+++ b/n\n" in whole

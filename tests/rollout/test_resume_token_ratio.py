@@ -19,7 +19,6 @@ import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
-import relay
 from relay import testing
 from relay._base._codec import from_json, to_json
 from relay._base._rollout_lines import GeneratedIds
@@ -231,6 +230,7 @@ def digits(count: int) -> str:
 SHORT_TURNS = ("Capital of France?", "And of Spain?", "And of Italy?")
 
 
+@pytest.mark.slow  # processes of its own
 def test_one_process_per_turn_recovers_from_a_long_message_as_one_process_does(
     tmp_path: Path, counting_server: CountingServer
 ) -> None:

@@ -16,7 +16,8 @@ the time is given to it with each event.
   ``exec_command_output_delta`` is ``item/commandExecution/outputDelta``;
 - a patch is a ``fileChange`` item: started at ``patch_apply_begin`` (or when it asks for
   approval, ``item/fileChange/requestApproval``), completed at ``patch_apply_end``, or when
-  its call ends without one (declined, or not a patch); ``turn_diff`` is ``turn/diff/updated``;
+  its call ends without one (declined); a call that was no patch or did not apply has none, as
+  in Codex; ``turn_diff`` is ``turn/diff/updated``;
 - ``plan_update`` is ``turn/plan/updated`` (the ``update_plan`` call has no item);
 - ``token_count`` is ``thread/tokenUsage/updated``;
 - ``error`` is ``error`` (``willRetry`` false), ``stream_error`` is ``error`` with
@@ -120,6 +121,7 @@ class Translator:
     patch_calls: set[str] = attrs.field(factory=set)
     """The calls whose approval request was a patch's (answered with ``patch_approval``)."""
     _asked_count: int = attrs.field(default=0, init=False)
+    _parts: set[tuple[str, int]] = attrs.field(factory=set, init=False)
 
     @property
     def running(self) -> str | None:
@@ -171,14 +173,19 @@ class Translator:
                 params = {"threadId": thread, "turnId": turn_id, "itemId": item_id, "delta": delta}
                 return [notification("item/agentMessage/delta", params)]
             case p.ReasoningSummaryDelta(turn_id=turn_id, item_id=item_id, delta=delta):
-                params = {
+                part = {
                     "threadId": thread,
                     "turnId": turn_id,
                     "itemId": item_id,
-                    "delta": delta,
                     "summaryIndex": msg.summary_index,
                 }
-                return [notification("item/reasoning/summaryTextDelta", params)]
+                made = []
+                if (item_id, msg.summary_index) not in self._parts:
+                    # A part's first piece: Codex says the part was added first.
+                    self._parts.add((item_id, msg.summary_index))
+                    made.append(notification("item/reasoning/summaryPartAdded", part))
+                delta_params = {**part, "delta": delta}
+                return [*made, notification("item/reasoning/summaryTextDelta", delta_params)]
             case p.ExecCommandOutputDelta(turn_id=turn_id, call_id=call_id, chunk=chunk):
                 params = {"threadId": thread, "turnId": turn_id, "itemId": call_id, "delta": chunk}
                 return [notification("item/commandExecution/outputDelta", params)]
@@ -250,20 +257,18 @@ class Translator:
         return [notification("item/completed", {**params, "completedAtMs": now_ms})]
 
     def _patch_call_ended(self, turn_id: str, item: p.ToolCallItem, now_ms: int) -> list[Message]:
-        """A patch's call ended: its item ends here when no ``patch_apply_end`` ended it (the
-        client declined it, or it was no patch), started first if nothing started it."""
+        """A patch's call ended: its item, started when it asked for approval, ends here when
+        no ``patch_apply_end`` ended it (the client declined it). A call that was no patch, or
+        did not apply, never had an item, as in Codex."""
         turn = self.turns.get(turn_id)
-        changes = turn.patches.get(item.id, ()) if turn is not None else ()
+        changes = turn.patches.get(item.id, None) if turn is not None else None
         if changes is None:
             return []
         declined = item.id in self.declined or (
             item.result is not None and item.result.status is p.CallStatus.DECLINED
         )
-        started = self._patch_started(turn_id, item.id, changes, now_ms)
-        ended = self._patch_ended(
-            turn_id, item.id, changes, "declined" if declined else "failed", now_ms
-        )
-        return [*started, *ended]
+        status = "declined" if declined else "failed"
+        return self._patch_ended(turn_id, item.id, changes, status, now_ms)
 
     def _ask_patch(self, asked: p.ApplyPatchApprovalRequest, now_ms: int) -> Message:
         request_id = self._request_id(asked.turn_id, asked.call_id)

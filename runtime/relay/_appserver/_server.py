@@ -462,11 +462,12 @@ class Server:
         thread = self._thread(steer.thread_id)
         running = thread.notes.running
         if running != steer.expected_turn_id:
+            # Codex answers an invalid request here (-32600), naming the turn.
             now = f"turn {running} is" if running is not None else "no turn is"
-            raise invalid(
-                "expectedTurnId",
-                f"turn {steer.expected_turn_id} is not running in thread {thread.id} ({now} "
-                "running)",
+            raise RpcError(
+                Code.INVALID_REQUEST,
+                f"expectedTurnId: turn {steer.expected_turn_id} is not running in thread "
+                f"{thread.id} ({now} running)",
             )
         op = p.UserTurn(items=steer.items, on_busy=p.OnBusy.STEER)
         self._out.put(result(request.id, {"turnId": running}))

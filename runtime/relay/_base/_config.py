@@ -135,6 +135,10 @@ class OtelConfig:
     API key; also switched on by ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``."""
 
 
+#: The default of ``project_doc_max_bytes``: Codex's, 32 KiB.
+DEFAULT_PROJECT_DOC_MAX_BYTES = 32 * 1024
+
+
 @attrs.frozen
 class Config:
     """Everything that configures a session. Build it in code or with :func:`load_config`.
@@ -217,7 +221,14 @@ class Config:
     developer_instructions: str | None = None
     """A developer message in the initial context."""
     project_doc: str = "AGENTS.md"
-    """File name of project instructions looked up in ``cwd``."""
+    """File name of project instructions. Every file of that name from the git root (the
+    nearest directory, ``cwd`` or one above it, with a ``.git`` directory or file) down to
+    ``cwd`` is read, the root's first, and their texts go in one message, joined by a blank
+    line, as Codex joins them; outside a git repository, ``cwd``'s alone."""
+    project_doc_max_bytes: int = DEFAULT_PROJECT_DOC_MAX_BYTES
+    """Bytes of project instructions read at most, all the files together (Codex's key and
+    default): the file that reaches the bound is cut there, with a warning, and those after it
+    are left out; a file of white space only takes nothing. 0: none is read."""
     cwd: str | None = None
     """Working directory; default the process's. Relative: to the configuration file (in one),
     else to the process's. Made absolute when the session opens; a missing one is an error."""
@@ -458,7 +469,12 @@ def _check_limits(config: Config) -> None:
     for key in ("max_auto_compactions_per_turn", "work_state_token_budget"):
         if getattr(config, key) <= 0:
             raise ConfigError(f"{key} must be positive, got {getattr(config, key)}")
-    for key in ("max_steps_per_turn", "max_identical_tool_calls", "recent_reads_token_budget"):
+    for key in (
+        "max_steps_per_turn",
+        "max_identical_tool_calls",
+        "recent_reads_token_budget",
+        "project_doc_max_bytes",
+    ):
         if getattr(config, key) < 0:
             raise ConfigError(f"{key} must be >= 0, got {getattr(config, key)}")
     if config.mask_trigger_tokens is not None and config.mask_trigger_tokens <= 0:

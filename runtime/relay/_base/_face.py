@@ -1,16 +1,21 @@
 """How a public module shows its names: each is loaded on first use, and each class is shown
 where users import it from.
 
-``relay`` and ``relay.lowlevel`` keep a table of where each public name is defined and load
-their names when one is first read (PEP 562), so ``import relay`` loads no more than the
-version: the command line's ``--version`` and ``--help`` answer at once, and each command
-loads what it uses (the commands use relay's private modules, never its face). Type checkers
+``relay``, ``relay.protocol`` and ``relay.lowlevel`` keep a table of where each public name is
+defined and load their names when one is first read (PEP 562), so ``import relay`` loads no
+more than the version: the command line's ``--version`` and ``--help`` answer at once, and each
+command loads what it uses (the commands use relay's private modules, never its face). Type checkers
 and the API reference read the same names from the modules' ``if TYPE_CHECKING:`` imports.
 
 A public class reports the public module as its ``__module__`` (``relay.Config``, not
 ``relay._base._config.Config``). ``typing.get_type_hints`` resolves a class's string
 annotations in the module its ``__module__`` names, where the names they use are not defined;
 so a class's own annotations are resolved first, where it is defined, and kept resolved.
+
+A table may name another public module as a name's source: ``relay`` reads the protocol's
+names it showed before ``relay.protocol`` from there. Reading one loads that module's names,
+each shown as that module's; a class already shown in a public module keeps it, so each class
+has one printed module whichever face reads it first.
 """
 
 from __future__ import annotations

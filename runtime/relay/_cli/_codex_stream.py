@@ -31,7 +31,7 @@ from typing import Any
 import attrs
 
 from .._base import _protocol as p
-from .._codex import _items
+from .._codex import _calls, _items
 from .._codex._calls import APPLY_PATCH, UPDATE_PLAN, McpLookup, mcp_lookup
 from .._codex._exec import exec_item, todo_list, usage_of
 
@@ -51,6 +51,7 @@ class CodexExecStream:
     _total: p.TokenUsage | None = None
     _turn_errors: dict[str, str | None] = attrs.field(factory=dict)
     _plan: tuple[str, tuple[p.PlanStep, ...]] | None = None
+    _patches: dict[str, tuple[p.FileChange, ...]] = attrs.field(factory=dict)
 
     def _new_id(self) -> str:
         item_id = f"item_{self._next_item}"
@@ -79,16 +80,28 @@ class CodexExecStream:
             case p.ItemStarted(item=p.ToolCallItem() as item) if item.name not in _OWN_KIND:
                 app = _items.tool_call(item, cwd="", mcp_tool=self._mcp)
                 return self._item("item.started", app, self._started_id(item.id))
-            case p.ItemCompleted(item=p.ToolCallItem() as item) if (
-                item.name not in _OWN_KIND
-            ):
+            case p.ItemCompleted(item=p.ToolCallItem() as item) if item.name not in _OWN_KIND:
                 app = _items.tool_call(item, cwd="", mcp_tool=self._mcp)
                 return self._item("item.completed", app, self._completed_id(item.id))
-            case p.PatchApplyBegin(call_id=call_id, changes=changes):
+            case (
+                p.PatchApplyBegin(call_id=call_id, changes=changes)
+                | p.ApplyPatchApprovalRequest(call_id=call_id, changes=changes)
+            ):
+                if call_id in self._patches:
+                    return []  # started when it asked for approval
+                self._patches[call_id] = changes
                 app = _items.file_change(call_id, changes, "in_progress")
                 return self._item("item.started", app, self._started_id(call_id))
             case p.PatchApplyEnd(call_id=call_id, changes=changes, success=success):
+                self._patches.pop(call_id, None)
                 app = _items.file_change(call_id, changes, "completed" if success else "failed")
+                return self._item("item.completed", app, self._completed_id(call_id))
+            case p.ItemCompleted(item=p.ToolCallItem(name=_calls.APPLY_PATCH, id=call_id)):
+                # A patch that asked and was declined: its item ends failed, as in Codex.
+                changes = self._patches.pop(call_id, None)
+                if changes is None:
+                    return []
+                app = _items.file_change(call_id, changes, "failed")
                 return self._item("item.completed", app, self._completed_id(call_id))
             case p.PlanUpdate(plan=plan):
                 kind = "item.started" if self._plan is None else "item.updated"

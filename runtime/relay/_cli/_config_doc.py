@@ -68,6 +68,7 @@ EXAMPLES: Mapping[str, str] = {
     "base_instructions_file": 'base_instructions_file = "prompts/base.md"',
     "developer_instructions": 'developer_instructions = "Answer in English."',
     "project_doc": 'project_doc = "CONTRIBUTING.md"',
+    "project_doc_max_bytes": "project_doc_max_bytes = 65536",
     "cwd": 'cwd = "/home/me/project"',
     "tools": "tools = { shell = true, sleep = false }",
     "compaction.tool_outputs_as_data": "[compaction]\ntool_outputs_as_data = false",

@@ -3,7 +3,8 @@
 :func:`read_timeline` walks the parsed lines of a rollout once and collects what a person looks
 for: the turns and how each ended, the context in use at every ``token_count`` against the
 window and the auto-compaction limit, every compaction with its receipt and summary, the tool
-calls (those whose outputs a masking replaced, and those ``recall`` brought back, marked), the
+calls (those whose outputs a masking replaced, and those ``recall`` brought back, marked;
+an ``apply_patch`` call with the files it changed and their diffs), each turn's latest plan, the
 errors, the aborted turns, the warnings and the work-state record as it stood at the end. Its
 JSON form (:func:`timeline_json`) is the page's embedded data, documented in docs/timeline.md.
 
@@ -30,6 +31,7 @@ from .._rollout._lines import (
     RolloutLine,
 )
 from .._rollout._resume import restore_work_record
+from ._timeline_edits import Patch, Plan, patch_of, plan_of
 
 #: The version of the embedded data's shape; a change that breaks a reader changes it.
 FORMAT = "relay-timeline/1"
@@ -164,6 +166,8 @@ class ToolCall:
     """The number of the compaction that masked it."""
     reference: str | None
     """For a ``recall`` call: the reference it asked for."""
+    patch: Patch | None = None
+    """What it changed: its ``patch_apply_end`` (an ``apply_patch`` call that ran)."""
 
 
 @attrs.frozen
@@ -215,6 +219,12 @@ class Counts:
     warnings: int
     notes: int = 0
     """The reader's notes about malformed lines."""
+    patches: int = 0
+    """``patch_apply_end`` events: patches applied, or tried and not applied."""
+    patches_failed: int = 0
+    """Of those, the patches not applied."""
+    plan_updates: int = 0
+    """``plan_update`` events."""
 
 
 @attrs.frozen
@@ -234,6 +244,8 @@ class Timeline:
     warnings: tuple[WarningEntry, ...]
     work_state: dict[str, Any]
     notes: tuple[str, ...]
+    plans: tuple[Plan, ...] = ()
+    """The latest plan of each turn that set one, in order."""
     format: str = FORMAT
 
 
@@ -295,6 +307,14 @@ class _Reader:
     # A custom op, by its id, until its turn starts (it is written when the session handles
     # it: for a queued op, inside the turn it waits behind).
     ops: dict[str, str] = attrs.field(factory=dict)
+    # A patch whose call is not read yet, by call id (a call is written before its patch
+    # ends, but a file cut or reordered is read as well as it can be).
+    patches: dict[str, Patch] = attrs.field(factory=dict)
+    patches_ended: int = 0
+    patches_failed: int = 0
+    # The latest plan of each turn, in the order the turns first set one.
+    plans: dict[str | None, Plan] = attrs.field(factory=dict)
+    plan_updates: int = 0
 
     @property
     def turn_id(self) -> str | None:
@@ -367,8 +387,26 @@ class _Reader:
                     self.open.errors += 1
             case p.WarningEvent(message=message):
                 self.warnings.append(WarningEntry(self.turn_id, time, message))
+            case p.PatchApplyEnd():
+                self.patch_ended(msg)
+            case p.PlanUpdate():
+                turn_id = msg.turn_id or self.turn_id
+                earlier = self.plans.get(turn_id)
+                self.plans[turn_id] = plan_of(
+                    msg, turn_id, time, earlier.updates + 1 if earlier else 1
+                )
+                self.plan_updates += 1
             case _:
                 pass
+
+    def patch_ended(self, msg: p.PatchApplyEnd) -> None:
+        self.patches_ended += 1
+        self.patches_failed += not msg.success
+        target = self.latest_call(msg.call_id)
+        if target is not None and target["patch"] is None:
+            target["patch"] = patch_of(msg)
+        else:
+            self.patches[msg.call_id] = patch_of(msg)
 
     def close(
         self, turn_id: str, time: str | None, outcome: str, reason: str | None, ms: int
@@ -395,6 +433,7 @@ class _Reader:
                 "recalled": False,
                 "masked_by": None,
                 "reference": reference,
+                "patch": self.patches.pop(item.call_id, None),
             }
         )
         if self.open is not None:
@@ -499,6 +538,9 @@ def read_timeline(rollout: Rollout) -> Timeline:
             interrupts=len(reader.interrupts),
             warnings=len(reader.warnings),
             notes=len(rollout.notes),
+            patches=reader.patches_ended,
+            patches_failed=reader.patches_failed,
+            plan_updates=reader.plan_updates,
         ),
         turns=tuple(reader.turns),
         collapsed=(),
@@ -511,6 +553,7 @@ def read_timeline(rollout: Rollout) -> Timeline:
         warnings=tuple(reader.warnings),
         work_state=record.to_json(),
         notes=tuple(str(note) for note in rollout.notes),
+        plans=tuple(reader.plans.values()),
     )
 
 

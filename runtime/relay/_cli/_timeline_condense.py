@@ -7,7 +7,12 @@ chart's points are sampled (every point next to a compaction or a listed error i
 :data:`SUMMARIES_BUDGET` characters of summaries, each summary is cut. The errors, aborted
 turns, warnings and malformed lines listed are those of the turns listed, at most
 :data:`MAX_ENTRIES` of each (the first and last halves), each message cut at
-:data:`MESSAGE_CHARS`: however many there were, the page stays a few MB.
+:data:`MESSAGE_CHARS`: however many there were, the page stays a few MB. Each patch's diffs are
+cut at :data:`DIFF_LINES` lines and :data:`DIFF_CHARS` characters, past :data:`PATCH_FILES`
+files a patch's others are counted, not listed, and past :data:`DIFFS_BUDGET` characters of
+diffs in all, each is cut at :data:`SHORT_DIFF_LINES` and :data:`SHORT_DIFF_CHARS` and only
+the first and last of them are kept. The plans listed are those of the turns listed, at most
+:data:`MAX_ENTRIES` (and of each, as many steps), their texts cut at :data:`MESSAGE_CHARS`.
 
 Pure functions of the timeline :func:`~._timeline.read_timeline` read.
 """
@@ -19,7 +24,8 @@ from typing import TypeVar
 
 import attrs
 
-from ._timeline import Compaction, ModelCall, Stretch, Timeline, Turn
+from ._timeline import Compaction, ModelCall, Stretch, Timeline, ToolCall, Turn
+from ._timeline_edits import Patch, Plan, cut_diff
 
 #: Up to this many turns, every turn is listed; beyond, uneventful stretches are collapsed.
 FULL_TURNS = 1_000
@@ -38,6 +44,16 @@ EVENTFUL_TURNS = 100
 MAX_ENTRIES = 200
 #: A listed error's or warning's message is cut at this many characters.
 MESSAGE_CHARS = 2_000
+#: A diff is cut at this many lines or characters, whichever comes first.
+DIFF_LINES = 400
+DIFF_CHARS = 40_000
+#: The most files of one patch listed (the others are counted).
+PATCH_FILES = 100
+#: Above this many characters of diffs in all, each diff is cut at SHORT_DIFF_LINES and
+#: SHORT_DIFF_CHARS, and only as many as fit (the first and last halves) are kept.
+DIFFS_BUDGET = 1_000_000
+SHORT_DIFF_LINES = 40
+SHORT_DIFF_CHARS = 2_000
 
 T = TypeVar("T")
 
@@ -138,7 +154,11 @@ def condense(
     def of_listed(turn_id: str | None) -> bool:
         return turn_id is None or turn_id in shown or not stretches
 
-    tools = tuple(tool for tool in timeline.tool_calls if of_listed(tool.turn_id))
+    tools = bound_patches([tool for tool in timeline.tool_calls if of_listed(tool.turn_id)])
+    plans = tuple(
+        _bound_plan(plan)
+        for plan in _ends([p for p in timeline.plans if of_listed(p.turn_id)], MAX_ENTRIES)
+    )
     errors = tuple(
         attrs.evolve(error, message=_cut(error.message))
         for error in _ends([e for e in timeline.errors if of_listed(e.turn_id)], MAX_ENTRIES)
@@ -166,7 +186,41 @@ def condense(
         interrupts=interrupts,
         warnings=warnings,
         notes=tuple(_cut(note) for note in _ends(timeline.notes, MAX_ENTRIES)),
+        plans=plans,
     )
+
+
+def bound_patches(tools: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
+    """``tools`` with their patches bounded: see the module doc. Diffs within the bounds are
+    unchanged."""
+    patches = [(index, tool.patch) for index, tool in enumerate(tools) if tool.patch]
+    files = {index: patch.changes[:PATCH_FILES] for index, patch in patches}
+    diffs = [(index, n) for index, _ in patches for n in range(len(files[index]))]
+    total = sum(min(len(files[i][n].diff), DIFF_CHARS) for i, n in diffs)
+    lines, chars, kept = DIFF_LINES, DIFF_CHARS, set(diffs)
+    if total > DIFFS_BUDGET:
+        lines, chars = SHORT_DIFF_LINES, SHORT_DIFF_CHARS
+        kept = set(_ends(diffs, DIFFS_BUDGET // SHORT_DIFF_CHARS))
+    out = list(tools)
+    for index, patch in patches:
+        changes = tuple(
+            cut_diff(change, lines, chars)
+            if (index, n) in kept or not change.diff
+            else attrs.evolve(change, diff="", diff_cut=True)
+            for n, change in enumerate(files[index])
+        )
+        bounded = Patch(patch.success, _cut(patch.message), patch.files, changes)
+        if bounded != patch:
+            out[index] = attrs.evolve(tools[index], patch=bounded)
+    return tuple(out)
+
+
+def _bound_plan(plan: Plan) -> Plan:
+    steps = tuple(
+        attrs.evolve(step, step=_cut(step.step)) for step in _ends(plan.steps, MAX_ENTRIES)
+    )
+    explanation = _cut(plan.explanation) if plan.explanation is not None else None
+    return attrs.evolve(plan, steps=steps, explanation=explanation)
 
 
 def _cut(message: str) -> str:
@@ -181,11 +235,18 @@ def _cut_summary(compaction: Compaction) -> Compaction:
 
 
 __all__ = [
+    "DIFFS_BUDGET",
+    "DIFF_CHARS",
+    "DIFF_LINES",
     "EVENTFUL_TURNS",
     "FULL_TURNS",
     "MAX_ENTRIES",
     "MAX_POINTS",
     "MESSAGE_CHARS",
+    "PATCH_FILES",
+    "SHORT_DIFF_CHARS",
+    "SHORT_DIFF_LINES",
+    "bound_patches",
     "condense",
     "kept_turns",
     "sample_calls",

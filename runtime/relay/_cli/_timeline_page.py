@@ -4,7 +4,8 @@ self-contained HTML document.
 The chart of the context in use is SVG drawn here; the tables say the same figures as text; the
 data itself is embedded as JSON (``<script type="application/json" id="relay-timeline">``).
 The page's script adds a readout under the pointer and opens a compaction's summary when its
-marker is followed; everything is readable without it. A pure function of the timeline.
+marker is followed; everything is readable without it. A patch's diffs and the turns' plans are
+drawn by :mod:`._timeline_edits`. A pure function of the timeline.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from .._html import (
     text,
 )
 from ._timeline import Compaction, Stretch, Timeline, ToolCall, Turn, timeline_json
+from ._timeline_edits import CSS as EDITS_CSS
+from ._timeline_edits import patch_html, plans_html
 
 #: The id of the embedded JSON.
 DATA_ID = "relay-timeline"
@@ -156,6 +159,10 @@ def _header(timeline: Timeline) -> str:
     if session.relay_version:
         facts.append(f"relay {text(session.relay_version)}")
     responses = counts.model_calls - counts.estimates
+    patches = []
+    if counts.patches:
+        failed = f", {counts.patches_failed:,} not applied" if counts.patches_failed else ""
+        patches = [f"{counts.patches:,} patch{'' if counts.patches == 1 else 'es'}{failed}"]
     figures = [
         _plural(counts.turns, "turn"),
         _plural(responses, "model call"),
@@ -164,6 +171,7 @@ def _header(timeline: Timeline) -> str:
         f"{counts.recalled:,} recalled)",
         _plural(counts.errors, "error"),
         _plural(counts.interrupts, "aborted turn"),
+        *patches,
     ]
     return (
         f"<header>\n<h1>Session <code>{text(session.id or 'unknown')}</code></h1>\n"
@@ -396,7 +404,7 @@ def _turns(timeline: Timeline) -> str:
     return note + table(headers, rows, numeric=(4, 5, 6, 7), element_id="turns")
 
 
-def _tool_row(tool: ToolCall) -> str:
+def _tool_row(tool: ToolCall, cwd: str | None) -> str:
     marks = []
     if tool.masked:
         by = f" by #{tool.masked_by}" if tool.masked_by else ""
@@ -407,6 +415,8 @@ def _tool_row(tool: ToolCall) -> str:
         marks.append(tag("recalled", "info"))
     if tool.reference is not None:
         marks.append(f"recalls <code>{text(tool.reference)}</code>")
+    if tool.patch is not None:
+        marks.append(patch_html(tool.patch, cwd))
     return row(
         [
             text(tool.turn_id or "–"),
@@ -425,7 +435,7 @@ def _tools(timeline: Timeline) -> str:
             f'<p class="note">The {len(timeline.tool_calls):,} tool calls of the turns listed '
             f"above; {timeline.counts.tool_calls:,} in all.</p>\n"
         )
-    rows = [_tool_row(tool) for tool in timeline.tool_calls]
+    rows = [_tool_row(tool, timeline.session.cwd) for tool in timeline.tool_calls]
     return note + table(["turn", "tool", "call id", "time", "marks"], rows, element_id="tool-calls")
 
 
@@ -521,7 +531,8 @@ def render_page(timeline: Timeline) -> str:
     :func:`~._timeline_condense.condense`)."""
     session = timeline.session
     body = "\n".join(
-        [
+        part
+        for part in [
             _header(timeline),
             "<h2>Context in use</h2>",
             _chart(timeline),
@@ -536,6 +547,7 @@ def render_page(timeline: Timeline) -> str:
             _turns(timeline),
             f"<h2>Tool calls ({timeline.counts.tool_calls:,})</h2>",
             _tools(timeline),
+            plans_html(timeline.plans, timeline.counts.plan_updates),
             "<h2>Errors and aborted turns "
             f"({timeline.counts.errors + timeline.counts.interrupts:,})</h2>",
             _problems(timeline),
@@ -549,9 +561,10 @@ def render_page(timeline: Timeline) -> str:
             f"element <code>#{DATA_ID}</code> (its fields: docs/timeline.md).</footer>",
             json_script(DATA_ID, timeline_json(timeline)),
         ]
+        if part  # a section with nothing to show (no plan, no malformed line) is left out
     )
     title = f"relay session {session.id or 'unknown'}"
-    return page(title, body, css=CSS, script=SCRIPT)
+    return page(title, body, css=CSS + EDITS_CSS, script=SCRIPT)
 
 
 __all__ = ["DATA_ID", "SCRIPT", "render_page"]

@@ -34,6 +34,10 @@ from ._pretty import background_note, session_header
 
 #: Lines of a tool output shown by the transcript.
 OUTPUT_LINES = 6
+#: Lines of each file's diff shown under a patch.
+DIFF_LINES = 20
+#: A patch's change, as its summary marks it.
+_CHANGE_MARKS = {p.ChangeKind.ADD: "A", p.ChangeKind.DELETE: "D", p.ChangeKind.UPDATE: "M"}
 
 
 def _short(text: str, limit: int = 160) -> str:
@@ -137,16 +141,12 @@ def _event_lines(msg: p.EventMsg) -> list[str]:
         case p.ApplyPatchApprovalRequest(call_id=call_id, changes=changes):
             paths = ", ".join(change.path for change in changes)
             return [f"  ? approval asked for the patch {call_id}: {_short(paths, 200)}"]
-        case p.PatchApplyEnd(call_id=call_id, success=success, changes=changes):
-            if not success:
-                return [f"  ✎ patch {call_id} not applied: {_short(msg.message, 200)}"]
-            lines = [f"  ✎ patch {call_id} applied to {len(changes)} file(s)"]
-            for change in changes:
-                lines += _block(change.diff, "      ")
-            return lines
-        case p.PlanUpdate(plan=plan):
+        case p.PatchApplyEnd():
+            return _patch_lines(msg)
+        case p.PlanUpdate(plan=plan, explanation=explanation):
             steps = "; ".join(f"[{step.status.value}] {step.step}" for step in plan)
-            return [f"  ☰ plan: {_short(steps, 200)}"]
+            why = f" ({_short(explanation, 100)})" if explanation else ""
+            return [f"  ☰ plan: {_short(steps, 200)}{why}"]
         case (
             p.PatchApplyBegin()
             | p.TurnDiff()
@@ -168,6 +168,21 @@ def _event_lines(msg: p.EventMsg) -> list[str]:
             return []
         case _:
             assert_never(msg)
+
+
+def _patch_lines(msg: p.PatchApplyEnd) -> list[str]:
+    """A patch: applied or not, then each file (``A``, ``D``, ``M``) and, applied, its diff."""
+    files = f"{len(msg.changes)} file{'' if len(msg.changes) == 1 else 's'}"
+    if msg.success:
+        lines = [f"  ✎ patch {msg.call_id} applied to {files}"]
+    else:
+        lines = [f"  ✎ patch {msg.call_id} not applied ({files}): {_short(msg.message, 200)}"]
+    for change in msg.changes:
+        moved = f" → {change.move_path}" if change.move_path else ""
+        lines.append(f"    {_CHANGE_MARKS[change.kind]} {change.path}{moved}")
+        if msg.success and change.diff.strip():
+            lines += _block(change.diff, "      ", DIFF_LINES)
+    return lines
 
 
 def command_text(command: tuple[str, ...] | p.ToolInvocation) -> str:
@@ -324,4 +339,4 @@ def _render(rollout: Rollout) -> Iterator[str]:
     yield from transcript.end()
 
 
-__all__ = ["OUTPUT_LINES", "render_transcript"]
+__all__ = ["DIFF_LINES", "OUTPUT_LINES", "render_transcript"]

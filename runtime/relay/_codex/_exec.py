@@ -53,7 +53,7 @@ def exec_item(item: Json, item_id: str) -> Json | None:
         case "fileChange":
             changes = [
                 {"path": change["path"], "kind": change["kind"]["type"]}
-                for change in item["changes"]
+                for change in sorted(item["changes"], key=lambda change: change["path"])
             ]
             done = "failed" if status == "declined" else status
             return {"id": item_id, "type": "file_change", "changes": changes, "status": done}

@@ -135,7 +135,7 @@ def tool_call(
 def file_changes(changes: Sequence[p.FileChange]) -> list[Json]:
     """A patch's ``FileUpdateChange`` list: each file with its kind and its diff."""
     made: list[Json] = []
-    for change in changes:
+    for change in sorted(changes, key=lambda change: change.path):
         kind: Json = {"type": change.kind.value}
         if change.kind is p.ChangeKind.UPDATE:
             kind["move_path"] = change.move_path

@@ -36,8 +36,16 @@ _KINDS = {"add": p.ChangeKind.ADD, "delete": p.ChangeKind.DELETE, "update": p.Ch
 
 
 def change_of(edit: FileEdit) -> p.FileChange:
-    """The protocol's view of one planned edit, with its diff."""
-    return p.FileChange(edit.path, _KINDS[edit.kind], file_diff(edit), edit.move_path)
+    """The protocol's view of one planned edit: an update's diff, or (as Codex shows them) an
+    added file's text and a deleted one's."""
+    match edit.kind:
+        case "add":
+            shown = edit.new or ""
+        case "delete":
+            shown = edit.old or ""
+        case _:
+            shown = file_diff(edit)
+    return p.FileChange(edit.path, _KINDS[edit.kind], shown, edit.move_path)
 
 
 def turn_diff(found: Mapping[str, str | None], now: Mapping[str, str | None], root: str) -> str:
@@ -72,7 +80,7 @@ async def _apply_patch(args: Mapping[str, Any], ctx: ToolContext) -> str:
         edits = await in_thread(plan_patch, hunks, ctx.cwd, read_text)
     except PatchError as exc:
         raise ToolError(str(exc)) from None
-    changes = tuple(change_of(edit) for edit in edits)
+    changes = tuple(sorted((change_of(edit) for edit in edits), key=lambda c: c.path))
     if ctx.check_writes is None:
         raise ToolError("this call cannot write files outside a session")
     refused = await ctx.check_writes(changes)
@@ -89,7 +97,7 @@ async def _apply_patch(args: Mapping[str, Any], ctx: ToolContext) -> str:
         message = str(exc) if isinstance(exc, PatchError) else f"cannot write: {exc.strerror}"
         ctx.emit(p.PatchApplyEnd(ctx.call_id, ctx.turn_id, False, changes, message))
         raise ToolError(f"{message}; no file was changed") from None
-    summary = patch_summary(edits)
+    summary = patch_summary(edits, ctx.cwd)
     ctx.emit(p.PatchApplyEnd(ctx.call_id, ctx.turn_id, True, changes, summary))
     now = await in_thread(_now, list(ctx.found))
     ctx.emit(p.TurnDiff(ctx.turn_id, turn_diff(ctx.found, now, ctx.cwd)))

@@ -341,7 +341,10 @@ def initial_context_items(
             world or wiring.world(cwd),
             developer_instructions=config.developer_instructions,
             project_doc=read_project_doc(
-                cwd, config.project_doc, warn=lambda text: emit(p.WarningEvent(text))
+                cwd,
+                config.project_doc,
+                max_bytes=config.project_doc_max_bytes,
+                warn=lambda text: emit(p.WarningEvent(text)),
             ),
             context_window=(
                 wiring.context_window(settings.model) if config.features.token_budget else None

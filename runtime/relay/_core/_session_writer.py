@@ -22,7 +22,7 @@ import attrs
 from .._base import _protocol as p
 from .._base._codec import to_json
 from .._base._errors import ContextWindowExceeded, ErrorCode
-from .._base._rollout_lines import LinePayload
+from .._base._rollout_lines import GeneratedIds, LinePayload
 from .._base._tokens import token_ratio
 from .._exec._rules import Grant
 from .._version import __version__
@@ -89,8 +89,27 @@ class SessionWriter:
         self._rollout_failure_reported = False
         # The generated ids go on from where a resumed session's left off.
         self.submissions, self.items = ids
+        # What the last ``ids`` line said (a resumed session's: what it was restored from).
+        self._counters: tuple[int, int, float] = (*ids, state.token_ratio)
 
     # ------------------------------------------------------------------ events and ids
+
+    def _record_counters(self) -> None:
+        """An ``ids`` line, when the generated ids or the token ratio changed since the last.
+
+        Written before every event that ends a turn or the session, so that it is flushed with
+        it: a resume continues both counters, ids in one rollout never repeat, and the resumed
+        session scales its estimates by what this one learned of its server's counts (one
+        process per turn behaves as one process does).
+        """
+        ratio = self.state.token_ratio
+        counters = (self.submissions, self.items, ratio)
+        if self.recorder.writer is None or counters == self._counters:
+            return
+        self._counters = counters
+        self.recorder.line(
+            GeneratedIds(self.submissions, self.items, ratio if ratio != 1.0 else None)
+        )
 
     def emit(self, event_id: str, msg: p.EventMsg) -> None:
         """Number ``msg``, persist it if it is a persisted kind, and send it to the reader.
@@ -102,7 +121,7 @@ class SessionWriter:
         """
         terminal = isinstance(msg, TERMINAL_EVENTS)
         if terminal:
-            self.recorder.ids(self.submissions, self.items)
+            self._record_counters()
         seq = self.last_seq + 1
         json_of: EventJson | None = None
         if self.events.keeps_json:

@@ -376,12 +376,16 @@ def unified_diff(edits: Sequence[FileEdit], root: str | None = None) -> str:
     """The edits as one unified diff with git's file headers, paths relative to ``root``."""
     parts: list[str] = []
     for edit in edits:
-        before = _shown(edit.path, root)
-        after = _shown(edit.move_path or edit.path, root)
+        before = _shown(edit.path, root).lstrip("/")
+        after = _shown(edit.move_path or edit.path, root).lstrip("/")
         body = file_diff(edit)
         if not body and edit.move_path is None:
             continue
         parts.append(f"diff --git a/{before} b/{after}\n")
+        if edit.old is None:
+            parts.append("new file mode 100644\n")
+        elif edit.new is None:
+            parts.append("deleted file mode 100644\n")
         parts.append("--- /dev/null\n" if edit.old is None else f"--- a/{before}\n")
         parts.append("+++ /dev/null\n" if edit.new is None else f"+++ b/{after}\n")
         parts.append(body)
@@ -391,13 +395,14 @@ def unified_diff(edits: Sequence[FileEdit], root: str | None = None) -> str:
 def _shown(path: str, root: str | None) -> str:
     if root is not None and (path == root or path.startswith(root.rstrip("/") + "/")):
         return posixpath.relpath(path, root)
-    return path.lstrip("/")
+    return path
 
 
-def patch_summary(edits: Sequence[FileEdit]) -> str:
-    """What the model reads after a patch was applied: each file and what happened to it."""
+def patch_summary(edits: Sequence[FileEdit], root: str | None = None) -> str:
+    """What the model reads after a patch was applied: each file (relative to ``root``) and
+    what happened to it: ``A`` added, ``M`` changed, ``D`` deleted."""
     marks = {"add": "A", "delete": "D", "update": "M"}
-    lines = [f"{marks[edit.kind]} {edit.move_path or edit.path}" for edit in edits]
+    lines = [f"{marks[edit.kind]} {_shown(edit.move_path or edit.path, root)}" for edit in edits]
     return "Done. The patch changed these files:\n" + "\n".join(lines) + "\n"
 
 

@@ -45,8 +45,8 @@ from .._base import _protocol as p
 from .._base._config import Config, resolve_api_key
 from .._base._errors import ConfigError, RolloutError
 from .._base._exec_rules import ExecRules
-from .._base._tokens import MAX_TOKEN_RATIO
 from .._base._rollout_lines import ApprovalDecided, Compacted, TurnSettings, WorldState
+from .._base._tokens import MAX_TOKEN_RATIO
 from .._core._history import History, missing_outputs
 from .._core._state import ResumedState
 from .._core._summary import (
