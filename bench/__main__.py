@@ -2,9 +2,10 @@
 
 Options: ``--quick`` (tiny sizes, a couple of repetitions, no Codex: for the smoke test),
 ``--repeat N``, ``--only GROUP[,GROUP...]`` (turns, ask, tracing, peer, compaction, background,
-masking, rollout, long, scale, process, sandbox, cluster, and startup: the start-up and
-one-turn part of process, run only when named; ``--quick`` leaves cluster out unless it is
-named, since it starts a Ray instance),
+masking, rollout, long, scale, process, exec (one SDK turn: ``relay exec
+--experimental-json`` against ``codex exec --json``, whole processes), sandbox, cluster, and
+startup: the start-up and one-turn part of process, run only when named; ``--quick`` leaves
+cluster out unless it is named, since it starts a Ray instance),
 ``--markdown FILE`` (also write the table as Markdown), ``--json FILE`` (also write the figures
 as JSON, as :mod:`bench.against` reads them), ``--plots DIR`` (PNG plots; default
 ``docs/img`` for a full run, none for ``--quick``), ``--install-codex`` (install the pinned
@@ -36,6 +37,7 @@ GROUPS = (
     "long",
     "scale",
     "process",
+    "exec",
     "sandbox",
     "startup",
     "cluster",
@@ -92,6 +94,10 @@ def _runner(name: str) -> Callable[[Options], list[Figure]]:
         from . import sandbox
 
         return sandbox.run
+    if name == "exec":
+        from . import exec_turn
+
+        return exec_turn.run
     if name == "cluster":
         from . import cluster
 

@@ -41,6 +41,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "relay._rollout",
     ),
     "relay.lowlevel": ("relay._base", "relay._core", "relay._exec"),
+    "relay.protocol": ("relay._base",),
     "relay.tasks": ("relay", "relay.lowlevel", "relay.tasks"),
 }
 #: The package's face re-exports the ground floor, the core, the face and the resume.
@@ -52,6 +53,7 @@ ALLOWED["relay"] = (
     "relay._rollout",
     "relay._version",
     "relay.lowlevel",
+    "relay.protocol",
 )
 #: The shells sit on top: they choose, drive and show, and nothing below imports them. Each is
 #: a room like any other, with what it may import; the pages' HTML is a room of its own, which

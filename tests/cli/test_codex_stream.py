@@ -362,3 +362,20 @@ def test_mcp_names_split_by_the_servers_known_else_at_the_delimiter() -> None:
     assert split_mcp_name("mcp__a__b__c", []) == ("a", "b__c")
     assert split_mcp_name("mcp__a", []) is None
     assert split_mcp_name("read_file", ["x"]) is None
+
+
+def test_a_declined_patch_is_a_failed_file_change_and_one_that_never_began_is_none() -> None:
+    change = p.FileChange("/w/b.py", p.ChangeKind.ADD, "x\n")
+    declined = p.ToolCallItem("c1", "apply_patch", "{}", "denied", p.ToolResult("declined"))
+    broken = p.ToolCallItem("c2", "apply_patch", "{}", "error: no", p.ToolResult("failed"))
+    lines = fold(
+        configured(),
+        started(),
+        ("t1", p.ApplyPatchApprovalRequest("c1", "t1", [change], "untrusted")),
+        item(p.ItemCompleted, declined),
+        item(p.ItemCompleted, broken),
+        complete(),
+    )
+    items = [(line["type"], line["item"]["status"]) for line in lines if "item" in line]
+    assert items == [("item.started", "in_progress"), ("item.completed", "failed")]
+    assert lines[2]["item"]["changes"] == [{"path": "/w/b.py", "kind": "add"}]

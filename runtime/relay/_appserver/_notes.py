@@ -179,13 +179,13 @@ class Translator:
                     "itemId": item_id,
                     "summaryIndex": msg.summary_index,
                 }
-                made = []
+                added: list[Message] = []
                 if (item_id, msg.summary_index) not in self._parts:
                     # A part's first piece: Codex says the part was added first.
                     self._parts.add((item_id, msg.summary_index))
-                    made.append(notification("item/reasoning/summaryPartAdded", part))
+                    added.append(notification("item/reasoning/summaryPartAdded", part))
                 delta_params = {**part, "delta": delta}
-                return [*made, notification("item/reasoning/summaryTextDelta", delta_params)]
+                return [*added, notification("item/reasoning/summaryTextDelta", delta_params)]
             case p.ExecCommandOutputDelta(turn_id=turn_id, call_id=call_id, chunk=chunk):
                 params = {"threadId": thread, "turnId": turn_id, "itemId": call_id, "delta": chunk}
                 return [notification("item/commandExecution/outputDelta", params)]

@@ -98,10 +98,9 @@ class CodexExecStream:
                 return self._item("item.completed", app, self._completed_id(call_id))
             case p.ItemCompleted(item=p.ToolCallItem(name=_calls.APPLY_PATCH, id=call_id)):
                 # A patch that asked and was declined: its item ends failed, as in Codex.
-                changes = self._patches.pop(call_id, None)
-                if changes is None:
+                if call_id not in self._patches:
                     return []
-                app = _items.file_change(call_id, changes, "failed")
+                app = _items.file_change(call_id, self._patches.pop(call_id), "failed")
                 return self._item("item.completed", app, self._completed_id(call_id))
             case p.PlanUpdate(plan=plan):
                 kind = "item.started" if self._plan is None else "item.updated"

@@ -70,6 +70,7 @@ def _type_name(hint: Any) -> str:
         "relay._base._items.",
         "relay._base._errors.",
         "relay.lowlevel.",
+        "relay.protocol.",
         "relay.",
         "typing.",
         "collections.abc.",
@@ -99,10 +100,10 @@ def _section(title: str, union: Any, intro: str) -> Iterator[str]:
 
 def _python_name(cls: type) -> str:
     """Where a program finds the class: ``relay`` or ``relay.lowlevel``."""
-    import relay
     import relay.lowlevel
+    import relay.protocol
 
-    for module in (relay, relay.lowlevel):
+    for module in (relay.protocol, relay.lowlevel):
         if getattr(module, cls.__name__, None) is cls:
             return f"{module.__name__}.{cls.__name__}"
     raise LookupError(f"{cls.__name__} is not exported")

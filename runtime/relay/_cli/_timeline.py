@@ -390,10 +390,10 @@ class _Reader:
             case p.PatchApplyEnd():
                 self.patch_ended(msg)
             case p.PlanUpdate():
-                turn_id = msg.turn_id or self.turn_id
-                earlier = self.plans.get(turn_id)
-                self.plans[turn_id] = plan_of(
-                    msg, turn_id, time, earlier.updates + 1 if earlier else 1
+                planned = msg.turn_id or self.turn_id
+                earlier = self.plans.get(planned)
+                self.plans[planned] = plan_of(
+                    msg, planned, time, earlier.updates + 1 if earlier else 1
                 )
                 self.plan_updates += 1
             case _:

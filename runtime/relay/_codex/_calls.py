@@ -1,7 +1,7 @@
 """A relay tool call as Codex's kinds: a command, an MCP server's tool, one of relay's own.
 
 Everything here reads the protocol: the call's arguments as the model wrote them, and how it
-ended as data (:class:`~relay.ToolResult`); no tool output is read back as text.
+ended as data (:class:`~relay.protocol.ToolResult`); no tool output is read back as text.
 """
 
 from __future__ import annotations
