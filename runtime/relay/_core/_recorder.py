@@ -65,10 +65,16 @@ FLUSHED_IN_EPOCHS = (*FLUSHED_EVENTS, p.TurnStarted)
 class RolloutRecorder:
     """Writes the session's rollout lines (or nothing, when persistence is off)."""
 
-    def __init__(self, writer: RolloutWriter | None, ids: tuple[int, int] = (0, 0)) -> None:
+    def __init__(
+        self,
+        writer: RolloutWriter | None,
+        ids: tuple[int, int] = (0, 0),
+        token_ratio: float = 1.0,
+    ) -> None:
         self.writer = writer
         """The file writer, when persistence is on."""
-        self._ids = ids
+        # What the last ``ids`` line said (a resumed session's: what it was restored from).
+        self._ids = (*ids, token_ratio)
         self._flushed = (
             FLUSHED_IN_EPOCHS if writer is not None and writer.epoch is not None else FLUSHED_EVENTS
         )
@@ -76,16 +82,19 @@ class RolloutRecorder:
         self._context: tuple[Any, ...] = ()
         self._context_json = ""
 
-    def ids(self, submission: int, item: int) -> None:
-        """An ``ids`` line, when the generated ids went on since the last one.
+    def ids(self, submission: int, item: int, token_ratio: float = 1.0) -> None:
+        """An ``ids`` line, when the generated ids or the token ratio changed since the last.
 
         Written before every event that ends a turn or the session, so that it is flushed
-        with it: a resume continues both counters and ids in one rollout never repeat.
+        with it: a resume continues both counters, ids in one rollout never repeat, and the
+        resumed session scales its estimates by what this one learned of its server's counts
+        (one process per turn behaves as one process does).
         """
-        if self.writer is None or (submission, item) == self._ids:
+        if self.writer is None or (submission, item, token_ratio) == self._ids:
             return
-        self._ids = (submission, item)
-        self._write(GeneratedIds(submission, item))
+        self._ids = (submission, item, token_ratio)
+        ratio = token_ratio if token_ratio != 1.0 else None
+        self._write(GeneratedIds(submission, item, ratio))
 
     def session_meta(
         self, session_id: str, created: datetime, cwd: str, model: str, provider: str

@@ -73,7 +73,7 @@ class SessionWriter:
         """What the session runs with."""
         self.state = state
         """Everything the session knows between turns: read it anywhere, write it here."""
-        self.recorder = RolloutRecorder(rollout, ids)
+        self.recorder = RolloutRecorder(rollout, ids, state.token_ratio)
         """The rollout's lines."""
         self.events = EventStream()
         """The event stream to the session's reader."""
@@ -89,27 +89,12 @@ class SessionWriter:
         self._rollout_failure_reported = False
         # The generated ids go on from where a resumed session's left off.
         self.submissions, self.items = ids
-        # What the last ``ids`` line said (a resumed session's: what it was restored from).
-        self._counters: tuple[int, int, float] = (*ids, state.token_ratio)
 
     # ------------------------------------------------------------------ events and ids
 
     def _record_counters(self) -> None:
-        """An ``ids`` line, when the generated ids or the token ratio changed since the last.
-
-        Written before every event that ends a turn or the session, so that it is flushed with
-        it: a resume continues both counters, ids in one rollout never repeat, and the resumed
-        session scales its estimates by what this one learned of its server's counts (one
-        process per turn behaves as one process does).
-        """
-        ratio = self.state.token_ratio
-        counters = (self.submissions, self.items, ratio)
-        if self.recorder.writer is None or counters == self._counters:
-            return
-        self._counters = counters
-        self.recorder.line(
-            GeneratedIds(self.submissions, self.items, ratio if ratio != 1.0 else None)
-        )
+        """An ``ids`` line with the counters and the token ratio (:meth:`RolloutRecorder.ids`)."""
+        self.recorder.ids(self.submissions, self.items, self.state.token_ratio)
 
     def emit(self, event_id: str, msg: p.EventMsg) -> None:
         """Number ``msg``, persist it if it is a persisted kind, and send it to the reader.
