@@ -344,7 +344,7 @@ def edits_rollout(*, app_diff: str = APP_DIFF, patches_first: bool = False) -> s
                 change("/w/gone.txt", "delete", "@@ -1 +0,0 @@\n-bye\n"),
             ]
             end = {"type": "patch_apply_end", "call_id": "p1", "turn_id": "t1", "success": True}
-            done = "Done. The patch changed these files:\nM /w/src/app.py\n"
+            done = "Patch applied. Files changed:\nM src/app.py\n"
             call(
                 "apply_patch",
                 "p1",

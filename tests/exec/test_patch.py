@@ -25,6 +25,7 @@ from relay._exec._patch import (
     read_text,
     unified_diff,
 )
+from tests.hypothesis_profiles import examples
 
 ROOT = "/w"
 
@@ -139,7 +140,7 @@ def test_the_summary_and_the_diffs_say_what_changed() -> None:
         FileEdit("add", "/w/n", None, "x\n"),
         FileEdit("update", "/w/o", "k\n", "k\n", move_path="/w/m"),
     )
-    assert patch_summary(edits, "/w").splitlines()[1:] == ["M a", "A n", "M m"]
+    assert patch_summary(edits, "/w").splitlines()[1:] == ["A n", "M a", "M m"]
     assert file_diff(edits[0]) == "@@ -1,2 +1,2 @@\n 1\n-2\n+3\n"
     whole = unified_diff(edits, "/w")
     assert "--- a/a\n+++ b/a\n" in whole and "--- /dev/null\n+++ b/n\n" in whole
@@ -186,7 +187,7 @@ def diff_patch(before: dict[str, str], after: dict[str, str]) -> str:
     return patch(*body)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(trees, trees)
 def test_a_differs_patch_turns_one_tree_into_the_other(
     before: dict[str, str], after: dict[str, str]
@@ -196,7 +197,7 @@ def test_a_differs_patch_turns_one_tree_into_the_other(
     assert planned(diff_patch(before, after), before) == after
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(trees, trees)
 def test_written_it_turns_a_real_tree_into_the_other(
     tmp_path_factory: pytest.TempPathFactory, before: dict[str, str], after: dict[str, str]
