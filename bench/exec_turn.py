@@ -19,8 +19,11 @@ for it), as an installed relay does. Each side keeps one home for the group (``R
 ``CODEX_HOME``), as an SDK user's does, and one round that is not counted warms both. Wall
 time and CPU time (user + system, the children's ``rusage`` of a small parent) are taken per
 process; the ratios are relay's medians over Codex's. Without the Codex binary the group says
-so and measures relay alone. Then, where relay's HTTP turn spends its import time:
-``python -X importtime`` over the same command, self time summed per top-level package.
+so and measures relay alone. Then, where relay's HTTP turn spends its time: the CPU of
+processes that import, step by step, what the turn imports (each step adds a layer to the one
+before; ``trio`` and ``h2`` marked unavailable, as the command does), interleaved, each step's
+figure the CPU it adds; and ``python -X importtime`` over the same command, self time summed
+per top-level package.
 
 ``python -m bench --only exec`` runs it; ``--codex-prefix DIR`` names the ``npm --prefix``
 folder holding ``@openai/codex`` when it is neither the default one nor on ``PATH``.
@@ -51,6 +54,7 @@ from .process import (
 
 GROUP = "one SDK turn: relay exec --experimental-json vs codex exec --json"
 IMPORTS = "import time, relay exec --experimental-json over HTTP"
+WHERE = "where an SDK turn over HTTP spends its CPU: imports, step by step"
 #: The issue's goal: one SDK turn through relay costs at most 1.2× Codex's, wall and CPU.
 TARGET = Target("≤ 1.2× codex exec", 1.2)
 PROMPT = "hi"
@@ -271,6 +275,58 @@ def _import_figures(opts: Options, tmp: Path, server: _MockServer) -> list[Figur
     return figures
 
 
+#: What an SDK turn over HTTP imports, in layers: each step imports its own and all before.
+STEPS = (
+    ("python -c pass", ""),
+    ("attrs and cattrs", "import attrs, cattrs"),
+    ("anyio and asyncio", "import anyio, asyncio"),
+    ("relay's configuration and protocol", "import relay._base._config, relay._base._protocol"),
+    (
+        "the session, its tools and tasks, the CLI",
+        "import relay._open, relay.tasks, relay._cli._main, relay._cli._codex_stream",
+    ),
+    ("the openai SDK's client, pydantic, httpx2 and httpcore2 (relay._wire)", "import relay._wire"),
+)
+
+
+def _where_figures(opts: Options, tmp: Path, http_cpu: list[float]) -> list[Figure]:
+    env = _relay_env(tmp / "relay-home")
+    prelude = "import sys; sys.modules['trio'] = None; sys.modules['h2'] = None"
+    codes = [
+        ";".join([prelude, *(code for _, code in STEPS[: i + 1] if code)])
+        for i in range(len(STEPS))
+    ]
+    cpus: list[list[float]] = [[] for _ in STEPS]
+    for _ in range(opts.count(7, 1)):
+        for index, code in enumerate(codes):
+            run = measure([sys.executable, "-c", code], env=env, cwd=tmp)
+            if run.status != 0:
+                opts.note(f"exec turn, import steps: {STEPS[index][0]} failed: {run.tail}")
+                return []
+            cpus[index].append(run.cpu * 1000)
+    medians = [statistics.median(samples) for samples in cpus]
+    figures = [Figure(WHERE, f"{STEPS[0][0]}: CPU", "ms", cpus[0])]
+    for index in range(1, len(STEPS)):
+        figures.append(
+            Figure(
+                WHERE,
+                f"+ {STEPS[index][0]}: CPU added",
+                "ms",
+                [cpu - medians[index - 1] for cpu in cpus[index]],
+            )
+        )
+    if http_cpu:
+        figures.append(
+            Figure(
+                WHERE,
+                "+ the turn itself (the whole HTTP turn less all its imports): CPU",
+                "ms",
+                [cpu - medians[-1] for cpu in http_cpu],
+            )
+        )
+    return figures
+
+
 def run(opts: Options) -> list[Figure]:
     """One SDK turn through ``relay exec`` and ``codex exec``, and relay's imports in it."""
     with tempfile.TemporaryDirectory(prefix="relay-bench-exec-") as name:
@@ -279,6 +335,8 @@ def run(opts: Options) -> list[Figure]:
         server = _MockServer(_model_script(tmp / "echo.json", 0))
         try:
             figures = _turn_figures(opts, tmp, server)
+            http = next((f for f in figures if f.name == "relay exec, 1 turn over HTTP: CPU"), None)
+            figures += _where_figures(opts, tmp, http.samples if http is not None else [])
             figures += _import_figures(opts, tmp, server)
         finally:
             server.stop()

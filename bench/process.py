@@ -138,16 +138,17 @@ def _compile_relay() -> None:
     in every process, a cost no installed ``relay run`` pays.
     """
     probe = (
-        "import importlib.util; "
-        "print(importlib.util.find_spec('relay').submodule_search_locations[0])"
+        "import importlib.util\n"
+        "for name in ('relay', 'relay.tasks'):\n"
+        "    print(importlib.util.find_spec(name).submodule_search_locations[0])"
     )
     env = _python_env()
     found = subprocess.run(
         [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
     )
-    package = Path(found.stdout.strip())
-    # compileall does not follow a linked folder (relay/tasks): name each package folder.
-    folders = [str(package), str(package / "tasks")]
+    # compileall does not follow a linked folder, and relay.tasks may live apart from relay
+    # (a checkout keeps it in tasks/): name each package's own folder.
+    folders = found.stdout.split()
     subprocess.run([sys.executable, "-m", "compileall", "-q", *folders], env=env, check=True)
 
 

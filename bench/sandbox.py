@@ -39,7 +39,7 @@ from relay._core._exec_gate import Gate
 from relay._core._shell import run_shell
 from relay._core._tools import ToolContext
 from relay._exec import _process
-from relay._exec._command import CommandResult
+from relay._exec._command import CommandResult, OutputSink
 from relay._exec._process import open_command
 from relay._exec._sandbox import SandboxPolicy, open_sandboxed, sandbox_problem
 
@@ -136,8 +136,16 @@ def run(opts: Options) -> list[Figure]:
         )
         gate = Gate(rules, sandbox=policy)
 
-        async def run_command(argv: Sequence[str], cwd: str, timeout_ms: int) -> CommandResult:
-            return CommandResult(await gate.run(argv, cwd=cwd, timeout_ms=timeout_ms))
+        async def run_command(
+            argv: Sequence[str],
+            cwd: str,
+            timeout_ms: int,
+            /,
+            *,
+            on_output: OutputSink | None = None,
+        ) -> CommandResult:
+            ran = await gate.run(argv, cwd=cwd, timeout_ms=timeout_ms, on_output=on_output)
+            return CommandResult(ran)
 
         async def call() -> None:
             ctx = ToolContext("t1", work, lambda _: None, run_command=run_command)

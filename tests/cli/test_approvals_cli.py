@@ -192,7 +192,7 @@ def test_exec_without_a_terminal_denies_every_request_with_one_warning_each(
             "relay",
             "exec",
             "go",
-            "--json",
+            "--events",
             "--model-script",
             model(tmp_path, *replies),
             "-c",
@@ -342,7 +342,7 @@ def test_an_interrupt_ends_the_question_and_nothing_runs(
     term = terminal(
         tmp_path,
         "go",
-        "--json",
+        "--events",
         "--model-script",
         model(tmp_path, *replies),
         "--rollout-dir",

@@ -78,7 +78,7 @@ def test_script_from_stdin_and_json_output(tmp_path: Path) -> None:
     [
         (["-c", "bogus_key=1"], "unknown config key 'bogus_key'"),
         (["-c", "features.warp=true"], "unknown config key 'features.warp'"),
-        (["-c", "model_provider=openai"], "OPENAI_API_KEY"),
+        (["-c", "model_provider=openai", "-c", "model=gpt-5"], "OPENAI_API_KEY"),
         (["-c", "model_provider=nowhere"], "unknown model_provider 'nowhere'"),
         (["--config", "/nonexistent/config.toml"], "cannot read config file"),
         (["--model-script", "/nonexistent/model.json"], "cannot read model script"),

@@ -185,7 +185,7 @@ def test_exec_prints_the_answer_or_the_events(tmp_path: Path) -> None:
     plain = relay_cli("exec", "Say hi.", "--rollout-dir", "r", cwd=tmp_path)
     assert (plain.returncode, plain.stdout) == (0, "echo: Say hi.\n"), plain.stderr
     piped = relay_cli(
-        "exec", "-", "--json", "--rollout-dir", "r", cwd=tmp_path, stdin="From stdin."
+        "exec", "-", "--events", "--rollout-dir", "r", cwd=tmp_path, stdin="From stdin."
     )
     assert piped.returncode == 0, piped.stderr
     kinds = [e["type"] for e in events(piped)]
@@ -204,7 +204,7 @@ def test_exec_help_says_it_prints_the_answer_unless_asked_otherwise(tmp_path: Pa
     helped = relay_cli("exec", "--help", cwd=tmp_path)
     text = " ".join(helped.stdout.split())
     assert "--pretty a readable transcript instead of the answer" in text
-    assert "--json one JSON event per line instead of the answer" in text
+    assert "--events relay's events, one JSON line each" in text
     assert "the default" not in text
     ran = relay_cli("run", "--help", cwd=tmp_path)
     assert "(the default on a terminal)" in " ".join(ran.stdout.split())

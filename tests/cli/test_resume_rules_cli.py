@@ -41,7 +41,7 @@ def model(path: Path, *replies: Any) -> str:
 def start(tmp_path: Path, work: Path) -> str:
     """A session run with :data:`STRICT` by ``relay exec``; its id."""
     result = relay(
-        "exec", "--json", "--model-script", model(tmp_path / "m0.json"),
+        "exec", "--events", "--model-script", model(tmp_path / "m0.json"),
         "--rollout-dir", str(tmp_path / "r"), *SHELL, *STRICT, "hello",
         cwd=work,
     )  # fmt: skip
@@ -53,9 +53,9 @@ def start(tmp_path: Path, work: Path) -> str:
 def exec_resume(
     tmp_path: Path, work: Path, session_id: str, *options: str, replies: list[Any]
 ) -> tuple[list[dict[str, Any]], str]:
-    """``relay exec --json … resume SESSION go``: its events and its stderr."""
+    """``relay exec --events … resume SESSION go``: its events and its stderr."""
     result = relay(
-        "exec", "--json", "--model-script", model(tmp_path / "m1.json", *replies),
+        "exec", "--events", "--model-script", model(tmp_path / "m1.json", *replies),
         "--rollout-dir", str(tmp_path / "r"), *SHELL, *options, "resume", session_id, "go",
         cwd=work,
     )  # fmt: skip

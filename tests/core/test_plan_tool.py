@@ -17,15 +17,15 @@ from relay._core._tools import ToolError
 
 statuses = st.sampled_from([s.value for s in p.StepStatus])
 steps = st.lists(
-    st.fixed_dictionaries(
-        {"step": st.text(min_size=1).filter(str.strip), "status": statuses}
-    ),
+    st.fixed_dictionaries({"step": st.text(min_size=1).filter(str.strip), "status": statuses}),
     max_size=6,
 ).filter(lambda plan: sum(s["status"] == "in_progress" for s in plan) <= 1)
 
 
 @given(steps, st.none() | st.text())
-def test_a_valid_plan_is_read_as_it_was_written(plan: list[dict[str, str]], why: str | None) -> None:
+def test_a_valid_plan_is_read_as_it_was_written(
+    plan: list[dict[str, str]], why: str | None
+) -> None:
     read, explanation = plan_of({"plan": plan, "explanation": why})
     assert [(one.step, one.status.value) for one in read] == [
         (one["step"], one["status"]) for one in plan

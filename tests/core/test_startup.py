@@ -5,11 +5,14 @@ needs and no other command's, and none of the modules and packages it does not u
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,10 +25,11 @@ TIMEOUT = 120
 SHELLS = {"_cli", "_appserver", "_drive", "_eval", "_cluster", "_testing"}
 
 
-def imported_after(code: str, cwd: Path) -> list[str]:
+def imported_after(code: str, cwd: Path, env: dict[str, str] | None = None) -> list[str]:
     result = subprocess.run(
         [sys.executable, "-c", code],
         cwd=cwd,
+        env=env,
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
@@ -183,7 +187,14 @@ NOT_IN_A_SESSION = (
     "hypercorn",
     "ray",
     "matplotlib",
+    "tiktoken",
+    "jinja2",
+    "trio",
 )
+#: What a session's command does not use besides: the page and chart package (``relay show
+#: --html``, reports), and the reader of rollouts (a new session only writes one).
+NOT_IN_A_TURN = (*NOT_IN_A_SESSION, "relay._html")
+NOT_IN_A_NEW_TURN = (*NOT_IN_A_TURN, "relay._rollout._reader")
 #: What reading a rollout does not use.
 NOT_IN_SHOW = (
     *NOT_IN_A_SESSION,
@@ -220,12 +231,14 @@ UNUSED: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "--version": (["--version"], ANY_WORK),
     "--help": (["--help"], ANY_WORK),
     **{" ".join(argv): (argv, ANY_WORK) for argv in HELPS},
-    "run": (["run", str(EXAMPLES / "hello.jsonl"), "--json", *SCRIPTED], (
-        *NOT_IN_A_SESSION, "relay._rollout._reader"
-    )),
-    "exec": (["exec", "hello", *SCRIPTED], (*NOT_IN_A_SESSION, "relay._rollout._reader")),
+    "run": (["run", str(EXAMPLES / "hello.jsonl"), "--json", *SCRIPTED], NOT_IN_A_NEW_TURN),
+    "exec": (["exec", "hello", *SCRIPTED], NOT_IN_A_NEW_TURN),
+    "exec --experimental-json": (
+        ["exec", "--experimental-json", "--skip-git-repo-check", "hello", *SCRIPTED],
+        NOT_IN_A_NEW_TURN,
+    ),
     "resume": (["resume", "ROLLOUT", str(EXAMPLES / "hello.jsonl"), "--json", *SCRIPTED], (
-        NOT_IN_A_SESSION
+        NOT_IN_A_TURN
     )),
     "show": (["show", "ROLLOUT"], NOT_IN_SHOW),
     "show --html": (["show", "ROLLOUT", "--html"], NOT_IN_SHOW),
@@ -237,7 +250,7 @@ def used(modules: list[str], unused: tuple[str, ...]) -> list[str]:
     return [m for m in modules if any(m == u or m.startswith(f"{u}.") for u in unused)]
 
 
-def loaded_after(argv: list[str], cwd: Path) -> list[str]:
+def loaded_after(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> list[str]:
     """The modules loaded (not only marked unavailable) once ``relay ARGV`` has run; it must
     succeed."""
     code = f"""
@@ -251,7 +264,8 @@ except SystemExit as exc:
 loaded = sorted(name for name, module in sys.modules.items() if module is not None)
 print(json.dumps([status or 0, loaded]))
 """
-    status, modules = imported_after(code, cwd)
+    found: list[Any] = imported_after(code, cwd, env)
+    status, modules = found
     assert status == 0
     return list(modules)
 
@@ -341,3 +355,107 @@ except (SystemExit, KeyboardInterrupt):
               "relay._drive", "relay.tasks", "relay._eval", "relay._cluster", "relay._mcp",
               "ray", "matplotlib")  # fmt: skip
     assert used(modules, unused) == []
+
+
+# ----------------------------------------------------------------------------- per SDK turn
+# Codex's SDK starts one ``relay exec --experimental-json`` per turn, and a client of the
+# app-server one server per conversation: each pays its command's imports every time.
+
+
+@pytest.fixture(scope="module")
+def mock_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The base URL of a ``relay mock-server`` that echoes every prompt."""
+    folder = tmp_path_factory.mktemp("mock")
+    (folder / "echo.json").write_text('{"responses": []}', encoding="utf-8")
+    with subprocess.Popen(
+        [sys.executable, "-m", "relay", "mock-server", "--script", "echo.json"],
+        cwd=folder,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    ) as server:
+        assert server.stdout is not None
+        url = server.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:")
+        yield url
+        server.terminate()
+
+
+def sdk_turn(tmp_path: Path, url: str) -> list[str]:
+    """The modules one turn over HTTP loads, started as Codex's SDK starts it (``baseUrl``,
+    ``apiKey``)."""
+    argv = ["exec", "--experimental-json", "--skip-git-repo-check", "--config",
+            f'openai_base_url="{url}"', "-m", "mock-model", "--rollout-dir", "sessions",
+            "hi"]  # fmt: skip
+    env = {**os.environ, "CODEX_API_KEY": "sk-test", "RELAY_HOME": str(tmp_path / "home")}
+    return loaded_after(argv, tmp_path, env)
+
+
+def test_an_sdk_turn_over_http_imports_the_wire_and_nothing_unused(
+    tmp_path: Path, mock_url: str
+) -> None:
+    modules = sdk_turn(tmp_path, mock_url)
+    assert "relay._wire" in modules and "openai" in modules  # the turn went over HTTP
+    unused = tuple(name for name in NOT_IN_A_NEW_TURN if name not in HTTP)
+    assert used(modules, unused) == []
+
+
+def test_an_sdk_turn_over_http_imports_no_http2(tmp_path: Path, mock_url: str) -> None:
+    """relay never asks for HTTP/2; the SDK's HTTP stack imports ``h2`` when it can."""
+    assert used(sdk_turn(tmp_path, mock_url), ("h2", "hpack", "hyperframe")) == []
+
+
+def test_the_app_server_imports_only_what_a_turn_uses(tmp_path: Path) -> None:
+    """``relay app-server`` on the scripted model: a thread and one turn, then the end of its
+    input."""
+    code = """
+import atexit, json, sys
+sys.argv = ["relay", "app-server"]
+def loaded():
+    names = sorted(name for name, module in sys.modules.items() if module is not None)
+    sys.stderr.write(json.dumps(names) + "\\n")
+atexit.register(loaded)
+from relay._cli._main import main
+try:
+    main()
+except SystemExit:
+    pass
+"""
+    env = {**os.environ, "RELAY_HOME": str(tmp_path / "home")}
+    with subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as server:
+        assert server.stdin is not None and server.stdout is not None
+
+        def send(message: dict[str, object]) -> None:
+            assert server.stdin is not None
+            server.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+            server.stdin.flush()
+
+        def until(done: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+            assert server.stdout is not None
+            for line in server.stdout:
+                message: dict[str, Any] = json.loads(line)
+                if done(message):
+                    return message
+            raise AssertionError("the app-server ended early")
+
+        send({"id": 1, "method": "initialize", "params": {"clientInfo": {"name": "t",
+              "version": "1"}}})  # fmt: skip
+        until(lambda m: m.get("id") == 1)
+        send({"method": "initialized"})
+        send({"id": 2, "method": "thread/start", "params": {}})
+        thread = until(lambda m: m.get("id") == 2)["result"]["thread"]["id"]
+        turn = {"threadId": thread, "input": [{"type": "text", "text": "hi"}]}
+        send({"id": 3, "method": "turn/start", "params": turn})
+        until(lambda m: m.get("method") == "turn/completed")
+        _, err = server.communicate(timeout=TIMEOUT)
+    modules = json.loads(err.strip().splitlines()[-1])
+    assert "relay._core._session" in modules  # a session ran
+    assert used(modules, (*NOT_IN_A_TURN, "relay._drive")) == []

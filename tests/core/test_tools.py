@@ -386,6 +386,9 @@ def test_builtin_defaults() -> None:
         "list_dir": True,
         "sleep": True,
         "shell": False,
+        # Effects and Codex's tools are asked for (on by default only in Codex's faces).
+        "apply_patch": False,
+        "update_plan": False,
     }
 
 

@@ -11,8 +11,8 @@ import pytest
 
 import relay
 from relay import testing
-from relay._base._exec_rules import ExecRules
 from relay._base._errors import InvalidOpError
+from relay._base._exec_rules import ExecRules
 from tests.sandboxing import needs_bwrap
 
 
@@ -89,7 +89,9 @@ async def test_a_looser_turn_warns_and_the_resume_keeps_the_newest_rules(tmp_pat
                 approval_policy="never", sandbox_mode="workspace-write", writable_roots=["more"]
             )
         )
-        warning = await t.wait_for(relay.WarningEvent)
+        warning = await t.wait_for(
+            lambda e: isinstance(e.msg, relay.WarningEvent) and "loosen" in e.msg.message
+        )
         assert t.session.config.approval_policy == "never"
         assert t.session.rollout is not None
         path = t.session.rollout.path

@@ -200,7 +200,19 @@ def relay_exec(home: Path, cwd: Path, *args: str) -> list[dict[str, Any]]:
     environment = {name: value for name, value in os.environ.items() if name != "OPENAI_API_KEY"}
     environment["RELAY_HOME"] = str(home)
     done = subprocess.run(
-        [sys.executable, "-m", "relay", "exec", "--experimental-json", *args],
+        # Without Codex's default tools, so that its requests are those of `relay run`.
+        [
+            sys.executable,
+            "-m",
+            "relay",
+            "exec",
+            "--experimental-json",
+            "-c",
+            "tools.apply_patch=false",
+            "-c",
+            "tools.update_plan=false",
+            *args,
+        ],
         cwd=cwd,
         capture_output=True,
         text=True,

@@ -142,6 +142,12 @@ def app_server_command(args: argparse.Namespace, make_config: Callable[[Any], Co
             print(f"relay: {line}", file=sys.stderr)
         return EXIT_USAGE
     backend = "trio" if os.environ.get("RELAY_BACKEND", "") == "trio" else "asyncio"
+    # The command owns its process: the SDK's HTTP stack imports h2 (HTTP/2, which relay never
+    # asks for) and trio (to be able to run under it) whenever they are installed, as much as
+    # a tenth of a second of a server's start (docs/benchmarks.md).
+    sys.modules.setdefault("h2", None)  # type: ignore[arg-type]
+    if backend == "asyncio":
+        sys.modules.setdefault("trio", None)  # type: ignore[arg-type]
     anyio.run(serve, config, 0, 1, backend=backend)
     return EXIT_OK
 

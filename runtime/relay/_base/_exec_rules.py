@@ -11,6 +11,7 @@ Everything here is a plain function over plain data.
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from pathlib import Path
 from typing import TypeVar
 
@@ -116,6 +117,35 @@ def _one_of(choices: tuple[_T, ...], value: str) -> _T:
     return found
 
 
+#: The keys of the rules a user sets to confine what the model's commands do.
+RULE_KEYS = ("sandbox_mode", "approval_policy")
+
+
+#: The built-in tools the rules govern: what a call of them may touch, and when it asks.
+GOVERNED_TOOLS = ("shell", "apply_patch")
+
+
+def idle_rules_warning(config: Config, chosen: Collection[str] = ()) -> str | None:
+    """The warning for rules that govern nothing: a sandbox mode or approval policy chosen
+    (one of ``chosen``, the keys the command line or a file named) or other than relay's
+    default, while no tool they govern is on. None otherwise."""
+    if any(config.tools.get(name, False) for name in GOVERNED_TOOLS):
+        return None
+    default = Config()
+    set_keys = [
+        key for key in RULE_KEYS if key in chosen or getattr(config, key) != getattr(default, key)
+    ]
+    if not set_keys:
+        return None
+    said = " and ".join(f"{key} {getattr(config, key)!r}" for key in set_keys)
+    return (
+        f"{said} {'are' if len(set_keys) > 1 else 'is'} set, but no tool it governs is on (the "
+        "model can run no command and write no file): turn the shell on with "
+        "-c tools.shell=true, or in Codex's SDK with "
+        "new Codex({config: {tools: {shell: true}}})"
+    )
+
+
 def loosenings(recorded: ExecRules, given: ExecRules) -> list[str]:
     """What ``given`` allows that ``recorded`` did not, one phrase each (empty: nothing)."""
     found: list[str] = []
@@ -140,4 +170,12 @@ def loosenings(recorded: ExecRules, given: ExecRules) -> list[str]:
     return found
 
 
-__all__ = ["MODE_ORDER", "POLICY_ORDER", "ExecRules", "loosenings"]
+__all__ = [
+    "MODE_ORDER",
+    "POLICY_ORDER",
+    "GOVERNED_TOOLS",
+    "RULE_KEYS",
+    "ExecRules",
+    "idle_rules_warning",
+    "loosenings",
+]

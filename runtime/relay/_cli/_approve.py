@@ -39,8 +39,7 @@ import anyio.lowlevel
 
 from .._base import _protocol as p
 from .._core._exec_gate import ApprovalCallback
-from .._html import visible
-from ._pretty import command_line
+from ._pretty import command_line, visible
 
 #: The answers and their decisions.
 ANSWERS = {

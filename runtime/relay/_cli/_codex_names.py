@@ -8,8 +8,7 @@ relay with the flags it gives Codex; a name that is neither relay's nor Codex's 
 from __future__ import annotations
 
 #: The top-level keys of Codex 0.169's ``config.toml`` (and so of its ``-c KEY=VALUE``).
-CODEX_CONFIG_KEYS = frozenset(
-    """
+_CONFIG_KEYS = """
     agents allow_login_shell analytics approval_policy approvals_reviewer apps
     apps_mcp_product_sku audio auto_review background_terminal_max_timeout chatgpt_base_url
     check_for_update_on_startup cli_auth_credentials_store compact_prompt debug
@@ -34,12 +33,10 @@ CODEX_CONFIG_KEYS = frozenset(
     sandbox_permissions sandbox_workspace_write service_tier shell_environment_policy
     show_raw_agent_reasoning skills sqlite_home suppress_unstable_features_warning
     tool_output_token_limit tool_suggest tools tui web_search windows zsh_path
-    """.split()
-)
+"""
 
 #: Codex 0.169's feature flags, as ``--enable``, ``--disable`` and ``features.NAME`` take them.
-CODEX_FEATURES = frozenset(
-    """
+_FEATURES = """
     agent_message_board agent_message_board_mcp analytics_plan_history
     api_key_cyber_access_programs api_key_model_discovery app_server_websocket_compression
     apply_patch_freeform apply_patch_preserve_line_endings apply_patch_streaming_events apps
@@ -99,7 +96,12 @@ CODEX_FEATURES = frozenset(
     use_agent_identity use_legacy_landlock use_linux_sandbox_bwrap use_xaa view_image
     wake_on_agent_messages web_search_cached web_search_request windows_sandbox_service
     workspace_dependencies workspace_owner_usage_nudge worktrees write_stdin_approval
-    """.split()
-)
+"""
+
+#: The top-level keys of Codex 0.169's ``config.toml`` (and so of its ``-c KEY=VALUE``).
+CODEX_CONFIG_KEYS = frozenset(_CONFIG_KEYS.split())
+
+#: Codex 0.169's feature flags, as ``--enable``, ``--disable`` and ``features.NAME`` take them.
+CODEX_FEATURES = frozenset(_FEATURES.split())
 
 __all__ = ["CODEX_CONFIG_KEYS", "CODEX_FEATURES"]

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ._codex_flags import CodexKeys, codex_keys, nested
+
 if TYPE_CHECKING:
     from .._base._config import Config
     from .._base._exec_rules import ExecRules
@@ -32,60 +34,6 @@ CODEX_API_KEY = "CODEX_API_KEY"
 
 #: A thread id a rollout file can be named by (relay's session ids are UUIDs).
 _THREAD_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
-
-
-@attrs.frozen
-class CodexKeys:
-    """Codex's ``--config KEY=VALUE`` keys, sorted into what relay does with each."""
-
-    overrides: tuple[str, ...] = ()
-    """The keys relay's configuration has, as ``-c`` overrides."""
-    base_url: str | None = None
-    """``openai_base_url``: the base URL of the ``openai`` provider."""
-    effort: str | None = None
-    """``model_reasoning_effort``: the turn's reasoning effort."""
-    ignored: tuple[str, ...] = ()
-    """The keys relay has no feature for, in order."""
-
-
-def codex_keys(texts: Sequence[str]) -> CodexKeys:
-    """Sort ``KEY=VALUE`` texts as Codex's ``--config`` takes them (the value parsed as TOML,
-    else a string).
-
-    Raises:
-        ConfigError: a text is not ``KEY=VALUE``, or ``openai_base_url`` or
-            ``model_reasoning_effort`` is not a string.
-    """
-    from .._base._config import parse_override, unknown_keys
-    from .._base._errors import ConfigError
-
-    overrides: list[str] = []
-    ignored: list[str] = []
-    base_url: str | None = None
-    effort: str | None = None
-    for text in texts:
-        keys, value = parse_override(text)
-        dotted = ".".join(keys)
-        if dotted in ("openai_base_url", "model_reasoning_effort"):
-            if not isinstance(value, str) or not value:
-                raise ConfigError(f"--config {dotted}: expected a string, got {value!r}")
-            if dotted == "openai_base_url":
-                base_url = value
-            else:
-                effort = value
-        elif unknown_keys(nested(keys, value)):
-            ignored.append(dotted)
-        else:
-            overrides.append(text)
-    return CodexKeys(tuple(overrides), base_url, effort, tuple(ignored))
-
-
-def nested(keys: Sequence[str], value: Any) -> dict[str, Any]:
-    """``{"a": {"b": value}}`` for the keys ``["a", "b"]``."""
-    data: dict[str, Any] = {keys[-1]: value}
-    for key in reversed(keys[:-1]):
-        data = {key: data}
-    return data
 
 
 @attrs.frozen
@@ -110,7 +58,9 @@ class ExecRequest:
 
 def exec_request(args: argparse.Namespace) -> ExecRequest:
     """Read ``relay exec``'s command line (it extends ``args.overrides`` with the keys of
-    Codex's flags, so that they count as chosen on the command line).
+    Codex's flags, so that they count as chosen on the command line). Codex's keys are
+    ``args.codex`` when the command sorted them already (:func:`codex_keys`), else those of
+    ``--config KEY=VALUE``.
 
     Raises:
         ScriptError: the positional arguments are not ``[resume THREAD_ID] [PROMPT]``, or the
@@ -133,8 +83,14 @@ def exec_request(args: argparse.Namespace) -> ExecRequest:
     if not words and sys.stdin.isatty():
         raise ScriptError("exec: no prompt given, and standard input is a terminal")
     prompt = words[0] if words else "-"
-    codex = codex_keys(args.codex_overrides)
-    warnings = [f"config key {key!r} has no counterpart in relay; ignored" for key in codex.ignored]
+    codex: CodexKeys | None = getattr(args, "codex", None)
+    warnings: list[str] = []
+    if codex is None:
+        # Not sorted by the command (``relay._cli._main`` sorts ``-c`` and ``--config`` keys
+        # alike and says what it ignores): ``--config``'s keys alone.
+        codex = codex_keys(args.codex_overrides)
+        args.overrides = [*args.overrides, *codex.overrides]
+        warnings += codex.warnings()
     warnings += [
         f"{flag} {value}: relay has no such feature; ignored"
         for flag, value in (
@@ -150,7 +106,7 @@ def exec_request(args: argparse.Namespace) -> ExecRequest:
         flags.append(f"cwd={json.dumps(args.cd)}")
     if args.sandbox is not None:
         flags.append(f"sandbox_mode={json.dumps(args.sandbox)}")
-    args.overrides = [*args.overrides, *codex.overrides, *flags]
+    args.overrides = [*args.overrides, *flags]
     return ExecRequest(
         prompt=prompt,
         thread_id=thread_id,
@@ -225,19 +181,36 @@ def codex_config(
     """``config`` with what Codex's options ask for that is not a key of relay's: the
     ``openai`` provider's base URL (and the provider itself unless ``provider_chosen``), its
     key from ``CODEX_API_KEY``, and ``--add-dir``'s writable roots."""
+    config = with_openai_base_url(config, request.codex.base_url, provider_chosen=provider_chosen)
+    config = with_codex_api_key(config, environ)
+    return with_writable_roots(config, request.writable_roots)
+
+
+def with_openai_base_url(config: Config, base_url: str | None, *, provider_chosen: bool) -> Config:
+    """``config`` with ``openai_base_url`` (Codex's key) as the ``openai`` provider's base URL,
+    and ``openai`` as the provider unless ``provider_chosen`` (the command line or a
+    configuration file chose one). None changes nothing."""
+    from .._base._config import BUILTIN_PROVIDERS
+
+    if base_url is None:
+        return config
+    openai = config.model_providers.get("openai", BUILTIN_PROVIDERS["openai"])
+    changed = attrs.evolve(openai, base_url=base_url)
+    if not provider_chosen and config.model_provider == "scripted":
+        config = attrs.evolve(config, model_provider="openai")
+    return attrs.evolve(config, model_providers={**config.model_providers, "openai": changed})
+
+
+def with_codex_api_key(config: Config, environ: Mapping[str, str]) -> Config:
+    """``config`` with the ``openai`` provider's key read from ``CODEX_API_KEY`` (where Codex's
+    SDK puts its ``apiKey``) when that is set and the provider reads ``OPENAI_API_KEY``."""
     from .._base._config import BUILTIN_PROVIDERS
 
     openai = config.model_providers.get("openai", BUILTIN_PROVIDERS["openai"])
-    changed = openai
-    if request.codex.base_url is not None:
-        changed = attrs.evolve(changed, base_url=request.codex.base_url)
-        if not provider_chosen and config.model_provider == "scripted":
-            config = attrs.evolve(config, model_provider="openai")
-    if (environ.get(CODEX_API_KEY) or "").strip() and openai.env_key == "OPENAI_API_KEY":
-        changed = attrs.evolve(changed, env_key=CODEX_API_KEY)
-    if changed is not openai:
-        config = attrs.evolve(config, model_providers={**config.model_providers, "openai": changed})
-    return with_writable_roots(config, request.writable_roots)
+    if not (environ.get(CODEX_API_KEY) or "").strip() or openai.env_key != "OPENAI_API_KEY":
+        return config
+    changed = attrs.evolve(openai, env_key=CODEX_API_KEY)
+    return attrs.evolve(config, model_providers={**config.model_providers, "openai": changed})
 
 
 def resume_rules(
@@ -374,5 +347,7 @@ __all__ = [
     "resume_rules",
     "rollout_root",
     "take_codex_key",
+    "with_codex_api_key",
+    "with_openai_base_url",
     "with_writable_roots",
 ]

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._parser import EXIT_USAGE, build_parser
+from ._preflight import app_server_config, check_config, codex_base_url, sort_codex_flags
 from ._streams import (
     END_BOUND,
     EXIT_FAILED,
@@ -37,8 +38,10 @@ from ._streams import (
     Interrupted,
     discard_stdout,
     end_after,
+    ended_early_status,
     exit_before_start,
     hold_standard_descriptors,
+    lingering_warning,
     signal_status,
     to_stdout,
 )
@@ -86,6 +89,7 @@ def _config(args: argparse.Namespace) -> Config:
         config = attrs.evolve(config, model_script=args.model_script)
     if args.rollout_dir:
         config = attrs.evolve(config, rollout=attrs.evolve(config.rollout, dir=args.rollout_dir))
+    config = codex_base_url(config, args, _chosen_keys)
     config.provider()  # an unknown provider is a usage error, found before anything runs
     return config
 
@@ -209,7 +213,9 @@ async def _run(
                 output_closed(error)
 
     def sink(event: p.Event, msg: dict[str, Any]) -> None:
-        if codex is not None:
+        if codex is not None and not interrupted.signalled:
+            # A signal ends Codex's stream where it stands, as Codex's: the SDK's aborted
+            # call rejects with its AbortError (docs/codex-compat.md, Aborting).
             for line in codex.translate(event):
                 write_line(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
         if printer is not None and not interrupted.output_closed:
@@ -277,8 +283,8 @@ async def _run(
                 # holds that up, but not the process past the bound.
                 timer = end_after(
                     END_BOUND,
-                    lambda: _lingering(session),
-                    lambda: _ended_early(outcome, answer_only),
+                    lambda: lingering_warning(session),
+                    lambda: ended_early_status(outcome, answer_only),
                 )
             timer.cancel()
             tg.cancel_scope.cancel()
@@ -291,33 +297,16 @@ async def _run(
     return interrupted
 
 
-def _lingering(session: Any) -> str:
-    """The warning of a run whose session does not end: the tasks that would not stop."""
-    tasks = session.statistics().lingering
-    named = ", ".join(tasks) if tasks else "a task"
-    return (
-        f"the session did not end within {END_BOUND:g} s: {named} did not stop when asked "
-        "(it ignores cancellation)"
-    )
-
-
-def _ended_early(outcome: RunOutcome, answer_only: bool) -> int:
-    """The exit status of a run ended past the bound, with what ``relay exec`` prints."""
-    if answer_only:
-        for error in outcome.errors:
-            print(f"relay: {error.message}", file=sys.stderr)
-        if outcome.last_answer is not None:
-            print(outcome.last_answer, flush=True)
-    return EXIT_FAILED if outcome.failed else EXIT_OK
-
-
 def _backend() -> str:
     """The event loop of a run: asyncio, or trio when ``RELAY_BACKEND=trio``.
 
     On asyncio, trio is marked unavailable in this process: the HTTP stack of the SDK imports
     trio whenever it is installed, only to be able to run under it, and that costs a run over
-    HTTP about a tenth of a second. Nothing of a run on asyncio uses trio.
+    HTTP about a tenth of a second. Nothing of a run on asyncio uses trio. On either, so is
+    h2: the same stack imports its HTTP/2 connection whenever h2 is installed, and relay never
+    asks for HTTP/2 (about 30 ms of CPU of a turn over HTTP).
     """
+    sys.modules.setdefault("h2", None)  # type: ignore[arg-type]
     if os.environ.get("RELAY_BACKEND", "") == "trio":
         return "trio"
     sys.modules.setdefault("trio", None)  # type: ignore[arg-type]
@@ -413,9 +402,12 @@ def _run_command(args: argparse.Namespace) -> int:
         take_api_key(config.provider())
         take_api_key(config.compaction_provider())
         if request is not None:
+            from .._codex._defaults import with_codex_tools
             from ._exec import take_codex_key
 
             take_codex_key(config)
+            config = with_codex_tools(config)
+        check_config(config, chosen)
         export = export_for(args.otel, os.environ, sys.stderr, "relay")
     except (ConfigError, ScriptError, RolloutError) as exc:
         _print_error(exc)
@@ -425,8 +417,8 @@ def _run_command(args: argparse.Namespace) -> int:
     outcome = RunOutcome()
     codex: CodexExecStream | None = None
     if args.command == "exec":
-        # exec prints its answer, or the events with --json, Codex's with --experimental-json,
-        # or a transcript with --pretty.
+        # exec prints its answer, or relay's events with --events, Codex's with --json
+        # (--experimental-json), or a transcript with --pretty.
         pretty = args.output == "pretty"
         answer_only = args.output is None
         if args.output == "codex":
@@ -553,6 +545,10 @@ def _write_page(rollout: Rollout) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``relay`` console script and ``python -m relay``."""
     args = build_parser().parse_args(argv)
+    if args.command in {"run", "resume", "exec", "app-server"}:
+        refused = sort_codex_flags(args)
+        if refused is not None:
+            return refused
     if args.command in {"run", "resume", "exec"}:
         return _run_command(args)
     if args.command == "cluster":
@@ -568,7 +564,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "app-server":
         from .._appserver._command import app_server_command
 
-        return app_server_command(args, _config)
+        return app_server_command(
+            args, lambda parsed: app_server_config(parsed, _config, _chosen_keys)
+        )
     if args.command == "mock-server":
         from .._testing._mock_server import main as mock_main
 

@@ -11,6 +11,11 @@ from typing import Any
 
 from .._version import __version__
 
+#: ``-c``'s help where Codex's keys are taken too.
+CODEX_OVERRIDE_HELP = (
+    "override a config key (value parsed as TOML); a key of Codex's that relay has not is a warning"
+)
+
 #: The exit status of bad usage (``relay --help`` lists the others per command).
 EXIT_USAGE = 2
 
@@ -78,8 +83,26 @@ def codex_config_options(sub: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override a config key (value parsed as TOML)",
+        help=CODEX_OVERRIDE_HELP,
     )
+
+
+def feature_options(sub: argparse.ArgumentParser) -> None:
+    """Codex's ``--enable FEATURE`` and ``--disable FEATURE`` (any number of each): relay's
+    features are switched, Codex's others are warnings (docs/cli.md)."""
+    for flag, dest, does, value in (
+        ("--enable", "enable", "on", "true"),
+        ("--disable", "disable", "off", "false"),
+    ):
+        sub.add_argument(
+            flag,
+            dest=dest,
+            action="append",
+            default=[],
+            metavar="FEATURE",
+            help=f"switch a feature {does} (features.FEATURE={value}); "
+            "a feature of Codex's that relay has not is a warning",
+        )
 
 
 def exec_options(sub: argparse.ArgumentParser) -> None:
@@ -250,9 +273,10 @@ def build_parser() -> argparse.ArgumentParser:
                 nargs="?",
                 help="op script (JSON Lines); '-' reads standard input, as does nothing in a pipe",
             )
-            config_options(sub)
+            config_options(sub, override_help=CODEX_OVERRIDE_HELP)
         else:
             codex_config_options(sub)
+        feature_options(sub)
         sub.add_argument("--model-script", help="model script for the scripted provider")
         sub.add_argument("--rollout-dir", help="directory for rollout files")
         sub.add_argument(
@@ -281,23 +305,33 @@ def build_parser() -> argparse.ArgumentParser:
             if script
             else "a readable transcript instead of the answer",
         )
-        output.add_argument(
-            "--json",
-            dest="output",
-            action="store_const",
-            const="json",
-            help="one JSON event per line (the default in a pipe or file)"
-            if script
-            else "one JSON event per line instead of the answer",
-        )
-        if not script:
+        if script:
             output.add_argument(
+                "--json",
+                dest="output",
+                action="store_const",
+                const="json",
+                help="one JSON event per line (the default in a pipe or file)",
+            )
+        else:
+            # Under exec, --json is Codex's event stream, as for Codex; relay's own events
+            # have a flag of their own.
+            output.add_argument(
+                "--events",
+                dest="output",
+                action="store_const",
+                const="json",
+                help="relay's events, one JSON line each (as relay run --json prints them), "
+                "instead of the answer",
+            )
+            output.add_argument(
+                "--json",
                 "--experimental-json",
                 dest="output",
                 action="store_const",
                 const="codex",
                 help="Codex's event stream, one JSON object per line, instead of the answer "
-                "(docs/codex-compat.md)",
+                "(docs/codex-compat.md; --experimental-json is its older name)",
             )
 
     run = commands.add_parser("run", help="run an op script in a new session")
@@ -344,7 +378,8 @@ def build_parser() -> argparse.ArgumentParser:
     app.add_argument(
         "--listen", default="stdio://", metavar="URL", help="the transport (only stdio://)"
     )
-    config_options(app)
+    config_options(app, override_help=CODEX_OVERRIDE_HELP)
+    feature_options(app)
     app.add_argument("--model-script", help="model script for the scripted provider")
     app.add_argument("--rollout-dir", help="directory for rollout files")
     app.add_argument(
@@ -430,5 +465,6 @@ __all__ = [
     "codex_config_options",
     "config_options",
     "exec_options",
+    "feature_options",
     "otel_option",
 ]

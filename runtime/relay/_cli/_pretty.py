@@ -13,8 +13,19 @@ from typing import TextIO
 
 from .._base import _protocol as p
 from .._core._work_state import WorkEntry, WorkState, work_state_lines
-from .._html import visible
 from ._outcome import RunOutcome
+
+
+def visible(text: str) -> str:
+    """``text`` with its control characters written out (:func:`relay._html.visible`).
+
+    Imported when first printed: ``relay exec`` and ``relay run --json`` import this module
+    and print nothing through it, and the page package costs a run's start-up.
+    """
+    from .._html._text import visible as written_out
+
+    return written_out(text)
+
 
 _SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 
 if TYPE_CHECKING:
     from .._drive._runner import ScriptRunner
+    from ._outcome import RunOutcome
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -40,6 +41,11 @@ class Interrupted:
         self.output_closed = False
         self.output_error: OSError | None = None
         """Why standard output could not be written, unless it was a closed pipe (SIGPIPE)."""
+
+    @property
+    def signalled(self) -> bool:
+        """Whether SIGINT or SIGTERM came (not a closed output's SIGPIPE)."""
+        return self.signum in (signal.SIGINT, signal.SIGTERM)
 
     @property
     def stopping(self) -> bool:
@@ -172,7 +178,29 @@ def exit_before_start(signum: int, _frame: Any) -> None:
     exit_interrupted(signum)
 
 
+def lingering_warning(session: Any) -> str:
+    """The warning of a run whose session does not end: the tasks that would not stop."""
+    tasks = session.statistics().lingering
+    named = ", ".join(tasks) if tasks else "a task"
+    return (
+        f"the session did not end within {END_BOUND:g} s: {named} did not stop when asked "
+        "(it ignores cancellation)"
+    )
+
+
+def ended_early_status(outcome: RunOutcome, answer_only: bool) -> int:
+    """The exit status of a run ended past the bound, with what ``relay exec`` prints."""
+    if answer_only:
+        for error in outcome.errors:
+            print(f"relay: {error.message}", file=sys.stderr)
+        if outcome.last_answer is not None:
+            print(outcome.last_answer, flush=True)
+    return EXIT_FAILED if outcome.failed else EXIT_OK
+
+
 __all__ = [
+    "ended_early_status",
+    "lingering_warning",
     "END_BOUND",
     "EXIT_FAILED",
     "EXIT_OK",
