@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from ._base._model import ModelEvent as ModelEvent
     from ._base._model import OutputItemDone as OutputItemDone
     from ._base._model import OutputTextDelta as OutputTextDelta
-    from ._base._model import SummaryTextDelta as SummaryTextDelta
     from ._base._model import Prompt as Prompt
+    from ._base._model import SummaryTextDelta as SummaryTextDelta
     from ._base._model import ToolSpec as ToolSpec
     from ._base._tokens import approx_tokens as approx_tokens
     from ._base._tokens import item_tokens as item_tokens

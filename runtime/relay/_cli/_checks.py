@@ -17,7 +17,6 @@ from .._base._exec_rules import idle_rules_warning
 PLACEHOLDER_MODEL = "scripted"
 
 
-
 def missing_model(config: Config) -> str | None:
     """Why ``config`` cannot send a request, when its provider speaks HTTP and no model is
     set; None when a model is set or the provider is the embedded scripted one."""

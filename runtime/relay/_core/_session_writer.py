@@ -22,7 +22,7 @@ import attrs
 from .._base import _protocol as p
 from .._base._codec import to_json
 from .._base._errors import ContextWindowExceeded, ErrorCode
-from .._base._rollout_lines import GeneratedIds, LinePayload
+from .._base._rollout_lines import LinePayload
 from .._base._tokens import token_ratio
 from .._exec._rules import Grant
 from .._version import __version__

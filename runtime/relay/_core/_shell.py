@@ -3,9 +3,9 @@ chose for the call (docs/tools.md).
 
 Its arguments are Codex's (``command``, ``workdir``, ``timeout_ms`` and the escalation fields;
 ``argv`` is taken for ``command``), so that a model trained on Codex's tool calls relay's the
-same way. What the command prints goes out as it comes (``exec_command_output_delta``); how it
-ended is reported as data (:class:`~relay.protocol.ToolResult`), and the model reads its output with a
-last line that says how it ended.
+same way. What the command prints goes out as it comes (``exec_command_output_delta``); how
+it ended is reported as data (:class:`~relay.protocol.ToolResult`), and the model reads its
+output with a last line that says how it ended.
 """
 
 from __future__ import annotations
