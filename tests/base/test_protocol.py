@@ -92,6 +92,7 @@ OPS: dict[type, Any] = {
     p.OverrideTurnContext: p.OverrideTurnContext(model="o3", cwd="/tmp", effort="low"),
     p.Unpin: p.Unpin("Always answer in French."),
     p.ExecApproval: p.ExecApproval("call_1", p.ReviewDecision.APPROVED_FOR_SESSION),
+    p.PatchApproval: p.PatchApproval("call_2", p.ReviewDecision.DENIED),
     p.Shutdown: p.Shutdown(),
     p.CustomOp: p.CustomOp("review", {"path": "src/app.py", "depth": 2}, p.OnBusy.QUEUE),
 }
@@ -100,9 +101,17 @@ TURN_ITEMS: dict[type, Any] = {
     p.UserMessageItem: p.UserMessageItem("u-1", (p.Text("hi"), p.LocalImage("a.png"))),
     p.AgentMessageItem: p.AgentMessageItem("a-1", "hello"),
     p.ReasoningItem: p.ReasoningItem("r-1", ("first", "second")),
-    p.ToolCallItem: p.ToolCallItem("call-1", "read_file", '{"path": "a"}', output="text"),
+    p.ToolCallItem: p.ToolCallItem(
+        "call-1",
+        "shell",
+        '{"command": ["ls"]}',
+        output="a\n[exit code 0]",
+        result=p.ToolResult(p.CallStatus.COMPLETED, 0, duration_ms=4, sandboxed=True, printed="a"),
+    ),
     p.ContextCompactionItem: p.ContextCompactionItem("c-1", RECEIPT),
 }
+
+CHANGE = p.FileChange("/work/a.py", p.ChangeKind.UPDATE, "@@ -1 +1 @@\n-a\n+b\n", "/work/b.py")
 
 EVENTS: dict[type, Any] = {
     p.TurnStarted: p.TurnStarted("t1", 272_000, 1_700_000_000.5),
@@ -137,6 +146,19 @@ EVENTS: dict[type, Any] = {
         resumed=True,
         mcp_servers={"docs": 4},
     ),
+    p.ApplyPatchApprovalRequest: p.ApplyPatchApprovalRequest(
+        "call_2", "t1", (CHANGE,), "outside the writable folders", "/work"
+    ),
+    p.PatchApplyBegin: p.PatchApplyBegin("call_2", "t1", (CHANGE,), auto_approved=True),
+    p.PatchApplyEnd: p.PatchApplyEnd("call_2", "t1", True, (CHANGE,), "M a.py"),
+    p.TurnDiff: p.TurnDiff("t1", "diff --git a/a.py b/a.py\n"),
+    p.PlanUpdate: p.PlanUpdate(
+        "t1", (p.PlanStep("read", p.StepStatus.COMPLETED), p.PlanStep("edit", "in_progress")), "go"
+    ),
+    p.ExecCommandOutputDelta: p.ExecCommandOutputDelta(
+        "t1", "call_1", p.OutputStream.STDOUT, "é\n"
+    ),
+    p.ReasoningSummaryDelta: p.ReasoningSummaryDelta("t1", "r-1", "Thinking", 1),
     p.ShutdownComplete: p.ShutdownComplete(),
 }
 
@@ -359,6 +381,15 @@ EXPECTED_TAGS: dict[type, str] = {
     p.ExecApprovalRequest: "exec_approval_request",
     p.SessionConfigured: "session_configured",
     p.ShutdownComplete: "shutdown_complete",
+    # Codex's names of the same events and op.
+    p.PatchApproval: "patch_approval",
+    p.ApplyPatchApprovalRequest: "apply_patch_approval_request",
+    p.PatchApplyBegin: "patch_apply_begin",
+    p.PatchApplyEnd: "patch_apply_end",
+    p.TurnDiff: "turn_diff",
+    p.PlanUpdate: "plan_update",
+    p.ExecCommandOutputDelta: "exec_command_output_delta",
+    p.ReasoningSummaryDelta: "reasoning_summary_delta",
 }
 
 

@@ -222,3 +222,14 @@ async def test_a_patch_approval_op_answers_a_waiting_patch(tmp_path: Path) -> No
         await t.submit(p.PatchApproval(request.msg.call_id, "approved"))  # type: ignore[union-attr]
         await t.wait_for(relay.TurnComplete)
     assert (tmp_path / "a.txt").read_text() == "x\n"
+
+
+async def test_a_free_form_patch_call_is_applied_as_codex_offers_the_tool(tmp_path: Path) -> None:
+    # Codex offers apply_patch to its models as a free-form tool: the call's input is the patch.
+    patch = "*** Begin Patch\n*** Add File: free.txt\n+form\n*** End Patch\n"
+    custom = {"type": "custom_tool_call", "call_id": "f1", "name": "apply_patch", "input": patch}
+    t = await run(tmp_path, {"output": [custom]})
+    assert (tmp_path / "free.txt").read_text() == "form\n"
+    outputs = [i for i in t.session.history.items if isinstance(i, p.CustomToolCallOutput)]
+    assert outputs[0].output.startswith("Patch applied.")
+    assert t.recorder.of_type(p.PatchApplyEnd)[0].success

@@ -187,7 +187,7 @@ def diff_patch(before: dict[str, str], after: dict[str, str]) -> str:
     return patch(*body)
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(trees, trees)
 def test_a_differs_patch_turns_one_tree_into_the_other(
     before: dict[str, str], after: dict[str, str]

@@ -11,6 +11,7 @@ so nothing it does is reported once its turn has ended.
 from __future__ import annotations
 
 import inspect
+import json
 import typing
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -22,6 +23,7 @@ from .._base import _protocol as p
 from .._base._codec import type_tag
 from .._base._model import Prompt
 from .._base._tokens import truncate_text
+from .._exec._patch import APPLY_PATCH_NAME
 from . import _exec_gate, _sampling
 from ._compaction import CompactionOutcome, CompactionRequest
 from ._input import resolve_image
@@ -279,10 +281,12 @@ class TaskContext:
         if cleared.output is not None:
             output = cleared.output
             reported.append(p.ToolResult(p.CallStatus.DECLINED))
-        elif isinstance(call, p.FunctionCall):
+        elif isinstance(call, p.FunctionCall) or call.name == APPLY_PATCH_NAME:
+            # A patch may come as a free-form call, as Codex offers the tool to its models: its
+            # input is the patch, the function's one argument.
             self._writer.intent(call.call_id)
             ctx = self._tool_context(cleared, call.call_id, reported.append)
-            output = await wiring.tools.call(call, ctx)
+            output = await wiring.tools.call(_as_function(call), ctx)
         else:
             output = f"unsupported call: {call.name}"
             reported.append(p.ToolResult(p.CallStatus.FAILED))
@@ -345,6 +349,12 @@ class TaskContext:
             )
             raise StopTurn(p.AbortReason.HOOK_STOPPED if stopped else None)
         return outcome
+
+
+def _as_function(call: p.ToolCall) -> p.FunctionCall:
+    if isinstance(call, p.FunctionCall):
+        return call
+    return p.FunctionCall(call.name, json.dumps({"input": call.input}), call.call_id)
 
 
 __all__ = [
