@@ -80,7 +80,7 @@ async def test_a_patch_adds_updates_moves_and_deletes_and_says_so(tmp_path: Path
     assert not (tmp_path / "gone.txt").exists()
     begin = t.recorder.of_type(p.PatchApplyBegin)[0]
     end = t.recorder.of_type(p.PatchApplyEnd)[0]
-    assert end.success and begin.changes == end.changes
+    assert end.success and begin.changes == end.changes and begin.auto_approved
     kinds = {Path(c.path).name: (c.kind.value, c.move_path) for c in end.changes}
     assert kinds == {
         "new.txt": ("add", None),
@@ -222,6 +222,7 @@ async def test_a_patch_approval_op_answers_a_waiting_patch(tmp_path: Path) -> No
         await t.submit(p.PatchApproval(request.msg.call_id, "approved"))  # type: ignore[union-attr]
         await t.wait_for(relay.TurnComplete)
     assert (tmp_path / "a.txt").read_text() == "x\n"
+    assert not t.recorder.of_type(p.PatchApplyBegin)[0].auto_approved
 
 
 async def test_a_free_form_patch_call_is_applied_as_codex_offers_the_tool(tmp_path: Path) -> None:

@@ -59,8 +59,9 @@ ApprovalCallback: TypeAlias = Callable[
     "p.ReviewDecision | str | Awaitable[p.ReviewDecision | str]",
 ]
 
-#: What a patch passes before it writes: None to write, else what the model reads instead.
-WriteCheck = Callable[[Sequence[p.FileChange]], Awaitable[str | None]]
+#: What a patch passes before it writes: ``(refusal, asked)``, the refusal None to write, else
+#: what the model reads instead; ``asked``: whether anyone was asked.
+WriteCheck = Callable[[Sequence[p.FileChange]], Awaitable[tuple[str | None, bool]]]
 
 #: The output of a call whose request was denied.
 DENIED_OUTPUT = "denied: the user did not approve this call, and nothing of it ran"
@@ -544,7 +545,7 @@ def _patch_check(
     """What a patch of the call ``call_id`` passes before it writes: the rules on the files it
     writes (:func:`~relay._exec._rules.rule_writes`), then a decision when they ask."""
 
-    async def check(changes: Sequence[p.FileChange]) -> str | None:
+    async def check(changes: Sequence[p.FileChange]) -> tuple[str | None, bool]:
         env = gate.environment()
         guarded = gate.guarded or gate.sandbox
         own = [*guarded.protected, *guarded.hidden] if guarded is not None else []
@@ -558,9 +559,9 @@ def _patch_check(
         paths, writable, own = await in_thread(resolved)
         ruled = rule_writes(gate.rules, paths, writable=writable, guarded=own, granted=gate.written)
         if ruled.refuse is not None:
-            return ruled.refuse
+            return ruled.refuse, False
         if ruled.ask is None:
-            return None
+            return None, False
         asked = p.ApplyPatchApprovalRequest(call_id, writer.turn_id, changes, ruled.ask)
         decision = await _asked(writer, asked)
         writer.decided(gate.record(call_id, decision, None), None)
@@ -569,10 +570,10 @@ def _patch_check(
         clearance.abort = decision is p.ReviewDecision.ABORT
         match decision:
             case p.ReviewDecision.DENIED:
-                return DENIED_OUTPUT
+                return DENIED_OUTPUT, True
             case p.ReviewDecision.ABORT:
-                return ABORTED_OUTPUT
-        return None
+                return ABORTED_OUTPUT, True
+        return None, True
 
     return check
 

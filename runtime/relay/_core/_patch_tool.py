@@ -83,14 +83,14 @@ async def _apply_patch(args: Mapping[str, Any], ctx: ToolContext) -> str:
     changes = tuple(sorted((change_of(edit) for edit in edits), key=lambda c: c.path))
     if ctx.check_writes is None:
         raise ToolError("this call cannot write files outside a session")
-    refused = await ctx.check_writes(changes)
+    refused, asked = await ctx.check_writes(changes)
     if refused is not None:
         ctx.report(p.ToolResult(p.CallStatus.DECLINED))
         return refused
     touched = [path for edit in edits for path in (edit.path, edit.move_path) if path]
     for path, before in (await in_thread(_now, [t for t in touched if t not in ctx.found])).items():
         ctx.found[path] = before
-    ctx.emit(p.PatchApplyBegin(ctx.call_id, ctx.turn_id, changes))
+    ctx.emit(p.PatchApplyBegin(ctx.call_id, ctx.turn_id, changes, auto_approved=not asked))
     try:
         await in_thread(apply_changes, edits)
     except (PatchError, OSError) as exc:

@@ -72,8 +72,8 @@ class ToolContext:
     """Each file the turn's patches changed, as the turn found it (the turn's diff)."""
     check_writes: WriteCheck | None = None
     """What the files a call writes pass first (the session's gate chose it for this call):
-    None to write them, else what the model reads instead. None outside a session: nothing
-    is written."""
+    a refusal (None to write them, else what the model reads instead) and whether anyone was
+    asked. None outside a session: nothing is written."""
     report: Callable[[p.ToolResult], None] = lambda result: None
     """Say how the call ended, as data (a tool that does not: completed, or failed when it
     raises)."""
