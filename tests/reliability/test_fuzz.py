@@ -827,6 +827,7 @@ def test_rollouts_of_random_bytes_are_read_with_notes(data: bytes) -> None:
         assert "session_meta" in str(exc)
 
 
+@pytest.mark.slow  # 300 resumes of a damaged rollout: about 2 s of CPU
 @fuzz(300)
 @given(data=st.data())
 def test_truncated_and_corrupted_rollouts_resume_from_what_is_intact(

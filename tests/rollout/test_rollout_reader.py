@@ -376,6 +376,8 @@ def _long_rollout(turns: int) -> str:
     return text_of(*lines)
 
 
+# Slow tier: its full collections walk the heap of the whole run, not this test's.
+@pytest.mark.slow
 def test_parsing_runs_no_cyclic_collection() -> None:
     # Collections during a parse walk the heap (the older ones all of it) and free nothing: a
     # long rollout read in a large process cost several times what it cost in a fresh one.

@@ -90,7 +90,8 @@ async def _apply_patch(args: Mapping[str, Any], ctx: ToolContext) -> str:
     touched = [path for edit in edits for path in (edit.path, edit.move_path) if path]
     for path, before in (await in_thread(_now, [t for t in touched if t not in ctx.found])).items():
         ctx.found[path] = before
-    ctx.emit(p.PatchApplyBegin(ctx.call_id, ctx.turn_id, changes, auto_approved=not asked))
+    # Let through unasked: as Codex says it of a patch no one was asked about.
+    ctx.emit(p.PatchApplyBegin(ctx.call_id, ctx.turn_id, changes, not asked))
     try:
         await in_thread(apply_changes, edits)
     except (PatchError, OSError) as exc:
