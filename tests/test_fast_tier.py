@@ -28,6 +28,8 @@ def test_cpu_time_fails_everywhere_and_wall_time_only_where_judged() -> None:
     assert too_slow(limit * 2, limit * CPU_MARGIN * 1.1, judge_wall=False)
     # A report without a measure is judged by its wall time where that is judged.
     assert not too_slow(limit * 2, None, judge_wall=False)
+    # CPU no test could have spent in its wall time is an earlier test's, reaped now.
+    assert not too_slow(0.01, limit * CPU_MARGIN * 2, judge_wall=True)
     assert too_slow(limit * 2, None, judge_wall=True)
 
 
