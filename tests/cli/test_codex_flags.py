@@ -5,7 +5,6 @@ session opens: no model for a server, rules that govern no tool (issue 45)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,30 +19,8 @@ from relay._base._errors import ConfigError
 from relay._cli._checks import idle_rules_warning, missing_model
 from relay._cli._codex_flags import CodexKeys, codex_keys
 from tests.appserver.client import AppServer
+from tests.cli.test_exec_codex import relay
 from tests.pipes import LineReader
-
-TIMEOUT = 60
-
-
-def relay(
-    *args: str, cwd: Path, stdin: str = "", env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    environment = {
-        name: value
-        for name, value in os.environ.items()
-        if name not in ("OPENAI_API_KEY", "CODEX_API_KEY")
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "relay", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={**environment, **(env or {})},
-        timeout=TIMEOUT,
-        check=False,
-    )
-
 
 # ------------------------------------------------------------------ sorting the flags
 

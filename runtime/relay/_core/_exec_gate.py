@@ -552,11 +552,11 @@ def _patch_check(
         wanted = [path for c in changes for path in (c.path, c.move_path) if path is not None]
         confined = rules_sandbox(gate.rules)
 
-        def resolved() -> tuple[list[str], list[str], list[str]]:
+        def resolved() -> tuple[list[str], list[str]]:
             writable = writable_paths(confined, cwd, env) if confined is not None else []
-            return [os.path.realpath(x) for x in wanted], writable, own
+            return [os.path.realpath(x) for x in wanted], writable
 
-        paths, writable, own = await in_thread(resolved)
+        paths, writable = await in_thread(resolved)
         ruled = rule_writes(gate.rules, paths, writable=writable, guarded=own, granted=gate.written)
         if ruled.refuse is not None:
             return ruled.refuse, False

@@ -156,37 +156,45 @@ class ToolRegistry:
         return list(self._tools)
 
     async def call(self, call: p.FunctionCall, ctx: ToolContext) -> str:
-        """Run a call; returns the output to record (never raises for tool-level failures)."""
+        """Run a call; returns the output to record (never raises for tool-level failures).
+        A call that did not run, or whose tool raised, is reported failed."""
+        output, failed, noted = await self._run(call, ctx)
+        if noted is not None:
+            ctx.note(tool_failed(call.name, noted))
+        if failed:
+            ctx.report(p.ToolResult(p.CallStatus.FAILED))
+        return readable(output)
+
+    async def _run(self, call: p.FunctionCall, ctx: ToolContext) -> tuple[str, bool, str | None]:
+        """The output of ``call``, whether it failed, and what the work-state record says of a
+        tool that raised."""
         tool = self._tools.get(call.name)
         if tool is None:
-            ctx.report(p.ToolResult(p.CallStatus.FAILED))
-            return unsupported_output(call.name)
+            return unsupported_output(call.name), True, None
         try:
             args = _json.loads(call.arguments) if call.arguments.strip() else {}
         except ValueError as exc:
             # A syntax error, or JSON Python cannot hold (deep nesting, a huge integer, NaN).
             reason = exc.msg if isinstance(exc, json.JSONDecodeError | _json.JsonRejected) else exc
-            ctx.report(p.ToolResult(p.CallStatus.FAILED))
-            return f"invalid arguments for {call.name}: {reason}"
+            return f"invalid arguments for {call.name}: {reason}", True, None
         if not isinstance(args, Mapping):
-            ctx.report(p.ToolResult(p.CallStatus.FAILED))
-            return f"invalid arguments for {call.name}: expected a JSON object"
+            return f"invalid arguments for {call.name}: expected a JSON object", True, None
         try:
-            output = await tool.handler(args, ctx)
+            return await tool.handler(args, ctx), False, None
         except ToolError as exc:
-            output = f"error: {exc}"
-            ctx.note(tool_failed(call.name, readable(str(exc))))
-            ctx.report(p.ToolResult(p.CallStatus.FAILED))
+            return f"error: {exc}", True, readable(str(exc))
         except BaseException as exc:
             if not isinstance(exc, Exception) and not strayed(exc):
                 raise
             # The call is answered whatever went wrong; the details, which may hold absolute
             # paths, go to the log only.
             logger.exception("tool %s failed", call.name)
-            output = f"error: {call.name} failed unexpectedly ({type(exc).__name__})"
-            ctx.note(tool_failed(call.name, f"failed unexpectedly ({type(exc).__name__})"))
-            ctx.report(p.ToolResult(p.CallStatus.FAILED))
-        return readable(output)
+            kind = type(exc).__name__
+            return (
+                f"error: {call.name} failed unexpectedly ({kind})",
+                True,
+                f"failed unexpectedly ({kind})",
+            )
 
 
 def readable(text: str) -> str:
