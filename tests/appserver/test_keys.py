@@ -43,6 +43,7 @@ def command_output(server: AppServer, thread: str) -> str:
     return output
 
 
+@pytest.mark.slow  # an app-server, its thread's commands and /proc read: about 1.5 s
 def test_a_threads_key_reaches_no_command_and_leaves_the_servers_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
