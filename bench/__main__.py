@@ -3,9 +3,10 @@
 Options: ``--quick`` (tiny sizes, a couple of repetitions, no Codex: for the smoke test),
 ``--repeat N``, ``--only GROUP[,GROUP...]`` (turns, ask, tracing, peer, compaction, background,
 masking, rollout, long, scale, process, exec (one SDK turn: ``relay exec
---experimental-json`` against ``codex exec --json``, whole processes), sandbox, cluster, and
-startup: the start-up and one-turn part of process, run only when named; ``--quick`` leaves
-cluster out unless it is named, since it starts a Ray instance),
+--experimental-json`` against ``codex exec --json``, whole processes), sandbox, cluster, agents (a
+sub-agent's spawn and idle memory, the interrupt of a streaming tree), and startup: the start-up
+and one-turn part of process, run only when named; ``--quick`` leaves cluster out unless it is
+named, since it starts a Ray instance),
 ``--markdown FILE`` (also write the table as Markdown), ``--json FILE`` (also write the figures
 as JSON, as :mod:`bench.against` reads them), ``--plots DIR`` (PNG plots; default
 ``docs/img`` for a full run, none for ``--quick``), ``--install-codex`` (install the pinned
@@ -39,6 +40,7 @@ GROUPS = (
     "process",
     "exec",
     "sandbox",
+    "agents",
     "startup",
     "cluster",
 )
@@ -94,6 +96,10 @@ def _runner(name: str) -> Callable[[Options], list[Figure]]:
         from . import sandbox
 
         return sandbox.run
+    if name == "agents":
+        from . import agents
+
+        return agents.run
     if name == "exec":
         from . import exec_turn
 

@@ -18,6 +18,7 @@ import trio.testing
 
 from relay import testing
 from relay._base import _protocol as p
+from relay._base._agents_config import AgentsConfig
 from relay._base._codec import type_tag
 from relay._base._config import Config, load_config
 from relay._cli._config_doc import EXAMPLES, documented_keys
@@ -67,7 +68,8 @@ def _value_at(config: Config, path: str) -> Any:
     node: Any = config
     for part in path.split("."):
         if part == "*":
-            node = next(iter(node.values()))  # the example's one table
+            tables = node.roles if isinstance(node, AgentsConfig) else node
+            node = next(iter(tables.values()))  # the example's one table
         elif part.endswith("[]"):
             node = node.pre_compact[0]
         else:

@@ -343,6 +343,7 @@ def test_the_low_level_face_is_the_port_and_the_interfaces() -> None:
     assert len(relay.lowlevel.__all__) <= 42
     members = [name for name in vars(relay.TaskContext) if not name.startswith("_")]
     assert sorted(members) == [
+        "agents",
         "compact",
         "emit",
         "note",

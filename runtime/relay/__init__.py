@@ -29,6 +29,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from . import lowlevel as lowlevel
     from . import protocol as protocol
+    from ._base._agents_config import AgentRole as AgentRole
+    from ._base._agents_config import AgentsConfig as AgentsConfig
     from ._base._codec import DecodeError as DecodeError
     from ._base._config import CompactionSettings as CompactionSettings
     from ._base._config import Config as Config
@@ -171,6 +173,8 @@ __all__ = [
     "load_config",
     "CompactionSettings",
     "Features",
+    "AgentsConfig",
+    "AgentRole",
     "HookCommand",
     "Hooks",
     "McpServerConfig",
@@ -209,6 +213,8 @@ _SOURCES = {
     "CompactionSettings": "relay._base._config",
     "Config": "relay._base._config",
     "Features": "relay._base._config",
+    "AgentsConfig": "relay._base._agents_config",
+    "AgentRole": "relay._base._agents_config",
     "HookCommand": "relay._base._config",
     "Hooks": "relay._base._config",
     "OtelConfig": "relay._base._config",

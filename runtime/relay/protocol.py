@@ -22,9 +22,15 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ._base._protocol import AbortReason as AbortReason
+    from ._base._protocol import AgentCallItem as AgentCallItem
+    from ._base._protocol import AgentCallOutcome as AgentCallOutcome
     from ._base._protocol import AgentMessage as AgentMessage
     from ._base._protocol import AgentMessageDelta as AgentMessageDelta
     from ._base._protocol import AgentMessageItem as AgentMessageItem
+    from ._base._protocol import AgentRef as AgentRef
+    from ._base._protocol import AgentState as AgentState
+    from ._base._protocol import AgentStatus as AgentStatus
+    from ._base._protocol import AgentTool as AgentTool
     from ._base._protocol import ApplyPatchApprovalRequest as ApplyPatchApprovalRequest
     from ._base._protocol import BackgroundEvent as BackgroundEvent
     from ._base._protocol import CallStatus as CallStatus
@@ -84,6 +90,8 @@ if TYPE_CHECKING:
     from ._base._protocol import ShutdownComplete as ShutdownComplete
     from ._base._protocol import StepStatus as StepStatus
     from ._base._protocol import StreamErrorEvent as StreamErrorEvent
+    from ._base._protocol import SubAgentEnded as SubAgentEnded
+    from ._base._protocol import SubAgentSpawned as SubAgentSpawned
     from ._base._protocol import SummaryText as SummaryText
     from ._base._protocol import Text as Text
     from ._base._protocol import TokenCount as TokenCount
@@ -169,6 +177,11 @@ __all__ = [
     "WarningEvent",
     "ErrorEvent",
     "StreamErrorEvent",
+    "SubAgentSpawned",
+    "SubAgentEnded",
+    "AgentRef",
+    "AgentState",
+    "AgentStatus",
     "ShutdownComplete",
     # Turn items: what ``item_started`` and ``item_completed`` carry.
     "TurnItem",
@@ -178,6 +191,9 @@ __all__ = [
     "ToolCallItem",
     "ToolResult",
     "CallStatus",
+    "AgentCallItem",
+    "AgentTool",
+    "AgentCallOutcome",
     "ContextCompactionItem",
     # Response items: the history, as the model reads it.
     "ResponseItem",
@@ -207,6 +223,14 @@ __all__ = [
 #: ``_base/_protocol.py`` gathers the protocol from the modules of the ground floor that define
 #: it; every name loads from there.
 _SOURCES = {
+    "SubAgentSpawned": "relay._base._protocol",
+    "SubAgentEnded": "relay._base._protocol",
+    "AgentRef": "relay._base._protocol",
+    "AgentState": "relay._base._protocol",
+    "AgentStatus": "relay._base._protocol",
+    "AgentCallItem": "relay._base._protocol",
+    "AgentTool": "relay._base._protocol",
+    "AgentCallOutcome": "relay._base._protocol",
     "AbortReason": "relay._base._protocol",
     "AgentMessage": "relay._base._protocol",
     "AgentMessageDelta": "relay._base._protocol",

@@ -108,6 +108,22 @@ TURN_ITEMS: dict[type, Any] = {
         output="a\n[exit code 0]",
         result=p.ToolResult(p.CallStatus.COMPLETED, 0, duration_ms=4, sandboxed=True, printed="a"),
     ),
+    p.AgentCallItem: p.AgentCallItem(
+        "call-9",
+        p.AgentTool.WAIT,
+        "s-1",
+        '{"ids": ["a-1"]}',
+        receiver_ids=("a-1",),
+        states={"a-1": p.AgentState(p.AgentStatus.COMPLETED, "found it")},
+        status=p.CallStatus.COMPLETED,
+        output='{"status": {"a-1": {"completed": "found it"}}, "timed_out": false}',
+        result=p.ToolResult(
+            p.CallStatus.COMPLETED,
+            agents=p.AgentCallOutcome(
+                ("a-1",), {"a-1": p.AgentState(p.AgentStatus.COMPLETED, "found it")}
+            ),
+        ),
+    ),
     p.ContextCompactionItem: p.ContextCompactionItem("c-1", RECEIPT),
 }
 
@@ -159,6 +175,10 @@ EVENTS: dict[type, Any] = {
         "t1", "call_1", p.OutputStream.STDOUT, "é\n"
     ),
     p.ReasoningSummaryDelta: p.ReasoningSummaryDelta("t1", "r-1", "Thinking", 1),
+    p.SubAgentSpawned: p.SubAgentSpawned(
+        "a-1", "/root/1", "s-1", 1, "explorer", "gpt-test", "find it", "/tmp/a.jsonl"
+    ),
+    p.SubAgentEnded: p.SubAgentEnded("a-1", "/root/1", p.AgentStatus.ERRORED, "HTTP 500"),
     p.ShutdownComplete: p.ShutdownComplete(),
 }
 
@@ -390,6 +410,9 @@ EXPECTED_TAGS: dict[type, str] = {
     p.PlanUpdate: "plan_update",
     p.ExecCommandOutputDelta: "exec_command_output_delta",
     p.ReasoningSummaryDelta: "reasoning_summary_delta",
+    p.SubAgentSpawned: "sub_agent_spawned",
+    p.SubAgentEnded: "sub_agent_ended",
+    p.AgentCallItem: "agent_call",
 }
 
 

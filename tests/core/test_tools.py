@@ -389,7 +389,25 @@ def test_builtin_defaults() -> None:
         # Effects and Codex's tools are asked for (on by default only in Codex's faces).
         "apply_patch": False,
         "update_plan": False,
+        # The sub-agent tools come with features.multi_agent.
+        "spawn_agent": False,
+        "send_input": False,
+        "wait": False,
+        "close_agent": False,
+        "resume_agent": False,
     }
+
+
+def test_the_sub_agent_tools_come_with_multi_agent_and_each_can_be_left_out() -> None:
+    agents = ["spawn_agent", "send_input", "wait", "close_agent", "resume_agent"]
+    assert builtin_registry({}, multi_agent=True).names() == [
+        "read_file",
+        "list_dir",
+        "sleep",
+        *agents,
+    ]
+    offered = builtin_registry({"close_agent": False, "resume_agent": False}, multi_agent=True)
+    assert offered.names()[3:] == ["spawn_agent", "send_input", "wait"]
 
 
 def test_builtin_switches() -> None:

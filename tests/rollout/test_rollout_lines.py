@@ -200,9 +200,11 @@ def test_each_line_the_recorder_writes_has_the_documented_shape(tmp_path: Path) 
     assert list(full_compaction) == documented["compacted"]
     for line in lines:
         # A decision with no grant leaves out what a grant records, ids with no calibration
-        # the ratio.
-        plain = (line["type"] == "approval" and "seal" not in line["payload"]) or (
-            line["type"] == "ids" and "token_ratio" not in line["payload"]
+        # the ratio, a root's first line what names a sub-agent's parent.
+        plain = (
+            (line["type"] == "approval" and "seal" not in line["payload"])
+            or (line["type"] == "ids" and "token_ratio" not in line["payload"])
+            or (line["type"] == "session_meta" and "parent_id" not in line["payload"])
         )
         if line["type"] != "compacted" and not plain:
             assert list(line["payload"]) == documented[line["type"]], line["type"]

@@ -247,8 +247,9 @@ def test_malformed_lines_are_skipped_with_notes_naming_them() -> None:
         "context_compacted, error, exec_approval_request, exec_command_output_delta, "
         "hook_completed, hook_started, item_completed, item_started, patch_apply_begin, "
         "patch_apply_end, plan_update, reasoning_summary_delta, session_configured, "
-        "session_resumed, shutdown_complete, stream_error, token_count, turn_aborted, "
-        "turn_complete, turn_diff, turn_started, user_message, warning, work_state_noted); "
+        "session_resumed, shutdown_complete, stream_error, sub_agent_ended, "
+        "sub_agent_spawned, token_count, turn_aborted, turn_complete, turn_diff, turn_started, "
+        "user_message, warning, work_state_noted); "
         "ignored",
         "line 8: invalid turn_context: required field 'model' missing; ignored",
         "line 9: no timestamp",

@@ -18,6 +18,8 @@ the time is given to it with each event.
   approval, ``item/fileChange/requestApproval``), completed at ``patch_apply_end``, or when
   its call ends without one (declined); a call that was no patch or did not apply has none, as
   in Codex; ``turn_diff`` is ``turn/diff/updated``;
+- a sub-agent tool's call (``agent_call``) is a ``collabAgentToolCall`` item, with the model a
+  spawned agent runs (from the ``sub_agent_spawned`` seen before the call ends);
 - ``plan_update`` is ``turn/plan/updated`` (the ``update_plan`` call has no item);
 - ``token_count`` is ``thread/tokenUsage/updated``;
 - ``error`` is ``error`` (``willRetry`` false), ``stream_error`` is ``error`` with
@@ -96,6 +98,8 @@ class _Turn:
     """The turn's last ``agentMessage``."""
     calls: dict[str, tuple[p.ToolCallItem, int]] = attrs.field(factory=dict)
     """Tool calls in progress, with their start in milliseconds."""
+    agent_calls: dict[str, p.AgentCallItem] = attrs.field(factory=dict)
+    """Sub-agent calls in progress."""
     patches: dict[str, tuple[p.FileChange, ...] | None] = attrs.field(factory=dict)
     """The patches whose ``fileChange`` item has started, with their changes, by call id;
     None once the item has completed."""
@@ -120,6 +124,11 @@ class Translator:
     """The approval requests waiting for the client, by request id: their turn and call."""
     patch_calls: set[str] = attrs.field(factory=set)
     """The calls whose approval request was a patch's (answered with ``patch_approval``)."""
+    agent_id: str | None = None
+    """The sub-agent whose events these are, in its root's stream (None: the root's own):
+    a decision on one of its calls names it."""
+    spawned_models: dict[str, str] = attrs.field(factory=dict)
+    """The model of each agent this thread spawned, by id."""
     _asked_count: int = attrs.field(default=0, init=False)
     _parts: set[tuple[str, int]] = attrs.field(factory=set, init=False)
 
@@ -226,6 +235,8 @@ class Translator:
                 return [notification("warning", {"threadId": thread, "message": message})]
             case p.ExecApprovalRequest():
                 return [self._ask(msg, now_ms)]
+            case p.SubAgentSpawned(agent_id=agent_id, model=model):
+                self.spawned_models[agent_id] = model
         return []
 
     def _patch_started(
@@ -292,8 +303,8 @@ class Translator:
     def decision_op(self, call_id: str, decision: p.ReviewDecision) -> p.Op:
         """The op that gives ``decision`` to the call ``call_id``: a patch's, or a command's."""
         if call_id in self.patch_calls:
-            return p.PatchApproval(call_id, decision)
-        return p.ExecApproval(call_id, decision)
+            return p.PatchApproval(call_id, decision, agent_id=self.agent_id)
+        return p.ExecApproval(call_id, decision, agent_id=self.agent_id)
 
     def _ask(self, asked: p.ExecApprovalRequest, now_ms: int) -> Message:
         request_id = self._request_id(asked.turn_id, asked.call_id)
@@ -357,7 +368,19 @@ class Translator:
                 )
             case p.ContextCompactionItem(id=item_id):
                 return _items.compaction(item_id)
+            case p.AgentCallItem(id=call_id):
+                if turn is not None:
+                    if started:
+                        turn.agent_calls[call_id] = item
+                    else:
+                        turn.agent_calls.pop(call_id, None)
+                return self._agent_call(item)
         raise AssertionError(f"not a turn item: {item!r}")
+
+    def _agent_call(self, item: p.AgentCallItem, *, aborted: bool = False) -> Message:
+        spawned = item.tool is p.AgentTool.SPAWN_AGENT and item.receiver_ids
+        model = self.spawned_models.get(item.receiver_ids[0]) if spawned else None
+        return _items.agent_call(item, model=model, aborted=aborted)
 
     def _ended(
         self, turn_id: str, duration_ms: int, now_ms: int, *, aborted: bool
@@ -383,6 +406,18 @@ class Translator:
                 },
             )
             for call_id, (item, started_ms) in turn.calls.items()
+        ]
+        made += [
+            notification(
+                "item/completed",
+                {
+                    "item": self._agent_call(item, aborted=True),
+                    "threadId": self.thread_id,
+                    "turnId": turn_id,
+                    "completedAtMs": now_ms,
+                },
+            )
+            for item in turn.agent_calls.values()
         ]
         status = "interrupted" if aborted else "failed" if turn.error is not None else "completed"
         ended = turn_json(
@@ -418,12 +453,16 @@ def thread_json(
     running: bool = False,
     turns: list[Message] | None = None,
     preview: str = "",
+    spawn: Message | None = None,
+    session_id: str | None = None,
 ) -> dict[str, Any]:
-    """A ``Thread``: a session, as the app-server shows it."""
+    """A ``Thread``: a session, as the app-server shows it. ``spawn``: a sub-agent's
+    ``thread_spawn`` source (its parent, depth, path and role); ``session_id``: the root of its
+    tree (None: the thread itself)."""
     status: Message = {"type": "active", "activeFlags": []} if running else {"type": "idle"}
-    return {
+    made = {
         "id": thread_id,
-        "sessionId": thread_id,
+        "sessionId": session_id or thread_id,
         "forkedFromId": None,
         "parentThreadId": None,
         "preview": preview,
@@ -442,6 +481,28 @@ def thread_json(
         "name": None,
         "turns": turns or [],
     }
+    if spawn is not None:
+        made["source"] = {"subAgent": {"thread_spawn": spawn}}
+        made["parentThreadId"] = spawn["parent_thread_id"]
+        made["agentRole"] = spawn["agent_role"]
+        made["agentNickname"] = spawn["agent_nickname"]
+    return made
 
 
-__all__ = ["Translator", "thread_json", "turn_json", "usage_json"]
+def spawn_source(
+    parent_id: str, path: str | None, role: str | None, depth: int | None = None
+) -> Message:
+    """The ``thread_spawn`` source of a sub-agent; its depth, when not given, is its path's
+    (``/root/1/2``: 2)."""
+    if depth is None:
+        depth = max(1, len([part for part in (path or "").split("/") if part]) - 1)
+    return {
+        "parent_thread_id": parent_id,
+        "depth": depth,
+        "agent_path": path,
+        "agent_role": role,
+        "agent_nickname": None,
+    }
+
+
+__all__ = ["Translator", "spawn_source", "thread_json", "turn_json", "usage_json"]

@@ -42,6 +42,7 @@ from .._exec._real_work import in_thread
 from .._version import __version__
 from . import _params, _store
 from . import _thread_params as _more
+from ._agents import AgentThreads
 from ._catalog import config_read, model_list
 from ._methods import SUPPORTED, UNSUPPORTED, unsupported_message
 from ._notes import Translator, turn_json
@@ -151,17 +152,20 @@ class Server:
         decision, wrong = _params.approval_decision(reply.result, reply.error)
         declined = decision in (p.ReviewDecision.DENIED, p.ReviewDecision.ABORT)
         for thread in self.threads.values():
-            found = thread.notes.resolve(reply.id, declined=declined)
+            found = thread.resolve(reply.id, declined=declined)
             if found is not None:
                 break
         else:
             return  # answers nothing waiting: resolved already, by the turn's end
-        call_id, resolved = found
+        asker, call_id, resolved = found
         if wrong is not None:
             warning = f"{wrong}: the call {call_id} is denied"
-            self._out.put(notification("warning", {"threadId": thread.id, "message": warning}))
+            self._out.put(
+                notification("warning", {"threadId": asker.thread_id, "message": warning})
+            )
         self._out.put(resolved)
-        self._submit(thread, thread.notes.decision_op(call_id, decision))
+        # A sub-agent's call is decided through the root's session, which passes it down.
+        self._submit(thread, asker.decision_op(call_id, decision))
 
     def _request(self, request: Request) -> None:
         method = request.method
@@ -365,7 +369,7 @@ class Server:
                 if self._closing:
                     session.submit_nowait(p.Shutdown())
                 async for event in events:
-                    for made in thread.notes.translate(event, self._now_ms()):
+                    for made in thread.translate(event, self._now_ms()):
                         self._out.put(made)
                     await self._out.wait_room()
         except Exception as exc:
@@ -399,6 +403,9 @@ class Server:
             name=_text(side.get("name")),
             forked_from=_text(side.get("forked_from")),
             preview=first_user_message(turns or []),
+        )
+        thread.agents = AgentThreads(
+            thread.id, configured.model_provider, __version__, _mcp_tools(session)
         )
         self.threads[thread.id] = thread
         self._out.put(result(request_id, thread.answer(__version__, turns)))
@@ -475,11 +482,32 @@ class Server:
 
     def _turn_interrupt(self, request: Request) -> None:
         asked = _params.turn_interrupt(request.params)
+        if asked.thread_id not in self.threads:
+            self._interrupt_agent(request, asked.thread_id, asked.turn_id)
+            return
         thread = self._thread(asked.thread_id)
         if thread.notes.running != asked.turn_id:
             raise invalid("turnId", f"turn {asked.turn_id} is not running in thread {thread.id}")
         self._out.put(result(request.id, {}))
         self._submit(thread, p.Interrupt())
+
+    def _interrupt_agent(self, request: Request, agent_id: str, turn_id: str) -> None:
+        """``turn/interrupt`` of a sub-agent's thread: its turn, and those of the agents below
+        it, are interrupted (docs/agents.md)."""
+        for thread in list(self.threads.values()):
+            child = thread.agents.children.get(agent_id) if thread.agents else None
+            session = thread.session.agents.find(agent_id)
+            if child is None or session is None:
+                continue
+            if child.notes.running != turn_id:
+                raise invalid("turnId", f"turn {turn_id} is not running in thread {agent_id}")
+            self._out.put(result(request.id, {}))
+            try:
+                session.submit_nowait(p.Interrupt())
+            except ClosedSessionError:
+                pass  # it ended meanwhile: its last notifications say how
+            return
+        raise invalid("threadId", f"no thread {agent_id} is loaded")
 
     def _compact(self, request: Request) -> None:
         thread = self._thread(_params.thread_id(request.params))

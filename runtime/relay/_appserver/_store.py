@@ -141,6 +141,12 @@ class Summary:
     """Its first user message (None: it has none yet)."""
     sidecar: dict[str, Any] = attrs.field(factory=dict, eq=False)
     """What its sidecar records."""
+    parent_id: str | None = None
+    """A sub-agent's: its parent's thread id (None: a root thread)."""
+    agent_path: str | None = None
+    """A sub-agent's: its place in its tree."""
+    agent_role: str | None = None
+    """A sub-agent's: the role it was spawned in."""
 
     @property
     def name(self) -> str | None:
@@ -204,7 +210,20 @@ def summarize(file: RolloutFile) -> Summary | None:
         version=str(meta.get("relay_version") or ""),
         preview=preview,
         sidecar=read_sidecar(file.path),
+        parent_id=_text(meta.get("parent_id")),
+        agent_path=_text(meta.get("agent_path")),
+        agent_role=_text(meta.get("agent_role")),
     )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+#: The source kinds of ``thread/list`` a sub-agent's thread is of, and those a root thread is
+#: of: relay records no face that started a root, which passes for any of them.
+SUB_AGENT_KINDS = frozenset({"subAgent", "subAgentThreadSpawn"})
+ROOT_KINDS = frozenset({"cli", "vscode", "exec", "appServer", "unknown"})
 
 
 @attrs.frozen
@@ -231,6 +250,9 @@ class ListQuery:
     """Oldest first instead of newest first."""
     no_threads: bool = False
     """A filter no relay thread passes (a section: relay has none)."""
+    kinds: frozenset[str] = frozenset()
+    """Only threads of these source kinds (``sourceKinds``); empty: the root threads, not the
+    sub-agents', as Codex lists its interactive sources by default."""
 
 
 def _created(file: RolloutFile) -> float:
@@ -282,6 +304,9 @@ def _passes(summary: Summary, query: ListQuery) -> bool:
     if query.cwds is not None and os.path.abspath(summary.cwd or "/") not in query.cwds:
         return False
     if query.providers is not None and summary.model_provider not in query.providers:
+        return False
+    kinds = query.kinds or ROOT_KINDS
+    if not kinds & (SUB_AGENT_KINDS if summary.parent_id is not None else ROOT_KINDS):
         return False
     title = summary.name or summary.preview
     return query.search is None or query.search in title
@@ -357,6 +382,8 @@ def paginate(
 
 
 __all__ = [
+    "ROOT_KINDS",
+    "SUB_AGENT_KINDS",
     "ListQuery",
     "RolloutFile",
     "Summary",

@@ -3,8 +3,10 @@ into plain values as :mod:`._params` reads the others (docs/codex-compat.md).
 
 A filter of ``thread/list`` that relay cannot honour is read past when the schema makes it
 optional and leaving it out shows the client more, never less, than it asked for
-(``sourceKinds``: relay's rollouts do not record which face started them;
-``currentAccountOnly`` and ``useStateDbOnly``: relay has no accounts, and no database);
+(``currentAccountOnly`` and ``useStateDbOnly``: relay has no accounts, and no database);
+``sourceKinds`` tells sub-agents' threads (``subAgent``, ``subAgentThreadSpawn``) from root
+threads, which pass for any other kind (relay's rollouts do not record which face started
+them), and lists the root threads alone when empty;
 ``originators`` is refused when not empty, as Codex's own local server refuses it.
 """
 
@@ -62,7 +64,7 @@ def thread_list(params: Any) -> ListQuery:
         raise invalid("excludedThreadIds", f"at most {MAX_EXCLUDED} ids")
     if _strings(fields, "originators"):
         raise invalid("originators", "relay's threads record no originator to filter on")
-    _strings(fields, "sourceKinds")
+    kinds = _strings(fields, "sourceKinds") or []
     sort_key = fields.choice(
         "sortKey", ("created_at", "updated_at", "recency_at", "section_position")
     )
@@ -82,6 +84,7 @@ def thread_list(params: Any) -> ListQuery:
         by_updated=sort_key in ("updated_at", "recency_at"),
         ascending=direction == "asc",
         no_threads=in_section,
+        kinds=frozenset(kinds),
     )
 
 

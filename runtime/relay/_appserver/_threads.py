@@ -23,9 +23,10 @@ from .._base._errors import ConfigError
 from .._codex._defaults import with_codex_tools
 from .._core._session import Session
 from .._rollout._lines import EventMsgLine, RolloutLine
-from ._notes import Translator, thread_json, turn_json
+from ._agents import AgentThreads
+from ._notes import Translator, spawn_source, thread_json, turn_json
 from ._params import SandboxAsked, ThreadSettings, invalid
-from ._rpc import Message
+from ._rpc import Message, RequestId
 from ._store import Summary
 
 #: What a thread id may hold: it names a file.
@@ -159,6 +160,12 @@ def stored_thread_json(
     made["updatedAt"] = max(summary.created_at, summary.file.mtime())
     made["name"] = summary.name
     made["forkedFromId"] = summary.forked_from
+    if summary.parent_id is not None:
+        spawn = spawn_source(summary.parent_id, summary.agent_path, summary.agent_role)
+        made["source"] = {"subAgent": {"thread_spawn": spawn}}
+        made["parentThreadId"] = summary.parent_id
+        made["agentRole"] = summary.agent_role
+        made["agentNickname"] = None
     return made
 
 
@@ -186,6 +193,26 @@ class Thread:
     """Its first user message, as far as known."""
     ended: anyio.Event = attrs.field(factory=anyio.Event)
     """Set once its session has ended and its rollout is closed."""
+    agents: AgentThreads | None = None
+    """Its sub-agents' threads (None: it shows none)."""
+
+    def translate(self, event: p.Event, now_ms: int) -> list[Message]:
+        """The notifications of an event of its session's stream: its own, or a
+        sub-agent's on the sub-agent's thread."""
+        if self.agents is None:
+            return [] if event.agent is not None else self.notes.translate(event, now_ms)
+        return self.agents.translate(self.notes, event, now_ms)
+
+    def resolve(
+        self, request_id: RequestId, *, declined: bool
+    ) -> tuple[Translator, str, Message] | None:
+        """The client answered approval request ``request_id``: the translator of the
+        thread that asked (its own, or a sub-agent's), the call's id and
+        ``serverRequest/resolved`` (None: none of them asked it)."""
+        found = self.notes.resolve(request_id, declined=declined)
+        if found is not None:
+            return self.notes, *found
+        return None if self.agents is None else self.agents.resolve(request_id, declined=declined)
 
     @property
     def id(self) -> str:

@@ -110,6 +110,13 @@ _OMITTED_DEFAULTS: dict[type, tuple[str, ...]] = {
     # A turn that asks for no structured output says nothing of it.
     p.UserTurn: ("final_output_json_schema",),
     p.TurnComplete: ("output",),
+    # A session with no sub-agents, and a decision for the session's own call, say nothing
+    # of sub-agents.
+    p.TokenCount: ("tree_total",),
+    p.ExecApproval: ("agent_id",),
+    p.ExecApprovalRequest: ("agent",),
+    p.ApplyPatchApprovalRequest: ("agent",),
+    p.PatchApproval: ("agent_id",),
 }
 
 
@@ -235,6 +242,20 @@ converter.register_unstructure_hook_factory(
         snapshot_age_ms=cattrs.gen.override(omit_if_default=True),
         model=cattrs.gen.override(omit_if_default=True),
         installed_at=cattrs.gen.override(omit_if_default=True),
+    ),
+)
+# A call of any tool but a sub-agent's, and an event of the session's own: nothing of
+# sub-agents in their JSON form.
+converter.register_unstructure_hook_factory(
+    lambda cls: cls is p.ToolResult,
+    lambda cls: cattrs.gen.make_dict_unstructure_fn(
+        cls, converter, agents=cattrs.gen.override(omit_if_default=True)
+    ),
+)
+converter.register_unstructure_hook_factory(
+    lambda cls: cls is p.Event,
+    lambda cls: cattrs.gen.make_dict_unstructure_fn(
+        cls, converter, agent=cattrs.gen.override(omit_if_default=True)
     ),
 )
 _register_tagged_union(p.InputItem)

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import attrs
 import cattrs
 
+from ._agents_config import AgentsConfig, agents_table
 from ._compaction_config import CompactionSettings as CompactionSettings
 from ._compaction_config import HookCommand as HookCommand
 from ._compaction_config import Hooks as Hooks
@@ -114,6 +115,10 @@ class Features:
     ``recent_reads_token_budget = 0``, a compaction makes the history Codex makes."""
     tool_output_masking: bool = False
     """Mask old tool outputs before compacting (the ``recall`` tool returns them)."""
+    multi_agent: bool = False
+    """Offer the model Codex's sub-agent tools (``spawn_agent``, ``send_input``, ``wait``,
+    ``close_agent``, ``resume_agent``): each child is a session in the parent's nursery
+    (docs/agents.md)."""
 
 
 @attrs.frozen
@@ -272,6 +277,9 @@ class Config:
     for each task (docs/compaction.md)."""
     mcp_servers: Mapping[str, McpServerConfig] = attrs.field(factory=dict)
     """MCP servers whose tools the model may call, by name (docs/tools.md)."""
+    agents: AgentsConfig = attrs.field(factory=AgentsConfig)
+    """The limits of a tree of sub-agents and the roles a spawn may name (``[agents]``;
+    docs/agents.md)."""
 
     def provider(self) -> ProviderConfig:
         """The selected provider table."""
@@ -362,6 +370,8 @@ def unknown_keys(data: Mapping[str, Any], cls: type = Config, prefix: str = "") 
         if key not in fields:
             found.append(f"{path!r}{did_you_mean(key, fields, prefix=prefix)}")
             continue
+        if cls is Config and key == "agents":
+            continue  # a table of its own form, checked when it is read (agents_table)
         nested = _nested_class(field_types(cls)[key])
         if nested is not None and isinstance(value, Mapping):
             found += unknown_keys(value, nested, f"{path}.")
@@ -395,6 +405,8 @@ def _nested_class(kind: Any) -> type | None:
 def config_from_dict(data: Mapping[str, Any]) -> Config:
     """Build a :class:`Config` from plain data; unknown keys and wrong types are errors."""
     data = features_in_tables(data)
+    if isinstance(data.get("agents"), Mapping):
+        data = {**data, "agents": agents_table(data["agents"])}
     unknown = unknown_keys(data)
     if unknown:
         raise _unknown_key_error(unknown)

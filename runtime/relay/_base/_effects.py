@@ -12,6 +12,7 @@ import enum
 
 import attrs
 
+from ._agent_events import AgentCallOutcome, AgentRef
 from ._items import as_tuple
 
 # --------------------------------------------------------------------------- a call's end
@@ -47,6 +48,8 @@ class ToolResult:
     printed: str | None = None
     """What a command printed, standard output and error as they came (cut at the output
     limit), without the notes relay adds for the model."""
+    agents: AgentCallOutcome | None = None
+    """The sub-agents a call of a sub-agent tool touched, and their states."""
 
 
 # --------------------------------------------------------------------------- patches
@@ -89,6 +92,8 @@ class ApplyPatchApprovalRequest:
     """Why it is asked (the policy, a path outside the writable roots)."""
     grant_root: str | None = None
     """A folder whose later patches an ``approved_for_session`` lets through unasked."""
+    agent: AgentRef | None = None
+    """The sub-agent whose patch it is, when the session's callback decides for its tree."""
 
 
 @attrs.frozen

@@ -146,6 +146,21 @@ def idle_rules_warning(config: Config, chosen: Collection[str] = ()) -> str | No
     )
 
 
+def narrowed(rules: ExecRules, approval_policy: str | None, sandbox_mode: str | None) -> ExecRules:
+    """``rules`` with the approval policy and the sandbox mode made stricter where the given
+    ones are; a looser one changes nothing (what a sub-agent's role may do to its parent's
+    rules, docs/agents.md)."""
+    if approval_policy is not None:
+        given = _one_of(POLICY_ORDER, approval_policy)
+        if POLICY_ORDER.index(given) < POLICY_ORDER.index(rules.approval_policy):
+            rules = attrs.evolve(rules, approval_policy=given)
+    if sandbox_mode is not None:
+        mode = _one_of(MODE_ORDER, sandbox_mode)
+        if MODE_ORDER.index(mode) < MODE_ORDER.index(rules.sandbox_mode):
+            rules = attrs.evolve(rules, sandbox_mode=mode)
+    return rules
+
+
 def loosenings(recorded: ExecRules, given: ExecRules) -> list[str]:
     """What ``given`` allows that ``recorded`` did not, one phrase each (empty: nothing)."""
     found: list[str] = []
@@ -178,4 +193,5 @@ __all__ = [
     "ExecRules",
     "idle_rules_warning",
     "loosenings",
+    "narrowed",
 ]

@@ -241,6 +241,15 @@ class TokenUsage:
             self.total_tokens + other.total_tokens,
         )
 
+    def __sub__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            self.input_tokens - other.input_tokens,
+            self.cached_input_tokens - other.cached_input_tokens,
+            self.output_tokens - other.output_tokens,
+            self.reasoning_output_tokens - other.reasoning_output_tokens,
+            self.total_tokens - other.total_tokens,
+        )
+
 
 @attrs.frozen
 class TokenUsageInfo:

@@ -66,6 +66,9 @@ class Prompt:
     """The longest answer to ask for, in tokens; None sends no limit."""
     purpose: Literal["turn", "compact"] = "turn"
     """Why the request is made; sent as a header so that test servers can tell."""
+    agent_path: str | None = None
+    """A sub-agent's place in its tree (None: a root); sent as a header, so that a test server
+    can script each agent of a tree."""
     output_schema: Mapping[str, Any] | None = attrs.field(default=None, hash=False)
     """The JSON Schema the answer must fit (a turn's ``final_output_json_schema``), sent as
     the Responses API's ``text.format`` or Chat Completions' ``response_format``; None asks

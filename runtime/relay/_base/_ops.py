@@ -229,6 +229,9 @@ class ExecApproval:
     """The ``call_id`` of the request."""
     decision: ReviewDecision = attrs.field(converter=ReviewDecision)
     """The decision."""
+    agent_id: str | None = None
+    """The sub-agent whose call it is (its events carry it as ``agent.id``); None: the
+    session's own call, else the first descendant's that waits on this ``id``."""
 
 
 @attrs.frozen
@@ -239,6 +242,8 @@ class PatchApproval:
     """The ``call_id`` of the request."""
     decision: ReviewDecision = attrs.field(converter=ReviewDecision)
     """The decision (``approved_for_session``: later patches under the same folder)."""
+    agent_id: str | None = None
+    """The sub-agent whose patch it is (see :class:`ExecApproval`)."""
 
 
 @attrs.frozen

@@ -17,6 +17,14 @@ from typing import Any, Literal, TypeAlias
 
 import attrs
 
+from ._agent_events import AgentCallOutcome as AgentCallOutcome
+from ._agent_events import AgentRef as AgentRef
+from ._agent_events import AgentState as AgentState
+from ._agent_events import AgentStatus as AgentStatus
+from ._agent_events import AgentTool as AgentTool
+from ._agent_events import SubAgentEnded as SubAgentEnded
+from ._agent_events import SubAgentSpawned as SubAgentSpawned
+from ._agent_events import frozen_states
 from ._effects import ApplyPatchApprovalRequest as ApplyPatchApprovalRequest
 from ._effects import CallStatus as CallStatus
 from ._effects import ChangeKind as ChangeKind
@@ -186,8 +194,42 @@ class ContextCompactionItem:
     """What it did (on ``item_completed`` only)."""
 
 
+@attrs.frozen
+class AgentCallItem:
+    """A call of a sub-agent tool, reported by ``item_started`` and ``item_completed`` in place
+    of a ``tool_call`` item: Codex's collaboration call."""
+
+    id: str
+    """Item id (the call id)."""
+    tool: AgentTool
+    """Which tool."""
+    sender_id: str
+    """The session that made the call."""
+    arguments: str
+    """Arguments as the model wrote them."""
+    prompt: str | None = None
+    """The message the call gives an agent, when it gives one."""
+    receiver_ids: tuple[str, ...] = ()
+    """The agents it was for (known once it completed; a spawn's: the new one)."""
+    states: Mapping[str, AgentState] = attrs.field(
+        factory=dict, converter=frozen_states, hash=False
+    )
+    """Their states when it ended."""
+    status: CallStatus | None = None
+    """How it ended (None while it runs)."""
+    output: str | None = None
+    """The output the model reads, on ``item_completed``."""
+    result: ToolResult | None = None
+    """How the call ended, on ``item_completed``."""
+
+
 TurnItem: TypeAlias = (
-    UserMessageItem | AgentMessageItem | ReasoningItem | ToolCallItem | ContextCompactionItem
+    UserMessageItem
+    | AgentMessageItem
+    | ReasoningItem
+    | ToolCallItem
+    | AgentCallItem
+    | ContextCompactionItem
 )
 
 # --------------------------------------------------------------------------- events
@@ -338,6 +380,9 @@ class TokenCount:
 
     info: TokenUsageInfo | None
     """The usage, or None when unknown."""
+    tree_total: TokenUsage | None = None
+    """The usage of the session and of every sub-agent below it, summed, once it has
+    spawned one (None: it has none; ``info`` holds the session's own usage)."""
 
 
 @attrs.frozen
@@ -468,6 +513,9 @@ class ExecApprovalRequest:
     """The working directory the call would run in."""
     reason: str | None = None
     """Why it is asked (a sandbox refusal, the model's justification, the policy)."""
+    agent: AgentRef | None = None
+    """The sub-agent whose call it is, when the session's callback decides for its tree (in
+    an event stream, ``Event.agent`` says it)."""
 
 
 @attrs.frozen
@@ -503,6 +551,8 @@ EventMsg: TypeAlias = (
     | PlanUpdate
     | ExecCommandOutputDelta
     | ReasoningSummaryDelta
+    | SubAgentSpawned
+    | SubAgentEnded
     | ShutdownComplete
 )
 
@@ -517,3 +567,6 @@ class Event:
     """Position in the session's event stream, from 1."""
     msg: EventMsg
     """The fact."""
+    agent: AgentRef | None = None
+    """The sub-agent the event comes from, in the stream of an ancestor (None: the session's
+    own event)."""

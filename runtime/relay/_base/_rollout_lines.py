@@ -78,6 +78,12 @@ class SessionMeta:
     """Configured provider name."""
     relay_version: str | None = None
     """Version of relay that created the file."""
+    parent_id: str | None = None
+    """A sub-agent's: its parent session's id (docs/agents.md)."""
+    agent_path: str | None = None
+    """A sub-agent's: its place in its tree (``/root/1/2``)."""
+    agent_role: str | None = None
+    """A sub-agent's: the role it was spawned in."""
 
 
 @attrs.frozen
@@ -270,6 +276,18 @@ converter.register_unstructure_hook_factory(
         sandbox_mode=cattrs.gen.override(omit_if_default=True),
         unconfined=cattrs.gen.override(omit_if_default=True),
         seal=cattrs.gen.override(omit_if_default=True),
+    ),
+)
+
+# A root's first line is written as before sub-agents were recorded.
+converter.register_unstructure_hook_factory(
+    lambda cls: cls is SessionMeta,
+    lambda cls: cattrs.gen.make_dict_unstructure_fn(
+        cls,
+        converter,
+        parent_id=cattrs.gen.override(omit_if_default=True),
+        agent_path=cattrs.gen.override(omit_if_default=True),
+        agent_role=cattrs.gen.override(omit_if_default=True),
     ),
 )
 

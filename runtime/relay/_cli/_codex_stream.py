@@ -20,6 +20,11 @@ Theory of operation:
 - A patch is a ``file_change``, started at ``patch_apply_begin`` and completed at
   ``patch_apply_end``; the plan is a ``todo_list``, started at the first ``plan_update``,
   updated at each later one and completed when the turn ends.
+- A call of a sub-agent tool (``agent_call``) is a ``collab_tool_call``, started and completed.
+  The events of the sub-agents themselves (``Event.agent`` set) write nothing: the exec stream
+  is the root thread's alone, whose ``thread.started`` it opens with (a child's turn never ends
+  the root's; the calls' items say what the children did), and
+  ``turn.completed``'s usage is the whole tree's (``token_count``'s ``tree_total``).
 - ``warning`` is an ``error`` item; ``error`` and ``stream_error`` (a retry) are the top-level
   ``error`` event. Every other event has no counterpart and writes nothing.
 """
@@ -52,6 +57,7 @@ class CodexExecStream:
     _turn_errors: dict[str, str | None] = attrs.field(factory=dict)
     _plan: tuple[str, tuple[p.PlanStep, ...]] | None = None
     _patches: dict[str, tuple[p.FileChange, ...]] = attrs.field(factory=dict)
+    _agent_ids: dict[str, str] = attrs.field(factory=dict)
 
     def _new_id(self) -> str:
         item_id = f"item_{self._next_item}"
@@ -70,6 +76,10 @@ class CodexExecStream:
 
     def translate(self, event: p.Event) -> list[Line]:
         """The Codex events of one relay event, in order (often none)."""
+        if isinstance(event.msg, p.SubAgentSpawned):
+            self._agent_ids[event.msg.path] = event.msg.agent_id
+        if event.agent is not None:
+            return []  # a sub-agent's: the root's own events and its tree's usage say enough
         match event.msg:
             case p.SessionConfigured(session_id=session_id, mcp_servers=servers):
                 self._mcp = mcp_lookup(servers)
@@ -82,6 +92,12 @@ class CodexExecStream:
                 return self._item("item.started", app, self._started_id(item.id))
             case p.ItemCompleted(item=p.ToolCallItem() as item) if item.name not in _OWN_KIND:
                 app = _items.tool_call(item, cwd="", mcp_tool=self._mcp)
+                return self._item("item.completed", app, self._completed_id(item.id))
+            case p.ItemStarted(item=p.AgentCallItem() as item):
+                app = _items.agent_call(_items.by_agent_id(item, self._agent_ids))
+                return self._item("item.started", app, self._started_id(item.id))
+            case p.ItemCompleted(item=p.AgentCallItem() as item):
+                app = _items.agent_call(_items.by_agent_id(item, self._agent_ids))
                 return self._item("item.completed", app, self._completed_id(item.id))
             case (
                 p.PatchApplyBegin(call_id=call_id, changes=changes)
@@ -123,8 +139,11 @@ class CodexExecStream:
                 return [{"type": "error", "message": message}]
             case p.StreamErrorEvent(message=message, detail=detail):
                 return [{"type": "error", "message": f"{message} ({detail})"}]
-            case p.TokenCount(info=p.TokenUsageInfo(total_token_usage=total)):
-                self._total = total
+            case p.TokenCount(info=info, tree_total=tree):
+                if tree is not None:
+                    self._total = tree
+                elif info is not None:
+                    self._total = info.total_token_usage
                 return []
             case p.TurnComplete(turn_id=turn_id):
                 made = self._plan_done()

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import attrs
 
+from .._base._agents_config import BUILTIN_ROLES, AgentRole, AgentsConfig
 from .._base._config import (
     BUILTIN_PROVIDERS,
     CompactionSettings,
@@ -106,6 +107,20 @@ EXAMPLES: Mapping[str, str] = {
     ),
     "features.work_state": "[features]\nwork_state = false",
     "features.tool_output_masking": "[features]\ntool_output_masking = true",
+    "features.multi_agent": "[features]\nmulti_agent = true",
+    "agents.max_depth": "[agents]\nmax_depth = 2",
+    "agents.max_threads": "[agents]\nmax_threads = 12",
+    "agents.*.description": (
+        '[agents.reviewer]\ndescription = "Reviews a change and lists what is wrong with it."'
+    ),
+    "agents.*.model": '[agents.reviewer]\nmodel = "gpt-5-mini"',
+    "agents.*.model_reasoning_effort": '[agents.reviewer]\nmodel_reasoning_effort = "high"',
+    "agents.*.instructions": (
+        '[agents.reviewer]\ninstructions = "Review the change you are given; edit nothing."'
+    ),
+    "agents.*.tools": '[agents.reviewer]\ntools = ["read_file", "list_dir", "shell"]',
+    "agents.*.approval_policy": '[agents.reviewer]\napproval_policy = "untrusted"',
+    "agents.*.sandbox_mode": '[agents.reviewer]\nsandbox_mode = "read-only"',
     "rollout.enabled": "[rollout]\nenabled = false",
     "rollout.dir": '[rollout]\ndir = "/var/lib/relay/sessions"',
     "otel.record_content": "[otel]\nrecord_content = true",
@@ -199,11 +214,15 @@ _TABLES: tuple[tuple[str, type, str], ...] = (
     ("hooks.*[].", HookCommand, "`[[hooks.pre_compact]]` and `[[hooks.post_compact]]` entries"),
     ("model_providers.*.", ProviderConfig, "`[model_providers.NAME]`"),
     ("mcp_servers.*.", McpServerConfig, "`[mcp_servers.NAME]`"),
+    ("agents.", AgentsConfig, "`[agents]`"),
+    ("agents.*.", AgentRole, "`[agents.NAME]`"),
 )
 
-#: Keys documented by a table of their own rather than as one value.
+#: Keys documented by a table of their own rather than as one value, by dotted path.
 _SUBTABLES = frozenset(
     {
+        "agents",
+        "agents.roles",
         "compaction",
         "features",
         "rollout",
@@ -287,6 +306,21 @@ _INTROS: Mapping[str, str] = {
         "```toml\n[features.async_compaction]\nenabled = true\n"
         "model_async_compact_threshold_percent = 30\n```\n"
     ),
+    "agents.": (
+        "The sub-agents of a session ([agents.md](agents.md)), in the form Codex reads: the "
+        "limits of a tree of agents, and beside them a table for each role a spawn may name "
+        "(`[agents.NAME]`, below). They matter only with `features.multi_agent = true`. A "
+        "limit must be a positive integer; a spawn past one fails its tool call, with an output "
+        "that names the limit, and the turn goes on.\n"
+    ),
+    "agents.*.": (
+        "A role a `spawn_agent` call may name in `agent_type`: what the child it starts runs "
+        "with. A key the table leaves out is the parent's. `approval_policy` and `sandbox_mode` "
+        "may only narrow the parent's rules: a looser value than the parent's is ignored and "
+        "the parent's is kept, so a role never gives a child more than its parent has. Codex's "
+        "three roles are always there; a table with one of their names replaces that role, any "
+        "other name adds one. The NAME is what the model passes as `agent_type`.\n"
+    ),
     "mcp_servers.*.": (
         "An MCP server whose tools the model may call, in the form Codex reads: `command` "
         "(with `args`, `env`, `env_vars`, `cwd`) for a server relay starts and speaks to over "
@@ -298,15 +332,32 @@ _INTROS: Mapping[str, str] = {
 }
 
 
+def _builtin_roles() -> str:
+    """The table of Codex's roles, as :data:`BUILTIN_ROLES` defines them."""
+    rows = ["| role | what it is for | what it changes |", "|---|---|---|"]
+    for name, role in BUILTIN_ROLES.items():
+        changes = [
+            f"`{key} = {toml_value(value)}`"
+            for key, value in attrs.asdict(role).items()
+            if key not in ("description", "instructions") and value is not None
+        ]
+        if role.instructions:
+            changes.insert(0, "instructions of its own")
+        rows.append(f"| `{name}` | {role.description} | {', '.join(changes) or 'nothing'} |")
+    return "\n".join(rows) + "\n"
+
+
 def _table(prefix: str, cls: type, title: str) -> Iterator[str]:
     yield f"## {title}\n"
     if prefix in _INTROS:
         yield _INTROS[prefix]
+    if prefix == "agents.*.":
+        yield _builtin_roles()
     docs = attribute_docs(cls)
     hints = field_types(cls)
     for field in attrs.fields(cls):
         path = f"{prefix}{field.name}"
-        if not prefix and field.name in _SUBTABLES:
+        if path in _SUBTABLES:
             continue
         yield f"### `{path}`\n"
         default = _default(field)
@@ -321,7 +372,7 @@ def documented_keys() -> list[str]:
     keys = []
     for prefix, cls, _ in _TABLES:
         for field in attrs.fields(cls):
-            if not (not prefix and field.name in _SUBTABLES):
+            if f"{prefix}{field.name}" not in _SUBTABLES:
                 keys.append(f"{prefix}{field.name}")
     return keys
 

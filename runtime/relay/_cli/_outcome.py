@@ -25,7 +25,10 @@ class RunOutcome:
     prints)."""
 
     def observe(self, event: p.Event) -> None:
-        """Take one event into account."""
+        """Take one event into account (a sub-agent's are its parent's business: its failure
+        is reported to the parent, and its answer is not the run's)."""
+        if event.agent is not None:
+            return
         match event.msg:
             case p.TurnStarted(turn_id=turn_id):
                 self._open[turn_id] = None

@@ -119,6 +119,24 @@ class PrettyPrinter:
             self._in_message = False
         self.out.write(visible(text) + "\n")
 
+    def _agent_event(self, path: str, msg: p.EventMsg) -> None:
+        """A sub-agent's turn, answer, calls and failures, one line each under its path."""
+        match msg:
+            case p.TurnStarted():
+                self._line(f"  ⑂ {path} ▶ working")
+            case p.AgentMessage(message=text):
+                self._line(f"  ⑂ {path} › {_short(text)}")
+            case p.ItemStarted(item=p.ToolCallItem(name=name) | p.AgentCallItem(tool=name)):
+                self._line(f"  ⑂ {path} · {name}")
+            case p.ErrorEvent(message=message):
+                self._line(f"  ⑂ {path} ! {_short(message)}")
+            case p.TurnAborted(reason=reason):
+                self._line(f"  ⑂ {path} ✗ {reason.value}")
+            case p.ExecApprovalRequest() | p.ApplyPatchApprovalRequest():
+                self._line(f"  ⑂ {path} ? waits for a decision on {msg.call_id}")
+            case _:
+                pass
+
     def tick(self) -> None:
         """Advance the live indicator (called periodically while something is in flight)."""
         if self._status is not None:
@@ -126,8 +144,11 @@ class PrettyPrinter:
             self.out.flush()
 
     def event(self, event: p.Event) -> None:
-        """Render one event."""
+        """Render one event (a sub-agent's briefly, under its path)."""
         msg = event.msg
+        if event.agent is not None:
+            self._agent_event(event.agent.path, msg)
+            return
         match msg:
             case p.SessionConfigured():
                 self._line(session_header(msg))
@@ -204,6 +225,12 @@ class PrettyPrinter:
                 self._line(f"  ⚑ hook {point} {hook}: {outcome} ({ms} ms)")
             case p.ShutdownComplete():
                 self._line("■ session shut down")
+            case p.SubAgentSpawned(path=path, role=role, prompt=prompt):
+                task = f": {_short(prompt)}" if prompt else ""
+                self._line(f"  ⑂ {path} spawned ({role}){task}")
+            case p.SubAgentEnded(path=path, status=status, message=message):
+                said = f": {_short(message)}" if message else ""
+                self._line(f"  ⑂ {path} {status.value}{said}")
             case _:
                 pass
         self.out.flush()

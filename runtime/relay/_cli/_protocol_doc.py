@@ -156,7 +156,9 @@ def render() -> str:
         "message is a JSON object whose `type` names its class.",
         'Submissions are `{"id": …, "op": {…}}`; events are',
         '`{"id": …, "seq": …, "msg": {…}}`, where `id` is the turn id for events of a turn',
-        "and the submission id for events a handler reports, and `seq` counts from 1.",
+        "and the submission id for events a handler reports, and `seq` counts from 1. An",
+        'event of a sub-agent, in an ancestor\'s stream, also has `"agent": {"id": …,',
+        '"path": …}` (agents.md).',
         "",
     ]
     lines += list(_section("Ops", p.Op, "What a client asks a session to do."))

@@ -10,7 +10,9 @@ JSON form (:func:`timeline_json`) is the page's embedded data, documented in doc
 
 A long session's timeline is condensed to fit a page by :mod:`._timeline_condense`.
 
-Pure functions of the parsed rollout: nothing here reads a file or a clock.
+Pure functions of the parsed rollout, but for the sub-agents' rollouts, which
+:mod:`._timeline_agents` reads (through a function given, or from their files); nothing here
+reads a clock.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from .._rollout._lines import (
     RolloutLine,
 )
 from .._rollout._resume import restore_work_record
+from ._timeline_agents import Agent, Load, read_agents
 from ._timeline_edits import Patch, Plan, patch_of, plan_of
 
 #: The version of the embedded data's shape; a change that breaks a reader changes it.
@@ -225,6 +228,8 @@ class Counts:
     """Of those, the patches not applied."""
     plan_updates: int = 0
     """``plan_update`` events."""
+    agents: int = 0
+    """Sub-agents at every depth, in the rollouts read."""
 
 
 @attrs.frozen
@@ -246,6 +251,8 @@ class Timeline:
     notes: tuple[str, ...]
     plans: tuple[Plan, ...] = ()
     """The latest plan of each turn that set one, in order."""
+    agents: tuple[Agent, ...] = ()
+    """The sub-agents, in the tree's order (:mod:`._timeline_agents`)."""
     format: str = FORMAT
 
 
@@ -500,8 +507,9 @@ def _summary(line: CompactedLine) -> str | None:
     return text if text.strip() else None
 
 
-def read_timeline(rollout: Rollout) -> Timeline:
-    """The whole timeline of ``rollout``, nothing collapsed or sampled."""
+def read_timeline(rollout: Rollout, *, agents: bool = True, load: Load | None = None) -> Timeline:
+    """The whole timeline of ``rollout``, nothing collapsed or sampled; with ``agents``, its
+    sub-agents' too, their rollouts read through ``load`` (the files, by default)."""
     reader = _Reader(rollout)
     for line in rollout.lines:
         reader.line(line)
@@ -524,6 +532,7 @@ def read_timeline(rollout: Rollout) -> Timeline:
     )
     tools = tuple(ToolCall(**fields) for fields in reader.tools)
     record, _ = restore_work_record(rollout.lines)
+    tree, agent_count = read_agents(rollout, load) if agents else ((), 0)
     return Timeline(
         session=session,
         counts=Counts(
@@ -541,6 +550,7 @@ def read_timeline(rollout: Rollout) -> Timeline:
             patches=reader.patches_ended,
             patches_failed=reader.patches_failed,
             plan_updates=reader.plan_updates,
+            agents=agent_count,
         ),
         turns=tuple(reader.turns),
         collapsed=(),
@@ -554,6 +564,7 @@ def read_timeline(rollout: Rollout) -> Timeline:
         work_state=record.to_json(),
         notes=tuple(str(note) for note in rollout.notes),
         plans=tuple(reader.plans.values()),
+        agents=tree,
     )
 
 

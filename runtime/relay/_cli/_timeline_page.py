@@ -29,6 +29,8 @@ from .._html import (
     text,
 )
 from ._timeline import Compaction, Stretch, Timeline, ToolCall, Turn, timeline_json
+from ._timeline_agents_page import CSS as AGENTS_CSS
+from ._timeline_agents_page import agents_section, spawned_row
 from ._timeline_edits import CSS as EDITS_CSS
 from ._timeline_edits import patch_html, plans_html
 
@@ -172,6 +174,7 @@ def _header(timeline: Timeline) -> str:
         _plural(counts.errors, "error"),
         _plural(counts.interrupts, "aborted turn"),
         *patches,
+        *([_plural(counts.agents, "sub-agent")] if counts.agents else []),
     ]
     return (
         f"<header>\n<h1>Session <code>{text(session.id or 'unknown')}</code></h1>\n"
@@ -388,7 +391,8 @@ def _turns(timeline: Timeline) -> str:
         while stretches and stretches[0].at <= index:
             rows.append(_stretch_row(stretches.pop(0)))
         rows.append(_turn_row(turn))
-    rows += [_stretch_row(stretch) for stretch in stretches]
+        rows.append(spawned_row(timeline.agents, timeline.session.id, turn.id, 9))
+    rows = [html for html in rows if html] + [_stretch_row(stretch) for stretch in stretches]
     headers = ["turn", "started", "took", "outcome", "model calls", "tool calls"]
     headers += ["compactions", "errors", "input"]
     note = ""
@@ -545,6 +549,12 @@ def render_page(timeline: Timeline) -> str:
             ),
             f"<h2>Turns ({timeline.counts.turns:,})</h2>",
             _turns(timeline),
+            agents_section(
+                timeline.agents,
+                timeline.counts.agents,
+                timeline.session.id or "the session",
+                [t for turn in timeline.turns for t in (turn.started, turn.ended)],
+            ),
             f"<h2>Tool calls ({timeline.counts.tool_calls:,})</h2>",
             _tools(timeline),
             plans_html(timeline.plans, timeline.counts.plan_updates),
@@ -564,7 +574,7 @@ def render_page(timeline: Timeline) -> str:
         if part  # a section with nothing to show (no plan, no malformed line) is left out
     )
     title = f"relay session {session.id or 'unknown'}"
-    return page(title, body, css=CSS + EDITS_CSS, script=SCRIPT)
+    return page(title, body, css=CSS + EDITS_CSS + AGENTS_CSS, script=SCRIPT)
 
 
 __all__ = ["DATA_ID", "SCRIPT", "render_page"]

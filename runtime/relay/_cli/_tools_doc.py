@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .._codex._defaults import CODEX_TOOLS
+from .._core._agent_tools import AGENT_TOOLS
 from .._core._builtin import BUILTIN_TOOLS
 from .._core._tools import CONTEXT_TOOLS, Tool, recall_tool
 
@@ -27,7 +28,10 @@ _TYPES = {"string": "string", "number": "number", "integer": "integer", "boolean
 def _tools() -> Iterator[tuple[Tool, str]]:
     for tool, default in BUILTIN_TOOLS.values():
         when = "On by default" if default else f"On with `tools.{tool.name} = true`"
-        if tool.name in CODEX_TOOLS:
+        if tool.name in AGENT_TOOLS:
+            when = "On with `features.multi_agent` (off with `tools.{tool.name} = false`)"
+            when = when.replace("{tool.name}", tool.name)
+        elif tool.name in CODEX_TOOLS:
             when += " (on by default in `relay exec` and `relay app-server`)"
         yield tool, when
     yield recall_tool({}), "On with `features.tool_output_masking`"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import assert_never
 
 import attrs
@@ -30,12 +31,17 @@ from .._rollout._lines import (
     TurnContextLine,
     WorldStateLine,
 )
+from ._agent_rollouts import Unread, child_rollout, ends
 from ._pretty import background_note, session_header
 
 #: Lines of a tool output shown by the transcript.
 OUTPUT_LINES = 6
 #: Lines of each file's diff shown under a patch.
 DIFF_LINES = 20
+#: What starts each line of a child's transcript, under the line that spawned it.
+NESTED = "  │ "
+#: The deepest child whose transcript is shown (``relay show`` of its own rollout shows more).
+MAX_NESTING = 32
 #: A patch's change, as its summary marks it.
 _CHANGE_MARKS = {p.ChangeKind.ADD: "A", p.ChangeKind.DELETE: "D", p.ChangeKind.UPDATE: "M"}
 
@@ -147,6 +153,12 @@ def _event_lines(msg: p.EventMsg) -> list[str]:
             steps = "; ".join(f"[{step.status.value}] {step.step}" for step in plan)
             why = f" ({_short(explanation, 100)})" if explanation else ""
             return [f"  ☰ plan: {_short(steps, 200)}{why}"]
+        case p.SubAgentSpawned(path=path, role=role, prompt=prompt):
+            task = f": {_short(prompt, 160)}" if prompt else ""
+            return [f"  ⑂ agent {path} spawned ({role}){task}"]
+        case p.SubAgentEnded(path=path, status=status, message=message):
+            said = f": {_short(message, 160)}" if message else ""
+            return [f"  ⑂ agent {path} {status.value}{said}"]
         case (
             p.PatchApplyBegin()
             | p.TurnDiff()
@@ -223,9 +235,24 @@ def _compacted_lines(compacted: Compacted) -> list[str]:
 
 
 @attrs.define
+class _Tree:
+    """What the transcript of a tree of sessions shares: the files shown, so that a loop of
+    rollouts naming each other ends."""
+
+    seen: set[Path] = attrs.field(factory=set)
+    depth: int = 0
+
+
+@attrs.define
 class _Transcript:
     """What the transcript needs to remember between lines."""
 
+    rollout: Rollout
+    # None: the children's transcripts are not shown (only their spawn and end lines).
+    tree: _Tree | None = None
+    # Each child's ``sub_agent_ended`` lines, by its id; the children already shown.
+    ended: dict[str, list[tuple[str | None, p.SubAgentEnded]]] = attrs.field(factory=dict)
+    shown: set[str] = attrs.field(factory=set)
     settings: TurnSettings | None = None
     rules: ExecRules | None = None
     open_turn: str | None = None
@@ -295,9 +322,37 @@ class _Transcript:
             case p.ShutdownComplete():
                 self.open_turn = None
                 self.shut_down = True
+            case p.SubAgentSpawned(agent_id=agent_id) if agent_id in self.shown:
+                # A resume opened it again: its transcript, one file, is shown already.
+                yield f"  ⑂ agent {msg.path} opened again ({msg.role})"
+                return
+            case p.SubAgentSpawned() if self.tree is not None:
+                self.shown.add(msg.agent_id)
+                yield from _event_lines(msg)
+                yield from self._child(msg, self.tree)
+                return
             case _:
                 pass
         yield from _event_lines(msg)
+
+    def _child(self, spawned: p.SubAgentSpawned, tree: _Tree) -> Iterator[str]:
+        """A child's own transcript under the line that spawned it, read from its rollout
+        (with its children's, and so on), then how its work ended."""
+        if tree.depth >= MAX_NESTING:
+            child: Rollout | Unread = Unread("deep", f"nested past {MAX_NESTING} levels")
+        else:
+            child = child_rollout(spawned, self.rollout, tree.seen)
+        if isinstance(child, Unread):
+            yield f"{NESTED}({child.reason}: its transcript is not shown)"
+        else:
+            if child.notes:
+                count = len(child.notes)
+                yield f"{NESTED}⚠ {count} line{'s' if count != 1 else ''} of its rollout unread"
+            tree.depth += 1
+            for line in _render(child, tree):
+                yield f"{NESTED}{line}" if line else NESTED.rstrip()
+            tree.depth -= 1
+        yield _ended_line(spawned.path, self.ended.get(spawned.agent_id, []))
 
     def end(self) -> Iterator[str]:
         if self.open_turn is not None:
@@ -306,7 +361,17 @@ class _Transcript:
             yield f"{op} (its turn never started)"
 
 
-def render_transcript(rollout: Rollout) -> Iterator[str]:
+def _ended_line(path: str, runs: list[tuple[str | None, p.SubAgentEnded]]) -> str:
+    """The foot of a child's transcript: how its work ended, as its parent recorded it."""
+    if not runs:
+        return f"  └ agent {path}: no end recorded (still at work when the parent stopped)"
+    last = runs[-1][1]
+    said = f": {_short(last.message, 160)}" if last.message else ""
+    runs_said = f" (the last of {len(runs)} runs)" if len(runs) > 1 else ""
+    return f"  └ agent {path} {last.status.value}{said}{runs_said}"
+
+
+def render_transcript(rollout: Rollout, *, agents: bool = True) -> Iterator[str]:
     """The readable transcript of a rollout, line by line (``relay show``).
 
     Turns with their user and agent messages, tool calls with their outputs, compaction
@@ -314,12 +379,20 @@ def render_transcript(rollout: Rollout) -> Iterator[str]:
     resumed, and turns that a crash cut short. Control characters, which model text, tool
     output and server messages can carry, are shown escaped (:func:`visible`), never sent to
     the terminal.
+
+    With ``agents``, each sub-agent's own transcript, read from its rollout, is shown
+    indented under the line that spawned it (its children's under its own, and so on),
+    followed by how its work ended; a child's rollout that cannot be read is said. Without,
+    only the parent's lines of its children are.
     """
-    for line in _render(rollout):
+    tree = _Tree() if agents else None
+    if tree is not None and rollout.path is not None:
+        tree.seen.add(rollout.path.resolve())
+    for line in _render(rollout, tree):
         yield visible(line)
 
 
-def _render(rollout: Rollout) -> Iterator[str]:
+def _render(rollout: Rollout, tree: _Tree | None = None) -> Iterator[str]:
     meta = rollout.meta
     first = rollout.lines[1] if len(rollout.lines) > 1 else None
     # A session that announced itself has its header in its session_configured line.
@@ -333,10 +406,10 @@ def _render(rollout: Rollout) -> Iterator[str]:
             yield f"cwd {meta.cwd}"
     elif meta is None:
         yield f"session unknown ({rollout.name} has no session_meta line)"
-    transcript = _Transcript()
+    transcript = _Transcript(rollout, tree, ends(rollout) if tree is not None else {})
     for line in rollout.lines:
         yield from transcript.line(line)
     yield from transcript.end()
 
 
-__all__ = ["DIFF_LINES", "OUTPUT_LINES", "render_transcript"]
+__all__ = ["DIFF_LINES", "MAX_NESTING", "NESTED", "OUTPUT_LINES", "render_transcript"]

@@ -275,7 +275,9 @@ class SessionHost(HostChecks):
             return  # a host that lost its lease tells nobody anything
         text = event_text(event, msg_json)
         msg = event.msg
-        if isinstance(msg, p.TurnStarted):
+        if event.agent is not None:
+            pass  # a sub-agent's turn is not the session's
+        elif isinstance(msg, p.TurnStarted):
             hosted.running = True
         elif isinstance(msg, p.TurnComplete | p.TurnAborted):
             hosted.running = False

@@ -7,7 +7,11 @@ Codex makes its own: the same facts, in snake case, with the exec stream's fewer
   which the exec stream has no kind for: its server is ``relay``;
 - ``agentMessage`` is ``agent_message``, ``reasoning`` is ``reasoning`` (its summary joined; none
   when empty);
-- the plan is a ``todo_list``, its steps ``{text, completed}``.
+- the plan is a ``todo_list``, its steps ``{text, completed}``;
+- ``collabAgentToolCall`` (a sub-agent tool's call) is ``collab_tool_call``, its tool and the
+  agents' statuses in snake case. As Codex's exec does, ``resume_agent`` shows as ``wait`` (its
+  exec stream has no name for it), and a call its turn's end cut short (``interrupted``) is not
+  shown.
 Every other item (the user's message, a compaction) has no counterpart.
 """
 
@@ -61,7 +65,49 @@ def exec_item(item: Json, item_id: str) -> Json | None:
             return _tool_call(item_id, item["server"], item["tool"], item, status)
         case "dynamicToolCall":
             return _tool_call(item_id, RELAY_SERVER, item["tool"], item, status)
+        case "collabAgentToolCall":
+            return _collab_call(item_id, item)
     return None
+
+
+#: The exec stream's names of the sub-agent tools, by the app-server's.
+_COLLAB_TOOL = {
+    "spawnAgent": "spawn_agent",
+    "sendInput": "send_input",
+    "wait": "wait",
+    "resumeAgent": "wait",
+    "closeAgent": "close_agent",
+}
+#: The exec stream's names of an agent's status, by the app-server's.
+_AGENT_STATUS = {
+    "pendingInit": "pending_init",
+    "running": "running",
+    "interrupted": "interrupted",
+    "completed": "completed",
+    "errored": "errored",
+    "shutdown": "shutdown",
+    "notFound": "not_found",
+}
+
+
+def _collab_call(item_id: str, item: Json) -> Json | None:
+    status = _STATUS.get(item["status"])
+    if status is None:
+        return None  # interrupted: the exec stream has no such status, and shows none
+    states = {
+        agent: {"status": _AGENT_STATUS[state["status"]], "message": state.get("message")}
+        for agent, state in item["agentsStates"].items()
+    }
+    return {
+        "id": item_id,
+        "type": "collab_tool_call",
+        "tool": _COLLAB_TOOL[item["tool"]],
+        "sender_thread_id": item["senderThreadId"],
+        "receiver_thread_ids": list(item["receiverThreadIds"]),
+        "prompt": item["prompt"],
+        "agents_states": states,
+        "status": status,
+    }
 
 
 def _tool_call(item_id: str, server: str, tool: str, item: Json, status: str) -> Json:

@@ -10,7 +10,9 @@
   tool's;
 - a ``tool_call`` of any other tool (relay's ``read_file``, ``list_dir``, a program's own) is
   ``dynamicToolCall``, its output one text part;
-- ``context_compaction`` is ``contextCompaction``.
+- ``context_compaction`` is ``contextCompaction``;
+- an ``agent_call`` (a sub-agent tool's) is ``collabAgentToolCall``: the tool, the session that
+  called it and the agents it was for, with their states as the call ended.
 
 Every function is plain: it reads relay's item and what the face knows of it, and returns the
 JSON object.
@@ -18,8 +20,10 @@ JSON object.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+import attrs
 
 from .._base import _protocol as p
 from ._calls import ABORTED, SHELL, McpLookup, call_arguments, ended, shell_command
@@ -32,6 +36,25 @@ _STATUS = {
     "completed": "completed",
     "failed": "failed",
     "declined": "declined",
+}
+
+
+#: Codex's names of the sub-agent tools, and of a sub-agent's status.
+_AGENT_TOOL = {
+    p.AgentTool.SPAWN_AGENT: "spawnAgent",
+    p.AgentTool.SEND_INPUT: "sendInput",
+    p.AgentTool.WAIT: "wait",
+    p.AgentTool.CLOSE_AGENT: "closeAgent",
+    p.AgentTool.RESUME_AGENT: "resumeAgent",
+}
+AGENT_STATUS = {
+    p.AgentStatus.PENDING_INIT: "pendingInit",
+    p.AgentStatus.RUNNING: "running",
+    p.AgentStatus.INTERRUPTED: "interrupted",
+    p.AgentStatus.COMPLETED: "completed",
+    p.AgentStatus.ERRORED: "errored",
+    p.AgentStatus.SHUTDOWN: "shutdown",
+    p.AgentStatus.NOT_FOUND: "notFound",
 }
 
 
@@ -132,6 +155,67 @@ def tool_call(
     }
 
 
+def agent_receivers(item: p.AgentCallItem) -> list[str]:
+    """The agents a sub-agent call is for: those its end names, else (while it runs) those its
+    arguments name (``id``, or ``wait``'s ``ids``); a spawn names none until it has spawned."""
+    if item.receiver_ids or item.status is not None:
+        return list(item.receiver_ids)
+    args = call_arguments(item.arguments)
+    if not isinstance(args, dict):
+        return []
+    named = args.get("ids") if item.tool is p.AgentTool.WAIT else [args.get("id")]
+    if not isinstance(named, list):
+        return []
+    return [each for each in named if isinstance(each, str)]
+
+
+def by_agent_id(item: p.AgentCallItem, ids: Mapping[str, str]) -> p.AgentCallItem:
+    """``item`` with the agents it names by path (``/root/1``, as a model may name them) named
+    by id, their thread's: ``ids`` maps the paths known to the ids."""
+    receivers = agent_receivers(item)
+    if not any(each in ids for each in (*receivers, *item.states)):
+        return item
+    return attrs.evolve(
+        item,
+        receiver_ids=tuple(ids.get(each, each) for each in receivers),
+        states={ids.get(key, key): state for key, state in item.states.items()},
+    )
+
+
+def agent_call(
+    item: p.AgentCallItem,
+    *,
+    model: str | None = None,
+    effort: str | None = None,
+    aborted: bool = False,
+) -> Json:
+    """A ``collabAgentToolCall`` item: in progress while ``item.status`` is None, else
+    completed or failed as the call ended; ``interrupted`` when its turn ended first
+    (``aborted``). ``model`` and ``effort``: what a spawned agent runs with, when known."""
+    if aborted:
+        status = "interrupted"
+    elif item.status is None:
+        status = "inProgress"
+    else:
+        status = "completed" if item.status is p.CallStatus.COMPLETED else "failed"
+    states = {
+        agent: {"status": AGENT_STATUS[state.status], "message": state.message}
+        for agent, state in item.states.items()
+    }
+    return {
+        "type": "collabAgentToolCall",
+        "id": item.id,
+        "tool": _AGENT_TOOL[item.tool],
+        "status": status,
+        "senderThreadId": item.sender_id,
+        "receiverThreadIds": agent_receivers(item),
+        "prompt": item.prompt,
+        "model": model,
+        "reasoningEffort": effort,
+        "agentsStates": states,
+    }
+
+
 def file_changes(changes: Sequence[p.FileChange]) -> list[Json]:
     """A patch's ``FileUpdateChange`` list: each file with its kind and its diff."""
     made: list[Json] = []
@@ -167,7 +251,11 @@ _PLAN_STATUS = {
 
 
 __all__ = [
+    "AGENT_STATUS",
+    "agent_call",
     "agent_message",
+    "agent_receivers",
+    "by_agent_id",
     "compaction",
     "file_change",
     "file_changes",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .._base._errors import ConfigError
+from ._agent_tools import AGENT_TOOLS
 from ._patch_tool import APPLY_PATCH
 from ._plan_tool import UPDATE_PLAN
 from ._shell import SHELL
@@ -19,17 +20,20 @@ BUILTIN_TOOLS: Mapping[str, tuple[Tool, bool]] = {
     "shell": (SHELL, False),
     "apply_patch": (APPLY_PATCH, False),
     "update_plan": (UPDATE_PLAN, False),
+    # Codex's sub-agent tools: on with features.multi_agent (docs/agents.md).
+    **{name: (tool, False) for name, tool in AGENT_TOOLS.items()},
 }
 
 
-def builtin_registry(enabled: Mapping[str, bool]) -> ToolRegistry:
-    """The built-in tools, each on by its default unless ``enabled`` says otherwise."""
+def builtin_registry(enabled: Mapping[str, bool], *, multi_agent: bool = False) -> ToolRegistry:
+    """The built-in tools, each on by its default unless ``enabled`` says otherwise; with
+    ``multi_agent``, the sub-agent tools are on by default."""
     unknown = set(enabled) - set(BUILTIN_TOOLS)
     if unknown:
         raise ConfigError(f"unknown tool in config: tools.{sorted(unknown)[0]}")
     registry = ToolRegistry()
     for name, (tool, default) in BUILTIN_TOOLS.items():
-        if enabled.get(name, default):
+        if enabled.get(name, default or (multi_agent and name in AGENT_TOOLS)):
             registry.register(tool)
     return registry
 

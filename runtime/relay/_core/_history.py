@@ -29,6 +29,7 @@ CONTEXTUAL_MARKERS = (
     "<turn_aborted>",
     "<context_window>",
     "<work_state>",
+    "<subagent_notification>",
 )
 
 ABORTED_OUTPUT = "aborted"

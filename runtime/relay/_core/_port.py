@@ -1,8 +1,9 @@
 """The task interface and the port a task sees its session through (docs/tasks.md).
 
-A task (:class:`SessionTask`) touches its session only through its :class:`TaskContext`, ten
-primitives: a frozen view, reporting, recording (items, input, the initial context, a
-work-state fact), the steered input, one model request, one tool call, and a compaction point.
+A task (:class:`SessionTask`) touches its session only through its :class:`TaskContext`,
+eleven primitives: a frozen view, reporting, recording (items, input, the initial context, a
+work-state fact), the steered input, one model request, one tool call, a compaction point, and
+the session's sub-agents.
 None of them knows what a regular turn is: the regular turn composes them
 (``relay.tasks.TurnSteps``), and so can any task. Every write goes through the task's writer,
 so nothing it does is reported once its turn has ended.
@@ -25,6 +26,8 @@ from .._base._model import Prompt
 from .._base._tokens import truncate_text
 from .._exec._patch import APPLY_PATCH_NAME
 from . import _exec_gate, _sampling
+from ._agent_tools import AGENT_TOOLS, agent_call_done, agent_call_item
+from ._agents import Agents
 from ._compaction import CompactionOutcome, CompactionRequest
 from ._input import resolve_image
 from ._sampling import SampleResult
@@ -159,7 +162,7 @@ class CompactionPolicy(Protocol):
 class TaskContext:
     """The task port: what a task sees of, and does to, its session (docs/tasks.md).
 
-    Stable: its ten members keep their meaning within a major version.
+    Stable: its eleven members keep their meaning within a major version.
     """
 
     def __init__(
@@ -169,7 +172,9 @@ class TaskContext:
         writer: TurnWriter,
         backgrounds: Backgrounds,
         compactor: CompactionPolicy,
+        agents: Agents,
     ) -> None:
+        self._agents = agents
         self._session = session
         self._handle = handle
         self._writer = writer
@@ -188,6 +193,13 @@ class TaskContext:
         return self._session.view(
             handle.turn_id, handle.task.kind, handle.settings, steered=len(handle.pending_input)
         )
+
+    @property
+    def agents(self) -> Agents:
+        """The session's sub-agents: spawn a child (a session in this one's nursery), give it
+        input, wait for it, close it (docs/agents.md). Its calls take the turn's id as the
+        ``event_id`` of the children's events."""
+        return self._agents
 
     def emit(self, msg: p.EventMsg) -> None:
         """Report an event of this turn: a warning, an item started or completed (a tool call
@@ -272,7 +284,11 @@ class TaskContext:
         """
         wiring, turn_id = self._session.wiring, self._handle.turn_id
         arguments = call.arguments if isinstance(call, p.FunctionCall) else call.input
-        item = p.ToolCallItem(call.call_id, call.name, arguments)
+        item: p.ToolCallItem | p.AgentCallItem = p.ToolCallItem(call.call_id, call.name, arguments)
+        if isinstance(call, p.FunctionCall) and wiring.tools.get(call.name) is AGENT_TOOLS.get(
+            call.name, False
+        ):
+            item = agent_call_item(call, wiring.session_id)
         self.emit(p.ItemStarted(turn_id, item))
         cwd = self._handle.settings.cwd
         cleared = await _exec_gate.clear(wiring.gate, wiring.tools, self._writer, cwd, call)
@@ -302,7 +318,11 @@ class TaskContext:
         if result.status is not p.CallStatus.DECLINED:
             took = round((anyio.current_time() - started) * 1000)
             result = attrs.evolve(result, duration_ms=took)
-        self.emit(p.ItemCompleted(turn_id, attrs.evolve(item, output=output, result=result)))
+        if isinstance(item, p.AgentCallItem):
+            done: p.TurnItem = agent_call_done(item, output, result)
+        else:
+            done = attrs.evolve(item, output=output, result=result)
+        self.emit(p.ItemCompleted(turn_id, done))
         if cleared.abort:
             raise StopTurn(p.AbortReason.INTERRUPTED)
         return output
@@ -327,6 +347,7 @@ class TaskContext:
             check_writes=cleared.write,
             found=self._handle.found,
             report=report,
+            agents=self._agents,
         )
 
     async def compact(self, request: CompactionRequest) -> CompactionOutcome:

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+import attrs
+
 from .._base import _protocol as p
 from .._base._codec import to_json
 from .._base._rollout_lines import (
@@ -51,12 +53,15 @@ PERSISTED_EVENTS: tuple[type, ...] = (
     p.ApplyPatchApprovalRequest,
     p.PatchApplyEnd,
     p.PlanUpdate,
+    p.SubAgentSpawned,
+    p.SubAgentEnded,
 )
 #: Events that end a turn or the session: the file is flushed before anyone sees them.
 TERMINAL_EVENTS = (p.TurnComplete, p.TurnAborted, p.ShutdownComplete)
 #: Events flushed at once besides the terminal ones: a session's start is on disk as soon as
-#: it is announced, so it can be found (and resumed) even if the process dies next.
-FLUSHED_EVENTS = (*TERMINAL_EVENTS, p.SessionConfigured)
+#: it is announced, so it can be found (and resumed) even if the process dies next; so are a
+#: sub-agent's spawn and end, which a resumed tree is rebuilt from.
+FLUSHED_EVENTS = (*TERMINAL_EVENTS, p.SessionConfigured, p.SubAgentSpawned, p.SubAgentEnded)
 #: What a writer with an epoch flushes besides: a turn's start, so that the host that takes
 #: the session over knows the turn that was running whenever a reader saw it start.
 FLUSHED_IN_EPOCHS = (*FLUSHED_EVENTS, p.TurnStarted)
@@ -97,12 +102,23 @@ class RolloutRecorder:
         self._write(GeneratedIds(submission, item, ratio))
 
     def session_meta(
-        self, session_id: str, created: datetime, cwd: str, model: str, provider: str
+        self,
+        session_id: str,
+        created: datetime,
+        cwd: str,
+        model: str,
+        provider: str,
+        link: tuple[str, str, str] | None = None,
     ) -> None:
-        """The first line of a new session's rollout, flushed at once."""
+        """The first line of a new session's rollout, flushed at once; a sub-agent's names its
+        parent, its path and its role (``link``)."""
         if self.writer is None:
             return
-        self._write(SessionMeta(session_id, created.isoformat(), cwd, model, provider, __version__))
+        meta = SessionMeta(session_id, created.isoformat(), cwd, model, provider, __version__)
+        if link is not None:
+            parent_id, path, role = link
+            meta = attrs.evolve(meta, parent_id=parent_id, agent_path=path, agent_role=role)
+        self._write(meta)
         self.writer.flush()
 
     def event(

@@ -37,6 +37,7 @@ from .._base._model import ModelClient
 from .._base._suggest import did_you_mean
 from .._base._tokens import TokenEstimator
 from .._base._util import NoPublicConstructor, single_exception
+from ._agents import AgentPlace, Agents, Tree
 from ._answer import Answer, AnswerCollector
 from ._context import TurnSettings
 from ._event_stream import EventJson
@@ -47,8 +48,9 @@ from ._port import CompactionPolicy, SessionTask
 from ._session_writer import SessionWriter
 from ._slot import Rest, TaskFactory, TaskSlot
 from ._state import SessionSnapshot, SessionStatistics
+from ._task import TASK_OP_TYPES, op_type
 from ._tools import ToolRegistry
-from ._work_state import pin_label, pin_refusal
+from ._work_state import pin_label
 from ._writer import RolloutWriter
 
 TaskFactories = Mapping[str, Callable[[Any], SessionTask]]
@@ -88,12 +90,16 @@ class Session(metaclass=NoPublicConstructor):
         tasks: TaskFactories,
         task_group: anyio.abc.TaskGroup,
         compactor: Callable[[], CompactionPolicy],
+        place: AgentPlace,
     ) -> None:
         self._services = services
         self._wiring = services.wiring
         self._tasks = tasks
-        self._custom_types = frozenset(tasks) - _TASK_OP_TYPES
-        self._slot = TaskSlot(services, task_group, compactor, self._refresh_idle)
+        self._custom_types = frozenset(tasks) - TASK_OP_TYPES
+        agents = Agents(services, task_group, place)
+        self._slot = TaskSlot(services, task_group, compactor, self._refresh_idle, agents)
+        agents.idle = lambda: self._slot.running is None
+        self._agents = agents
         self._asking: dict[str, AnswerCollector] = {}
         self._config: Config | None = None
         self._closed = False
@@ -166,6 +172,21 @@ class Session(metaclass=NoPublicConstructor):
         """Whether the session has shut down."""
         return self._closed
 
+    @property
+    def agents(self) -> Agents:
+        """The sub-agents this session spawned, and its place in their tree (docs/agents.md)."""
+        return self._agents
+
+    def halt(self) -> None:
+        """Stop this session's work as an ancestor's interrupt does: every descendant is
+        halted, the turns queued here are dropped (their input is kept in the history) and the
+        running turn is interrupted (docs/agents.md)."""
+        if self._closed or self._shutting_down:
+            return
+        self._agents.interrupt()
+        self._slot.drop_queue()
+        self._enqueue(p.Submission("interrupt", p.Interrupt()))
+
     async def usage_estimator(self) -> TokenEstimator:
         """The counter for usage a server did not report: tiktoken when it is installed, else
         the approximate count."""
@@ -177,22 +198,9 @@ class Session(metaclass=NoPublicConstructor):
 
     def statistics(self) -> SessionStatistics:
         """What the session is doing now."""
-        running = self._slot.running
-        job = self._slot.backgrounds.job
-        return SessionStatistics(
-            submissions_pending=self._unprocessed,
-            running_turn=running.turn_id if running else None,
-            running_kind=running.task.kind if running else None,
-            queued_turns=len(self._slot.queue),
-            events_emitted=self._services.events_emitted,
-            history_items=len(self._services.state.history),
-            background_compaction=job.state.value if job is not None else None,
-            last_seq=self._services.last_seq,
-            lingering=tuple(f"{h.task.kind} {h.turn_id}" for h in self._slot.lingering),
-            events_unread=self._services.events.unread,
-            events_dropped=self._services.events.dropped,
-            pending_approvals=tuple(waits.pending) if (waits := self._slot.waits()) else (),
-        )
+        waits = self._slot.waits()
+        pending = tuple(waits.pending) if waits is not None else ()
+        return attrs.evolve(self._slot.statistics(self._unprocessed), pending_approvals=pending)
 
     # ------------------------------------------------------------------ submitting
 
@@ -370,6 +378,8 @@ class Session(metaclass=NoPublicConstructor):
         return self._unprocessed == 0 and slot.running is None and not slot.queue
 
     def _refresh_idle(self) -> None:
+        if self._slot.running is None and self._agents.children:
+            self._agents.deliver_notices()
         if self._is_idle():
             self._idle.set()
             if self._idle_wakers:
@@ -444,7 +454,7 @@ class Session(metaclass=NoPublicConstructor):
             case p.UserTurn():
                 settings = self._update_defaults(op)
                 if op.pin:
-                    self._pin(sub_id, user_message_of(op.items).text(), settings.model)
+                    services.pin_checked(sub_id, user_message_of(op.items).text(), settings.model)
                 return slot.offer(sub_id, self._factory(op), settings, op.on_busy, op.items)
             case p.UserInput():
                 defaults = services.state.defaults
@@ -452,18 +462,19 @@ class Session(metaclass=NoPublicConstructor):
             case p.Compact():
                 return slot.spawn(sub_id, services.state.defaults, self._factory(op))
             case p.Interrupt():
+                self._agents.interrupt()  # the tree first: nothing of it runs in between
                 return slot.interrupt
             case p.OverrideTurnContext():
                 self._update_defaults(op)
                 if op.changes_rules:
-                    self._change_rules(sub_id, op)
+                    self._config = services.change_rules(sub_id, op) or self._config
             case p.Unpin(text=text):
                 if text is not None and text not in services.state.work_state.pinned:
                     message = f"invalid op: unpin: no pinned message is {pin_label(text)}"
                     services.emit(sub_id, p.ErrorEvent(message, ErrorCode.INVALID_OP))
                 services.unpin(sub_id, text)
             case p.ExecApproval() | p.PatchApproval():
-                problem = services.wiring.gate.decide(self._slot.waits(), op.id, op.decision)
+                problem = self._decide(op)
                 if problem is not None:
                     error = p.ErrorEvent(f"unknown approval: {problem}", ErrorCode.UNKNOWN_APPROVAL)
                     services.emit(sub_id, error)
@@ -477,18 +488,28 @@ class Session(metaclass=NoPublicConstructor):
         return None
 
     def _factory(self, op: p.Op) -> TaskFactory:
-        op_type = _op_type(op)
-        return TaskFactory(op_type, self._tasks[op_type], op)
+        kind = op_type(op)
+        return TaskFactory(kind, self._tasks[kind], op)
 
-    def _pin(self, sub_id: str, text: str, model: str) -> None:
-        """Pin ``text``, unless the pinned messages would take too much of the window."""
-        services = self._services
-        pinned = services.state.work_state.pinned
-        refusal = pin_refusal(text, pinned, services.budget(model).window)
-        if refusal is not None:
-            services.emit(sub_id, p.WarningEvent(refusal))
-            return
-        services.pin(sub_id, text)
+    def _decide(self, op: p.ExecApproval | p.PatchApproval) -> str | None:
+        """Decide a call of this session, else of the descendant that waits on it: the
+        decision goes down the tree (docs/agents.md). What is wrong, if anything."""
+        if op.agent_id in (None, self.id):
+            problem = self._wiring.gate.decide(self._slot.waits(), op.id, op.decision)
+            waiting = (
+                s for s in self._agents.descendants() if op.id in s.statistics().pending_approvals
+            )
+            child = None if problem is None or op.agent_id else next(waiting, None)
+        else:
+            problem = f"no open agent has the id {op.agent_id!r}"
+            child = self._agents.find(op.agent_id)
+        if child is None:
+            return problem
+        try:
+            child.submit_nowait(attrs.evolve(op, agent_id=None))
+        except ClosedSessionError:
+            return problem
+        return None
 
     def _update_defaults(self, op: p.UserTurn | p.OverrideTurnContext) -> TurnSettings:
         """Apply the settings ``op`` carries to the defaults; returns the new defaults."""
@@ -498,20 +519,10 @@ class Session(metaclass=NoPublicConstructor):
             services.set_defaults(settings)
         return settings
 
-    def _change_rules(self, sub_id: str, op: p.OverrideTurnContext) -> None:
-        """Change the rules of later calls, recorded for a resume (docs/approvals.md)."""
-        services, gate = self._services, self._wiring.gate
-        loosened = gate.change(op, services.state.defaults.cwd)
-        if loosened is not None:
-            services.recorder.line(gate.rules)
-            self._config = gate.rules.apply(self._wiring.config)
-        if loosened:
-            message = f"the rules of later calls loosen: {'; '.join(loosened)}"
-            services.emit(sub_id, p.WarningEvent(message))
-
     async def _shutdown(self, sub_id: str) -> None:
         self._shutting_down = True
         await self._slot.shut_down()
+        await self._agents.close_all()  # every descendant ends before this session does
         self._closed = True
         services = self._services
         services.emit(sub_id, p.ShutdownComplete())
@@ -524,25 +535,6 @@ class Session(metaclass=NoPublicConstructor):
             asking.done.set()
 
 
-#: The op types relay's own tasks serve (besides them, a session's task factories serve
-#: custom ops).
-_TASK_OP_TYPES = frozenset({"user_turn", "user_input", "compact"})
-
-
-def _op_type(op: p.Op) -> str:
-    match op:
-        case p.UserTurn():
-            return "user_turn"
-        case p.UserInput():
-            return "user_input"
-        case p.Compact():
-            return "compact"
-        case p.CustomOp(type=op_type):
-            return op_type
-        case _:
-            raise InvalidOpError(f"no task serves {type(op).__name__}")
-
-
 @asynccontextmanager
 async def run_session(
     config: Config,
@@ -553,6 +545,7 @@ async def run_session(
     resumed: bool,
     first: Iterable[tuple[str, p.EventMsg]] = (),
     mcp_servers: Mapping[str, int] | None = None,
+    place: AgentPlace | None = None,
 ) -> AsyncIterator[Session]:
     """Run a session until the block exits or a ``shutdown`` op ends it.
 
@@ -560,16 +553,19 @@ async def run_session(
     rollout's ``session_meta`` line is written unless ``resumed``. ``session_configured`` is
     the first event (listing ``mcp_servers``, the MCP servers that started and their tool
     counts), then ``first`` (what a resume reports about its rollout, servers that did not
-    start), in order.
+    start), in order. ``place`` is where it stands in a tree of agents (default: a root),
+    whose children a resume opens again.
     Leaving the block shuts the session down: a running task is aborted (reason
     ``shutdown``) and ``shutdown_complete`` is the last event.
     """
     shared = services()
+    place = place or AgentPlace(Tree(config.agents))
+    shared.upstream = place.upstream
+    defaults = shared.state.defaults
     try:
         async with anyio.create_task_group() as tg:
-            session = Session._create(shared, tasks, tg, compactor)
+            session = Session._create(shared, tasks, tg, compactor, place)
             if not resumed:
-                defaults = shared.state.defaults
                 wiring = shared.wiring
                 shared.recorder.session_meta(
                     wiring.session_id,
@@ -577,6 +573,7 @@ async def run_session(
                     defaults.cwd,
                     config.model,
                     config.model_provider,
+                    place.link,
                 )
             shared.configured(resumed=resumed, mcp_servers=mcp_servers)
             for event_id, msg in first:
@@ -584,6 +581,7 @@ async def run_session(
             # The rules it runs under, on every open: a resume keeps them (docs/approvals.md).
             shared.recorder.line(shared.wiring.gate.rules)
             tg.start_soon(session._run_loop, name=f"relay session {shared.wiring.session_id}")
+            await session.agents.restore(place.records, cwd=defaults.cwd, model=defaults.model)
             try:
                 yield session
             finally:

@@ -21,6 +21,7 @@ import attrs
 
 from .._base import _protocol as p
 from .._base._codec import to_json
+from .._base._config import Config
 from .._base._errors import ContextWindowExceeded, ErrorCode
 from .._base._rollout_lines import LinePayload
 from .._base._tokens import token_ratio
@@ -35,7 +36,7 @@ from ._recorder import TERMINAL_EVENTS, RolloutRecorder
 from ._state import SessionState
 from ._view import TaskView
 from ._wiring import Wiring
-from ._work_state import WorkEntry
+from ._work_state import WorkEntry, pin_refusal
 from ._writer import RolloutWriter, payload_json
 
 #: The event id of ``session_configured``, which no submission caused.
@@ -86,6 +87,14 @@ class SessionWriter:
         """Told every event as it is emitted (what :meth:`Session.ask` watches)."""
         self.on_rollout_failure: Callable[[], None] = lambda: None
         """Called once when the rollout can no longer be written (the session shuts down)."""
+        self.upstream: Callable[[p.Event], None] | None = None
+        """A sub-agent's parent, told every event of the sub-agent and of its descendants
+        (docs/agents.md); None for a root."""
+        self.agent_path: str | None = None
+        """A sub-agent's place in its tree (None: a root)."""
+        self.children_usage: p.TokenUsage | None = None
+        """The usage of the session's sub-agents and theirs, summed (None: it has none)."""
+        self._last_count: p.TokenCount | None = None
         self._rollout_failure_reported = False
         # The generated ids go on from where a resumed session's left off.
         self.submissions, self.items = ids
@@ -104,6 +113,8 @@ class SessionWriter:
         rollout can no longer be written, an ``error{rollout}`` says so, once, with this
         event's id: before a terminal event, after any other.
         """
+        if isinstance(msg, p.TokenCount):
+            msg = self._counted(msg)
         terminal = isinstance(msg, TERMINAL_EVENTS)
         if terminal:
             self._record_counters()
@@ -128,8 +139,43 @@ class SessionWriter:
             self.events.send(event, json_of)
         else:
             self.events.send(event)
+        if self.upstream is not None:
+            self.upstream(event)
         if not terminal:
             self._check_rollout(event_id)
+
+    def forward(self, event: p.Event) -> None:
+        """Pass on an event of a descendant (``event.agent`` names it): numbered in this
+        session's stream and sent on up, but neither recorded (the descendant's rollout has it)
+        nor told to the listeners, which watch this session's own events."""
+        self.last_seq += 1
+        forwarded = attrs.evolve(event, seq=self.last_seq)
+        self.events.send(forwarded)
+        if self.upstream is not None:
+            self.upstream(forwarded)
+
+    def roll_up(self, event_id: str, children: p.TokenUsage) -> None:
+        """Take the summed usage of the sub-agents and report the tree's in a ``token_count``
+        (the session's own usage as it last reported it). It is not recorded: the rollout
+        keeps the session's own counts, one per response, and each child's its own."""
+        self.children_usage = children
+        self.last_seq += 1
+        event = p.Event(
+            event_id, self.last_seq, self._counted(self._last_count or p.TokenCount(None))
+        )
+        self.events.send(event)
+        if self.upstream is not None:
+            self.upstream(event)
+
+    def _counted(self, msg: p.TokenCount) -> p.TokenCount:
+        """``msg`` with the tree's usage, once there are sub-agents; remembered."""
+        own = attrs.evolve(msg, tree_total=None)
+        self._last_count = own
+        children = self.children_usage
+        if children is None:
+            return msg
+        mine = msg.info.total_token_usage if msg.info is not None else p.TokenUsage()
+        return attrs.evolve(own, tree_total=mine + children)
 
     def _check_rollout(self, event_id: str) -> None:
         writer = self.recorder.writer
@@ -315,6 +361,28 @@ class SessionWriter:
         """Model, cwd and effort of the next turn."""
         self.state.defaults = defaults
 
+    def change_rules(self, event_id: str, op: p.OverrideTurnContext) -> Config | None:
+        """Change the rules of later calls, recorded for a resume (docs/session.md); the
+        configuration with the new rules, when they changed."""
+        gate = self.wiring.gate
+        loosened = gate.change(op, self.state.defaults.cwd)
+        if loosened:
+            message = f"the rules of later calls loosen: {'; '.join(loosened)}"
+            self.emit(event_id, p.WarningEvent(message))
+        if loosened is None:
+            return None
+        self.recorder.line(gate.rules)
+        return gate.rules.apply(self.wiring.config)
+
+    def pin_checked(self, event_id: str, text: str, model: str) -> None:
+        """Pin ``text``, unless the pinned messages would take too much of the window (a
+        ``warning`` says so)."""
+        refusal = pin_refusal(text, self.state.work_state.pinned, self.budget(model).window)
+        if refusal is not None:
+            self.emit(event_id, p.WarningEvent(refusal))
+            return
+        self.pin(event_id, text)
+
     def budget(self, model: str) -> TokenBudget:
         """The token budget of ``model`` as the history stands (docs/session.md)."""
         state = self.state
@@ -361,6 +429,7 @@ class SessionWriter:
             last_turn_model=state.last_turn_model,
             steered=steered,
             session_id=wiring.session_id,
+            agent_path=self.agent_path,
             tools=wiring.tools.specs(),
             wire=wire,
         )

@@ -31,12 +31,14 @@ import attrs
 
 from .._base import _protocol as p
 from .._base._errors import ContextWindowExceeded, ErrorCode, ModelError
+from ._agents import Agents
 from ._context import TurnSettings, turn_aborted_marker
 from ._exec_gate import Waits
 from ._history import missing_outputs
 from ._input import user_message_of
 from ._port import CompactionPolicy, SessionTask, TaskContext, made_task
 from ._session_writer import SessionWriter
+from ._state import SessionStatistics
 from ._support import Backgrounds
 from ._task import StopTurn, TaskHandle, TaskStatus, TurnResult, strayed
 from ._tools import ToolError
@@ -88,6 +90,7 @@ class TaskSlot:
         task_group: anyio.abc.TaskGroup,
         compactor: Callable[[], CompactionPolicy],
         changed: Callable[[], None],
+        agents: Agents,
     ) -> None:
         self._services = services
         self._tg = task_group
@@ -102,9 +105,30 @@ class TaskSlot:
         """Turns waiting for the running task to end."""
         self.closed = False
         """Set at shutdown: nothing starts any more."""
+        self.agents: Agents = agents
+        """The session's sub-agents (each task's port reaches them)."""
         self.lingering: list[TaskHandle[SessionTask]] = []
         """Aborted tasks whose code has not returned after their grace period (it ignores
         cancellation): detached, they hold up the session's end until they do."""
+
+    def statistics(self, pending: int) -> SessionStatistics:
+        """What the session is doing now (``pending``: submissions not handled yet)."""
+        running = self.running
+        job = self.backgrounds.job
+        services = self._services
+        return SessionStatistics(
+            submissions_pending=pending,
+            running_turn=running.turn_id if running else None,
+            running_kind=running.task.kind if running else None,
+            queued_turns=len(self.queue),
+            events_emitted=services.events_emitted,
+            history_items=len(services.state.history),
+            background_compaction=job.state.value if job is not None else None,
+            last_seq=services.last_seq,
+            lingering=tuple(f"{h.task.kind} {h.turn_id}" for h in self.lingering),
+            events_unread=services.events.unread,
+            events_dropped=services.events.dropped,
+        )
 
     def waits(self) -> Waits | None:
         """The calls of the running task that wait for a decision (None: nothing runs)."""
@@ -185,7 +209,8 @@ class TaskSlot:
         services = self._services
         handle = TaskHandle(turn_id, task, settings, started=anyio.current_time())
         writer = TurnWriter(services, handle, self.backgrounds)
-        port = TaskContext(services, handle, writer, self.backgrounds, self._compactor())
+        compactor = self._compactor()
+        port = TaskContext(services, handle, writer, self.backgrounds, compactor, self.agents)
         self.running, self._port = handle, (port, writer)
         self._changed()
         wiring = services.wiring
@@ -244,6 +269,8 @@ class TaskSlot:
         for items in handle.pending_input:
             self._services.record_input(handle.turn_id, items)
         handle.pending_input.clear()
+        if handle.ends_aborted is p.AbortReason.INTERRUPTED:
+            self.agents.interrupt()  # the turn stopped itself as an interrupt would (abort)
         if handle.ends_aborted is not None:
             end: p.EventMsg = p.TurnAborted(
                 handle.turn_id, handle.ends_aborted, handle.duration_ms()
@@ -265,6 +292,9 @@ class TaskSlot:
             return
         port = ported[0]
         handle.status = TaskStatus.ABORTING
+        if reason is not p.AbortReason.SHUTDOWN:
+            # An interrupted or replaced turn stops the work of every descendant too.
+            self.agents.interrupt()
         handle.scope.cancel(f"relay: task {reason.value}")
         with anyio.move_on_after(ABORT_GRACE):
             await handle.finished.wait()
@@ -289,6 +319,16 @@ class TaskSlot:
         """Abort the running task (``interrupted``), then start the turns queued behind it."""
         await self.abort(p.AbortReason.INTERRUPTED)
         self.start_queued()
+
+    def drop_queue(self) -> None:
+        """Drop the turns queued behind the running one; their input is kept in the history,
+        as a shutdown keeps it."""
+        queued = list(self.queue)
+        self.queue.clear()
+        for turn in queued:
+            if turn.input is not None:
+                self._services.record(user_message_of(turn.input))
+        self._changed()
 
     async def shut_down(self) -> None:
         """Abort the running task, stop the background job, and record the input of turns

@@ -84,6 +84,9 @@ class ResumedState:
     """The rules the session last recorded (its latest ``rules`` line), if any."""
     unanswered: tuple[p.ToolOutput, ...] = ()
     """Outputs to record first, for the calls that had none when the session stopped."""
+    agent_events: tuple[p.SubAgentSpawned | p.SubAgentEnded, ...] = ()
+    """What the rollout says of the session's sub-agents, in order: a resume opens again those
+    that were open (docs/agents.md)."""
     first_events: tuple[tuple[str, p.EventMsg], ...] = ()
     """Events the resumed session reports right after ``session_configured``, as
     ``(event id, message)``: what the resume found in the rollout, what its host knows."""

@@ -21,7 +21,7 @@ import anyio
 import attrs
 
 from .._base import _protocol as p
-from .._base._errors import RelayError
+from .._base._errors import InvalidOpError, RelayError
 from ._context import TurnSettings
 
 #: The task a handle runs (the session's :class:`~relay.SessionTask`).
@@ -118,4 +118,36 @@ class TaskHandle(Generic[T]):
         return round((anyio.current_time() - self.started) * 1000)
 
 
-__all__ = ["StopTurn", "TaskHandle", "TaskStatus", "TurnResult", "strayed"]
+#: The op types relay's own tasks serve (besides them, a session's task factories serve
+#: custom ops).
+TASK_OP_TYPES = frozenset({"user_turn", "user_input", "compact"})
+
+
+def op_type(op: p.Op) -> str:
+    """The type of the task an op starts (a custom op's is its own).
+
+    Raises:
+        InvalidOpError: no task serves ``op``.
+    """
+    match op:
+        case p.UserTurn():
+            return "user_turn"
+        case p.UserInput():
+            return "user_input"
+        case p.Compact():
+            return "compact"
+        case p.CustomOp(type=op_type):
+            return op_type
+        case _:
+            raise InvalidOpError(f"no task serves {type(op).__name__}")
+
+
+__all__ = [
+    "TASK_OP_TYPES",
+    "StopTurn",
+    "TaskHandle",
+    "TaskStatus",
+    "TurnResult",
+    "op_type",
+    "strayed",
+]

@@ -77,6 +77,9 @@ class ToolContext:
     report: Callable[[p.ToolResult], None] = lambda result: None
     """Say how the call ended, as data (a tool that does not: completed, or failed when it
     raises)."""
+    agents: object | None = None
+    """The session's sub-agents (an ``Agents``), for the sub-agent tools; None
+    outside a session."""
 
 
 ToolHandler = Callable[[Mapping[str, Any], ToolContext], Awaitable[str]]

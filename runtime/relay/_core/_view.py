@@ -55,6 +55,8 @@ class TaskView:
     """Steered inputs waiting to be taken (:meth:`~relay.TaskContext.take_input`)."""
     session_id: str = ""
     """The session id (the requests' ``prompt_cache_key``)."""
+    agent_path: str | None = None
+    """A sub-agent's place in its tree (None: a root), which its requests name."""
     tools: tuple[ToolSpec, ...] = ()
     """The tools the model may call."""
     wire: Sequence[Mapping[str, Any]] | None = attrs.field(default=None, eq=False, repr=False)
@@ -128,6 +130,7 @@ def prompt_of(
         tools=view.tools if tools else (),
         parallel_tool_calls=False,
         prompt_cache_key=view.session_id,
+        agent_path=view.agent_path,
         effort=view.settings.effort,
         max_output_tokens=config.max_output_tokens(provider or view.provider),
         purpose="compact" if compacting else "turn",

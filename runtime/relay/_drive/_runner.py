@@ -57,7 +57,7 @@ class ScriptRunner:
         # each): while one is here and the session has nothing else to do, it waits on the
         # script. Any op but a decision empties it (an interrupt, a replacing turn, a
         # shutdown may end the waits), so that it never names a call that no longer waits.
-        self._undecided: dict[str, str] = {}
+        self._undecided: dict[str, tuple[str | None, str]] = {}
         # Set (and replaced) when an event is read while a step waits for one, and when a
         # counter counts one or the session goes idle: a running session wakes a waiting step
         # only when its count may have been reached.
@@ -75,9 +75,12 @@ class ScriptRunner:
                 msg, text = (to_json(event.msg), None) if kept is None else kept
                 self.events_read += 1
                 counted = False
-                for counter in self._counters_by_type.get(msg["type"], ()):
-                    counted |= counter.observe(msg)
-                counted |= self._note_approvals(event.msg)
+                # A sub-agent's events are shown, but a script's waits are on the session's
+                # own (a child's turn_complete is not the turn the script waits for).
+                if event.agent is None:
+                    for counter in self._counters_by_type.get(msg["type"], ()):
+                        counted |= counter.observe(msg)
+                counted |= self._note_approvals(event.msg, event.agent)
                 if self.lines is not None:
                     self.lines(json_line(event, msg, text))
                 self.sink(event, msg)
@@ -95,15 +98,17 @@ class ScriptRunner:
             self._read.set()
             self._wake.set()
 
-    def _note_approvals(self, msg: p.EventMsg) -> bool:
-        """Keep ``_undecided`` as events arrive; True while a call waits on the script: a
-        waiting step looks again at every event (an ``error`` refusing a decision may be the
-        last one before the session waits)."""
+    def _note_approvals(self, msg: p.EventMsg, agent: p.AgentRef | None = None) -> bool:
+        """Keep ``_undecided`` as events arrive (a sub-agent's calls too: the script's
+        decision goes down to it); True while a call waits on the script: a waiting step looks
+        again at every event (an ``error`` refusing a decision may be the last one before the
+        session waits)."""
+        whose = agent.id if agent is not None else None
         match msg:
             case p.ExecApprovalRequest(call_id=call_id, turn_id=turn_id):
-                self._undecided[call_id] = turn_id
+                self._undecided[call_id] = (whose, turn_id)
             case p.TurnComplete(turn_id=ended) | p.TurnAborted(turn_id=ended):
-                for call_id in [c for c, turn in self._undecided.items() if turn == ended]:
+                for call_id in [c for c, at in self._undecided.items() if at == (whose, ended)]:
                     del self._undecided[call_id]
         return self.answers_approvals and bool(self._undecided)
 
@@ -252,4 +257,11 @@ def json_line(event: p.Event, msg: dict[str, Any] | None = None, text: str | Non
     if text is None:
         text = _ENCODER.encode(to_json(event.msg) if msg is None else msg)
     # The envelope is written around the message's text, in the order to_json gives it.
+    agent = event.agent
+    if agent is not None:
+        # A sub-agent's event, in an ancestor's stream (agents.md).
+        ref = _ENCODER.encode({"id": agent.id, "path": agent.path})
+        return (
+            f'{{"id":{_ENCODER.encode(event.id)},"seq":{event.seq},"agent":{ref},"msg":{text}}}\n'
+        )
     return f'{{"id":{_ENCODER.encode(event.id)},"seq":{event.seq},"msg":{text}}}\n'

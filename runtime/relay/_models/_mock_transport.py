@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from .._base._errors import InvalidOpError
 from .._base._output_schema import check_output_schema
 from .._base._unicode import holds_lone_surrogate
 from ._prompt_cache import PromptCache, with_cached
-from ._responses import PURPOSE_HEADER
+from ._responses import AGENT_HEADER, PURPOSE_HEADER
 from ._script import HttpErrorSpec, ModelScript, load_model_script, parse_model_script
 
 __all__ = [
@@ -145,12 +146,16 @@ def plan_exchange(
     *,
     purpose: str = "turn",
     cache: PromptCache | None = None,
+    agent: str | None = None,
 ) -> Exchange:
-    """The answer to ``POST path`` with JSON ``body``, consuming the script's next reply.
+    """The answer to ``POST path`` with JSON ``body``, consuming the script's next reply (the
+    script of the sub-agent at ``agent``, when a sub-agent sent it).
 
     ``path`` is matched on its ending, so that any base URL prefix (``/v1``) works. With a
     ``cache``, an answer's usage reports the tokens it holds of the request.
     """
+    if agent is not None:
+        script = script.for_agent(agent)
     if not isinstance(body, Mapping):
         return problem_exchange(400, "the request body must be a JSON object")
     route = path.rstrip("/")
@@ -421,8 +426,11 @@ def request_log_entry(
     body: bytes,
     *,
     query: Sequence[tuple[str, str]] = (),
+    received_at: float | None = None,
 ) -> dict[str, Any]:
-    """The log record of a request: path, query, headers without credentials, JSON body.
+    """The log record of a request: path, query, headers without credentials, JSON body, and
+    when it was received (``received_at``, seconds since the epoch: when its headers came,
+    else now).
 
     A body that is not JSON is kept as text.
     """
@@ -436,7 +444,13 @@ def request_log_entry(
         parsed: Any = json.loads(body) if body else None
     except (ValueError, UnicodeDecodeError):
         parsed = body.decode("utf-8", "replace")
-    return {"path": path, "query": dict(query), "headers": kept, "body": parsed}
+    return {
+        "path": path,
+        "query": dict(query),
+        "headers": kept,
+        "body": parsed,
+        "received_at": time.time() if received_at is None else received_at,
+    }
 
 
 def script_from(script: ModelScript | Mapping[str, Any] | str | Path | None) -> ModelScript:
@@ -493,6 +507,7 @@ class ScriptedTransport(httpx2.MockTransport):
             request.url.path,
             request_json(content),
             purpose=request.headers.get(PURPOSE_HEADER, "turn"),
+            agent=request.headers.get(AGENT_HEADER),
         )
         if exchange.delay_ms:
             await anyio.sleep(exchange.delay_ms / 1000)

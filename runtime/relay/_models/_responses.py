@@ -31,6 +31,8 @@ from .._base._unicode import mend_json, mended_arguments
 
 #: Header that tells a server which kind of request this is (``turn`` or ``compact``).
 PURPOSE_HEADER = "x-relay-request"
+#: The header that names a sub-agent's place in its tree (``/root/1``); a root sends none.
+AGENT_HEADER = "x-relay-agent"
 
 
 def request_body(prompt: Prompt, *, shared_input: bool = False) -> dict[str, Any]:

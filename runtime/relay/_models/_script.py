@@ -234,6 +234,19 @@ class ModelScript:
     #: real server's do not. Empty: ``resp-N``.
     id_prefix: str = attrs.field(factory=lambda: secrets.token_hex(4))
     usage: UsageEstimator = attrs.field(factory=lambda: UsageEstimator(), eq=False, repr=False)
+    agents: dict[str, ModelScript] = attrs.field(factory=dict)
+    """The scripts of sub-agents, by agent path (``/root/1``): a sub-agent whose path has
+    none plays this script's fallback."""
+
+    def for_agent(self, path: str | None) -> ModelScript:
+        """The script that answers the sub-agent at ``path`` (None, or the root: this one).
+        A path without a script of its own gets an empty one (its fallback), made once."""
+        if path is None or path == ROOT_AGENT_PATH:
+            return self
+        found = self.agents.get(path)
+        if found is None:
+            found = self.agents[path] = ModelScript(fallback=self.fallback)
+        return found
 
     def plan(self, body: Mapping[str, Any], *, purpose: str = "turn") -> ReplyPlan:
         """The plan for the next ``POST /responses`` with this request body."""
@@ -275,11 +288,15 @@ class ModelScript:
         return CompactReply(body={"output": remote_compact_fallback(body)})
 
 
+#: The agent path of a root session.
+ROOT_AGENT_PATH = "/root"
+
+
 def parse_model_script(data: Any) -> ModelScript:
     """Validate a model script given as parsed JSON."""
     if not isinstance(data, Mapping):
         raise _fail("top level", "expected a JSON object")
-    unknown = set(data) - {"responses", "compact", "fallback"}
+    unknown = set(data) - {"responses", "compact", "fallback", "agents"}
     if unknown:
         raise _fail("top level", f"unknown keys: {', '.join(sorted(unknown))}")
     responses = data.get("responses", [])
@@ -289,10 +306,24 @@ def parse_model_script(data: Any) -> ModelScript:
     fallback = data.get("fallback", "echo")
     if fallback != "echo":
         raise _fail("fallback", f"unknown fallback {fallback!r} (only 'echo')")
+    agents = data.get("agents", {})
+    if not isinstance(agents, Mapping) or not all(
+        isinstance(path, str) and path.startswith(f"{ROOT_AGENT_PATH}/") for path in agents
+    ):
+        raise _fail("agents", f"expected an object of scripts by agent path ({ROOT_AGENT_PATH}/1)")
+    scripts: dict[str, ModelScript] = {}
+    for path, script in agents.items():
+        try:
+            scripts[path] = parse_model_script(script)
+        except ScriptError as exc:
+            raise ScriptError(
+                str(exc).replace("model script: ", f"model script: agents[{path}]: ", 1)
+            ) from None
     return ModelScript(
         responses=[_reply(r, f"responses[{i}]", i) for i, r in enumerate(responses)],
         compact=[_compact_reply(r, f"compact[{i}]") for i, r in enumerate(compact)],
         fallback=fallback,
+        agents=scripts,
     )
 
 

@@ -82,7 +82,7 @@ class ScriptedModel:
         body = request_body(prompt, shared_input=True)
         self.requests.append(body)
         self.prompts.append(prompt)
-        plan = self.script.plan(body, purpose=prompt.purpose)
+        plan = self.script.for_agent(prompt.agent_path).plan(body, purpose=prompt.purpose)
         if plan.delay_ms:
             await anyio.sleep(plan.delay_ms / 1000)
         if plan.http_error is not None:

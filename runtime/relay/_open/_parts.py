@@ -126,7 +126,7 @@ async def open_models(
 
 def tool_registry(config: Config, tools: Iterable[Tool]) -> ToolRegistry:
     """The enabled built-in tools, the context tools (token budget), then ``tools``."""
-    registry = builtin_registry(config.tools)
+    registry = builtin_registry(config.tools, multi_agent=config.features.multi_agent)
     if config.features.token_budget:
         for tool in CONTEXT_TOOLS:
             registry.register(tool)

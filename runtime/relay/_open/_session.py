@@ -21,11 +21,15 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .._base import _protocol as p
+from .._base._agents_config import AgentRole
 from .._base._config import Config
 from .._base._errors import ConfigError
 from .._base._mcp_config import McpServerConfig
 from .._base._model import ModelClient
 from .._base._tokens import TokenEstimator
+from .._core._agent_rules import child_records
+from .._core._agents import AgentPlace, ChildSession, ChildSpec, Tree
+from .._core._event_stream import EventStream
 from .._core._exec_gate import ApprovalCallback
 from .._core._hooks import CompactHook
 from .._core._port import CompactionPolicy
@@ -36,6 +40,7 @@ from .._core._tools import Tool, recall_tool
 from .._core._writer import Epoch
 from .._exec._real_work import in_thread
 from . import _parts
+from ._agents import ChildParts, child_config, decided_for, inherited_tools
 from ._resume_rules import loosened_warning, resumed_rules
 from ._tasks import (
     BUILTIN_COMPACTOR,
@@ -152,9 +157,11 @@ async def open_state(
     compact_model: ModelClient | None = None,
     tracer_provider: TracerProvider | None = None,
     on_approval: ApprovalCallback | None = None,
+    place: AgentPlace | None = None,
 ) -> AsyncIterator[Session]:
     """The steps of opening a session, new (``resume`` None) or continuing ``resume`` (a
-    state rebuilt from a rollout, or made by a program that measures relay)."""
+    state rebuilt from a rollout, or made by a program that measures relay); ``place`` is a
+    sub-agent's in its tree (None: a root)."""
     factories = task_factories(config.tasks, tasks)
     _parts.check_resumable(factories, resume)
     make_compactor = compactor or load_object(
@@ -189,6 +196,30 @@ async def open_state(
             config, stack, models, tracer_provider=tracer_provider, resume=resume
         )
 
+        place = place or AgentPlace(Tree(config.agents, config.developer_instructions))
+        place = attrs.evolve(
+            place,
+            opener=partial(
+                open_child,
+                ChildParts(
+                    config,
+                    models.model,
+                    models.compact_model,
+                    api_key,
+                    registry,
+                    place.tree,
+                    now,
+                    rng,
+                    estimator,
+                    tuple(hooks),
+                    tasks,
+                    compactor,
+                    on_approval,
+                ),
+            ),
+            records=child_records(resume.agent_events) if resume is not None else (),
+        )
+
         def writer() -> SessionWriter:
             made = _parts.session_writer(
                 config,
@@ -208,6 +239,10 @@ async def open_state(
             )
             if tracer is not None:
                 tracer.attach(made)
+            if place.upstream is not None:
+                # Nobody reads a sub-agent's own stream: its parent hears every event.
+                made.events = EventStream(unread_limit=0)
+                made.agent_path = place.path
             return made
 
         claims = claimed_twice({*config.tasks, *(tasks or {})})
@@ -225,6 +260,7 @@ async def open_state(
             resumed=resume is not None,
             first=first,
             mcp_servers=mcp.counts,
+            place=place,
         ) as session:
             yield session
 
@@ -320,6 +356,51 @@ async def resume_session(
         on_approval=on_approval,
     ) as session:
         yield session
+
+
+@asynccontextmanager
+async def open_child(
+    parts: ChildParts, spec: ChildSpec, upstream: Callable[[p.Event], None]
+) -> AsyncIterator[ChildSession]:
+    """Open the child ``spec`` names (new, or again from its rollout) and run it until the
+    block exits; ``upstream`` hears each of its events."""
+    role = parts.tree.config.role(spec.role) or AgentRole()
+    config = child_config(parts.config, spec, role, parts.tree.instructions)
+    resume = None
+    if spec.resume_from is not None:
+        resume, config = await resumed_state(spec.resume_from, config)
+    callback = parts.on_approval
+    ref = p.AgentRef(spec.agent_id, spec.path)
+    place = AgentPlace(
+        parts.tree,
+        path=spec.path,
+        depth=spec.depth,
+        upstream=upstream,
+        link=(spec.parent_id, spec.path, spec.role),
+    )
+    async with open_state(
+        config,
+        resume,
+        model=parts.model,
+        compact_model=parts.compact_model,
+        api_key=parts.api_key,
+        tools=inherited_tools(parts, role),
+        session_id=spec.agent_id,
+        clock=parts.clock,
+        rng=parts.rng,
+        estimator=parts.estimator,
+        hooks=parts.hooks,
+        tasks=parts.tasks,
+        compactor=parts.compactor,
+        on_approval=None if callback is None else partial(decided_for, callback, ref),
+        place=place,
+    ) as session:
+        yield session
+
+
+async def resumed_state(source: str, config: Config) -> tuple[ResumedState, Config]:
+    """The state a sub-agent's rollout rebuilds, and ``config`` with the rules it recorded."""
+    return await _resumed(source, config, None, None, (), keep_rules=True)
 
 
 async def _resumed(

@@ -127,6 +127,9 @@ class ResumeFilter:
                 ):
                     previous.window_full = True
                 self._keep(_Kept(position, number, kind, record))
+            elif event in ("sub_agent_spawned", "sub_agent_ended"):
+                # Read wherever they are: a resume opens again the children they name.
+                self._keep(_Kept(position, number, kind, record, always=True))
             elif event == "work_state_noted":
                 # Read wherever it is until a compaction that carries the whole record.
                 self.noted.append(self._keep(_Kept(position, number, kind, record, always=True)))

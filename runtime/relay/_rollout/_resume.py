@@ -211,8 +211,11 @@ def reconstruct(rollout: Rollout) -> ResumedState:
     grants: list[ApprovalDecided] = []
     rules: ExecRules | None = None
     intents: set[str] = set()
+    agent_events: list[p.SubAgentSpawned | p.SubAgentEnded] = []
     for line in lines:
         match line:
+            case EventMsgLine(msg=p.SubAgentSpawned() | p.SubAgentEnded() as agent_event):
+                agent_events.append(agent_event)
             case ApprovalLine(decided=decided):
                 if decided.decision is p.ReviewDecision.APPROVED_FOR_SESSION:
                     grants.append(decided)
@@ -280,6 +283,7 @@ def reconstruct(rollout: Rollout) -> ResumedState:
         grants=tuple(grants),
         rules=rules,
         unanswered=tuple(unanswered_calls(history.items, intents)),
+        agent_events=tuple(agent_events),
     )
 
 

@@ -26,6 +26,7 @@ import functools
 import json
 import signal
 import sys
+import time
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -55,7 +56,7 @@ from .._models._mock_transport import (
     script_from,
 )
 from .._models._prompt_cache import PromptCache
-from .._models._responses import PURPOSE_HEADER
+from .._models._responses import AGENT_HEADER, PURPOSE_HEADER
 from .._models._script import ModelScript, load_model_script
 
 __all__ = ["MockServer", "main", "open_mock_server", "serve_mock"]
@@ -191,6 +192,7 @@ class MockServer:
     async def _http(
         self, scope: HTTPScope, receive: ASGIReceiveCallable, send: ASGISendCallable
     ) -> None:
+        arrived = time.time()
         body = bytearray()
         while True:
             message = await receive()
@@ -207,8 +209,11 @@ class MockServer:
         ]
         path = scope["path"]
         query = urllib.parse.parse_qsl(scope["query_string"].decode("latin-1"))
-        self._record(request_log_entry(path, headers, bytes(body), query=query))
+        self._record(
+            request_log_entry(path, headers, bytes(body), query=query, received_at=arrived)
+        )
         purpose = next((value for name, value in headers if name.lower() == PURPOSE_HEADER), "turn")
+        agent = next((value for name, value in headers if name.lower() == AGENT_HEADER), None)
         if scope["method"] != "POST":
             exchange = problem_exchange(405, f"only POST is served, not {scope['method']}")
         else:
@@ -218,6 +223,7 @@ class MockServer:
                 request_json(bytes(body)),
                 purpose=purpose,
                 cache=self.prompt_cache,
+                agent=agent,
             )
 
         # hypercorn reports ``http.disconnect`` for a finished answer too, from inside the

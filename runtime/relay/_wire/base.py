@@ -23,7 +23,7 @@ from .._base._config import ProviderConfig
 from .._base._errors import ModelError, StreamError
 from .._base._model import ModelEvent
 from .._base._secret import redact
-from .._models._responses import PURPOSE_HEADER, with_server_counts
+from .._models._responses import AGENT_HEADER, PURPOSE_HEADER, with_server_counts
 from ._body import body_too_large, open_body
 from ._errors import FAILURES, redact_error, translate, with_message
 from ._sdk import APIStatusError, AsyncOpenAI
@@ -182,18 +182,20 @@ class WireClient:
         body: Mapping[str, Any],
         purpose: str,
         play: Callable[[EventReader], AsyncGenerator[ModelEvent]],
+        agent: str | None = None,
     ) -> AsyncIterator[AsyncIterator[ModelEvent]]:
         """POST ``body`` to ``path`` as a streamed request; yields ``play``'s model events.
 
         ``play`` sets :attr:`EventReader.answered` once the answer is complete; what follows
-        is then drained, after the request's deadline.
+        is then drained, after the request's deadline. ``agent``: a sub-agent's path, sent as a
+        header.
         """
         provider = self._provider
         first_by, end_by = self._deadlines()
         async with AsyncExitStack() as stack:
             with anyio.CancelScope(deadline=end_by) as whole:
                 with anyio.move_on_at(first_by) as first:
-                    response = await self._post(path, body, purpose)
+                    response = await self._post(path, body, purpose, agent)
                     # The SDK hands back the raw response: its own event iterator leaves async
                     # generators unclosed when a stream ends early (or at ``[DONE]``), and
                     # every layer here must be closed when the caller leaves.
@@ -223,16 +225,21 @@ class WireClient:
             if reader.answered:
                 await reader.drain()
 
-    async def _post(self, path: str, body: Mapping[str, Any], purpose: str) -> httpx2.Response:
+    async def _post(
+        self, path: str, body: Mapping[str, Any], purpose: str, agent: str | None = None
+    ) -> httpx2.Response:
         """Send ``body`` to ``path`` as a streamed request; the response, once its headers
         have come (an error status is raised, translated)."""
+        headers = {PURPOSE_HEADER: purpose, "Accept": "text/event-stream"}
+        if agent is not None:
+            headers[AGENT_HEADER] = agent
         try:
             return await self._sdk.post(
                 path,
                 body=dict(body),
                 cast_to=httpx2.Response,
                 stream=True,
-                options={"headers": {PURPOSE_HEADER: purpose, "Accept": "text/event-stream"}},
+                options={"headers": headers},
             )
         except FAILURES as exc:
             error = translate(exc, secret=self._secret)

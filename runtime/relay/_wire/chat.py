@@ -31,7 +31,9 @@ class ChatClient(WireClient):
     def stream(self, prompt: Prompt) -> AbstractAsyncContextManager[AsyncIterator[ModelEvent]]:
         """Send ``prompt``; the context yields its events (see :class:`ModelClient`)."""
         body = chat_request_body(prompt)
-        return self._stream("/chat/completions", body, prompt.purpose, self._events)
+        return self._stream(
+            "/chat/completions", body, prompt.purpose, self._events, prompt.agent_path
+        )
 
     async def _events(self, reader: EventReader) -> AsyncGenerator[ModelEvent]:
         parser = ChatStreamParser()

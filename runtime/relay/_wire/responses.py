@@ -28,7 +28,8 @@ class ResponsesClient(WireClient):
 
     def stream(self, prompt: Prompt) -> AbstractAsyncContextManager[AsyncIterator[ModelEvent]]:
         """Send ``prompt``; the context yields its events (see :class:`ModelClient`)."""
-        return self._stream("/responses", request_body(prompt), prompt.purpose, self._events)
+        body = request_body(prompt)
+        return self._stream("/responses", body, prompt.purpose, self._events, prompt.agent_path)
 
     async def _events(self, reader: EventReader) -> AsyncGenerator[ModelEvent]:
         parser = ResponseStreamParser()
