@@ -274,6 +274,27 @@ def test_interrupting_a_child_thread_interrupts_it_and_the_root_goes_on(tmp_path
         assert server.close_input() == 0
 
 
+def test_interrupting_a_root_whose_turn_ended_stops_its_working_children(tmp_path: Path) -> None:
+    root_script = [call("spawn_agent", "c1", message="take your time"), "spawned"]
+    child_script = [{"text": "too late", "delay_ms": 600_000}]
+    with (
+        agent_model(tmp_path, {"responses": root_script}, {"responses": child_script}) as model,
+        app_server(*model, *AGENTS, cwd=tmp_path) as server,
+    ):
+        root = start(server, tmp_path, ephemeral=True)
+        turn = server.call("turn/start", {"threadId": root, "input": text("go")})["turn"]
+        announced = server.wait(
+            lambda m: m.get("method") == "thread/started" and m["params"]["thread"]["id"] != root
+        )
+        child = announced["params"]["thread"]["id"]
+        server.next("turn/started", threadId=child)
+        assert server.next("turn/completed", threadId=root)["turn"]["status"] == "completed"
+        assert server.call("turn/interrupt", {"threadId": root, "turnId": turn["id"]}) == {}
+        child_done = server.next("turn/completed", threadId=child)
+        assert child_done["turn"]["status"] == "interrupted"
+        assert server.close_input() == 0
+
+
 ids = st.sampled_from(["kid-1", "kid-2", "/root/1", "/root/1/2"])
 agent_calls = st.builds(
     p.AgentCallItem,

@@ -199,10 +199,26 @@ class Run:
     #: shutdown on).
     silences: list[tuple[float, float]] = attrs.field(factory=list)
 
+    #: Each replacing turn: when it was submitted and the agents open below the root then. It
+    #: interrupts the tree only when it replaced a running turn (the rollout says).
+    replaces: list[tuple[float, frozenset[str]]] = attrs.field(factory=list)
+
     def interrupted(self, root: relay.Session, path: str) -> None:
-        open_now = [p for p in open_paths(root) if p != "/root" and below(path, p)]
         self.interrupts.append((time.time(), path))
-        self.quieted.append(frozenset(open_now))
+        self.quieted.append(self.open_below(root, path))
+
+    def open_below(self, root: relay.Session, path: str) -> frozenset[str]:
+        return frozenset(p for p in open_paths(root) if p != "/root" and below(path, p))
+
+    def replaced(self, root_file: Path) -> None:
+        """Count as interrupts the replacing turns that replaced a running one."""
+        aborted = [
+            e["at"] for e in events_of(root_file, "turn_aborted") if e["reason"] == "replaced"
+        ]
+        for at, quieted in self.replaces:
+            if any(at - 0.002 <= when <= at + 1 for when in aborted):
+                self.interrupts.append((at, "/root"))
+                self.quieted.append(quieted)
 
     sessions: list[relay.Session] = attrs.field(factory=list)
 
@@ -253,7 +269,7 @@ async def act(run: Run, root: relay.Session, action: tuple[Any, ...]) -> None:
             run.closes.append((time.time(), path))
             await parent.agents.close(path)
         case ("replace",):
-            run.interrupted(root, "/root")
+            run.replaces.append((time.time(), run.open_below(root, "/root")))
             root.submit_nowait(relay.UserTurn(items=[relay.Text("again")], on_busy="replace"))
         case _:
             raise AssertionError(action)
@@ -449,6 +465,7 @@ def test_the_tree_stops_when_told_and_only_what_was_told(
         return await play(run, config(base_url, workspace / "sessions"), steps, workspace)
 
     root_file = trio.run(main)
+    run.replaced(root_file)
     count = model_server.request_count - first
     log = model_server.requests[-count:] if count else []
     check_requests(run, log)

@@ -486,7 +486,10 @@ class Server:
             self._interrupt_agent(request, asked.thread_id, asked.turn_id)
             return
         thread = self._thread(asked.thread_id)
-        if thread.notes.running != asked.turn_id:
+        # A thread whose turn has ended while its sub-agents work is still interrupted: its
+        # tree stops (docs/agents.md).
+        at_work = any(True for _ in thread.session.agents.descendants())
+        if thread.notes.running != asked.turn_id and not at_work:
             raise invalid("turnId", f"turn {asked.turn_id} is not running in thread {thread.id}")
         self._out.put(result(request.id, {}))
         self._submit(thread, p.Interrupt())

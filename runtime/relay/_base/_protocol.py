@@ -381,8 +381,8 @@ class TokenCount:
     info: TokenUsageInfo | None
     """The usage, or None when unknown."""
     tree_total: TokenUsage | None = None
-    """The usage of the session and of every sub-agent below it, summed, once it has
-    spawned one (None: it has none; ``info`` holds the session's own usage)."""
+    """The usage of the session and of every sub-agent below it, summed, once a sub-agent
+    has reported usage (None before; ``info`` holds the session's own usage)."""
 
 
 @attrs.frozen

@@ -39,6 +39,7 @@ import attrs
 
 from .._base import _protocol as p
 from .._base._agents_config import AgentsConfig
+from .._base._errors import ClosedSessionError
 from .._base._exec_rules import ExecRules
 from ._agent_rules import (
     ROOT_PATH,
@@ -195,6 +196,8 @@ class Agents:
         self._changed = anyio.Event()
         self._spawned = 0
         self._usage = p.TokenUsage()
+        self.closing = False
+        """Set once the session shuts its children down: no child starts work after."""
         self.idle: Callable[[], bool] = lambda: True
         """Whether the session runs no turn now (its notices wait until it does not)."""
 
@@ -296,7 +299,10 @@ class Agents:
                 child.rollout_path,
             ),
         )
-        if anyio.current_effective_deadline() == -math.inf:
+        if self.closing and child.session is not None:
+            # This session shut down while the child opened: the child ends with it.
+            _shut(child.session)
+        elif anyio.current_effective_deadline() == -math.inf:
             # The turn that spawns it was interrupted while it opened: it gets no work.
             self._set(child, p.AgentState(p.AgentStatus.INTERRUPTED))
             self._report_end(child)
@@ -346,7 +352,7 @@ class Agents:
         before = child.state
         session = child.session
         if session is not None and not session.closed:
-            session.submit_nowait(p.Shutdown())
+            _shut(session)
             await child.gone.wait()
         return before
 
@@ -377,13 +383,14 @@ class Agents:
                 child.session.halt()
 
     async def close_all(self) -> None:
-        """Shut every open child down and wait until each has (its descendants first)."""
+        """Shut every open child down and wait until each has (its descendants first); a
+        child still opening is shut down as soon as it is open."""
+        self.closing = True
         for child in list(self.children.values()):
             if child.session is not None and not child.session.closed:
-                child.session.submit_nowait(p.Shutdown())
+                _shut(child.session)
         for child in list(self.children.values()):
-            if child.session is not None:
-                await child.gone.wait()
+            await child.gone.wait()
 
     async def restore(self, records: Iterable[ChildRecord], *, cwd: str, model: str) -> None:
         """Open again, from their rollouts, the children a resumed session's rollout names
@@ -471,7 +478,11 @@ class Agents:
             resume_from=child.rollout_path,
         )
         child.gone = anyio.Event()
-        await self._open(child, spec)
+        try:
+            await self._open(child, spec)
+        except BaseException:
+            child.gone.set()  # it stays closed
+            raise
         if announce:
             self._services.emit(
                 child.event_id,
@@ -549,7 +560,7 @@ class Agents:
             self._report_end(child)
             if step.state.status is p.AgentStatus.ERRORED and session is not None:
                 # A failure ends the child and its descendants; its siblings go on.
-                session.submit_nowait(p.Shutdown())
+                _shut(session)
 
     def _set(self, child: Child, state: p.AgentState) -> None:
         was_at_work = not child.state.status.final
@@ -575,6 +586,14 @@ class Agents:
     def _wake(self) -> None:
         self._changed.set()
         self._changed = anyio.Event()
+
+
+def _shut(session: ChildSession) -> None:
+    """Ask ``session`` to shut down, unless it has begun to already (nothing to ask then)."""
+    try:
+        session.submit_nowait(p.Shutdown())
+    except (ClosedSessionError, anyio.ClosedResourceError, anyio.BrokenResourceError):
+        pass
 
 
 __all__ = [
