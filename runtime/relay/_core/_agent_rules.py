@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 import attrs
 
 from .._base import _protocol as p
+from .._base._agents_config import AgentsConfig
+from .._base._exec_rules import ExecRules
 from ._tools import ToolError
 
 #: The path of a root session.
@@ -20,6 +22,42 @@ ROOT_PATH = "/root"
 #: Codex's wait bounds: the default, and the longest a ``wait`` may ask for (milliseconds).
 DEFAULT_WAIT_MS = 30_000
 MAX_WAIT_MS = 3_600_000
+
+
+@attrs.frozen
+class ChildSpec:
+    """What a child is opened with."""
+
+    agent_id: str
+    """Its id (its session id)."""
+    path: str
+    """Its place in the tree."""
+    depth: int
+    """Generations below the root."""
+    parent_id: str
+    """The parent session's id."""
+    role: str
+    """The role's name."""
+    rules: ExecRules
+    """The parent's rules when it spawned the child (the opener narrows them by the role)."""
+    cwd: str
+    """The parent's working directory."""
+    model: str
+    """The parent's model (the role may name another)."""
+    resume_from: str | None = None
+    """The child's rollout, to open it again from (``resume_agent``, a resumed tree)."""
+
+
+@attrs.define(eq=False)
+class Tree:
+    """What every session of one tree shares: its limits and how many agents are at work."""
+
+    config: AgentsConfig
+    """The ``[agents]`` table of the root."""
+    instructions: str | None = None
+    """The root's developer instructions: each child's role adds its own to these."""
+    running: int = 0
+    """Agents of the tree at work now (pending or running; the root is not counted)."""
 
 
 class AgentRefused(ToolError):
@@ -158,7 +196,9 @@ __all__ = [
     "ROOT_PATH",
     "AgentRefused",
     "ChildRecord",
+    "ChildSpec",
     "Step",
+    "Tree",
     "child_records",
     "next_state",
     "notice_text",

@@ -38,13 +38,13 @@ import anyio.abc
 import attrs
 
 from .._base import _protocol as p
-from .._base._agents_config import AgentsConfig
 from .._base._errors import ClosedSessionError
-from .._base._exec_rules import ExecRules
 from ._agent_rules import (
     ROOT_PATH,
     AgentRefused,
     ChildRecord,
+    ChildSpec,
+    Tree,
     next_state,
     notice_text,
 )
@@ -53,30 +53,6 @@ from ._state import SessionStatistics
 from ._writer import RolloutWriter
 
 logger = logging.getLogger("relay.agents")
-
-
-@attrs.frozen
-class ChildSpec:
-    """What a child is opened with."""
-
-    agent_id: str
-    """Its id (its session id)."""
-    path: str
-    """Its place in the tree."""
-    depth: int
-    """Generations below the root."""
-    parent_id: str
-    """The parent session's id."""
-    role: str
-    """The role's name."""
-    rules: ExecRules
-    """The parent's rules when it spawned the child (the opener narrows them by the role)."""
-    cwd: str
-    """The parent's working directory."""
-    model: str
-    """The parent's model (the role may name another)."""
-    resume_from: str | None = None
-    """The child's rollout, to open it again from (``resume_agent``, a resumed tree)."""
 
 
 class ChildSession(Protocol):
@@ -108,18 +84,6 @@ ChildOpener = Callable[
 ]
 """Opens a child (new, or again from its rollout) and runs it until the block exits; the
 callable it is given hears every event of the child and its descendants."""
-
-
-@attrs.define(eq=False)
-class Tree:
-    """What every session of one tree shares: its limits and how many agents are at work."""
-
-    config: AgentsConfig
-    """The ``[agents]`` table of the root."""
-    instructions: str | None = None
-    """The root's developer instructions: each child's role adds its own to these."""
-    running: int = 0
-    """Agents of the tree at work now (pending or running; the root is not counted)."""
 
 
 @attrs.frozen
@@ -602,6 +566,4 @@ __all__ = [
     "Child",
     "ChildOpener",
     "ChildSession",
-    "ChildSpec",
-    "Tree",
 ]

@@ -37,7 +37,8 @@ from .._base._model import ModelClient
 from .._base._suggest import did_you_mean
 from .._base._tokens import TokenEstimator
 from .._base._util import NoPublicConstructor, single_exception
-from ._agents import AgentPlace, Agents, Tree
+from ._agent_rules import Tree
+from ._agents import AgentPlace, Agents
 from ._answer import Answer, AnswerCollector
 from ._context import TurnSettings
 from ._event_stream import EventJson

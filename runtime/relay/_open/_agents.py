@@ -23,7 +23,7 @@ from .._base._config import Config
 from .._base._exec_rules import narrowed
 from .._base._model import ModelClient
 from .._base._tokens import TokenEstimator
-from .._core._agents import ChildSpec, Tree
+from .._core._agent_rules import ChildSpec, Tree
 from .._core._builtin import BUILTIN_TOOLS
 from .._core._exec_gate import ApprovalCallback
 from .._core._hooks import CompactHook

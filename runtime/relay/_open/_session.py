@@ -27,8 +27,8 @@ from .._base._errors import ConfigError
 from .._base._mcp_config import McpServerConfig
 from .._base._model import ModelClient
 from .._base._tokens import TokenEstimator
-from .._core._agent_rules import child_records
-from .._core._agents import AgentPlace, ChildSession, ChildSpec, Tree
+from .._core._agent_rules import ChildSpec, Tree, child_records
+from .._core._agents import AgentPlace, ChildSession
 from .._core._event_stream import EventStream
 from .._core._exec_gate import ApprovalCallback
 from .._core._hooks import CompactHook
