@@ -56,6 +56,11 @@ def of_agent(t: testing.TestSession, path: str | None, kind: type) -> list[Any]:
     ]
 
 
+def root_done(event: relay.Event) -> bool:
+    """Whether ``event`` is the root's own ``turn_complete`` (a child's is not)."""
+    return isinstance(event.msg, relay.TurnComplete) and event.agent is None
+
+
 def ended(t: testing.TestSession) -> list[relay.protocol.SubAgentEnded]:
     return [
         event.msg
@@ -84,7 +89,7 @@ async def test_a_child_runs_its_task_and_the_parent_reads_its_answer_in_wait(
     }
     async with testing.open_test_session(script, config=tree_config()) as t:
         await t.turn("go", id="t1")
-        await t.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete) and e.agent is None)
+        await t.wait_for(root_done)
         (child_id,) = t.session.agents.children
         assert output_of(t.session, "c1") == {"agent_id": child_id, "nickname": None}
         assert output_of(t.session, "c2") == {
@@ -124,7 +129,7 @@ async def test_the_calls_are_reported_as_agent_call_items_with_their_receivers(
     }
     async with testing.open_test_session(script, config=tree_config()) as t:
         await t.turn("go", id="t1")
-        await t.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete) and e.agent is None)
+        await t.wait_for(root_done)
     (child_id,) = t.session.agents.children
     completed = [
         msg.item
@@ -159,7 +164,7 @@ async def test_wait_times_out_with_no_status(autojump_clock: trio.testing.MockCl
     }
     async with testing.open_test_session(script, config=tree_config()) as t:
         await t.turn("go", id="t1")
-        await t.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete) and e.agent is None)
+        await t.wait_for(root_done)
         assert output_of(t.session, "c2") == {"status": {}, "timed_out": True}
         assert output_of(t.session, "c3") == {"previous_status": "running"}
         assert [end.status.value for end in ended(t)] == ["shutdown"]
@@ -204,7 +209,7 @@ async def test_a_spawn_past_a_limit_fails_the_call_with_the_limit_and_the_turn_g
     config = tree_config(agents=relay.AgentsConfig(max_depth=1, max_threads=1))
     async with testing.open_test_session(script, config=config) as t:
         await t.turn("go", id="t1")
-        await t.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete) and e.agent is None)
+        await t.wait_for(root_done)
         await t.wait_for(lambda e: isinstance(e.msg, relay.protocol.SubAgentEnded))
         (child_id,) = t.session.agents.children
         child = t.session.agents.children[child_id]
@@ -233,7 +238,7 @@ async def test_a_child_that_ended_does_not_count_against_max_threads(
     config = tree_config(agents=relay.AgentsConfig(max_threads=1))
     async with testing.open_test_session(script, config=config) as t:
         await t.turn("go", id="t1")
-        await t.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete) and e.agent is None)
+        await t.wait_for(root_done)
     assert "agent_id" in output_of(t.session, "c3")
     assert len(t.session.agents.children) == 2
 
@@ -258,7 +263,7 @@ async def test_a_role_narrows_the_rules_and_may_not_loosen_them(
     )
     async with testing.open_test_session(script, config=config) as t:
         await t.turn("go", id="t1")
-        await t.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete) and e.agent is None)
+        await t.wait_for(root_done)
         explorer, lax = (child.session for child in t.session.agents.children.values())
         assert explorer is not None and lax is not None
         assert explorer.config.sandbox_mode == "read-only"
@@ -342,7 +347,7 @@ async def test_an_interrupt_of_an_idle_root_still_stops_its_running_children(
     }
     async with testing.open_test_session(script, config=tree_config()) as t:
         await t.turn("go", id="t1")
-        await t.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete) and e.agent is None)
+        await t.wait_for(root_done)
         await everyone_at_work(t, 3)
         await t.submit(relay.Interrupt())
         end = (await t.wait_for(relay.protocol.SubAgentEnded)).msg
@@ -373,7 +378,7 @@ async def test_a_close_ends_one_child_and_its_descendants_and_the_sibling_goes_o
     }
     async with testing.open_test_session(script, config=tree_config()) as t:
         await t.turn("go", id="t1")
-        await t.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete) and e.agent is None)
+        await t.wait_for(root_done)
     statuses = {end.path: end.status.value for end in ended(t)}
     assert statuses["/root/2"] == "completed"
     assert statuses["/root/1"] == "shutdown"
@@ -407,9 +412,7 @@ async def test_a_failed_child_ends_with_its_error_and_the_parent_goes_on(
     }
     async with testing.open_test_session(script, config=tree_config()) as t:
         await t.turn("go", id="t1")
-        done = (
-            await t.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete) and e.agent is None)
-        ).msg
+        done = (await t.wait_for(root_done)).msg
     assert done.last_agent_message == "one failed, one worked"
     failed = output_of(t.session, "c3")
     (state,) = failed["status"].values()
@@ -476,7 +479,7 @@ async def test_a_child_end_the_model_read_in_wait_is_not_repeated(
     }
     async with testing.open_test_session(script, config=tree_config()) as t:
         await t.turn("go", id="t1")
-        await t.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete) and e.agent is None)
+        await t.wait_for(root_done)
         await t.turn("again", id="t2")
         await t.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete) and e.id == "t2")
     texts = testing.user_texts(t.model.requests[-1])
@@ -496,18 +499,7 @@ async def test_a_childs_request_for_a_decision_reaches_the_root_and_the_decision
             "made",
         ],
         "agents": {
-            "/root/1": {
-                "responses": [
-                    {
-                        "function_call": {
-                            "name": "shell",
-                            "arguments": {"argv": ["touch", "made"]},
-                            "call_id": "k1",
-                        }
-                    },
-                    "touched",
-                ]
-            }
+            "/root/1": {"responses": [call("shell", "k1", argv=["touch", "made"]), "touched"]}
         },
     }
     config = tree_config(tools={"shell": True}, cwd=str(tmp_path), approval_policy="untrusted")
@@ -519,7 +511,7 @@ async def test_a_childs_request_for_a_decision_reaches_the_root_and_the_decision
         await t.submit(
             relay.ExecApproval("k1", relay.ReviewDecision.APPROVED, agent_id=asked.agent.id)
         )
-        await t.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete) and e.agent is None)
+        await t.wait_for(root_done)
     assert (tmp_path / "made").exists()
 
 
@@ -541,24 +533,13 @@ async def test_the_root_callback_decides_for_a_child_and_is_told_which_one(
             "refused",
         ],
         "agents": {
-            "/root/1": {
-                "responses": [
-                    {
-                        "function_call": {
-                            "name": "shell",
-                            "arguments": {"argv": ["touch", "made"]},
-                            "call_id": "k1",
-                        }
-                    },
-                    "could not",
-                ]
-            }
+            "/root/1": {"responses": [call("shell", "k1", argv=["touch", "made"]), "could not"]}
         },
     }
     config = tree_config(tools={"shell": True}, cwd=str(tmp_path), approval_policy="untrusted")
     async with testing.open_test_session(script, config=config, on_approval=decide) as t:
         await t.turn("go", id="t1")
-        await t.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete) and e.agent is None)
+        await t.wait_for(root_done)
     (request,) = seen
     assert request.agent is not None and request.agent.path == "/root/1"
     assert not (tmp_path / "made").exists()
@@ -577,7 +558,7 @@ async def test_the_roots_token_count_includes_its_childrens(
     }
     async with testing.open_test_session(script, config=tree_config()) as t:
         await t.turn("go", id="t1")
-        await t.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete) and e.agent is None)
+        await t.wait_for(root_done)
     (child_count,) = [c for c in of_agent(t, "/root/1", relay.TokenCount) if c.info]
     child_total = child_count.info.total_token_usage.total_tokens
     root_counts = [c for c in of_agent(t, None, relay.TokenCount) if c.tree_total is not None]
@@ -619,9 +600,7 @@ async def test_a_custom_task_spawns_children_through_the_port(
     tasks: Mapping[str, Any] = {"fanout": lambda op: Fanout(int(op.fields["count"]))}
     async with testing.open_test_session(script, config=config, tasks=tasks) as t:
         await t.submit(relay.CustomOp("fanout", {"count": 3}))
-        done = (
-            await t.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete) and e.agent is None)
-        ).msg
+        done = (await t.wait_for(root_done)).msg
     assert done.last_agent_message == "answer 1, answer 2, answer 3"
     assert "spawn_agent" not in t.session.tools.names()
 
@@ -653,7 +632,7 @@ async def test_resuming_a_crashed_root_opens_its_children_again_and_a_running_on
         testing.recording(session) as rec,
     ):
         await session.submit(relay.UserTurn(items=[relay.Text("go")]))
-        await rec.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete) and e.agent is None)
+        await rec.wait_for(root_done)
         assert session.rollout is not None
         root_file = session.rollout.path.name
         crash_image(sessions, tmp_path / "image")
@@ -672,7 +651,7 @@ async def test_resuming_a_crashed_root_opens_its_children_again_and_a_running_on
             for child in children.values()
         )
         await again.submit(relay.UserTurn(items=[relay.Text("and now?")]))
-        await rec.wait_for(lambda e: isinstance(e.msg, relay.TurnComplete) and e.agent is None)
+        await rec.wait_for(root_done)
     ends = [e.msg for e in rec.events if isinstance(e.msg, relay.protocol.SubAgentEnded)]
     assert next((end.path, end.status.value) for end in ends) == ("/root/2", "interrupted")
     # The running child's turn was not asked again: only the root spoke after the resume.
