@@ -46,9 +46,38 @@ def _validator(definition: str) -> jsonschema.Draft7Validator:
     return jsonschema.Draft7Validator(schema)
 
 
+@functools.cache
+def _variant_validator(definition: str, kind: str) -> jsonschema.Draft7Validator:
+    node: Any = bundle()["definitions"]
+    for part in definition.split("/"):
+        node = node[part]
+    found = [
+        at
+        for at, variant in enumerate(node["oneOf"])
+        if variant["properties"]["type"].get("enum") == [kind]
+    ]
+    assert len(found) == 1, f"{definition} has {len(found)} variants of type {kind!r}"
+    schema = {
+        "$ref": f"#/definitions/{definition}/oneOf/{found[0]}",
+        "definitions": bundle()["definitions"],
+    }
+    return jsonschema.Draft7Validator(schema)
+
+
 def check(definition: str, instance: Any) -> None:
     """Raise when ``instance`` is not a ``definition`` (``v2/Thread``, ``ServerRequest``)."""
-    errors = sorted(_validator(definition).iter_errors(instance), key=lambda e: list(e.path))
+    _raise_errors(definition, _validator(definition), instance)
+
+
+def check_variant(definition: str, instance: dict[str, Any]) -> None:
+    """:func:`check` for a ``definition`` that is a ``oneOf`` told apart by ``type``
+    (``v2/ThreadItem``): ``instance`` is checked against the one variant of its type, which
+    is the same verdict at a fraction of the cost."""
+    _raise_errors(definition, _variant_validator(definition, instance["type"]), instance)
+
+
+def _raise_errors(definition: str, validator: jsonschema.Draft7Validator, instance: Any) -> None:
+    errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.path))
     if errors:
         best = jsonschema.exceptions.best_match(errors)
         raise AssertionError(f"not a valid {definition}: {best.message} at {list(best.path)}")

@@ -17,7 +17,7 @@ from relay._codex import _items
 
 from .agent_model import agent_model
 from .client import AppServer, app_server
-from .schema import check
+from .schema import check_variant
 
 AGENTS = ("-c", "features.multi_agent=true")
 SHELL = ("-c", "tools.shell=true")
@@ -318,7 +318,7 @@ def test_every_agent_call_is_a_valid_collab_item(
     made = _items.agent_call(
         _items.by_agent_id(item, {"/root/1": "kid-9"}), model=model, aborted=aborted
     )
-    check("v2/ThreadItem", made)
+    check_variant("v2/ThreadItem", made)
     assert "/root/1" not in made["receiverThreadIds"]
     expected = "interrupted" if aborted else "inProgress" if item.status is None else None
     if expected is not None:

@@ -319,7 +319,8 @@ TICK = 0.005
 def stalled(start: float, end: float) -> float:
     """How long, between ``start`` and ``end``, the process did not run (its heartbeat was
     more than a few ticks late): the machine's doing, not the tree's, and not counted."""
-    ticks = [t for t in TICKS if start - 1 <= t <= end]
+    # A copy made at once: the server thread appends while this reads.
+    ticks = [t for t in tuple(TICKS) if start - 1 <= t <= end]
     gaps = (later - earlier for earlier, later in itertools.pairwise(ticks) if later > start)
     return sum(gap - TICK for gap in gaps if gap > 4 * TICK)
 
