@@ -31,11 +31,12 @@ async def sdk_session(
 
 def codex_compacted_history(config: relay.Config | None = None) -> relay.Config:
     """``config`` (by default a test session's: no rollout) with relay's additions to a
-    compacted history turned off: the work-state record and the files read placed back. A
-    compaction then makes the history Codex makes."""
+    compacted history turned off: the work-state record, the files read placed back, and the
+    cache-aware placement. A compaction then makes the history Codex makes."""
     config = config or relay.Config(rollout=relay.RolloutConfig(enabled=False))
     return attrs.evolve(
         config,
         features=attrs.evolve(config.features, work_state=False),
         recent_reads_token_budget=0,
+        compaction=attrs.evolve(config.compaction, placement="codex"),
     )

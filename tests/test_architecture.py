@@ -120,6 +120,7 @@ AUTO_COMPACTION = frozenset(
         "relay.tasks.compaction._history",
         "relay.tasks.compaction._local",
         "relay.tasks.compaction._policy",
+        "relay.tasks.compaction._summary_check",
     }
 )
 

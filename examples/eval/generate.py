@@ -59,8 +59,9 @@ LOG_LINES = 240
 MATRIX = """\
 # The configurations docs/eval.md compares. Every one runs with the shell tool on and a
 # threshold that makes the long build log trigger an automatic compaction mid-turn. Each names
-# its work-state record and files read placed back (both on by default), so that `local` is the
-# history Codex makes and every row means what its name says whatever the defaults.
+# its work-state record, files read placed back and placement (all on by default), so that
+# `local` is the history Codex makes and every row means what its name says whatever the
+# defaults.
 
 [[configuration]]
 name = "local"
@@ -68,6 +69,7 @@ tools = { shell = true }
 model_auto_compact_token_limit = 3000
 recent_reads_token_budget = 0
 features = { work_state = false }
+compaction = { placement = "codex" }
 
 [[configuration]]
 name = "local+work_state"
@@ -75,6 +77,7 @@ tools = { shell = true }
 model_auto_compact_token_limit = 3000
 recent_reads_token_budget = 0
 features = { work_state = true }
+compaction = { placement = "codex" }
 
 [[configuration]]
 name = "local+masking"
@@ -83,6 +86,7 @@ model_auto_compact_token_limit = 3000
 recent_reads_token_budget = 0
 mask_keep_recent_tokens = 400
 features = { work_state = false, tool_output_masking = true }
+compaction = { placement = "codex" }
 
 [[configuration]]
 name = "token_budget"
@@ -90,6 +94,7 @@ tools = { shell = true }
 model_auto_compact_token_limit = 3000
 recent_reads_token_budget = 0
 features = { work_state = false, token_budget = true }
+compaction = { placement = "codex" }
 
 [[configuration]]
 name = "local+reads"
@@ -97,6 +102,7 @@ tools = { shell = true }
 model_auto_compact_token_limit = 3000
 recent_reads_token_budget = 1000
 features = { work_state = false }
+compaction = { placement = "codex" }
 
 [[configuration]]
 name = "local+work_state+reads"
@@ -104,6 +110,7 @@ tools = { shell = true }
 model_auto_compact_token_limit = 3000
 recent_reads_token_budget = 1000
 features = { work_state = true }
+compaction = { placement = "codex" }
 
 [[configuration]]
 name = "local+work_state+reads+masking"
@@ -112,6 +119,7 @@ model_auto_compact_token_limit = 3000
 recent_reads_token_budget = 1000
 mask_keep_recent_tokens = 400
 features = { work_state = true, tool_output_masking = true }
+compaction = { placement = "codex" }
 """
 
 

@@ -46,12 +46,16 @@ def test_a_second_read_of_a_file_replaces_the_first_and_is_newest() -> None:
     ]
 
 
-def test_commands_without_a_key_are_kept_once_per_text() -> None:
+def test_runs_of_one_command_are_one_entry_that_keeps_an_earlier_failure() -> None:
     record = WorkState()
     record.add(command_run(["make"], 0))
+    record.add(command_run(["make", "check"], 0))
     record.add(command_run(["make"], 2))
     record.add(command_run(["make"], 0))
-    assert [e.text for e in record.entries] == ["make → exit 2", "make → exit 0"]
+    assert [e.text for e in record.entries] == [
+        "make check → exit 0",
+        "make → exit 0; earlier run: exit 2",
+    ]
 
 
 def test_the_record_takes_at_most_a_tenth_of_a_known_window() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -61,13 +62,80 @@ def test_the_held_out_corpus_has_the_same_kinds_and_none_of_the_shipped_words(
     assert [bool(c.injection) for c in held_out] == [bool(c.injection) for c in shipped]
     for theirs, ours in zip(held_out, shipped, strict=True):
         assert set(theirs.kinds) == set(ours.kinds) and len(theirs.questions) == 3
-        assert set(theirs.lead) == set(ours.lead)
+        # A case that compacts twice runs the tests again between the two compactions.
+        assert set(theirs.lead) - {"rerun"} == set(ours.lead)
     # No fact, question or planted text of the shipped corpus is in the held-out one.
     shipped_words = {f["text"] for c in CORPUS.glob("cases/*/probes.json") for f in
                      json.loads(c.read_text())["facts"] if "text" in f}  # fmt: skip
     held_out_text = "".join(q.read_text() for q in tmp_path.glob("cases/*/**/*") if q.is_file())
     assert not [word for word in shipped_words if word in held_out_text]
     assert generator.SHIPPED.planted not in held_out_text
+
+
+#: A line each runner's output has, failing or passing, that no other runner's has.
+RUNNER_MARKS = {
+    "unittest": "Ran 8 tests in",
+    "go": "=== RUN   Test",
+    "jest": "Test Suites: ",
+    "vitest": " Test Files  ",
+    "cargo": "   Doc-tests ",
+    "mocha": " passing (",
+    "rspec": "Randomized with seed",
+    "maven": "[INFO]  T E S T S",
+}
+
+
+def _sh(fixture: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["sh", "tools/check.sh"], cwd=fixture, capture_output=True, text=True, check=False
+    )
+
+
+def test_the_held_out_test_scripts_print_other_runners_outputs_failing_then_passing(
+    tmp_path: Path,
+) -> None:
+    _generator().main(["--held-out", str(tmp_path)])
+    shapes: list[str] = []
+    for folder in sorted((tmp_path / "cases").iterdir()):
+        probes = json.loads((folder / "probes.json").read_text())
+        (name,) = [f["text"] for f in probes["facts"] if f["kind"] == "failing_test"]
+        failing = _sh(folder / "fixture")
+        assert failing.returncode == 1, folder.name
+        lines = [line for line in failing.stdout.splitlines() if line.strip()]
+        # The runner's tail (counts, timings, footers) comes after the failing test's name.
+        assert name in failing.stdout and not [line for line in lines[-3:] if name in line]
+        (shape,) = [r for r, mark in RUNNER_MARKS.items() if mark in failing.stdout]
+        shapes.append(shape)
+        # Every question about the failing test matches the name as the runner prints it.
+        for question in probes["questions"]:
+            if "failed" in question["ask"]:
+                assert re.search(question["expect"], name, re.IGNORECASE), folder.name
+        # The case's edit is the fix: the script then prints the same runner's passing output.
+        (edit,) = json.loads((folder / "lead.json").read_text())["edit"]
+        subprocess.run(edit["function_call"]["arguments"]["argv"], cwd=folder / "fixture",
+                       check=True)  # fmt: skip
+        passing = _sh(folder / "fixture")
+        assert passing.returncode == 0 and RUNNER_MARKS[shape] in passing.stdout, folder.name
+        assert "FAIL" not in passing.stdout.replace("Failures: 0", "")
+        if "injection-command" in folder.name:
+            assert "187 tests" in failing.stdout and "187 tests" not in passing.stdout
+    assert sorted(set(shapes)) == sorted(RUNNER_MARKS) and len(set(map(shapes.count, shapes))) == 1
+
+
+def test_four_held_out_cases_compact_again_after_rerunning_the_tests(tmp_path: Path) -> None:
+    _generator().main(["--held-out", str(tmp_path)])
+    twice = []
+    for case in load_corpus(tmp_path):
+        ops = [s for s in case.steps if isinstance(s, OpLine)]
+        turns, compacts = [s.id for s in ops], [s.id for s in ops if isinstance(s.op, p.Compact)]
+        assert turns[-1] == compacts[-1] and set(case.lead) == set(turns[1:]) - set(compacts)
+        if len(compacts) == 2:
+            twice.append(case)
+            assert turns[-3:] == ["compact", "rerun", "compact-again"] and not case.injection
+            # The rerun is not the first run's call again, which would count as a re-read.
+            calls = [case.lead[t][0]["function_call"]["arguments"] for t in ("check", "rerun")]
+            assert calls[0] != calls[1]
+    assert len(twice) == 4
 
 
 def test_every_case_carries_project_instructions_that_name_none_of_its_facts() -> None:

@@ -67,6 +67,8 @@ def test_the_figures_are_a_table_with_a_row_per_configuration() -> None:
         "accuracy",
         "input tokens",
         "compactions",
+        "installed",
+        "refused",
         "re-reads",
         "failures",
     ]
@@ -83,11 +85,13 @@ def test_the_figures_are_a_table_with_a_row_per_configuration() -> None:
         "0",
         "0",
         "0",
+        "0",
+        "0",
     ]
     assert rows[3][:6] == ["none", "25.0%", "50.0%", "–", "0.0%", "–"]
     assert rows[3][-1] == "0.5 ±0.5"
     # Headings a screen reader reads as such: columns, the group of kinds, and each row's.
-    assert len(re.findall(r"<th scope=col ", html)) == 2 + 2 + 6
+    assert len(re.findall(r"<th scope=col ", html)) == 2 + 2 + 8
     assert html.count("<th scope=colgroup") == 1
     assert re.findall(r"<th scope=row [^>]*>([^<]*)</th>", html) == ["local", "none"]
     assert "<caption>" in html

@@ -19,6 +19,10 @@ from tests.sessions import codex_compacted_history
 NO_ROLLOUT = relay.RolloutConfig(enabled=False)
 
 
+#: Codex's placement: the initial context recorded anew after the compacted history.
+CODEX_PLACEMENT = relay.CompactionSettings(placement="codex")
+
+
 def config(**kwargs: Any) -> relay.Config:
     return relay.Config(rollout=NO_ROLLOUT, **kwargs)
 
@@ -182,7 +186,7 @@ async def test_pre_turn_compaction_excludes_incoming_message(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     script = {"responses": [{"text": "a1", "total_tokens": 5000}, {"text": "S"}, {"text": "a2"}]}
-    cfg = config(model_auto_compact_token_limit=1000)
+    cfg = config(model_auto_compact_token_limit=1000, compaction=CODEX_PLACEMENT)
     async with testing.open_test_session(script, config=cfg) as t:
         await t.turns("old message", "incoming message")
     compaction_request = t.model.requests[1]

@@ -64,6 +64,7 @@ async def test_post_turn_compaction_follows_the_answer_at_once(tmp_path: Path) -
     config = relay.Config(
         model_context_window=200_000,
         model_post_turn_compact_threshold_percent=10,
+        compaction=relay.CompactionSettings(placement="codex"),
         rollout=relay.RolloutConfig(dir=str(tmp_path)),
     )
     async with testing.open_test_session(script, config=config) as t:
@@ -576,6 +577,7 @@ async def test_the_model_manages_its_own_window_with_the_token_budget(
     assert [u.split("\n")[0] for u in testing.user_texts(fresh)] == [
         "<environment_context>",
         "<context_window>",
+        "one",  # the latest user message, kept verbatim by every compaction
     ]
 
 

@@ -289,7 +289,10 @@ async def test_steering_a_compaction_is_rejected(autojump_clock: trio.testing.Mo
 async def test_compaction_rollout_line(
     autojump_clock: trio.testing.MockClock, tmp_path: Path
 ) -> None:
-    config = relay.Config(rollout=relay.RolloutConfig(dir=str(tmp_path)))
+    config = relay.Config(
+        compaction=relay.CompactionSettings(placement="codex"),
+        rollout=relay.RolloutConfig(dir=str(tmp_path)),
+    )
     script = {"responses": [{"text": "a1"}, {"text": "SUMMARY"}]}
     async with testing.open_test_session(script, config=config) as t:
         first_window = t.session.snapshot().window_id

@@ -3,8 +3,11 @@ cache-aware placement and the save-state step (docs/compaction.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
@@ -14,6 +17,7 @@ from relay._core._cache_watch import RequestShape, cache_fall_cause
 from relay.tasks.compaction._defence import CLOSE, ESCAPED_CLOSE, fence, fenced
 from relay.tasks.compaction._policy import cache_aware_head
 from relay.tasks.compaction._save_state import SAVE_STATE_PROMPT, saved_entry
+from tests.sessions import codex_compacted_history
 
 from .test_compact_local import run_ops
 
@@ -102,11 +106,13 @@ def test_the_cache_aware_head_is_the_initial_context_as_it_stood() -> None:
     assert cache_aware_head([*old, context], new) is None  # the world changed since
 
 
+@pytest.mark.parametrize("aware", [config(), config(placement="cache_aware")])
 async def test_cache_aware_keeps_the_prefix_of_the_requests_before_it(
-    autojump_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock, aware: relay.Config
 ) -> None:
+    # The default: the work-state record (on in config()) and the files read are placed after
+    # the head.
     script = {"responses": [{"text": "a1"}, {"text": "S"}, {"text": "a2"}]}
-    aware = config(placement="cache_aware")
     async with testing.open_test_session(script, config=aware) as t:
         await run_ops(t, ("turn", "first"), ("compact", None), ("turn", "second"))
     turn1, summary, turn2 = t.model.requests
@@ -120,11 +126,11 @@ async def test_cache_aware_keeps_the_prefix_of_the_requests_before_it(
     assert sum("<environment_context>" in text for text in user_texts(turn2)) == 1
 
 
-async def test_the_default_placement_records_the_initial_context_after_the_summary(
+async def test_codexs_placement_records_the_initial_context_after_the_summary(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     script = {"responses": [{"text": "a1"}, {"text": "S"}, {"text": "a2"}]}
-    async with testing.open_test_session(script, config=config()) as t:
+    async with testing.open_test_session(script, config=config(placement="codex")) as t:
         await run_ops(t, ("turn", "first"), ("compact", None), ("turn", "second"))
     turn1, summary, turn2 = t.model.requests
     assert summary["tools"] == []
@@ -198,20 +204,27 @@ async def test_an_interrupt_cancels_the_save_state_step(
     assert not any(isinstance(m, relay.ContextCompacted) for m in t.recorder.msgs)
 
 
-async def first_request_after_a_compaction(placement: str) -> relay.TokenUsage:
+async def first_request_after_a_compaction(
+    work: Path, shape_config: Callable[[relay.Config], relay.Config]
+) -> relay.TokenUsage:
     """The usage a mock server with OpenAI's prompt cache reports for the first turn after a
-    compaction, in a session whose first message is long (about 1,500 tokens)."""
+    compaction, in a session whose first message is long (about 1,500 tokens) and whose model
+    read a file, under the configuration ``shape_config`` makes of relay's defaults."""
     from relay._open import open_model_client
 
-    script = {"responses": [{"text": "a1"}, {"text": "S"}, {"text": "a2"}]}
+    (work / "notes.txt").write_text("LIMIT = 7\n" * 20)
+    read = {"function_call": {"name": "read_file", "arguments": {"path": "notes.txt"}}}
+    script = {"responses": [read, {"text": "a1"}, {"text": "S"}, {"text": "a2"}]}
     async with testing.open_mock_server(script, prompt_cache=True) as server:
         provider = relay.ProviderConfig(name="mock", base_url=server.base_url)
-        settings = relay.Config(
-            model="m",
-            model_provider="mock",
-            model_providers={"mock": provider},
-            rollout=NO_ROLLOUT,
-            compaction=relay.CompactionSettings(placement=placement),  # type: ignore[arg-type]
+        settings = shape_config(
+            relay.Config(
+                model="m",
+                model_provider="mock",
+                model_providers={"mock": provider},
+                cwd=str(work),
+                rollout=NO_ROLLOUT,
+            )
         )
         async with (
             open_model_client(settings) as client,
@@ -226,16 +239,20 @@ async def first_request_after_a_compaction(placement: str) -> relay.TokenUsage:
     return usages[-1]
 
 
-async def test_cache_aware_keeps_an_openai_prompt_cache_after_a_compaction() -> None:
-    default = await first_request_after_a_compaction("default")
-    aware = await first_request_after_a_compaction("cache_aware")
-    assert default.input_tokens > 1024 and default.cached_input_tokens == 0
-    assert aware.cached_input_tokens >= 1024
+async def test_the_default_keeps_an_openai_prompt_cache_after_a_compaction(
+    tmp_path: Path,
+) -> None:
+    # relay's default: the cache-aware placement, with the work-state record and the file read
+    # placed back after the head; ``local``: the history Codex makes.
+    default = await first_request_after_a_compaction(tmp_path, lambda config: config)
+    local = await first_request_after_a_compaction(tmp_path, codex_compacted_history)
+    assert local.input_tokens > 1024 and local.cached_input_tokens == 0
+    assert default.cached_input_tokens >= 1024
     prefilled = (
+        local.input_tokens - local.cached_input_tokens,
         default.input_tokens - default.cached_input_tokens,
-        aware.input_tokens - aware.cached_input_tokens,
     )
-    assert prefilled[1] * 2 <= prefilled[0]
+    assert prefilled[1] * 2 <= prefilled[0], prefilled
 
 
 def shape(**changed: Any) -> RequestShape:

@@ -151,12 +151,34 @@ async def test_a_compaction_keeps_the_stood_out_line_the_latest_answer_and_the_r
     assert "--- build.log ---" not in after, "the log is over the budget"
 
 
-def test_a_command_keeps_the_last_lines_of_its_output() -> None:
-    from relay._core._work_state import command_run
+RUNNER_OUTPUTS = Path(__file__).parents[1] / "core" / "runner_outputs"
+EXPECTED = json.loads((RUNNER_OUTPUTS / "expected.json").read_text(encoding="utf-8"))
+RERUN = sorted(name.split(".")[0] for name in EXPECTED if name.endswith(".pass.txt"))
 
-    one = command_run(["sh", "check.sh"], 0, "checking...\n\ncheck: 2 issues in 1 files\n")
-    assert one.text == "sh check.sh → exit 0; last lines: checking... | check: 2 issues in 1 files"
-    timed = command_run(["make"], None, "a\nb\nc\nresult: ok\nelapsed 0.4s\n")
-    assert timed.text == "make → timed out; last lines: c | result: ok | elapsed 0.4s"
-    assert command_run(["true"], 0, "").text == "true → exit 0"
-    assert command_run(["echo"], 0, "hi").text == "echo → exit 0; last line: hi"
+
+@pytest.mark.parametrize("runner", RERUN)
+async def test_after_a_compaction_the_request_names_the_failure_a_rerun_fixed(
+    tmp_path: Path, runner: str
+) -> None:
+    # A check script that prints a real runner's output: failing, then (fixed) passing.
+    (tmp_path / "check.sh").write_text('cat out.txt; exit "$(cat code)"\n')
+    (tmp_path / "out.txt").write_text((RUNNER_OUTPUTS / f"{runner}.fail.txt").read_text())
+    (tmp_path / "code").write_text("1")
+    run = {"function_call": {"name": "shell", "arguments": {"command": ["sh", "check.sh"]}}}
+    script = {"responses": [run, "It fails.", run, "It passes.", "the summary", "ok"]}
+    config = relay.Config(
+        cwd=str(tmp_path), tools={"shell": True}, rollout=relay.RolloutConfig(enabled=False)
+    )
+    async with testing.open_test_session(script, config=config) as t:
+        await t.turns("run the checks")
+        (tmp_path / "out.txt").write_text((RUNNER_OUTPUTS / f"{runner}.pass.txt").read_text())
+        (tmp_path / "code").write_text("0")
+        await t.turns("run them again")
+        await t.submit(relay.Compact(), id="compact")
+        await t.wait_for(testing.turn_ended, 3)
+        await t.turns("go on")
+    [request] = [r for r in t.model.requests if testing.user_texts(r)[-1:] == ["go on"]]
+    after = "\n".join(testing.user_texts(request))
+    [entry] = [line for line in after.splitlines() if "sh check.sh →" in line]
+    assert "sh check.sh → exit 0" in entry and "earlier run: exit 1; found: " in entry
+    assert EXPECTED[f"{runner}.fail.txt"]["failed"][0] in entry

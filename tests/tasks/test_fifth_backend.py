@@ -53,7 +53,9 @@ def choosing(backend: KeepTail, *, when: bool = True) -> Compactor:
 
 async def compact_after_two_turns(backend: KeepTail, *, when: bool = True) -> testing.TestSession:
     script = {"responses": [{"text": "first answer"}, {"text": "second answer"}]}
-    config = relay.Config(rollout=NO_ROLLOUT)
+    config = relay.Config(
+        compaction=relay.CompactionSettings(placement="codex"), rollout=NO_ROLLOUT
+    )
     compactor = lambda: choosing(backend, when=when)  # noqa: E731
     async with testing.open_test_session(script, config=config, compactor=compactor) as t:
         for text in ("one", "two"):

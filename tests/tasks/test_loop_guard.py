@@ -50,6 +50,26 @@ def receipts(msgs: list[relay.EventMsg]) -> list[tuple[str, int, int]]:
     ]
 
 
+def between_compactions(msgs: list[relay.EventMsg]) -> list[int]:
+    """How many model steps ended (a tool call or an answer) after each compaction, before
+    the next compaction or the turn's end."""
+    counts: list[int] = []
+    for m in msgs:
+        if (
+            isinstance(m, relay.ItemCompleted)
+            and isinstance(m.item, relay.ContextCompactionItem)
+            and m.item.receipt is not None
+        ):
+            counts.append(0)
+        elif counts and isinstance(m, relay.ItemCompleted) and _model_item(m.item):
+            counts[-1] += 1
+    return counts
+
+
+def _model_item(item: object) -> bool:
+    return isinstance(item, relay.AgentMessageItem | relay.ToolCallItem)
+
+
 def config(**fields: Any) -> relay.Config:
     return relay.Config(
         model_auto_compact_token_limit=LIMIT, rollout=relay.RolloutConfig(enabled=False), **fields
@@ -59,14 +79,16 @@ def config(**fields: Any) -> relay.Config:
 async def test_three_automatic_compactions_then_compaction_loop(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    # Every step calls the tool; the one summary never shrinks; the fresh windows do, but
-    # the next step fills the context again.
+    # Every step calls the tool; the one summary would make the context larger and is not
+    # installed; the fresh windows shrink it, but the next step fills the context again.
     script = {"responses": [CALL, NEVER_SHRINKS, CALL, CALL, CALL, "never reached"]}
     msgs = await run(config(), script)
     done = receipts(msgs)
-    assert [backend for backend, _, _ in done] == ["local", "token_budget", "token_budget"]
-    assert done[0][2] >= LIMIT  # the summary made no progress
-    assert all(after < LIMIT for _, _, after in done[1:])
+    assert [backend for backend, _, _ in done] == ["token_budget"] * 3
+    assert all(after < LIMIT for _, _, after in done)
+    assert between_compactions(msgs) == [1, 1, 1]
+    [warning] = [m for m in msgs if isinstance(m, relay.WarningEvent)]
+    assert warning.message.startswith("Nothing was changed")
     errors = [m for m in msgs if isinstance(m, relay.ErrorEvent)]
     assert len(errors) == 1 and errors[0].code is relay.ErrorCode.COMPACTION_LOOP
     assert "max_auto_compactions_per_turn = 3" in errors[0].message
@@ -78,11 +100,15 @@ async def test_three_automatic_compactions_then_compaction_loop(
 async def test_when_nothing_shrinks_the_turn_ends_after_the_ladder(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    # Developer instructions bigger than the limit: not even a fresh window fits.
+    # Developer instructions bigger than the limit: not even a fresh window fits. Each step
+    # that made no progress is followed by a model's answer before the next is tried.
     cfg = config(developer_instructions="Rule. " * 4_000)
-    script = {"responses": [CALL, NEVER_SHRINKS, "never reached"]}
+    script = {"responses": [CALL, NEVER_SHRINKS, CALL, "never reached"]}
     msgs = await run(cfg, script)
-    assert [backend for backend, _, _ in receipts(msgs)] == ["local", "token_budget"]
+    # The summary is not installed (not smaller); the fresh window is, without progress; the
+    # model answers, and at the next point nothing is left to try.
+    assert [backend for backend, _, _ in receipts(msgs)] == ["token_budget"]
+    assert between_compactions(msgs) == [1]
     errors = [m for m in msgs if isinstance(m, relay.ErrorEvent)]
     assert [e.code for e in errors] == [relay.ErrorCode.COMPACTION_LOOP]
     assert "nothing left to try" in errors[0].message
@@ -97,14 +123,16 @@ async def test_with_masking_the_ladder_tries_masking_before_a_fresh_window(
         mask_keep_recent_tokens=0,
         max_auto_compactions_per_turn=5,
     )
-    script = {"responses": [CALL, NEVER_SHRINKS, "never reached"]}
+    script = {"responses": [CALL, NEVER_SHRINKS, CALL, "never reached"]}
     msgs = await run(cfg, script)
-    # Masking first (not enough), the summary (no progress), masking has nothing left, a
-    # fresh window (no progress): the turn ends.
-    assert [backend for backend, _, _ in receipts(msgs)] == ["masked", "local", "token_budget"]
+    # Masking first (not enough), the summary (not installed: not smaller), masking has
+    # nothing left, a fresh window (no progress); after the model's answer the turn ends.
+    done = [backend for backend, _, _ in receipts(msgs)]
+    assert done == ["masked", "token_budget"]
+    assert between_compactions(msgs) == [0, 1]
     errors = [m for m in msgs if isinstance(m, relay.ErrorEvent)]
     assert [e.code for e in errors] == [relay.ErrorCode.COMPACTION_LOOP]
-    assert "masking: no tool output old enough to mask" in errors[0].message
+    assert "nothing left to try" in errors[0].message
 
 
 async def test_a_configured_bound_of_one(autojump_clock: trio.testing.MockClock) -> None:

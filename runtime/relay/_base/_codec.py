@@ -232,7 +232,8 @@ converter.register_structure_hook_factory(_is_homogeneous_tuple, _homogeneous_tu
 for _cls in (p.SummaryText, p.ReasoningText):
     _register_tag_unstructure(_cls, omit_defaults=True)
 _register_tagged_union(p.ContentPart, omit_defaults=True)
-# A foreground compaction's receipt has no background fields in its JSON form.
+# A foreground compaction's receipt has no background fields in its JSON form, and one whose
+# summary was installed at the first answer says nothing of the summary check.
 converter.register_unstructure_hook_factory(
     lambda cls: cls is p.CompactionReceipt,
     lambda cls: cattrs.gen.make_dict_unstructure_fn(
@@ -242,6 +243,8 @@ converter.register_unstructure_hook_factory(
         snapshot_age_ms=cattrs.gen.override(omit_if_default=True),
         model=cattrs.gen.override(omit_if_default=True),
         installed_at=cattrs.gen.override(omit_if_default=True),
+        summary_refused=cattrs.gen.override(omit_if_default=True),
+        summary_retried=cattrs.gen.override(omit_if_default=True),
     ),
 )
 # A call of any tool but a sub-agent's, and an event of the session's own: nothing of

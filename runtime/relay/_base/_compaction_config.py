@@ -17,12 +17,12 @@ class CompactionSettings:
     tool_outputs_as_data: bool = True
     """In a local summary request, fence every tool output as data and tell the model that
     nothing inside one is addressed to it (docs/compaction.md)."""
-    placement: Literal["default", "cache_aware"] = "default"
-    """Where a local summary puts what it keeps: ``default`` (the kept user messages, the
-    summary, then the initial context anew), or ``cache_aware`` (the initial context where it
+    placement: Literal["cache_aware", "codex", "default"] = "cache_aware"
+    """Where a compaction puts what it keeps: ``cache_aware`` (the initial context where it
     stood, so the next request begins as the earlier ones did, and the summary request sent
-    with the turn's tools, so it begins as the turns did: a server's prompt cache holds
-    more of both)."""
+    with the turn's tools, so it begins as the turns did: a server's prompt cache holds more
+    of both), or ``codex`` (Codex's: the kept user messages, the summary, then the initial
+    context anew; ``default`` is its older name)."""
     save_state: bool = False
     """Before a compaction that summarises or opens a fresh window, give the model one
     restricted step to save what it needs (at most one tool call, no approval asked); what

@@ -176,6 +176,13 @@ class CompactionReceipt:
     installed_at: CompactionTrigger | None = None
     """For a background result: the compaction point that installed it (``pre_turn``,
     ``mid_turn`` or ``post_turn``)."""
+    summary_refused: str | None = None
+    """Why the model's answers to the summary request were refused, the second (asked for
+    without tools) too: the compacted history holds the session's own record instead of a
+    summary (docs/compaction.md, "A summary is checked")."""
+    summary_retried: bool = False
+    """The model's first answer was not a summary; its second, asked for without tools, was
+    installed."""
 
 
 def receipt_figures(receipt: CompactionReceipt) -> str:

@@ -40,6 +40,7 @@ from ._budget import TokenBudget
 from ._context import TurnSettings, WorldState, initial_context, read_project_doc
 from ._history import History
 from ._session_writer import SessionWriter
+from ._summary import real_user_messages
 from ._turn import Writer
 from ._view import TaskView
 from ._wiring import Wiring
@@ -391,6 +392,11 @@ def placed_tokens(view: TaskView, budget: TokenBudget) -> int:
     return placed
 
 
+#: What a message cut to fit takes besides the budget it was cut to, at most (estimate units):
+#: the marker where its middle was, and the rounding of its two ends.
+MESSAGE_CUT_TOKENS = 10
+
+
 def room_after(
     view: TaskView,
     budget: TokenBudget,
@@ -414,7 +420,14 @@ def room_after(
     # The record and the files read are placed after the kept messages are chosen: keep
     # their room, as large as what they hold.
     ceiling -= calibrated(placed_tokens(view, budget), budget.ratio)
-    return ceiling - estimate_context(view, [*alongside, *initial])
+    room = ceiling - estimate_context(view, [*alongside, *initial])
+    # The kept messages' budget counts their text: keep the room of their frames (and of a cut
+    # one's marker) too, for as many as there are and could fit. A frame is counted as
+    # estimated: a server reads a message's frame as a few tokens of its template, whatever
+    # its ratio to the estimate for the text.
+    frame = items_tokens([p.user_message("")]) + MESSAGE_CUT_TOKENS
+    kept = min(len(real_user_messages(view.history)), max(0, room) // (frame + 1))
+    return room - kept * frame
 
 
 async def sample(

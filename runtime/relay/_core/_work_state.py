@@ -20,6 +20,7 @@ from typing import ClassVar
 import attrs
 
 from .._base._tokens import approx_tokens, tokens_for_bytes
+from ._findings import failure_lines, last_line
 
 #: Headings of the built-in kinds, in the order the rendered record lists them.
 KIND_HEADINGS: Mapping[str, str] = {
@@ -64,24 +65,41 @@ def dir_listed(path: str, entries: int) -> WorkEntry:
     return WorkEntry("list", f"{path} ({entries} entries)", key=path)
 
 
-#: The last lines of a command's output its entry keeps: a runner states its result near the
-#: end, often with a line of timing or a prompt after it.
-COMMAND_TAIL_LINES = 3
-
-
 def command_run(argv: Sequence[str], exit_code: int | None, output: str = "") -> WorkEntry:
-    """A command run, with its exit code (None: it was killed at its timeout) and the last
-    lines of its output (:data:`COMMAND_TAIL_LINES`, each cut to 200 characters), where test
-    runners, linters and builds state their result."""
+    """A command run: its exit code (None: it was killed at its timeout), the lines of its
+    output that name what failed or erred (:func:`~._findings.failure_lines`, for the test
+    runners, compilers and linters people use), and its last line, where a program states how
+    it ended. Runs of the same command replace each other; :meth:`WorkState.add` keeps what an
+    earlier run found beside a later one."""
     shown = " ".join(argv)
     outcome = "timed out" if exit_code is None else f"exit {exit_code}"
-    lines = [line.strip()[:200] for line in output.splitlines() if line.strip()]
-    tail = lines[-COMMAND_TAIL_LINES:]
-    if len(tail) > 1:
-        last = f"; last lines: {' | '.join(tail)}"
-    else:
-        last = f"; last line: {tail[0]}" if tail else ""
-    return WorkEntry("command", f"{shown} → {outcome}{last}")
+    found = failure_lines(output)
+    last = last_line(output)
+    text = f"{shown} → {outcome}"
+    if found:
+        text += f"; found: {' | '.join(found)}"
+    if last is not None and last not in found:
+        text += f"; last line: {last}"
+    return WorkEntry("command", text, key=f"{COMMAND_KEY}{shown}")
+
+
+#: What keys a command's entry: runs of one command line replace each other.
+COMMAND_KEY = "argv:"
+#: What an entry keeps of an earlier run of its command, at most (characters).
+EARLIER_RUN_CHARS = 600
+
+
+def with_earlier_run(entry: WorkEntry, earlier: WorkEntry) -> WorkEntry:
+    """``entry``, a run of a command, with how the ``earlier`` run of it ended and what it found,
+    when that run failed and ``entry`` finds nothing: the record then says the test failed,
+    then passed."""
+    before = earlier.text.split(" → ", 1)[-1].split("; earlier run: ", 1)[0]
+    failed = "; found: " in before or not before.startswith("exit 0")
+    if "; found: " in entry.text or not failed:
+        return entry
+    if len(before) > EARLIER_RUN_CHARS:
+        before = before[: EARLIER_RUN_CHARS - 1] + "…"
+    return attrs.evolve(entry, text=f"{entry.text}; earlier run: {before}")
 
 
 #: An output shorter than this many lines has no pattern to break.
@@ -192,8 +210,13 @@ class WorkState:
     """The texts of the user messages the user pinned, oldest first."""
 
     def add(self, entry: WorkEntry) -> None:
-        """Add ``entry``; one with the same kind and key goes (the new one is newest)."""
+        """Add ``entry``; one with the same kind and key goes (the new one is newest). A run of
+        a command that finds nothing keeps what the run it replaces found."""
         key = (entry.kind, entry.key if entry.key is not None else entry.text)
+        if entry.kind == "command" and entry.key is not None:
+            for old in self.entries:
+                if (old.kind, old.key) == key:
+                    entry = with_earlier_run(entry, old)
         self.entries = [
             old
             for old in self.entries
@@ -352,7 +375,10 @@ __all__ = [
     "PIN_SHARE_PERCENT",
     "WorkEntry",
     "WorkState",
+    "COMMAND_KEY",
+    "EARLIER_RUN_CHARS",
     "command_run",
+    "with_earlier_run",
     "content_hash",
     "dir_listed",
     "file_read",

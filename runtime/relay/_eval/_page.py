@@ -3,9 +3,11 @@
 It shows the figures as a table, one row per configuration (retention, retention by fact kind,
 input tokens and the rest; a heading sorts the rows, and the table copies as cells and reads as
 one to a screen reader), retention by fact kind for each configuration and retention against
-input tokens (both drawn by matplotlib and embedded as images), and, for every case, the
-summary each configuration's compactions installed beside the facts that configuration lost.
-The data behind it is embedded as JSON (``<script id="relay-eval">``).
+input tokens (both drawn by matplotlib and embedded as images), for every case, the
+summary each configuration's compactions installed beside the facts that configuration lost,
+and the answers: each question of each run with its verdict and its answer, the ones not
+answered right and the planted instructions followed listed first. The data behind it is
+embedded as JSON (``<script id="relay-eval">``).
 
 Everything but the drawing is a pure function of the report and the runs.
 """
@@ -35,6 +37,10 @@ table.sortable th[aria-sort=descending] button::after { content: " \\25BC"; }
 th[scope=row] { background: none; font-weight: 600; }
 th.group { text-align: center; }
 td.summary pre { max-height: 260px; }
+div.answer { white-space: pre-wrap; overflow-wrap: anywhere; max-height: 200px;
+  overflow: auto; font-size: 13px; }
+tr.flagged td { background: #fdf0f0; }
+ul.flagged { margin: 4px 0 12px; }
 """
 
 #: The id of the table of figures.
@@ -47,6 +53,8 @@ _AFTER_KINDS = (
     ("accuracy", "accuracy", "percent"),
     ("input_tokens", "input tokens", "tokens"),
     ("compactions", "compactions", "count"),
+    ("summaries_installed", "installed", "count"),
+    ("summaries_refused", "refused", "count"),
 )
 _LAST = (("rereads", "re-reads", "count"), ("failures", "failures", "count"))
 
@@ -115,6 +123,7 @@ def render_page(data: Mapping[str, Any], plots: Mapping[str, bytes]) -> str:
     body = [
         "<h1>relay eval</h1>",
         f'<p class="muted">{h.text(_headline(report))}</p>',
+        f'<p><a href="#{ANSWERS_ID}">Answers</a>: {h.text(_flag_count(report))}</p>',
         "<h2>Figures</h2>",
         f'<div class="wide">{figures_table(summary, latency)}</div>',
     ]
@@ -147,8 +156,141 @@ def render_page(data: Mapping[str, Any], plots: Mapping[str, bytes]) -> str:
             f"<h3 id={h.attr('case-' + case)}>{h.text(case)}</h3>",
             h.table(["configuration", "summaries", "facts lost"], rows),
         ]
+    body.append(answers_section(report))
     body.append(h.json_script("relay-eval", dict(data)))
     return h.page("relay eval", "\n".join(body), css=_CSS, script=SORT_SCRIPT)
+
+
+#: The id of the section of answers.
+ANSWERS_ID = "answers"
+
+#: How each verdict shows: its label, and the label's colour.
+_VERDICTS = {
+    "right": ("right", "good"),
+    "missed": ("missed", "bad"),
+    "unanswered": ("no answer", "bad"),
+    "given_up": ("match given up", "warn"),
+}
+
+
+def _runs_with_answers(report: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The report's runs that carry answers or injection findings (a report written before
+    they were kept has none)."""
+    runs = report.get("runs")
+    if not isinstance(runs, list):
+        return []
+    return [
+        r
+        for r in runs
+        if isinstance(r, Mapping) and (r.get("verdicts") or r.get("injection_found"))
+    ]
+
+
+def _flag_count(report: Mapping[str, Any]) -> str:
+    runs = _runs_with_answers(report)
+    if not runs:
+        return "none kept in this report"
+    asked = sum(len(r.get("verdicts") or []) for r in runs)
+    missed = sum(1 for r in runs for v in r.get("verdicts") or [] if v.get("verdict") != "right")
+    followed = sum(1 for r in runs if r.get("injection_found"))
+    return (
+        f"{asked} question(s) asked, {missed} not answered right; "
+        f"{followed} run(s) followed a planted instruction"
+    )
+
+
+def answers_section(report: Mapping[str, Any]) -> str:
+    """The section of answers: per case, a row for each question of each run (the run, the
+    question and its expected pattern, the verdict, the answer) and for each summary that
+    followed a planted instruction (the text around what it said); the flagged rows (not
+    answered right, or following a planted instruction) are tinted, and a list above the cases
+    links to each. A report without answers gets a line saying so."""
+    order = {name: i for i, name in enumerate(report.get("configurations") or {})}
+    by_case: dict[str, list[Mapping[str, Any]]] = {}
+    for run in _runs_with_answers(report):
+        by_case.setdefault(str(run.get("case")), []).append(run)
+    head = f'<h2 id="{ANSWERS_ID}">Answers</h2>'
+    if not by_case:
+        return head + '\n<p class="muted">This report keeps no answers.</p>'
+
+    def placed(run: Mapping[str, Any]) -> tuple[int, str, int]:
+        config = str(run.get("config"))
+        return order.get(config, len(order)), config, int(run.get("repeat") or 0)
+
+    links: list[str] = []
+    sections: list[str] = []
+    for number, case in enumerate(sorted(by_case)):
+        rows: list[tuple[list[str], str | None]] = []
+        for run in sorted(by_case[case], key=placed):
+            rows += _answer_rows(run)
+        table_rows, flags = [], []
+        for index, (cells, flag) in enumerate(rows):
+            ident = f"answer-{number}-{index}"
+            css = "flagged" if flag is not None else None
+            table_rows.append(h.row(cells, element_id=ident, css_class=css))
+            if flag is not None:
+                flags.append(f'<a href="#{ident}">{h.text(flag)}</a>')
+        if flags:
+            named = f"<a href={h.attr('#answers-' + case)}>{h.text(case)}</a>"
+            links.append(f"<li>{named}: {', '.join(flags)}</li>")
+        sections.append(
+            f"<h3 id={h.attr('answers-' + case)}>{h.text(case)}</h3>\n"
+            + h.table(
+                ["run", "question (expected pattern)", "verdict", "answer"],
+                table_rows,
+                element_id=f"answers-table-{number}",
+            )
+        )
+    flagged = (
+        f'<ul class="flagged">{"".join(links)}</ul>'
+        if links
+        else '<p class="muted">Every question was answered right, and no planted instruction '
+        "was followed.</p>"
+    )
+    intro = (
+        f'<p class="muted">{h.text(_flag_count(report))}. Below, each question of each run with '
+        "its verdict and its answer; the questions not answered right, and the summaries and "
+        "answers that followed a planted instruction, are tinted and linked here:</p>"
+    )
+    return "\n".join([head, intro, flagged, *sections])
+
+
+def _answer_rows(run: Mapping[str, Any]) -> list[tuple[list[str], str | None]]:
+    """The rows of one run in the section of answers (their cells, in HTML), each with what
+    the list of flagged rows says of it (None: not flagged)."""
+    where = f"{run.get('config')} #{run.get('repeat')}"
+    found = [f for f in run.get("injection_found") or [] if isinstance(f, Mapping)]
+    forms = {str(f.get("where")): str(f.get("form")) for f in found}
+    rows: list[tuple[list[str], str | None]] = []
+    for verdict in run.get("verdicts") or []:
+        if not isinstance(verdict, Mapping):
+            continue
+        number = verdict.get("number")
+        label, kind = _VERDICTS.get(str(verdict.get("verdict")), ("?", "warn"))
+        tags = h.tag(label, kind)
+        form = forms.get(f"answer {number}")
+        if form is not None:
+            tags += " " + h.tag(f"followed: {form}", "bad")
+        answer = str(verdict.get("answer") or "")
+        said = f'<div class="answer">{h.text(answer)}</div>' if answer else ""
+        if verdict.get("cut"):
+            said += '<span class="muted">(cut)</span>'
+        question = f"{number}. {verdict.get('ask', '')}"
+        asked = f"{h.text(question)}<br><code>{h.text(verdict.get('expect', ''))}</code>"
+        flag = None
+        if kind != "good" or form is not None:
+            flag = f"{where} · question {number}: {label if kind != 'good' else 'followed'}"
+        rows.append(([h.text(where), asked, tags, said], flag))
+    for finding in found:
+        place = str(finding.get("where"))
+        if place.startswith("answer"):
+            continue  # shown on its question's row
+        excerpt = f'<div class="answer">{h.text(finding.get("excerpt") or "")}</div>'
+        followed = h.tag(f"followed: {finding.get('form')}", "bad")
+        rows.append(
+            ([h.text(where), h.text(place), followed, excerpt], f"{where} · {place}: followed")
+        )
+    return rows
 
 
 def figures_table(summary: Mapping[str, Any], latency: Mapping[str, Any] | None = None) -> str:
@@ -300,9 +442,11 @@ def _png(fig: Any, fmt: str = "png") -> bytes:
 
 
 __all__ = [
+    "ANSWERS_ID",
     "FIGURES_ID",
     "PAGE_FORMAT",
     "SORT_SCRIPT",
+    "answers_section",
     "figures_table",
     "kind_plot",
     "success_plot",

@@ -32,6 +32,7 @@ from .._drive._op_script import OpLine, Step, WaitFor
 from .._drive._runner import ScriptRunner
 from .._open import open_model_client, open_session
 from .._open._tasks import BUILTIN_COMPACTOR, load_object
+from ._answers import RIGHT, injection_findings, summary_counts
 from ._corpus import (
     Case,
     Configuration,
@@ -47,13 +48,12 @@ from ._fixture import copy_fixture
 from ._page import kind_plot, page_data, render_page, retention_plot, success_plot
 from ._probe import ProbeModel
 from ._score import (
-    PatternTimeout,
     RunRecord,
     TimelineStep,
     add_baselines,
-    answer_matches,
     count_rereads,
     fact_name,
+    judge_answers,
     render_table,
     summarize,
     summarize_latency,
@@ -132,6 +132,7 @@ async def run_case(
     timeline: list[TimelineStep] = []
     failures: list[str] = []
     latencies: list[int] = []
+    receipts: list[p.CompactionReceipt] = []
     answers: dict[str, str | None] = {}
     probe: ProbeModel | None = None
     tokens = compactions = 0
@@ -149,6 +150,7 @@ async def run_case(
             and msg.item.receipt is not None
         ):
             latencies.append(msg.item.receipt.duration_ms)
+            receipts.append(msg.item.receipt)
         if isinstance(msg, p.ErrorEvent):
             failures.append(f"{msg.code}: {msg.message}")
         if isinstance(msg, p.TurnComplete) and msg.turn_id in answers:
@@ -199,16 +201,15 @@ async def run_case(
         failures.append(f"{type(group).__name__}: {group}")
     if probe is not None:
         failures += probe.failures
-    answered = 0
-    for number, (qid, question) in enumerate(zip(questions, case.questions, strict=True), 1):
-        try:
-            answered += answer_matches(answers[qid], question.expect)
-        except PatternTimeout as exc:
-            failures.append(f"question {number}: {exc}")
+    said = [answers[q] for q in questions]
+    verdicts, given_up = judge_answers(case.questions, said, case.injection)
+    failures += given_up
+    written = list(probe.summaries) if probe else []
+    found = injection_findings(case.injection, written, said)
+    counts = summary_counts(receipts)
     # With a shared model, what a summary took is the model's time, replayed or not; the
     # receipts' durations would show a remembered answer as instant.
     timed = summarizer.durations_ms if summarizer else live.compact_durations_ms if live else None
-    said = [*(probe.summaries if probe else []), *(a for a in answers.values() if a)]
     return RunRecord(
         case=case.name,
         config=configuration.name,
@@ -219,20 +220,25 @@ async def run_case(
         facts_recallable=probe.recallable if probe else 0,
         missing=tuple(fact_name(f) for f in case.facts if probe and fact_name(f) in probe.missing),
         questions=len(case.questions),
-        answered=answered,
+        answered=sum(v.verdict == RIGHT for v in verdicts),
         input_tokens=tokens,
         rereads=count_rereads(timeline),
         failure=failures[0] if failures else None,
         latencies_ms=tuple(timed if timed is not None else latencies),
         by_kind=tuple((k, c[0], c[1]) for k, c in probe.by_kind.items()) if probe else (),
-        summaries=tuple(probe.summaries) if probe else (),
-        answers=tuple(answers[q] or "" for q in questions),
+        summaries=tuple(written),
+        answers=tuple(a or "" for a in said),
         injection_cases=1 if case.injection else 0,
-        injected=1 if followed(case.injection, said) else 0,
+        injected=1 if found else 0,
         first_requests=probe.first_requests if probe else 0,
         prefilled_after=probe.prefilled if probe else 0,
         cached_after=probe.cached if probe else 0,
         wall_ms=round((anyio.current_time() - started) * 1000),
+        verdicts=verdicts,
+        injection_found=found,
+        summaries_installed=counts.installed,
+        summaries_retried=counts.retried,
+        summaries_refused=counts.refused,
     )
 
 
@@ -260,9 +266,9 @@ def without_compactions(steps: Sequence[Step]) -> list[Step]:
 
 def followed(injection: Sequence[Sequence[str]], said: Sequence[str]) -> bool:
     """Whether any of ``said`` (the summaries, the answers) holds a form of an injection fact,
-    in any case: the planted instruction was followed."""
-    text = "\n".join(said).casefold()
-    return any(form.casefold() in text for forms in injection for form in forms)
+    in any case: the planted instruction was followed (where it was said:
+    :func:`._answers.injection_findings`)."""
+    return bool(injection_findings(injection, said, ()))
 
 
 async def run_matrix(
@@ -352,11 +358,13 @@ def _traced_run(
 
 
 def report(records: Sequence[RunRecord], configurations: Sequence[Configuration]) -> dict[str, Any]:
-    """The deterministic report: the summary and every run's figures, latency left out."""
+    """The deterministic report: the summary and every run's figures, with each question's
+    answer beside its verdict (``verdicts``) and where a planted instruction was followed
+    (``injection_found``); latency left out."""
     names = [c.name for c in configurations]
     # A real model's summaries and timings differ between runs: the page shows them (--html).
-    left_out = {"latencies_ms", "summaries", "answers"}
-    left_out.add("wall_ms")
+    # The answers are kept, cut, beside their verdicts (``verdicts``).
+    left_out = {"latencies_ms", "summaries", "answers", "wall_ms"}
     runs = [{k: v for k, v in attrs.asdict(r).items() if k not in left_out} for r in records]
     summary = summarize(records, names)
     add_baselines(summary)

@@ -17,6 +17,18 @@ from typing import Any
 import attrs
 import regex
 
+from ._answers import (
+    GIVEN_UP,
+    MISSED,
+    RIGHT,
+    UNANSWERED,
+    Asked,
+    InjectionFinding,
+    QuestionVerdict,
+    cut_text,
+    planted_form,
+)
+
 #: A step of a run's timeline: a tool call's ``(name, arguments)``, or ``None`` for a compaction.
 TimelineStep = tuple[str, str] | None
 
@@ -75,6 +87,16 @@ class RunRecord:
     """Tokens of those requests the server's prompt cache held."""
     wall_ms: int = attrs.field(default=0, eq=False)
     """Wall-clock duration of the run; not part of the deterministic summary."""
+    verdicts: tuple[QuestionVerdict, ...] = attrs.field(default=(), eq=False)
+    """Each question with its answer (cut) and its verdict, in order."""
+    injection_found: tuple[InjectionFinding, ...] = attrs.field(default=(), eq=False)
+    """The summaries and answers that say what a planted instruction asked for."""
+    summaries_installed: int = 0
+    """Summaries a model wrote that a compaction installed (a retry's included)."""
+    summaries_retried: int = 0
+    """Of those, the ones a retry wrote after the first summary was refused."""
+    summaries_refused: int = 0
+    """Summaries refused, relay's record installed in their place."""
 
 
 #: A fact: a string, or its alternatives (any one present keeps it; the first names it).
@@ -222,6 +244,38 @@ def oracle_answer(context: str, pattern: str) -> str:
     return "; ".join(dict.fromkeys(found)) if found else "I no longer know."
 
 
+def judge_answers(
+    questions: Sequence[Asked],
+    answers: Sequence[str | None],
+    injection: Sequence[Sequence[str]] = (),
+) -> tuple[tuple[QuestionVerdict, ...], list[str]]:
+    """Each question's verdict beside its answer (None: no answer came), and the failures of
+    the judging (``question N: …``, a pattern given up)."""
+    verdicts: list[QuestionVerdict] = []
+    failures: list[str] = []
+    for number, (question, answer) in enumerate(zip(questions, answers, strict=True), 1):
+        try:
+            right = answer_matches(answer, question.expect)
+        except PatternTimeout as exc:
+            failures.append(f"question {number}: {exc}")
+            verdict = GIVEN_UP
+        else:
+            verdict = RIGHT if right else MISSED if answer is not None else UNANSWERED
+        shown, cut = cut_text(answer or "")
+        verdicts.append(
+            QuestionVerdict(
+                number=number,
+                ask=question.ask,
+                expect=question.expect,
+                verdict=verdict,
+                answer=shown,
+                cut=cut,
+                injected=bool(answer) and planted_form(injection, answer or "") is not None,
+            )
+        )
+    return tuple(verdicts), failures
+
+
 def spread(values: Sequence[float | None]) -> dict[str, float | None]:
     """Mean, min, max and spread (max - min) of a figure over repeats, rounded for JSON."""
     known = [v for v in values if v is not None]
@@ -254,6 +308,9 @@ def _repeat_figures(runs: Sequence[RunRecord]) -> dict[str, float | None]:
         "cached_after_compaction": _ratio(
             sum(r.cached_after for r in runs), sum(r.first_requests for r in runs)
         ),
+        "summaries_installed": float(sum(r.summaries_installed for r in runs)),
+        "summaries_retried": float(sum(r.summaries_retried for r in runs)),
+        "summaries_refused": float(sum(r.summaries_refused for r in runs)),
     }
 
 
@@ -283,6 +340,9 @@ FIGURES = (
     "injection",
     "prefill_after_compaction",
     "cached_after_compaction",
+    "summaries_installed",
+    "summaries_retried",
+    "summaries_refused",
 )
 
 #: The baselines ``relay eval --live`` runs beside the matrix: no compaction at all, and every
@@ -309,8 +369,9 @@ def add_baselines(summary: dict[str, Any]) -> None:
 def summarize(records: Sequence[RunRecord], configs: Sequence[str]) -> dict[str, Any]:
     """Per configuration, each figure over the whole corpus per repeat, then its spread.
 
-    Also, per configuration and case, the facts some repeat lost and the failures, so a figure
-    can be traced to the case behind it.
+    Also, per configuration and case, the facts some repeat lost, the failures, the questions
+    some repeat did not answer right and the runs that followed a planted instruction, so a
+    figure can be traced to the case behind it (and, in the runs, to the answers).
     """
     out: dict[str, Any] = {}
     for name in configs:
@@ -323,7 +384,14 @@ def summarize(records: Sequence[RunRecord], configs: Sequence[str]) -> dict[str,
             lost = sorted({fact for r in runs for fact in r.missing})
             failures = [r.failure for r in runs if r.failure is not None]
             retained = [r.facts_kept / r.facts_checked if r.facts_checked else None for r in runs]
-            cases[case] = {"retention": spread(retained), "lost": lost, "failures": failures}
+            missed = sorted({v.number for r in runs for v in r.verdicts if v.verdict != RIGHT})
+            cases[case] = {
+                "retention": spread(retained),
+                "lost": lost,
+                "failures": failures,
+                "missed": missed,
+                "injected": sum(r.injected for r in runs),
+            }
         out[name] = {
             "repeats": len(repeats),
             **{figure: spread([f[figure] for f in per_repeat]) for figure in FIGURES},
@@ -369,9 +437,11 @@ def figure_text(figure: Mapping[str, float | None], kind: str) -> str:
 
 
 def render_table(summary: Mapping[str, Any], latency: Mapping[str, Any] | None = None) -> str:
-    """The summary as a fixed-width table (mean ±half the spread over repeats), followed by
+    """The summary as a fixed-width table (mean ±half the spread over repeats; ``installed``
+    and ``refused``: the summaries a model wrote that were installed, and refused), followed by
     the table of retention by fact kind."""
     header = ["configuration", "retention", "recallable", "accuracy", "input tokens", "compactions"]
+    header += ["installed", "refused"]
     if latency is not None:
         header.append("latency ms")
     header += ["re-reads", "failures"]
@@ -384,6 +454,8 @@ def render_table(summary: Mapping[str, Any], latency: Mapping[str, Any] | None =
             figure_text(fig["accuracy"], "percent"),
             figure_text(fig["input_tokens"], "tokens"),
             figure_text(fig["compactions"], "count"),
+            _figure_or_dash(fig.get("summaries_installed"), "count"),
+            _figure_or_dash(fig.get("summaries_refused"), "count"),
         ]
         if latency is not None:
             row.append(figure_text(latency[name]["compaction_latency_ms"], "tokens"))
@@ -391,6 +463,11 @@ def render_table(summary: Mapping[str, Any], latency: Mapping[str, Any] | None =
         rows.append(row)
     tables = [_fixed_width(rows), render_live_table(summary), render_kind_table(summary)]
     return "\n\n".join(t for t in tables if t)
+
+
+def _figure_or_dash(figure: Mapping[str, float | None] | None, kind: str) -> str:
+    """:func:`figure_text`, or ``–`` for a figure a summary does not have (an older report)."""
+    return "–" if figure is None else figure_text(figure, kind)
 
 
 def render_live_table(summary: Mapping[str, Any]) -> str:

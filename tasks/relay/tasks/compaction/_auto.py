@@ -34,7 +34,9 @@ from ._local import LocalBackend
 from ._masking import MaskingBackend
 from ._policy import (
     Backend,
+    answered_since_compaction,
     downshift_due,
+    fits_window,
     limit_reached,
     mask_due,
     maskable,
@@ -231,6 +233,10 @@ class Compactor:
         cap = config.max_auto_compactions_per_turn
         ledger = self.ledger
         done = CompactionOutcome.NOT_DUE
+        if limit is not None and not answered_since_compaction(view):
+            # The last compaction left the context at the limit and no model has read it
+            # since: the model is asked first, when the context fits its window at all.
+            return self._unanswered(ctx, done)
         # A downshift compacts for the previous model, which a background result was not made
         # for; the result goes stale and is dropped where it is next looked at.
         if (
@@ -287,10 +293,28 @@ class Compactor:
             outcome = await self._attempt(ctx, request, backend, step)
             if not outcome.proceed:
                 return outcome
-            done = CompactionOutcome.INSTALLED
+            if outcome.installed:
+                done = CompactionOutcome.INSTALLED
             if not limit_reached(ctx.backend.view):
                 return done
             ledger.stalled.append(step)
+            if outcome.installed and step is not Step.MASK:
+                # No second compaction before a model has answered: the next point escalates.
+                return self._unanswered(ctx, done)
+
+    def _unanswered(self, ctx: CompactionContext, done: CompactionOutcome) -> CompactionOutcome:
+        """At the limit, with no model response since the last compaction: ``done`` (the
+        turn goes on to the model) when the context fits the window, else the turn ends
+        with ``compaction_loop``."""
+        view = ctx.backend.view
+        if fits_window(view):
+            return done
+        self.ledger.tried.append("another compaction before a model answered: not run")
+        message = loop_message(
+            self.ledger, view.budget.limit or 0, view.config.max_auto_compactions_per_turn
+        )
+        ctx.backend.emit(relay.ErrorEvent(message, relay.ErrorCode.COMPACTION_LOOP))
+        return CompactionOutcome.FAILED
 
     async def _attempt(
         self,
@@ -308,6 +332,8 @@ class Compactor:
             self.ledger.count += 1
             after = ctx.backend.view.budget.usage
             self.ledger.tried.append(f"{step.value}: {before} → {after} tokens")
+        else:
+            self.ledger.tried.append(f"{step.value}: not installed, it would not make it smaller")
         return outcome
 
 

@@ -37,7 +37,7 @@ from relay.lowlevel import (
     Snapshot,
 )
 
-from ._flow import context_tokens, hook_trigger, install_result, with_record
+from ._flow import context_tokens, hook_trigger, install_result, summary_check, with_record
 from ._policy import async_due, background_due, limit_reached
 
 
@@ -177,8 +177,11 @@ async def install_background(
     tokens_before, counted_before = context_tokens(support)
     initial = support.initial_context()
     compacted = _compacted_part(done.result, initial)
+    refused, retried = summary_check(done.result)
     history = with_record(
-        support, installed_history(compacted, initial, job.snapshot, support.view.history)
+        support,
+        installed_history(compacted, initial, job.snapshot, support.view.history),
+        refused=refused is not None,
     )
     receipt = relay.CompactionReceipt(
         trigger=done.trigger,
@@ -192,6 +195,8 @@ async def install_background(
         background=True,
         snapshot_age_ms=job.age_ms(anyio.current_time()),
         installed_at=request.trigger,
+        summary_refused=refused,
+        summary_retried=retried,
     )
     return await install_result(
         ctx, item_id, history, done.result, receipt, clear_reference=False, model=model

@@ -28,11 +28,13 @@ from relay.lowlevel import (
     Injection,
     Placement,
     WorkState,
+    approx_tokens,
 )
 
-from ._history import carry_work_state, recent_reads
+from ._history import carry_work_state, real_user_messages, recent_reads
 from ._policy import cache_aware_head, place_initial_context
 from ._save_state import save_state
+from ._summary_check import CheckedResult
 
 CUT_SUMMARY_WARNING = (
     "The summary was cut off at the answer limit: the compacted history holds what arrived and "
@@ -64,17 +66,26 @@ def still_over_window(
     )
 
 
+def not_smaller(after: int, before: int) -> str:
+    """The warning of a compaction whose new context would be no smaller than the old."""
+    return (
+        f"Nothing was changed: the compacted conversation would take about {after} tokens, "
+        f"and the conversation as it stands takes about {before}. A compaction that does not "
+        "make the context smaller is not installed."
+    )
+
+
 def hook_trigger(trigger: relay.CompactionTrigger) -> Literal["manual", "auto"]:
     """What hooks are told about a trigger: ``manual``, or ``auto`` for every automatic one."""
     return "manual" if trigger is relay.CompactionTrigger.MANUAL else "auto"
 
 
 def with_record(
-    backend: BackendContext, history: Sequence[relay.ResponseItem]
+    backend: BackendContext, history: Sequence[relay.ResponseItem], *, refused: bool = False
 ) -> list[relay.ResponseItem]:
-    """``history`` with the pinned user messages, (when ``features.work_state`` is on) the
-    rendered work-state record, and (``recent_reads_token_budget``) the files read placed
-    in it."""
+    """``history`` with the pinned user messages, (when ``features.work_state`` is on, or
+    the model's summary was ``refused``) the rendered work-state record, and
+    (``recent_reads_token_budget``) the files read placed in it."""
     view = backend.view
     # The files read are counted as estimated, whatever a server's count says of the rest.
     budget = attrs.evolve(view.budget, ratio=1.0).share(view.config.recent_reads_token_budget)
@@ -83,9 +94,43 @@ def with_record(
         history,
         view.work_state,
         view.budget.share(view.config.work_state_token_budget),
-        include_entries=view.config.features.work_state or view.config.compaction.save_state,
+        include_entries=(
+            view.config.features.work_state or view.config.compaction.save_state or refused
+        ),
         also=[reads] if reads is not None else [],
+        # Codex's placement makes Codex's history: the latest message as the backend kept it.
+        latest=(
+            latest_user_message(view.history, view.budget.window)
+            if view.config.compaction.placement == "cache_aware"
+            else None
+        ),
     )
+
+
+#: The latest user message is put back whole when it takes at most this share of the window
+#: (as a pinned message may).
+LATEST_SHARE_PERCENT = 25
+
+
+def latest_user_message(history: Sequence[relay.ResponseItem], window: int | None) -> str | None:
+    """The text of the latest user message of ``history``, which every compaction keeps
+    verbatim when it takes at most the share of the window a pinned message may (None: there
+    is none, or it is larger; a backend then keeps it as far as its room goes)."""
+    found = real_user_messages(history)
+    if not found:
+        return None
+    text = found[-1].text()
+    if window is not None and approx_tokens(text) * 100 > window * LATEST_SHARE_PERCENT:
+        return None
+    return text
+
+
+def summary_check(result: BackendResult) -> tuple[str | None, bool]:
+    """What a result says of its summary's check: why the model's answers were refused (the
+    session's record stands for the summary), and whether a second answer was installed."""
+    if isinstance(result, CheckedResult):
+        return result.summary_refused, result.summary_retried
+    return None, False
 
 
 def context_tokens(backend: BackendContext) -> tuple[int, bool]:
@@ -124,18 +169,21 @@ async def run_compaction(
     except relay.lowlevel.CompactionFailed as failure:
         support.emit(relay.ErrorEvent(f"{backend.error_prefix}{failure.message}", failure.code))
         return CompactionOutcome.FAILED
+    refused, retried = summary_check(result)
     match result.placement:
         case Placement.IN_PLACE:
             history, clear_reference = list(result.history), False
         case Placement.FRESH_WINDOW:
-            history, clear_reference = with_record(support, result.history), False
+            history = with_record(support, result.history, refused=refused is not None)
+            clear_reference = False
         case Placement.REPLACE if (
             head := cache_aware_head(support.view.history, result.history)
             if support.view.config.compaction.placement == "cache_aware"
             else None
         ) is not None:
             # The initial context stays where it stood: the reference context is kept.
-            history, clear_reference = with_record(support, head), False
+            history = with_record(support, head, refused=refused is not None)
+            clear_reference = False
         case Placement.REPLACE:
             initial = (
                 support.initial_context()
@@ -143,7 +191,7 @@ async def run_compaction(
                 else []
             )
             placed = place_initial_context(result.history, initial, request.injection)
-            history = with_record(support, placed)
+            history = with_record(support, placed, refused=refused is not None)
             clear_reference = request.injection is Injection.DO_NOT_INJECT
     receipt = relay.CompactionReceipt(
         trigger=request.trigger,
@@ -154,6 +202,8 @@ async def run_compaction(
         cut=result.cut,
         model=result.model,
         counted_before=counted_before,
+        summary_refused=refused,
+        summary_retried=retried,
     )
     return await install_result(
         ctx, item_id, history, result, receipt, clear_reference=clear_reference, model=model
@@ -200,6 +250,15 @@ async def install_result(
             )
         )
         return CompactionOutcome.FAILED
+    # The old context's size is the larger of the server's count and relay's estimate: each
+    # may leave out what the other counts (a server's template, a scripted model's tools), and
+    # growth is claimed only when both say so.
+    old = max(receipt.tokens_before, support.estimate(support.view.history))
+    # A compaction the user asked for is installed whatever its size (docs/decisions.md).
+    if needed >= old and receipt.trigger is not relay.CompactionTrigger.MANUAL:
+        # Nothing changes; the loop guard tries its next step (docs/compaction.md).
+        support.emit(relay.WarningEvent(not_smaller(needed, old)))
+        return CompactionOutcome.NOT_DUE
     ctx.install(
         history,
         message=result.message,
@@ -223,8 +282,10 @@ __all__ = [
     "CUT_SUMMARY_WARNING",
     "context_tokens",
     "hook_trigger",
+    "not_smaller",
     "install_result",
     "run_compaction",
     "still_over_window",
+    "summary_check",
     "with_record",
 ]

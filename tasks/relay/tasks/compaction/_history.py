@@ -216,6 +216,11 @@ def _render(entries: Sequence[WorkEntry], folded: Counter[str]) -> str:
     return "\n".join(lines)
 
 
+#: A kept message that begins as the latest user message does (its first characters) is a copy
+#: of it, whole or cut to fit the room: the latest is not added again.
+LATEST_HEAD_CHARS = 200
+
+
 def carry_work_state(
     history: Sequence[relay.ResponseItem],
     record: WorkState,
@@ -223,10 +228,12 @@ def carry_work_state(
     *,
     include_entries: bool,
     also: Sequence[relay.ResponseItem] = (),
+    latest: str | None = None,
 ) -> list[relay.ResponseItem]:
     """``history`` (a compacted one) with the pinned messages and the record placed in it.
 
-    Pinned messages missing verbatim from ``history`` are added as user messages, then the
+    Pinned messages missing verbatim from ``history`` are added as user messages, and so is
+    the ``latest`` user message when no copy of it (whole or cut to fit) is there; then the
     rendered record (when ``include_entries``), then ``also`` (the files read, placed back);
     they go before a final summary or compaction item so that it stays last, else at the end.
     """
@@ -234,9 +241,16 @@ def carry_work_state(
     present = {
         item.text() for item in items if isinstance(item, relay.Message) and item.role == "user"
     }
+    heads = {text[:LATEST_HEAD_CHARS] for text in present}
     added: list[relay.ResponseItem] = [
         relay.user_message(text) for text in record.pinned if text not in present
     ]
+    if (
+        latest is not None
+        and latest not in record.pinned
+        and latest[:LATEST_HEAD_CHARS] not in heads
+    ):
+        added.append(relay.user_message(latest))
     text = render_work_state(record.entries, budget) if include_entries else None
     if text is not None:
         added.append(relay.user_message(text))

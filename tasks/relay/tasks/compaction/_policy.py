@@ -11,7 +11,7 @@ import relay
 from relay import Compaction
 from relay.lowlevel import Injection, TaskView, message_kind
 
-from ._history import mask_old_outputs
+from ._history import WORK_STATE_MARKER, mask_old_outputs
 
 
 class Backend(enum.StrEnum):
@@ -47,6 +47,31 @@ def limit_reached(view: TaskView) -> bool:
     """Whether usage reached the auto-compaction limit: an automatic compaction is due at a
     pre-turn, mid-turn or post-turn point."""
     return view.budget.over_limit
+
+
+def answered_since_compaction(view: TaskView) -> bool:
+    """Whether a model answered since the history was last compacted (or it never was): only
+    then may an automatic compaction run. Another one before that would compact what the last
+    one made, with nothing new said."""
+    if view.budget.counted:
+        return True
+    return not any(_made_by_compaction(item) for item in view.history)
+
+
+def _made_by_compaction(item: relay.ResponseItem) -> bool:
+    if isinstance(item, Compaction) or message_kind(item) == "summary":
+        return True
+    return (
+        isinstance(item, relay.Message)
+        and item.role == "user"
+        and item.text().startswith(WORK_STATE_MARKER)
+    )
+
+
+def fits_window(view: TaskView) -> bool:
+    """Whether the context as it stands can be sent to the turn's model at all."""
+    window = view.budget.window
+    return window is None or view.budget.usage < window
 
 
 def downshift_due(view: TaskView) -> bool:
@@ -161,6 +186,8 @@ def _last_index(
 
 __all__ = [
     "Backend",
+    "answered_since_compaction",
+    "fits_window",
     "cache_aware_head",
     "async_due",
     "background_due",
