@@ -43,6 +43,23 @@ def test_pretty_shows_the_record_at_a_checkpoint() -> None:
     ]
 
 
+def test_pretty_shows_no_checkpoint_for_a_compaction_not_installed() -> None:
+    # Its warning says why nothing changed; no checkpoint line, no record.
+    out = io.StringIO()
+    printer = PrettyPrinter(out, live=False, outcome=RunOutcome())
+    msgs: list[relay.EventMsg] = [
+        relay.WorkStateNoted("command", "make → exit 2"),
+        relay.ItemStarted("t1", relay.ContextCompactionItem("c1")),
+        relay.WarningEvent("Nothing was changed: the compacted conversation would take more."),
+        relay.ItemCompleted("t1", relay.ContextCompactionItem("c1")),
+    ]
+    for seq, msg in enumerate(msgs, 1):
+        printer.event(relay.Event("t1", seq, msg))
+    lines = out.getvalue().splitlines()
+    assert not [line for line in lines if "checkpoint" in line or "▸" in line], lines
+    assert any("Nothing was changed" in line for line in lines), lines
+
+
 def staging(build: int) -> relay.lowlevel.WorkEntry:
     return relay.lowlevel.WorkEntry("deploy", f"staging ← build {build}", key="staging")
 

@@ -375,7 +375,9 @@ def test_a_host_forgets_a_caller_that_went_silent_and_keeps_the_live_one(
     outcome: dict[str, Any] = {}
 
     async def main() -> None:
-        async with open_session_pool(1, config_for(tmp_path), lease_s=1.0) as pool:
+        # Two seconds: short, for a quick test, and long enough that a loaded machine does not
+        # lose the host to a late renewal before the session opens.
+        async with open_session_pool(1, config_for(tmp_path), lease_s=2.0) as pool:
             async with pool.open_session() as session:
                 watcher = Watcher(session)
                 async with anyio.create_task_group() as tg:

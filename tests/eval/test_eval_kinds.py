@@ -89,10 +89,12 @@ class CountingModel:
     def __init__(self, fail_first: bool = False) -> None:
         self.calls = 0
         self.fail_first = fail_first
+        self.prompts: list[Prompt] = []
 
     @asynccontextmanager
     async def stream(self, prompt: Prompt) -> AsyncIterator[AsyncIterator[ModelEvent]]:
         self.calls += 1
+        self.prompts.append(prompt)
         number = self.calls
         await trio.sleep(5)  # the model writes for a while
         if self.fail_first and number == 1:
@@ -146,6 +148,39 @@ async def test_a_failed_request_is_not_remembered(autojump_clock: trio.testing.M
     with pytest.raises(relay.ModelError):
         await answer(shared, prompt("/w"), "/w")
     assert await answer(shared, prompt("/w"), "/w") == "summary 2"
+
+
+async def test_a_request_answered_from_memory_is_read_by_the_server_before_a_measured_one(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Run b's summary request is run a's, answered from memory: before b's next request (the
+    # first after its compaction, whose prefill is measured), the server reads b's summary
+    # request, asked for one token, as it would have had b run alone.
+    model = CountingModel()
+    shared = SharedSummaries(model)
+    summary, after = prompt("/w"), prompt("/w", "what next?")
+    assert await answer(shared, summary, "/w") == "summary 1"
+    run = shared.for_run("/w")
+    async with run.stream(summary) as events:
+        assert [e async for e in events]
+    await run.warm_for(after)
+    async with run.stream(after) as events:
+        assert [e async for e in events]
+    sent = [(p.input[0].text(), p.max_output_tokens) for p in model.prompts]  # type: ignore[union-attr]
+    assert sent == [
+        ("cwd /w: summarize", None),
+        ("cwd /w: summarize", 1),
+        ("cwd /w: what next?", None),
+    ]
+    assert run.warmed == 1
+    # Nothing is sent again when the latest request was computed, or when the measured
+    # request is itself answered from memory.
+    await run.warm_for(prompt("/w", "later"))
+    other = shared.for_run("/w")
+    async with other.stream(summary) as events:
+        assert [e async for e in events]
+    await other.warm_for(after)
+    assert (len(model.prompts), other.warmed) == (3, 0)
 
 
 def test_the_key_leaves_out_what_differs_between_runs_of_one_case() -> None:

@@ -988,3 +988,21 @@ def test_the_command_waits_for_its_spans_a_bounded_time() -> None:
     flushed = TracerProvider()
     flushed.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
     assert Export(flushed).close() is True
+
+
+async def test_a_compaction_that_would_not_make_the_context_smaller_is_not_installed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Over a limit of 50 tokens from the first exchange; the summary is longer than the
+    # conversation: the pre-turn compaction is not installed, its span says so, with no error.
+    traced = Traced()
+    script = {"responses": ["a1", "A summary. " * 400, "a2"]}
+    config = relay.Config(rollout=NO_ROLLOUT, model_auto_compact_token_limit=50)
+    async with traced_session(traced, script, config=config) as t:
+        await t.turns("one", "two")
+    said = [m.message for m in t.recorder.msgs if isinstance(m, relay.WarningEvent)]
+    assert any(m.startswith("Nothing was changed") for m in said), said
+    spans = traced.named("relay.compaction")
+    unchanged = [s for s in spans if attributes(s)[n.RELAY_COMPACTION_INSTALLED] is False]
+    assert unchanged, [attributes(s) for s in spans]
+    assert all(s.status.status_code is StatusCode.UNSET for s in unchanged)

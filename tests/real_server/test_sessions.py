@@ -125,13 +125,16 @@ async def test_an_automatic_compaction_runs_before_a_turn_over_the_limit(
         await live.turn(SHORT[1], id="t2")
     assert not live.msgs("t1", relay.ContextCompacted)
     # The summary is asked of the real model before the turn. No history can get under a
-    # limit the instructions alone exceed, so the loop guard then tries a fresh window and
-    # ends the turn with compaction_loop, whatever the model wrote.
-    receipts = compaction_receipts(live, "t2")
-    assert [r.backend for r in receipts] == ["local", "token_budget"]
-    assert receipts[0].trigger is relay.CompactionTrigger.PRE_TURN
+    # limit the instructions alone exceed: neither the summary nor the fresh window the loop
+    # guard tries next would make the context smaller, so neither is installed, each says so,
+    # and the turn ends with compaction_loop, whatever the model wrote.
+    assert not compaction_receipts(live, "t2")
+    warnings = [w.message for w in live.msgs("t2", relay.WarningEvent)]
+    assert len(warnings) == 2
+    assert all(w.startswith("Nothing was changed") for w in warnings)
     errors = live.msgs("t2", relay.ErrorEvent)
     assert [e.code for e in errors] == [relay.ErrorCode.COMPACTION_LOOP]
+    assert "summary compaction: not installed" in errors[0].message
     assert live.types("t2")[-1] == "turn_complete"
 
 

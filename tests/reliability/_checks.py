@@ -7,7 +7,7 @@ installed compaction, and the rollout reconstructing the live session (invariant
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import relay
@@ -62,13 +62,25 @@ def expected_backend(config: relay.Config) -> Backend:
     return Backend.LOCAL
 
 
-def check_compacted_part(items: Sequence[relay.ResponseItem], backend: str) -> None:
-    """The history a compaction installed ends as its backend promises (docs/compaction.md)."""
+def check_compacted_part(
+    items: Sequence[relay.ResponseItem], backend: str, said: Collection[str] = ()
+) -> None:
+    """The history a compaction installed ends as its backend promises (docs/compaction.md).
+
+    ``said`` holds the texts the user sent: a fresh window may hold one of them, verbatim (the
+    latest user message, which every compaction keeps).
+    """
     if backend == Backend.TOKEN_BUDGET:
-        # A fresh window: the initial context and developer messages, nothing else.
+        # A fresh window: the initial context and developer messages, and at most the latest
+        # user message.
+        kept = []
         for item in items:
             assert isinstance(item, relay.Message), f"token budget window holds {item!r}"
+            if item.role == "user" and item.text() in said:
+                kept.append(item.text())
+                continue
             assert item.role == "developer" or is_contextual(item), f"not context: {item!r}"
+        assert len(kept) <= 1, f"a fresh window holds more than the latest message: {kept}"
         return
     last = items[-1] if items else None
     if backend == Backend.LOCAL:

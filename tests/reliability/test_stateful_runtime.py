@@ -586,7 +586,7 @@ def check_end(
         and isinstance(e.msg.item, relay.ContextCompactionItem)
     ]
     lines = compacted_lines(rollout)
-    check_background(probe, lines, backend.value)
+    check_background(probe, lines, backend.value, said(recorder), len(unchanged(recorder)))
     hypothesis.event(f"backend {backend.value}")
     for _, outcome in compaction_outcomes(events):
         hypothesis.event(f"compaction {outcome}")
@@ -602,8 +602,14 @@ def check_end(
         elif isinstance(msg, relay.ItemCompleted) and isinstance(
             msg.item, relay.ContextCompactionItem
         ):
-            assert msg.item.receipt is not None
-            hypothesis.event(f"trigger {msg.item.receipt.trigger}")
+            if msg.item.receipt is None:
+                hypothesis.event("compaction not installed: not smaller")
+            else:
+                hypothesis.event(f"trigger {msg.item.receipt.trigger}")
+    # A compaction ends without a receipt only when it would not have made the context
+    # smaller, and a warning says so (docs/compaction.md).
+    assert receipts.count(None) == len(unchanged(recorder))
+    receipts = [receipt for receipt in receipts if receipt is not None]
     # Invariant 4 on the rollout: exactly the installed compactions are recorded.
     assert len(lines) == len(receipts) == session.snapshot().window_number
     for line, receipt in zip(lines, receipts, strict=True):
@@ -618,7 +624,7 @@ def check_end(
         assert line.replacement_history is not None
         assert line.receipt == receipt
         if not receipt.background:
-            check_compacted_part(line.replacement_history, receipt.backend)
+            check_compacted_part(line.replacement_history, receipt.backend, said(recorder))
 
 
 def _records(path: Path) -> list[dict[str, Any]]:
@@ -682,28 +688,69 @@ def _is_record(item: relay.ResponseItem) -> bool:
     )
 
 
-def check_background(probe: Probe, lines: list[Compacted], backend: str) -> None:
+def said(recorder: testing.EventRecorder) -> set[str]:
+    """The texts the user sent, as the session recorded them."""
+    return {msg.message for msg in recorder.msgs if isinstance(msg, relay.UserMessage)}
+
+
+def _installs(line: Compacted, install: BackgroundInstall, sent: set[str]) -> bool:
+    """Whether ``line`` installed ``install``'s result: with the work-state record (when the
+    record is on) and the latest user message (when the result holds no copy of it), placed
+    after the result was computed; the rest is the result."""
+    assert line.replacement_history is not None
+    result = [i for i in install.result if not _is_record(i)]
+    placed = [i for i in line.replacement_history if not _is_record(i)]
+    latest = [
+        i
+        for i in placed
+        if i not in result
+        and isinstance(i, relay.Message)
+        and i.role == "user"
+        and i.text() in sent
+    ]
+    return len(latest) <= 1 and [i for i in placed if i not in latest] == result
+
+
+def unchanged(recorder: testing.EventRecorder) -> list[relay.WarningEvent]:
+    """The warnings of compactions not installed: they would not have made it smaller."""
+    return [
+        msg
+        for msg in recorder.msgs
+        if isinstance(msg, relay.WarningEvent) and msg.message.startswith("Nothing was changed")
+    ]
+
+
+def check_background(
+    probe: Probe, lines: list[Compacted], backend: str, sent: set[str], refused: int
+) -> None:
     """Every background install obeyed the rule and kept what came after its snapshot."""
     installed = [line for line in lines if line.receipt is not None and line.receipt.background]
-    # Each computed install was installed (a hook stop comes before the computation).
-    assert len(installed) == len(probe.installs)
-    for line, install in zip(installed, probe.installs, strict=True):
+    # Each computed install was installed (a hook stop comes before the computation), but for
+    # one that would not have made the context smaller (at most ``refused`` of them).
+    pairs = []
+    for install in probe.installs:
+        if installed[len(pairs) :] and _installs(installed[len(pairs)], install, sent):
+            pairs.append((installed[len(pairs)], install))
+        else:
+            hypothesis.event("background result not installed: not smaller")
+    assert len(pairs) == len(installed), "a background install no computation made"
+    assert len(probe.installs) - len(pairs) <= refused
+    for line, install in pairs:
         hypothesis.event("background result installed")
         assert install.current, "a stale background result was installed"
-        # Every install places the work-state record (when the record is on), after the
-        # result is computed: the rest is the result.
+        # Every install places the work-state record (when the record is on) and the latest
+        # user message (when the result holds no copy of it), after the result is computed:
+        # the rest is the result.
         assert line.replacement_history is not None
         records = [item for item in line.replacement_history if _is_record(item)]
         assert len(records) <= 1, "one record at most"
-        assert [i for i in line.replacement_history if not _is_record(i)] == [
-            i for i in install.result if not _is_record(i)
-        ]
+        assert _installs(line, install, sent)
         assert install.result[install.context_size :] == install.since, "lost or duplicated"
         compacted = install.result[: install.compacted_size]
         if backend == "token_budget":
             compacted = install.result[: install.context_size]
         if compacted:
-            check_compacted_part(compacted, backend)
+            check_compacted_part(compacted, backend, sent)
     assert probe.session is not None
     assert probe.session.statistics().background_compaction is None
     for job in probe.jobs:

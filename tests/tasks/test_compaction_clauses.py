@@ -324,6 +324,21 @@ class Run:
             and m.item.receipt is not None
         ]
 
+    def compaction_items(self) -> tuple[set[str], list[relay.ContextCompactionItem]]:
+        """The ids of the compaction items that started, and the items that completed."""
+        started = {
+            m.item.id
+            for m in self.events
+            if isinstance(m, relay.ItemStarted) and isinstance(m.item, relay.ContextCompactionItem)
+        }
+        completed = [
+            m.item
+            for m in self.events
+            if isinstance(m, relay.ItemCompleted)
+            and isinstance(m.item, relay.ContextCompactionItem)
+        ]
+        return started, completed
+
     def checked(self) -> list[tuple[Compaction, str, list[relay.ResponseItem]]]:
         """Each installed compaction with the histories its clauses are checked on: the
         installed history and the next turn request."""
@@ -578,6 +593,16 @@ def test_the_new_context_is_never_larger_than_the_old(
     if not installed:  # refused: nothing changed, and the session says why
         refused = [m for m in run.events if isinstance(m, relay.ErrorEvent)]
         assert refused and "Nothing was changed" in refused[0].message, run.diagnosis()
+    # One not installed says why, and its item still ends: with no receipt.
+    unchanged = [
+        m
+        for m in run.events
+        if isinstance(m, relay.WarningEvent) and m.message.startswith("Nothing was changed")
+    ]
+    started, completed = run.compaction_items()
+    assert len([i for i in completed if i.receipt is None]) == len(unchanged), run.diagnosis()
+    if not any(isinstance(m, relay.ErrorEvent) for m in run.events):
+        assert started == {i.id for i in completed}, run.diagnosis()
     for compaction, receipt in zip(installed, receipts, strict=True):
         assert compaction.after is not None
         request = run.next_request(compaction)

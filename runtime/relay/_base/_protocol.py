@@ -198,7 +198,8 @@ class ContextCompactionItem:
     id: str
     """Item id."""
     receipt: CompactionReceipt | None = None
-    """What it did (on ``item_completed`` only)."""
+    """What it did (on ``item_completed`` only); None there when nothing was installed (a
+    compaction that would not make the context smaller, docs/compaction.md)."""
 
 
 @attrs.frozen

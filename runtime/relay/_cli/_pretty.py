@@ -182,15 +182,14 @@ class PrettyPrinter:
             case p.ItemStarted(item=p.ContextCompactionItem()):
                 self._line("  ⇣ compacting the conversation…")
                 self._show_status("compacting…")
-            case p.ItemCompleted(item=p.ContextCompactionItem(receipt=receipt)):
-                if receipt is not None:
-                    self._line(
-                        f"  ━━ checkpoint: {p.receipt_figures(receipt)} tokens "
-                        f"({receipt.backend}, {receipt.trigger.value}, "
-                        f"{receipt.duration_ms} ms{background_note(receipt)})"
-                    )
-                else:
-                    self._line("  ━━ checkpoint")
+            case p.ItemCompleted(item=p.ContextCompactionItem(receipt=None)):
+                pass  # nothing was installed: its warning said why
+            case p.ItemCompleted(item=p.ContextCompactionItem(receipt=receipt)) if receipt:
+                self._line(
+                    f"  ━━ checkpoint: {p.receipt_figures(receipt)} tokens "
+                    f"({receipt.backend}, {receipt.trigger.value}, "
+                    f"{receipt.duration_ms} ms{background_note(receipt)})"
+                )
                 for line in work_state_lines(self.work):
                     self._line(f"     ▸ {line}")
             case p.WorkStateNoted(kind="pinned", text=text):

@@ -95,6 +95,8 @@ def baselines() -> list[Configuration]:
     nothing_kept = {
         "features": {"work_state": False, "tool_output_masking": False},
         "recent_reads_token_budget": 0,
+        # Codex's placement: the latest user message is not put back after the fresh window.
+        "compaction": {"placement": "codex"},
     }
     return [
         Configuration("ceiling", {}, compacts=False),

@@ -32,6 +32,7 @@ from ._score import (
     oracle_answer,
     recallable_facts,
 )
+from ._summaries import RunSummaries
 
 
 class ProbeModel:
@@ -165,6 +166,8 @@ class ProbeModel:
                 self.failures.append(f"question {number}: {exc}")
                 answer = "I no longer know."
             target = ScriptedModel({"responses": [answer]})
+        if first and isinstance(target, RunSummaries):
+            await target.warm_for(prompt)
         async with target.stream(prompt) as events:
             if not first:
                 yield events

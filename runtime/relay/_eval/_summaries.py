@@ -74,6 +74,10 @@ class SharedSummaries:
         summary requests."""
         return RunSummaries(self, cwd)
 
+    def knows(self, prompt: Prompt, cwd: str | None = None) -> bool:
+        """Whether ``prompt`` would be answered from memory."""
+        return request_key(prompt, cwd) in self.answers
+
     async def answer(
         self, prompt: Prompt, cwd: str | None = None
     ) -> tuple[list[ModelEvent], int, bool]:
@@ -114,10 +118,30 @@ class RunSummaries:
     """Each request of the run, in order: how long the model took to answer it."""
     compact_durations_ms: list[int] = attrs.field(factory=list)
     """The same, of its summary requests alone."""
+    unread: Prompt | None = None
+    """The run's latest request, when it was answered from memory: the server never read it."""
+    warmed: int = 0
+    """Requests sent again for the server's prompt cache (:meth:`warm_for`)."""
+
+    async def warm_for(self, prompt: Prompt) -> None:
+        """Before ``prompt`` goes to the server, let the server read the run's latest request
+        if it was answered from memory: that request is sent with an answer limit of one
+        token. A server's prompt cache then holds what this run alone would have left there,
+        and what ``prompt`` reads anew is measured against it (the first request after a
+        compaction, docs/eval.md). Nothing is sent when ``prompt`` itself will be answered
+        from memory, or the latest request was computed."""
+        if self.unread is None or self.shared.knows(prompt, self.cwd):
+            return
+        unread, self.unread = self.unread, None
+        async with self.shared.inner.stream(attrs.evolve(unread, max_output_tokens=1)) as events:
+            async for _ in events:
+                pass
+        self.warmed += 1
 
     @asynccontextmanager
     async def stream(self, prompt: Prompt) -> AsyncIterator[AsyncIterator[ModelEvent]]:
-        events, duration, _ = await self.shared.answer(prompt, self.cwd)
+        events, duration, replayed = await self.shared.answer(prompt, self.cwd)
+        self.unread = prompt if replayed else None
         self.durations_ms.append(duration)
         if prompt.purpose == "compact":
             self.compact_durations_ms.append(duration)

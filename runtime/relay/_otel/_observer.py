@@ -320,7 +320,7 @@ class SessionTracer:
                 return
             span = entry[0]
             if span.is_recording():
-                span.set_attribute(n.RELAY_COMPACTION_INSTALLED, True)
+                span.set_attribute(n.RELAY_COMPACTION_INSTALLED, item.receipt is not None)
                 if item.receipt is not None:
                     span.set_attributes(_receipt(item.receipt))
             span.end()

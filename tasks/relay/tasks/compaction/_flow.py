@@ -256,8 +256,10 @@ async def install_result(
     old = max(receipt.tokens_before, support.estimate(support.view.history))
     # A compaction the user asked for is installed whatever its size (docs/decisions.md).
     if needed >= old and receipt.trigger is not relay.CompactionTrigger.MANUAL:
-        # Nothing changes; the loop guard tries its next step (docs/compaction.md).
+        # Nothing changes; the loop guard tries its next step (docs/compaction.md). The item
+        # ends without a receipt: nothing was installed.
         support.emit(relay.WarningEvent(not_smaller(needed, old)))
+        support.emit(relay.ItemCompleted(turn_id, relay.ContextCompactionItem(item_id)))
         return CompactionOutcome.NOT_DUE
     ctx.install(
         history,
