@@ -442,6 +442,43 @@ async def test_every_child_ends_once_and_a_shutdown_ends_the_tree_first(
     assert order.index("/root/1/1") < order.index("/root/1")
 
 
+class Lingering(relay.SessionTask):
+    """A custom task that spawns a child, then does not stop at once when it is aborted (a
+    shielded second of work): its session's abort waits out the grace."""
+
+    @property
+    def kind(self) -> str:
+        return "lingering"
+
+    async def run(self, ctx: relay.TaskContext) -> str:
+        await ctx.agents.spawn("work", None, event_id=ctx.view.turn_id)
+        with trio.CancelScope(shield=True):
+            await trio.sleep(1)
+        return "done"
+
+
+async def test_a_shutdown_stops_the_children_at_once_while_the_root_ends_its_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The child asks the model every 30 ms (a call of a tool it does not have, then again);
+    # the root's turn takes the whole grace to end. The child is told to shut down as the
+    # shutdown begins, not once the root's turn has ended: it asks nothing after it.
+    steps = [{**call("nothing", f"n{n}"), "delay_ms": 30} for n in range(40)]
+    script = {"agents": {"/root/1": {"responses": steps}}}
+    config = attrs.evolve(tree_config(), features=relay.Features())
+    tasks: Mapping[str, Any] = {"lingering": lambda op: Lingering()}
+    async with testing.open_test_session(script, config=config, tasks=tasks) as t:
+        await t.submit(relay.CustomOp("lingering", {}))
+        await trio.sleep(0.1)
+        asked = paths_requested(t.model).count("/root/1")
+        assert asked >= 3
+        await t.submit(relay.Shutdown())
+        await t.wait_for(lambda e: isinstance(e.msg, relay.ShutdownComplete) and e.agent is None)
+    assert paths_requested(t.model).count("/root/1") == asked
+    (end,) = ended(t)
+    assert end.status is relay.protocol.AgentStatus.SHUTDOWN
+
+
 # ------------------------------------------------------------------ the parent hears back
 
 

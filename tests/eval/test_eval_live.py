@@ -15,6 +15,7 @@ import pytest
 
 from relay._base import _protocol as p
 from relay._base._errors import ScriptError
+from relay._base._tokens import approx_tokens
 from relay._drive._op_script import OpLine, WaitFor
 from relay._eval._corpus import INJECTION, baselines, load_case, load_corpus
 from relay._eval._run import followed, fresh_window_compactor, without_compactions
@@ -24,6 +25,7 @@ from relay._models._prompt_cache import (
     PromptCache,
     reported,
     request_pieces,
+    tool_tokens,
     with_cached,
 )
 
@@ -251,6 +253,28 @@ def test_cached_tokens_go_into_the_completion_unless_the_script_gave_some() -> N
     given = {**usage, "input_tokens_details": {"cached_tokens": 7}}
     (kept,) = with_cached([{**done, "response": {"id": "r", "usage": given}}], 1024)
     assert kept["response"]["usage"]["input_tokens_details"] == {"cached_tokens": 7}
+
+
+def test_a_prompt_cache_counts_the_tool_list_as_openai_does() -> None:
+    # A head of 700 estimated tokens and a tool list of some 500: OpenAI caches the two
+    # together, past its 1,024-token minimum, and counts the tools among the input tokens.
+    shell = {"type": "function", "name": "shell", "description": "d" * 2000, "parameters": {}}
+    first = {**body("x" * 4 * 700, "first"), "tools": [shell]}
+    second = {**body("x" * 4 * 700, "second"), "tools": [shell]}
+    tools = tool_tokens(second)
+    assert tools >= 500 and tool_tokens(body("x")) == 0
+    cache = PromptCache()
+    assert cache.cached(first) == 0
+    held = cache.cached(second)
+    instructions, _, brief, _ = (approx_tokens(piece) for piece in request_pieces(second))
+    assert instructions + brief < MIN_CACHED_TOKENS
+    assert held == reported(instructions + tools + brief) >= MIN_CACHED_TOKENS
+    usage = {"input_tokens": 760, "output_tokens": 5, "total_tokens": 765}
+    done = {"type": "response.completed", "response": {"id": "r", "usage": usage}}
+    (out,) = with_cached([done], held, tools)
+    counted = out["response"]["usage"]
+    assert counted["input_tokens"] == 760 + tools and counted["total_tokens"] == 765 + tools
+    assert counted["input_tokens_details"] == {"cached_tokens": held}
 
 
 @pytest.mark.slow  # two processes: a mock server and relay eval, which runs 8 sessions

@@ -108,6 +108,8 @@ def start_relay(tmp_path: Path, argv: list[str]) -> subprocess.Popen[bytes]:
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        # SIGHUP as a terminal sends it, whatever the test run inherited (nohup ignores it).
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
     )
 
 

@@ -400,7 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--prompt-cache",
         action="store_true",
         help="report in each answer's usage the cached tokens of a prompt cache keyed by "
-        "prompt_cache_key, as OpenAI's",
+        "prompt_cache_key, and count the tool list among the input tokens, as OpenAI does",
     )
     add_cluster_command(commands)
     add_eval_command(commands)

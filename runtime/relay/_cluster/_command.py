@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 from .._base import _protocol as p
@@ -33,6 +34,31 @@ def ray_address(args: argparse.Namespace) -> str | None:
     return address
 
 
+#: The printer :func:`notices_to_stderr` put in Ray's place, so that it is put there once.
+_moved: Callable[[dict[str, Any], bool], None] | None = None
+
+
+def notices_to_stderr() -> None:
+    """Send the notices Ray's driver prints about the cluster (a node marked dead, a worker
+    that died) to stderr. Ray prints them to ``sys.stdout`` from a thread of its own, at any
+    time, where the cluster commands write what a program reads (``list --json``, event
+    lines), and ``log_to_driver=False`` does not hold them back."""
+    global _moved
+    try:
+        from ray._private import worker
+    except ImportError:
+        return
+    printer = getattr(worker, "print_to_stdstream", None)
+    if printer is None or printer is _moved:
+        return
+
+    def to_stderr(data: dict[str, Any], ignore_prefix: bool) -> None:
+        printer({**data, "is_err": True}, ignore_prefix)
+
+    worker.print_to_stdstream = to_stderr
+    _moved = to_stderr
+
+
 def init_ray(
     ray: Any,
     address: str | None,
@@ -42,6 +68,7 @@ def init_ray(
     """Connect to the Ray cluster at ``address`` (None: start a local one on loopback), as a
     job whose processes get ``runtime_env`` (the modules of the tasks a session names)."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    notices_to_stderr()
     job = {"runtime_env": runtime_env} if runtime_env else {}
     if address is None:
         # A run's own instance listens on loopback only (Ray takes the machine's address else).
@@ -71,5 +98,6 @@ __all__ = [
     "LOCAL_CPUS",
     "event_line",
     "init_ray",
+    "notices_to_stderr",
     "ray_address",
 ]

@@ -346,13 +346,21 @@ class Agents:
             if child.session is not None and not child.session.closed:
                 child.session.halt()
 
-    async def close_all(self) -> None:
-        """Shut every open child down and wait until each has (its descendants first); a
-        child still opening is shut down as soon as it is open."""
+    def shut_all(self) -> None:
+        """Ask every open child to shut down, at once: no ``await``, so no child works on while
+        this session ends its own turn; each does the same for its children as it begins to
+        shut down. A child still opening is shut down as soon as it is open."""
+        if self.closing:
+            return
         self.closing = True
         for child in list(self.children.values()):
             if child.session is not None and not child.session.closed:
                 _shut(child.session)
+
+    async def close_all(self) -> None:
+        """Shut every open child down (unless :meth:`shut_all` has) and wait until each has
+        (its descendants first)."""
+        self.shut_all()
         for child in list(self.children.values()):
             await child.gone.wait()
 

@@ -522,6 +522,7 @@ class Session(metaclass=NoPublicConstructor):
 
     async def _shutdown(self, sub_id: str) -> None:
         self._shutting_down = True
+        self._agents.shut_all()  # the tree first: no child works on while this turn ends
         await self._slot.shut_down()
         await self._agents.close_all()  # every descendant ends before this session does
         self._closed = True

@@ -35,7 +35,7 @@ from .._base._codec import encode_response_item
 from .._base._errors import InvalidOpError
 from .._base._output_schema import check_output_schema
 from .._base._unicode import holds_lone_surrogate
-from ._prompt_cache import PromptCache, with_cached
+from ._prompt_cache import PromptCache, tool_tokens, with_cached
 from ._responses import AGENT_HEADER, PURPOSE_HEADER
 from ._script import HttpErrorSpec, ModelScript, load_model_script, parse_model_script
 
@@ -172,7 +172,9 @@ def plan_exchange(
         plan = script.plan(body, purpose=purpose)
         if plan.http_error is not None:
             return _error_exchange(plan.http_error, delay_ms=plan.delay_ms)
-        events = plan.events if cache is None else with_cached(plan.events, cache.cached(body))
+        events = plan.events
+        if cache is not None:
+            events = with_cached(events, cache.cached(body), tool_tokens(body))
         return Exchange(
             status=200,
             headers=SSE_HEADERS,
@@ -193,7 +195,7 @@ def plan_exchange(
         events = plan.events
         if cache is not None:
             keyed = {**as_responses, "prompt_cache_key": body.get("prompt_cache_key")}
-            events = with_cached(events, cache.cached(keyed))
+            events = with_cached(events, cache.cached(keyed), tool_tokens(as_responses))
         chunks = chat_chunks_for(events, model=model if isinstance(model, str) else "")
         frames = [chat_frame(chunk) for chunk in chunks]
         if not any("error" in chunk for chunk in chunks):

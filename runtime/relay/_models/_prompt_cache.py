@@ -7,7 +7,9 @@ seen under the request's ``prompt_cache_key``: OpenAI reports that prefix as
 a request is its instructions, its tool list and each input item (without the ids that differ
 between runs), and the cached prefix is what it shares, piece by piece, with an earlier
 request of the same key. Tokens are estimated (``ceil(bytes / 4)``), like every other figure
-of the mock server.
+of the mock server. As OpenAI counts them, the tool list's tokens are part of the input and of
+the cached prefix: with the cache on, the mock server adds them to the input tokens its usage
+reports (:func:`tool_tokens`), which leaves them out otherwise.
 """
 
 from __future__ import annotations
@@ -36,6 +38,12 @@ def request_pieces(body: Mapping[str, Any]) -> tuple[str, ...]:
             item = {k: v for k, v in item.items() if k != "id"}
         pieces.append(json.dumps(item, sort_keys=True, ensure_ascii=False))
     return tuple(pieces)
+
+
+def tool_tokens(body: Mapping[str, Any]) -> int:
+    """The estimated tokens of a request's tool list (none without tools)."""
+    tools = body.get("tools")
+    return approx_tokens(json.dumps(tools, sort_keys=True, ensure_ascii=False)) if tools else 0
 
 
 def shared_prefix(a: Sequence[str], b: Sequence[str]) -> int:
@@ -69,15 +77,17 @@ class PromptCache:
         pieces = request_pieces(body)
         best = max((shared_prefix(pieces, earlier) for earlier in seen), default=0)
         seen.append(pieces)
-        # The tool list must match, but counts as the mock server's usage counts it: not at all.
-        return reported(
-            sum(approx_tokens(piece) for n, piece in enumerate(pieces[:best]) if n != 1)
-        )
+        sizes = [approx_tokens(piece) for piece in pieces]
+        sizes[1] = tool_tokens(body)
+        return reported(sum(sizes[:best]))
 
 
-def with_cached(events: Sequence[Mapping[str, Any]], cached: int) -> tuple[dict[str, Any], ...]:
-    """Stream events whose completion reports ``cached`` tokens (at most its input tokens),
-    unless the script gave cached tokens of its own."""
+def with_cached(
+    events: Sequence[Mapping[str, Any]], cached: int, tools: int = 0
+) -> tuple[dict[str, Any], ...]:
+    """Stream events whose completion reports ``tools`` more input tokens (the tool list's) and
+    ``cached`` tokens (at most its input tokens), unless the script gave a usage with cached
+    tokens of its own, which is left as it is."""
     out: list[dict[str, Any]] = []
     for event in events:
         usage = event.get("response", {}).get("usage") if "response" in event else None
@@ -85,9 +95,18 @@ def with_cached(events: Sequence[Mapping[str, Any]], cached: int) -> tuple[dict[
             out.append(dict(event))
             continue
         details = dict(usage.get("input_tokens_details") or {})
-        if not details.get("cached_tokens"):
-            details["cached_tokens"] = min(cached, int(usage.get("input_tokens", 0)))
-        response = {**event["response"], "usage": {**usage, "input_tokens_details": details}}
+        if details.get("cached_tokens"):
+            out.append(dict(event))
+            continue
+        input_tokens = int(usage.get("input_tokens", 0)) + tools
+        details["cached_tokens"] = min(cached, input_tokens)
+        counted = {
+            **usage,
+            "input_tokens": input_tokens,
+            "total_tokens": int(usage.get("total_tokens", 0)) + tools,
+            "input_tokens_details": details,
+        }
+        response = {**event["response"], "usage": counted}
         out.append({**event, "response": response})
     return tuple(out)
 
@@ -99,5 +118,6 @@ __all__ = [
     "reported",
     "request_pieces",
     "shared_prefix",
+    "tool_tokens",
     "with_cached",
 ]
