@@ -14,6 +14,7 @@ import trio.testing
 import relay
 from relay import testing
 from relay._core._cache_watch import RequestShape, cache_fall_cause
+from relay._core._context import turn_aborted_marker
 from relay.tasks.compaction._defence import CLOSE, ESCAPED_CLOSE, fence, fenced
 from relay.tasks.compaction._policy import cache_aware_head
 from relay.tasks.compaction._save_state import SAVE_STATE_PROMPT, saved_entry
@@ -104,6 +105,23 @@ def test_the_cache_aware_head_is_the_initial_context_as_it_stood() -> None:
     assert cache_aware_head(old, new) == [context, *new]
     assert cache_aware_head(old[1:], new) is None  # no initial context at the top
     assert cache_aware_head([*old, context], new) is None  # the world changed since
+    instructions = relay.user_message('<project_instructions path="AGENTS.md">\nx')
+    assert cache_aware_head([*old, instructions], new) is None
+
+
+def test_the_sessions_own_notes_do_not_make_the_head_stale() -> None:
+    # What an earlier compaction placed (the work-state record), an abort marker and a
+    # sub-agent's notification say nothing new of the world: a second compaction keeps the
+    # head where the first one left it.
+    context = relay.user_message("<environment_context>\n  <cwd>/w</cwd>\n</environment_context>")
+    notes = [
+        relay.user_message("<work_state>\nCommands run:\n- make → exit 0\n</work_state>"),
+        turn_aborted_marker(),
+        relay.user_message("<subagent_notification>\n{}\n</subagent_notification>"),
+    ]
+    old = [context, relay.user_message("first"), *notes, relay.user_message("second")]
+    new = [relay.user_message("first"), relay.user_message("summary")]
+    assert cache_aware_head(old, new) == [context, *new]
 
 
 @pytest.mark.parametrize("aware", [config(), config(placement="cache_aware")])
@@ -205,16 +223,18 @@ async def test_an_interrupt_cancels_the_save_state_step(
 
 
 async def first_request_after_a_compaction(
-    work: Path, shape_config: Callable[[relay.Config], relay.Config]
+    work: Path, shape_config: Callable[[relay.Config], relay.Config], compactions: int = 1
 ) -> relay.TokenUsage:
-    """The usage a mock server with OpenAI's prompt cache reports for the first turn after a
-    compaction, in a session whose first message is long (about 1,500 tokens) and whose model
-    read a file, under the configuration ``shape_config`` makes of relay's defaults."""
+    """The usage a mock server with OpenAI's prompt cache reports for the first turn after the
+    last of ``compactions`` compactions (a turn after each), in a session whose first message
+    is long (about 1,500 tokens) and whose model read a file, under the configuration
+    ``shape_config`` makes of relay's defaults."""
     from relay._open import open_model_client
 
     (work / "notes.txt").write_text("LIMIT = 7\n" * 20)
     read = {"function_call": {"name": "read_file", "arguments": {"path": "notes.txt"}}}
-    script = {"responses": [read, {"text": "a1"}, {"text": "S"}, {"text": "a2"}]}
+    later = [{"text": f"S{n}"} if n % 2 == 0 else {"text": f"a{n}"} for n in range(2 * compactions)]
+    script = {"responses": [read, {"text": "a"}, *later]}
     async with testing.open_mock_server(script, prompt_cache=True) as server:
         provider = relay.ProviderConfig(name="mock", base_url=server.base_url)
         settings = shape_config(
@@ -230,7 +250,8 @@ async def first_request_after_a_compaction(
             open_model_client(settings) as client,
             testing.open_test_session(config=settings, model=client) as t,  # type: ignore[arg-type]
         ):
-            await run_ops(t, ("turn", "a long brief " * 460), ("compact", None), ("turn", "go"))
+            again = [("compact", None), ("turn", "go")] * compactions
+            await run_ops(t, ("turn", "a long brief " * 460), *again)
         usages = [
             m.info.last_token_usage
             for m in t.recorder.msgs
@@ -253,6 +274,13 @@ async def test_the_default_keeps_an_openai_prompt_cache_after_a_compaction(
         default.input_tokens - default.cached_input_tokens,
     )
     assert prefilled[1] * 2 <= prefilled[0], prefilled
+
+
+async def test_a_second_compaction_keeps_the_head_the_first_one_kept(tmp_path: Path) -> None:
+    # The first compaction placed the work-state record after the head; the second keeps the
+    # head where it stood, and the server's cache with it.
+    usage = await first_request_after_a_compaction(tmp_path, lambda config: config, 2)
+    assert usage.cached_input_tokens >= 1024
 
 
 def shape(**changed: Any) -> RequestShape:

@@ -153,6 +153,13 @@ def place_initial_context(
     return items[:index] + list(initial) + items[index:]
 
 
+#: How the messages that say what the world is begin (the initial context's own kinds). One
+#: later in a history says the world changed since its head was recorded; the session's other
+#: notes (the work-state record an earlier compaction placed, an abort marker, a sub-agent's
+#: notification) change nothing of it.
+WORLD_MARKERS = ("<environment_context>", "<project_instructions")
+
+
 def cache_aware_head(
     old: Sequence[relay.ResponseItem], new: Sequence[relay.ResponseItem]
 ) -> list[relay.ResponseItem] | None:
@@ -160,15 +167,23 @@ def cache_aware_head(
     ``old``, item for item, so that the next request begins as the earlier ones did and a
     server's prompt cache still holds that much of it (``compaction.placement =
     "cache_aware"``); None when that would show the model a stale world: ``old`` does not
-    open with an initial context, or a later contextual message (a change of the world, an
-    abort marker) follows in it.
+    open with an initial context, or a later message of the world's kinds (a changed
+    environment or project instructions) follows in it.
     """
     head = 0
     while head < len(old) and message_kind(old[head]) == "contextual":
         head += 1
-    if head == 0 or any(message_kind(item) == "contextual" for item in old[head:]):
+    if head == 0 or any(_says_the_world(item) for item in old[head:]):
         return None
     return [*old[:head], *new]
+
+
+def _says_the_world(item: relay.ResponseItem) -> bool:
+    return (
+        message_kind(item) == "contextual"
+        and isinstance(item, relay.Message)
+        and item.text().lstrip().startswith(WORLD_MARKERS)
+    )
 
 
 def _is_real_user_message(item: relay.ResponseItem) -> bool:
