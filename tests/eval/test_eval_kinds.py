@@ -190,3 +190,39 @@ def test_the_key_leaves_out_what_differs_between_runs_of_one_case() -> None:
     assert request_key(prompt("/tmp/a"), "/tmp/a") != request_key(
         prompt("/tmp/a", "other"), "/tmp/a"
     )
+
+
+class _Window:
+    """What a probe reads of its session: the window number and the running turn."""
+
+    def __init__(self) -> None:
+        self.window_number = 0
+        self.running_turn: str | None = None
+        self.outputs: dict[str, str] = {}
+
+    def snapshot(self) -> _Window:
+        return self
+
+    def statistics(self) -> _Window:
+        return self
+
+
+async def test_the_prefill_after_a_compaction_is_the_servers_not_a_led_replys(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The turn after a compaction opens with a led tool call (the case's own reply, which no
+    # server reads): the request after it, the server's, is the one measured.
+    from relay._eval._probe import ProbeModel
+    from relay._models._scripted import ScriptedModel
+
+    usage = {"input_tokens": 1500, "input_tokens_details": {"cached_tokens": 1024}}
+    served = ScriptedModel({"responses": [{"text": "they pass", "usage": usage}]})
+    lead = [{"function_call": {"name": "shell", "arguments": {"argv": ["true"]}}}]
+    probe = ProbeModel(served, [], {}, scripted=False, lead={"rerun": lead})
+    window = _Window()
+    probe.session = window  # type: ignore[assignment]
+    window.window_number, window.running_turn = 1, "rerun"
+    for text in ("run the tests again", "the output"):
+        async with probe.stream(prompt("/w", text)) as events:
+            assert [e async for e in events]
+    assert (probe.first_requests, probe.prefilled, probe.cached) == (1, 476, 1024)

@@ -67,6 +67,9 @@ class ProbeModel:
         """Tokens of those requests its prompt cache held."""
         self.first_requests = 0
         """First requests after a compaction whose usage the server reported."""
+        self._unmeasured = False
+        """A compaction's first request was a led reply, which no server read: the next
+        request is the one measured."""
         self.by_kind: dict[str, list[int]] = {}
         """Per fact kind: ``[checked, kept]``."""
         self.recallable = 0
@@ -153,7 +156,12 @@ class ProbeModel:
         body = request_body(prompt)
         first = self._check(body)
         self._note(body)
-        target = self._led() or self.inner
+        led = self._led()
+        target = led or self.inner
+        # The prefill after a compaction is the server's: a led reply is the case's own, so
+        # the first request after it that goes to the model is measured instead.
+        measured = (first or self._unmeasured) and led is None
+        self._unmeasured = (first or self._unmeasured) and led is not None
         items = body.get("input", [])
         asked = _user_text(items[-1]) if items else None
         expect = self.questions.get(asked) if asked is not None else None
@@ -166,10 +174,10 @@ class ProbeModel:
                 self.failures.append(f"question {number}: {exc}")
                 answer = "I no longer know."
             target = ScriptedModel({"responses": [answer]})
-        if first and isinstance(target, RunSummaries):
+        if measured and isinstance(target, RunSummaries):
             await target.warm_for(prompt)
         async with target.stream(prompt) as events:
-            if not first:
+            if not measured:
                 yield events
                 return
 
