@@ -303,7 +303,9 @@ async def test_a_command_that_kills_its_parent_leaves_nothing_behind(
     # guard, now its keeper) and leaves a daemon holding its output. The time limit still
     # ends it all, and the output with it.
     marker = f"relay-escapee-{uuid.uuid4().hex}"
-    argv = ["sh", "-c", f"read go; kill -9 $PPID; {daemon(marker)} echo started"]
+    # It says it started first, so that a loaded machine's slow start cannot run the limit out
+    # before the output is written.
+    argv = ["sh", "-c", f"read go; echo started; kill -9 $PPID; {daemon(marker)}"]
     with killed_after(marker):
         with anyio.fail_after(WAIT_SECONDS):  # reached only when the limit went with the guard
             async with open_command(

@@ -378,6 +378,10 @@ class Probe:
     session: relay.Session | None = None
     attempts: list[Attempt] = attrs.field(factory=list)
     installed: int = 0
+    sent: set[str] = attrs.field(factory=set)
+    """The texts of the turns the example submitted: what the user said, whether the session
+    reported it (``user_message``) or kept it unannounced (steered input an aborted turn
+    never picked up, a queued turn a shutdown dropped)."""
 
     async def before_compaction(self, info: relay.HookInput) -> relay.HookStop | None:
         session = self.session
@@ -586,7 +590,7 @@ def check_end(
         and isinstance(e.msg.item, relay.ContextCompactionItem)
     ]
     lines = compacted_lines(rollout)
-    check_background(probe, lines, backend.value, said(recorder), len(unchanged(recorder)))
+    check_background(probe, lines, backend.value, probe.sent, len(unchanged(recorder)))
     hypothesis.event(f"backend {backend.value}")
     for _, outcome in compaction_outcomes(events):
         hypothesis.event(f"compaction {outcome}")
@@ -624,7 +628,7 @@ def check_end(
         assert line.replacement_history is not None
         assert line.receipt == receipt
         if not receipt.background:
-            check_compacted_part(line.replacement_history, receipt.backend, said(recorder))
+            check_compacted_part(line.replacement_history, receipt.backend, probe.sent)
 
 
 def _records(path: Path) -> list[dict[str, Any]]:
@@ -686,11 +690,6 @@ def _is_record(item: relay.ResponseItem) -> bool:
         and item.role == "user"
         and item.text().startswith(WORK_STATE_MARKER)
     )
-
-
-def said(recorder: testing.EventRecorder) -> set[str]:
-    """The texts the user sent, as the session recorded them."""
-    return {msg.message for msg in recorder.msgs if isinstance(msg, relay.UserMessage)}
 
 
 def _installs(line: Compacted, install: BackgroundInstall, sent: set[str]) -> bool:
@@ -912,6 +911,7 @@ def run_example(
                 action = data.draw(actions, label=f"action {step}")
                 match action:
                     case ("turn", wait, on_busy, model, cwd):
+                        probe.sent.add(f"request {step}")
                         await session.submit(
                             relay.UserTurn(
                                 items=[relay.Text(f"request {step}")],
