@@ -233,7 +233,8 @@ async def first_request_after_a_compaction(
 
     (work / "notes.txt").write_text("LIMIT = 7\n" * 20)
     read = {"function_call": {"name": "read_file", "arguments": {"path": "notes.txt"}}}
-    later = [{"text": f"S{n}"} if n % 2 == 0 else {"text": f"a{n}"} for n in range(2 * compactions)]
+    # Per compaction: its summary, then the answer of the turn after it.
+    later = [reply for n in range(compactions) for reply in ({"text": f"S{n}"}, {"text": f"a{n}"})]
     script = {"responses": [read, {"text": "a"}, *later]}
     async with testing.open_mock_server(script, prompt_cache=True) as server:
         provider = relay.ProviderConfig(name="mock", base_url=server.base_url)

@@ -77,8 +77,10 @@ class PromptCache:
         pieces = request_pieces(body)
         best = max((shared_prefix(pieces, earlier) for earlier in seen), default=0)
         seen.append(pieces)
+        # An empty tool list is no tokens (its piece, "[]", still has to match).
         sizes = [approx_tokens(piece) for piece in pieces]
-        sizes[1] = tool_tokens(body)
+        if not body.get("tools"):
+            sizes[1] = 0
         return reported(sum(sizes[:best]))
 
 

@@ -180,8 +180,8 @@ def cache_aware_head(
 
 def _says_the_world(item: relay.ResponseItem) -> bool:
     return (
-        message_kind(item) == "contextual"
-        and isinstance(item, relay.Message)
+        isinstance(item, relay.Message)
+        and item.role == "user"
         and item.text().lstrip().startswith(WORLD_MARKERS)
     )
 
