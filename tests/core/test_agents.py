@@ -354,6 +354,46 @@ async def test_an_interrupt_of_an_idle_root_still_stops_its_running_children(
     assert end.status is relay.protocol.AgentStatus.INTERRUPTED
 
 
+async def test_a_child_is_seen_only_with_its_task_so_an_interrupt_at_first_sight_stops_it() -> None:
+    # A program that watches the tree and interrupts each child as soon as it sees it: the
+    # interrupt must find the child's task running, not an idle session that gets its task
+    # after, and asks the model on as if never told. (The real clock: the watcher never
+    # blocks, so virtual time would never move.)
+    children = 6  # agents.max_threads
+    slow = {"responses": [call("sleep", "s1", seconds=1), "too late"]}
+    script = {
+        "responses": [
+            *(call("spawn_agent", f"c{n}", message=f"task {n}") for n in range(children)),
+            "spawned",
+        ],
+        "agents": {f"/root/{n}": slow for n in range(1, children + 1)},
+    }
+    seen: dict[str, bool] = {}
+    async with testing.open_test_session(script, config=tree_config()) as t:
+
+        async def watch() -> None:
+            while len(seen) < children:
+                for child in t.session.agents.descendants():
+                    path = child.agents.path
+                    if path not in seen:
+                        seen[path] = child.statistics().running_turn is not None
+                        child.submit_nowait(relay.Interrupt())
+                await trio.lowlevel.checkpoint()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch)
+            await t.turn("go", id="t1")
+            await t.wait_for(root_done)
+        await t.wait_for(relay.protocol.SubAgentEnded, children)
+        await trio.testing.wait_all_tasks_blocked()
+        asked = paths_requested(t.model)
+    assert seen == {f"/root/{n}": True for n in range(1, children + 1)}
+    assert {end.status.value for end in ended(t)} == {"interrupted"}
+    # No child got past its first request: the sleep's result never went back to the model.
+    for n in range(1, children + 1):
+        assert asked.count(f"/root/{n}") <= 1
+
+
 async def test_a_close_ends_one_child_and_its_descendants_and_the_sibling_goes_on(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

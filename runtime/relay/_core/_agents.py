@@ -270,7 +270,7 @@ class Agents:
             # The turn that spawns it was interrupted while it opened: it gets no work.
             self._set(child, p.AgentState(p.AgentStatus.INTERRUPTED))
             self._report_end(child)
-        elif message is not None:
+        elif message is not None and child.session is not None:
             self._give(child, message, interrupt=False)
         else:
             self._set(child, p.AgentState(p.AgentStatus.COMPLETED))
@@ -427,15 +427,21 @@ class Agents:
         return child.session.submit_nowait(turn)
 
     async def _open(self, child: Child, spec: ChildSpec) -> None:
-        """Start the child's actor in this session's nursery; returns once it is open."""
+        """Start the child's actor in this session's nursery; returns once it is open.
+
+        The child is seen (``child.session``, the tree's listings) only from here on, when its
+        opener runs on without an ``await`` to give it its task: an interrupt or a shutdown
+        never finds it open with its task still to come."""
         assert self._opener is not None
         try:
-            await self._tg.start(self._run_child, child, spec)
+            session: ChildSession = await self._tg.start(self._run_child, child, spec)
         except AgentRefused:
             raise
         except Exception as exc:
             logger.exception("cannot open agent %s", child.ref.path)
             raise AgentRefused(f"the agent could not be opened: {exc}") from None
+        if not child.gone.is_set():
+            child.session = session
 
     async def _reopen(self, child: Child, *, cwd: str, model: str, announce: bool = True) -> None:
         spec = ChildSpec(
@@ -475,17 +481,16 @@ class Agents:
         child: Child,
         spec: ChildSpec,
         *,
-        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+        task_status: anyio.abc.TaskStatus[ChildSession] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         assert self._opener is not None
         started = False
         try:
             async with self._opener(spec, lambda event: self._heard(child, event)) as session:
-                child.session = session
                 writer = session.rollout
                 child.rollout_path = str(writer.path) if writer is not None else child.rollout_path
                 started = True
-                task_status.started()
+                task_status.started(session)
                 await session.wait_closed()
         except Exception as exc:
             if not started:
