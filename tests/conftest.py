@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import compileall
 import os
 import resource
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +28,21 @@ def _forget_api_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_secret, "_keys", {})
 
 
+# ----------------------------------------------------------------------------- byte code
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # relay's sources, compiled once before the run (in the controller: the workers find them
+    # done), as pip compiles an installed package: an editable install is not compiled, and
+    # with PYTHONDONTWRITEBYTECODE set every `relay` process a test starts would compile the
+    # whole package again, about 1.5 s of CPU each.
+    if not hasattr(config, "workerinput"):
+        for source in ("runtime", "tasks"):
+            compileall.compile_dir(ROOT / source, quiet=1, workers=1)
+
+
 # ----------------------------------------------------------------------------- parallel runs
 
 #: Tests that share an expensive process run on one worker of ``pytest -n``: one local Ray
@@ -46,10 +63,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 #: waits on the clock belongs under ``autojump_clock``, or in the slow tier.
 FAST_TEST_LIMIT_S = float(os.environ.get("RELAY_FAST_TEST_LIMIT_S", "2"))
 #: How far over the limit a test's CPU time may go before it fails the run: on a loaded machine
-#: a test's own CPU time grows a little (caches and cores are shared), its wall time a lot.
-CPU_MARGIN = 1.5
-#: Where the wall time is judged too: on CI, whose machine runs nothing else.
+#: a test's own CPU time grows too (caches and cores are shared: the same three `relay`
+#: processes took 2.0 s of CPU on a quiet day and 2.9 s on a busy one), its wall time a lot.
+CPU_MARGIN = 2.0
+#: Where the time a test stood idle is judged too: on CI.
 JUDGE_WALL_TIME = bool(os.environ.get("CI"))
+#: How many times the limit a fast-tier test may stand idle there (its wall time less its CPU
+#: time and its threads' wait for a CPU). Not once the limit: this project's machine is
+#: shared, and a test that waits for a command or a server of its own waits for that one's
+#: turn on a CPU too, uncounted (CI has seen idle times up to 1.5 s on a busy day, 2.1 s with
+#: two more busy processes). A test that waits on the clock for seconds is still caught.
+IDLE_FACTOR = 5
 
 _too_slow: list[str] = []
 _slow_wall: list[str] = []
@@ -62,26 +86,51 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+def _queued_ns() -> dict[str, int]:
+    """For each thread of this process, how long it waited for a CPU while it could run, in
+    nanoseconds (Linux's schedstat; nothing elsewhere): a loaded machine's share of the wall
+    time, not the test's."""
+    queued: dict[str, int] = {}
+    try:
+        threads = os.listdir("/proc/self/task")
+    except OSError:
+        return queued
+    for thread in threads:
+        try:
+            with open(f"/proc/self/task/{thread}/schedstat", encoding="ascii") as stat:
+                queued[thread] = int(stat.read().split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return queued
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
     # Measured in the process that runs the test (a worker of pytest -n), and carried to the
     # controller with the report.
-    start = _cpu_seconds()
+    start, queued = _cpu_seconds(), _queued_ns()
     try:
         return (yield)
     finally:
+        waited = sum(ns - queued.get(thread, 0) for thread, ns in _queued_ns().items())
         item.user_properties.append(("cpu_s", _cpu_seconds() - start))
+        item.user_properties.append(("queued_s", waited / 1e9))
 
 
-def too_slow(wall_s: float, cpu_s: float | None, *, judge_wall: bool) -> bool:
+def too_slow(
+    wall_s: float, cpu_s: float | None, queued_s: float = 0.0, *, judge_wall: bool
+) -> bool:
     """Whether a fast-tier test took too long: its CPU time over the limit with the margin, or
-    (``judge_wall``) its wall time over the limit."""
+    (``judge_wall``) the time it stood idle over ``IDLE_FACTOR`` times the limit: its wall
+    time less its CPU time and the time its threads waited for a CPU (``queued_s``), which is
+    how long it waited on the clock or on something outside it."""
     # No test spends more CPU than its wall time on every core: more is the CPU of processes
     # an earlier test left, reaped during this one (the children's count of rusage).
     possible = wall_s * (os.cpu_count() or 1) + 0.5
     if cpu_s is not None and possible >= cpu_s > FAST_TEST_LIMIT_S * CPU_MARGIN:
         return True
-    return judge_wall and wall_s > FAST_TEST_LIMIT_S
+    idle = wall_s - min(cpu_s or 0.0, wall_s) - queued_s
+    return judge_wall and idle > FAST_TEST_LIMIT_S * IDLE_FACTOR
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -89,10 +138,15 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     exempt = "slow" in report.keywords or "real_server" in report.keywords
     if report.when != "call" or not report.passed or exempt:
         return
-    cpu = dict(report.user_properties).get("cpu_s")
+    measured = dict(report.user_properties)
+    cpu, queued = measured.get("cpu_s"), measured.get("queued_s")
     cpu_s = float(cpu) if isinstance(cpu, int | float) else None
-    line = f"{report.nodeid} ({report.duration:.1f} s, CPU {cpu_s or 0:.1f} s)"
-    if too_slow(report.duration, cpu_s, judge_wall=JUDGE_WALL_TIME):
+    queued_s = float(queued) if isinstance(queued, int | float) else 0.0
+    line = (
+        f"{report.nodeid} ({report.duration:.1f} s, CPU {cpu_s or 0:.1f} s, "
+        f"waiting for a CPU {queued_s:.1f} s)"
+    )
+    if too_slow(report.duration, cpu_s, queued_s, judge_wall=JUDGE_WALL_TIME):
         _too_slow.append(line)
     elif report.duration > FAST_TEST_LIMIT_S:
         _slow_wall.append(line)
@@ -107,7 +161,10 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if _too_slow:
         terminalreporter.section("fast-tier tests over the limit", sep="=", red=True)
         wall = (
-            f", or ran longer than {FAST_TEST_LIMIT_S:g} s (CI is set)" if JUDGE_WALL_TIME else ""
+            f", or stood idle (neither computing nor waiting for a CPU) longer than "
+            f"{FAST_TEST_LIMIT_S * IDLE_FACTOR:g} s (CI is set)"
+            if JUDGE_WALL_TIME
+            else ""
         )
         terminalreporter.write_line(
             "These tests are not marked slow but took more than "
@@ -119,7 +176,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.section("fast-tier tests slow by the clock", sep="=", yellow=True)
         terminalreporter.write_line(
             f"These tests ran longer than {FAST_TEST_LIMIT_S:g} s but within their CPU time "
-            "(a busy machine, or a wait on the clock); with CI set they fail the run:"
+            "(a busy machine, or a wait on the clock); the run still passes:"
         )
         for line in _slow_wall:
             terminalreporter.write_line(f"  {line}")

@@ -1,36 +1,54 @@
 """The fast-tier guard of ``tests/conftest.py``: a test that is not marked slow fails the run when
-it takes more than its share of CPU time, wherever it runs, and when it takes more than its
-share of wall time only where ``CI`` is set, so that a busy machine does not fail a run whose
-every test passed."""
+it takes more than its share of CPU time, wherever it runs, and where ``CI`` is set when it
+stands idle (neither computing nor waiting for a CPU) for several times the limit, so that a
+busy machine does not fail a run whose every test passed."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import CPU_MARGIN, FAST_TEST_LIMIT_S, too_slow
+from tests.conftest import CPU_MARGIN, FAST_TEST_LIMIT_S, IDLE_FACTOR, _queued_ns, too_slow
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_cpu_time_fails_everywhere_and_wall_time_only_where_judged() -> None:
+def test_cpu_time_fails_everywhere_and_idle_time_only_where_judged() -> None:
     limit = FAST_TEST_LIMIT_S
-    # A busy machine: the clock ran long, the test itself did not.
-    assert not too_slow(limit * 3, limit / 2, judge_wall=False)
-    assert too_slow(limit * 3, limit / 2, judge_wall=True)
+    idle = limit * IDLE_FACTOR
+    # A wait on the clock: idle past its bound.
+    assert not too_slow(idle * 1.2, limit / 2, judge_wall=False)
+    assert too_slow(idle * 1.2, limit / 2, judge_wall=True)
+    # A busy machine: the clock ran two and three times long, the test itself did not.
+    assert not too_slow(limit * 2, limit, judge_wall=True)
+    assert not too_slow(limit * 3, limit * CPU_MARGIN * 0.9, judge_wall=True)
+    # Time spent waiting for a CPU is the machine's, not the test's.
+    assert not too_slow(idle * 1.2, limit / 2, idle * 0.5, judge_wall=True)
     # Within the margin of CPU time, on a loaded machine.
     assert not too_slow(limit * 2, limit * CPU_MARGIN * 0.9, judge_wall=False)
     # Work of its own over the limit and the margin.
     assert too_slow(limit * 2, limit * CPU_MARGIN * 1.1, judge_wall=False)
     # A report without a measure is judged by its wall time where that is judged.
-    assert not too_slow(limit * 2, None, judge_wall=False)
+    assert not too_slow(idle * 1.2, None, judge_wall=False)
+    assert too_slow(idle * 1.2, None, judge_wall=True)
     # CPU no test could have spent in its wall time is an earlier test's, reaped now.
     assert not too_slow(0.01, limit * CPU_MARGIN * 2, judge_wall=True)
-    assert too_slow(limit * 2, None, judge_wall=True)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="Linux's schedstat")
+def test_the_wait_for_a_cpu_is_read_per_thread_and_never_goes_back() -> None:
+    before = _queued_ns()
+    assert str(os.getpid()) in before  # the main thread's
+    end = time.process_time() + 0.05
+    while time.process_time() < end:
+        pass
+    after = _queued_ns()
+    assert all(after[thread] >= ns for thread, ns in before.items() if thread in after)
 
 
 INNER_TESTS = """
@@ -38,7 +56,7 @@ import time
 
 
 def test_waits_on_the_clock():
-    time.sleep(0.5)
+    time.sleep(1.5)
 
 
 def test_computes():
@@ -52,7 +70,7 @@ def run_inner(tmp_path: Path, *, ci: bool, only: str) -> subprocess.CompletedPro
     (tmp_path / "conftest.py").write_text("from tests.conftest import *  # noqa: F403\n")
     (tmp_path / "test_inner.py").write_text(INNER_TESTS)
     env = {k: v for k, v in os.environ.items() if k != "CI"}
-    env.update(PYTHONPATH=str(ROOT), RELAY_FAST_TEST_LIMIT_S="0.2")
+    env.update(PYTHONPATH=str(ROOT), RELAY_FAST_TEST_LIMIT_S="0.2")  # idle: 1 s on CI
     if ci:
         env["CI"] = "1"
     return subprocess.run(

@@ -172,7 +172,10 @@ async def test_an_answer_cut_at_the_answer_limit_is_read_like_any_other(
     assert server.bodies[0]["response_format"]["json_schema"]["schema"] == SCHEMA
 
 
-async def test_a_task_of_ones_own_gives_its_structured_output_with_a_turn_result() -> None:
+async def test_a_task_of_ones_own_gives_its_structured_output_with_a_turn_result(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Virtual time: the turn takes no time, however busy the machine (its duration is 0).
     class Answering(relay.SessionTask):
         kind = "answering"
 
