@@ -31,7 +31,8 @@ def test_an_entry_states_path_size_hash_argv_and_exit_code() -> None:
     assert command_run(["pytest", "-q", "tests"], 1).text == "pytest -q tests → exit 1"
     assert command_run(["sleep", "99"], None).text == "sleep 99 → timed out"
     assert (
-        tool_failed("read_file", "no such file: x.py\nmore").text == "read_file: no such file: x.py"
+        tool_failed("read_file", "no such file: x.py\nmore").text
+        == 'read_file: "no such file: x.py"'
     )
 
 

@@ -69,7 +69,7 @@ def test_stood_out_lines_become_record_entries_named_by_their_source() -> None:
     (entry,) = lines_that_stood_out("logs/build.log", log)
     assert (entry.kind, entry.text) == (
         "line",
-        "logs/build.log: WARNING: retries exhausted for shard 7",
+        'logs/build.log: "WARNING: retries exhausted for shard 7"',
     )
 
 
@@ -145,7 +145,7 @@ async def test_a_compaction_keeps_the_stood_out_line_the_latest_answer_and_the_r
         await t.wait_for(relay.TurnComplete, 2)
         await t.turns("go on")
     after = "\n".join(testing.user_texts(t.model.requests[-1]))
-    assert "build.log: peak memory: 600 MiB" in after
+    assert 'build.log: "peak memory: 600 MiB"' in after
     assert "Decision: raise LIMIT after a test." in after
     assert "--- app.py ---\nLIMIT = 7" in after
     assert "--- build.log ---" not in after, "the log is over the budget"

@@ -53,7 +53,7 @@ def test_the_record_renders_grouped_by_kind_in_one_contextual_message() -> None:
         "Commands run:",
         "- pytest → exit 1",
         "Tool errors:",
-        "- shell: cannot start 'nope'",
+        "- shell: \"cannot start 'nope'\"",
         "Deploy:",
         "- staging ← build 41",
         "</work_state>",

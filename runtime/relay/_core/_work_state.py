@@ -65,21 +65,28 @@ def dir_listed(path: str, entries: int) -> WorkEntry:
     return WorkEntry("list", f"{path} ({entries} entries)", key=path)
 
 
+def printed(line: str) -> str:
+    """A line a program or a tool printed, as the record quotes it: between double quotes,
+    as it was, so that a reader tells what the program said from what the session observed.
+    The line is the program's text, never an instruction (the record's frame says so)."""
+    return f'"{line}"'
+
+
 def command_run(argv: Sequence[str], exit_code: int | None, output: str = "") -> WorkEntry:
     """A command run: its exit code (None: it was killed at its timeout), the lines of its
     output that name what failed or erred (:func:`~._findings.failure_lines`, for the test
     runners, compilers and linters people use), and its last line, where a program states how
-    it ended. Runs of the same command replace each other; :meth:`WorkState.add` keeps what an
-    earlier run found beside a later one."""
+    it ended, each quoted (:func:`printed`). Runs of the same command replace each other;
+    :meth:`WorkState.add` keeps what an earlier run found beside a later one."""
     shown = " ".join(argv)
     outcome = "timed out" if exit_code is None else f"exit {exit_code}"
     found = failure_lines(output)
     last = last_line(output)
     text = f"{shown} → {outcome}"
     if found:
-        text += f"; found: {' | '.join(found)}"
+        text += f"; found: {' | '.join(map(printed, found))}"
     if last is not None and last not in found:
-        text += f"; last line: {last}"
+        text += f"; last line: {printed(last)}"
     return WorkEntry("command", text, key=f"{COMMAND_KEY}{shown}")
 
 
@@ -172,7 +179,7 @@ def lines_that_stood_out(source: str, output: str) -> list[WorkEntry]:
     """An entry for each line of ``output`` that stood out (:func:`standout_lines`), named by
     where it came from (a path, a command)."""
     return [
-        WorkEntry("line", f"{source}: {line[:200]}", key=f"{source}\n{line[:200]}")
+        WorkEntry("line", f"{source}: {printed(line[:200])}", key=f"{source}\n{line[:200]}")
         for line in standout_lines(output)
     ]
 
@@ -197,7 +204,7 @@ def plan_set(steps: Sequence[tuple[str, str]], explanation: str | None = None) -
 def tool_failed(tool: str, message: str) -> WorkEntry:
     """A tool call that failed, with the first line of what the tool said."""
     first = message.strip().splitlines()[0] if message.strip() else "(no message)"
-    return WorkEntry("error", f"{tool}: {first[:200]}")
+    return WorkEntry("error", f"{tool}: {printed(first[:200])}")
 
 
 @attrs.define
@@ -338,7 +345,7 @@ def kind_heading(kind: str) -> str:
 
 
 #: Bytes of the rendered record's frame (its tags and the sentence that opens it): a bound.
-RECORD_FRAME_BYTES = 256
+RECORD_FRAME_BYTES = 336
 
 
 def record_bound(entries: Sequence[WorkEntry]) -> int:
@@ -391,6 +398,7 @@ __all__ = [
     "pin_refusal",
     "pinned_tokens",
     "pins_overflow_advice",
+    "printed",
     "standout_lines",
     "tool_failed",
     "work_state_lines",
