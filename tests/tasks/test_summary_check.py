@@ -270,8 +270,8 @@ def test_the_retry_prompt_and_the_fallback_say_what_happened() -> None:
     listed = fallback_summary(HISTORY, list_calls=True)
     assert listed.startswith(FALLBACK_SUMMARY)
     assert listed.splitlines()[-1] == (
-        '- shell {"command": ["pytest", "-q"]} → ======================== 3 failed, 415 passed '
-        "in 8.31s ========================="
+        '- shell {"command": ["pytest", "-q"]} → "======================== 3 failed, 415 passed '
+        'in 8.31s ========================="'
     )
 
 
@@ -391,7 +391,9 @@ async def test_with_the_record_off_the_fallback_lists_the_calls_itself(
     assert receipt.summary_refused == f"{EMPTY}; the second answer: it is a call of the tool shell"
     after = testing.user_texts(t.model.requests[-1])
     [summary] = [text for text in after if FALLBACK_SUMMARY in text]
-    assert '- read_file {"path": "report.txt"} → row 11: invoice 1011 settled on day 12' in summary
+    assert '- read_file {"path": "report.txt"} → "row 11: invoice 1011 settled on day 12"' in (
+        summary
+    )
     assert not any(text.startswith("<work_state>") for text in after)
 
 
