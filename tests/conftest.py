@@ -71,8 +71,9 @@ JUDGE_WALL_TIME = bool(os.environ.get("CI"))
 #: How many times the limit a fast-tier test may stand idle there (its wall time less its CPU
 #: time and its threads' wait for a CPU). Not once the limit: this project's machine is
 #: shared, and a test that waits for a command or a server of its own waits for that one's
-#: turn on a CPU too, uncounted (CI has seen idle times up to 1.5 s on a busy day, 2.1 s with
-#: two more busy processes). A test that waits on the clock for seconds is still caught.
+#: turn on a CPU too, uncounted (CI has seen idle times up to 1.5 s on a busy day, and 4.2 s
+#: with two more busy processes on the two cores). A test that waits on the clock for seconds
+#: is still caught.
 IDLE_FACTOR = 5
 
 _too_slow: list[str] = []

@@ -263,14 +263,16 @@ class Agents:
                 child.rollout_path,
             ),
         )
-        if self.closing and child.session is not None:
+        if child.session is None:
+            pass  # it ended as soon as it opened, and its end is reported
+        elif self.closing:
             # This session shut down while the child opened: the child ends with it.
             _shut(child.session)
         elif anyio.current_effective_deadline() == -math.inf:
             # The turn that spawns it was interrupted while it opened: it gets no work.
             self._set(child, p.AgentState(p.AgentStatus.INTERRUPTED))
             self._report_end(child)
-        elif message is not None and child.session is not None:
+        elif message is not None:
             self._give(child, message, interrupt=False)
         else:
             self._set(child, p.AgentState(p.AgentStatus.COMPLETED))
