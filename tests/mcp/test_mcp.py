@@ -229,7 +229,7 @@ async def test_the_model_calls_the_tools_of_a_stdio_server(tmp_path: Path) -> No
     } in [line["payload"] for line in recorded if line["type"] == "response_item"]
     # A failed call is a fact of the work-state record, as any tool's error is.
     noted = [(m.kind, m.text) for m in t.recorder.of_type(relay.WorkStateNoted)]
-    assert ("error", "mcp__test__fail: Error executing tool fail: x must be positive") in noted
+    assert ("error", 'mcp__test__fail: "Error executing tool fail: x must be positive"') in noted
     # The server went with the session.
     assert not alive(tmp_path / "server")
 
