@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import strategies as st
 
 from tests import hypothesis_profiles  # noqa: F401  (registers the profiles)
 
@@ -41,6 +42,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):
         for source in ("runtime", "tasks"):
             compileall.compile_dir(ROOT / source, quiet=1, workers=1)
+        # Hypothesis maps the characters a text may hold once per checkout (about 3 s of CPU,
+        # kept under .hypothesis/): done here, before the workers start, and not charged to
+        # whichever test first draws a text.
+        st.text().validate()
 
 
 # ----------------------------------------------------------------------------- parallel runs
