@@ -3,11 +3,13 @@ from __future__ import annotations
 import compileall
 import os
 import resource
+import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import strategies as st
+from hypothesis.errors import HypothesisSideeffectWarning
 
 from tests import hypothesis_profiles  # noqa: F401  (registers the profiles)
 
@@ -42,10 +44,16 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):
         for source in ("runtime", "tasks"):
             compileall.compile_dir(ROOT / source, quiet=1, workers=1)
-        # Hypothesis maps the characters a text may hold once per checkout (about 3 s of CPU,
-        # kept under .hypothesis/): done here, before the workers start, and not charged to
-        # whichever test first draws a text.
-        st.text().validate()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # Hypothesis maps the characters a text may hold once per checkout (about 3 s of CPU, kept
+    # under .hypothesis/): done here, in the controller, on purpose (Hypothesis warns of slow
+    # work at start-up), and not charged to whichever test first draws a text.
+    if not hasattr(session.config, "workerinput"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", HypothesisSideeffectWarning)
+            st.text().validate()
 
 
 # ----------------------------------------------------------------------------- parallel runs
