@@ -519,6 +519,38 @@ async def test_a_shutdown_stops_the_children_at_once_while_the_root_ends_its_tur
     assert end.status is relay.protocol.AgentStatus.SHUTDOWN
 
 
+async def test_a_shutdown_tells_the_whole_tree_in_one_step(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Every descendant is told as the shutdown begins, as an interrupt tells them: a
+    # grandchild does not wait, working on, until its parent's loop gets to the shutdown.
+    busy = {"responses": [call("sleep", "s1", seconds=60), "done"]}
+    script = {
+        "responses": [call("spawn_agent", "c1", message="work"), "spawned"],
+        "agents": {
+            "/root/1": {"responses": [call("spawn_agent", "g1", message="more"), "spawned"]},
+            "/root/1/1": busy,
+        },
+    }
+    async with testing.open_test_session(script, config=tree_config()) as t:
+        await t.turn("go", id="t1")
+        await t.wait_for(
+            lambda e: (
+                isinstance(e.msg, relay.TurnStarted)
+                and e.agent is not None
+                and e.agent.path == "/root/1/1"
+            )
+        )
+        await trio.testing.wait_all_tasks_blocked()
+        t.session.agents.shut_all()
+        told = {
+            s.agents.path: s.statistics().submissions_pending
+            for s in t.session.agents.descendants()
+        }
+        assert told == {"/root/1": 1, "/root/1/1": 1}
+    assert {end.status.value for end in ended(t)} <= {"shutdown", "completed"}
+
+
 # ------------------------------------------------------------------ the parent hears back
 
 

@@ -33,6 +33,7 @@ import itertools
 import json
 import math
 import shutil
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -205,6 +206,10 @@ class Run:
     #: Each replacing turn: when it was submitted and the agents open below the root then. It
     #: interrupts the tree only when it replaced a running turn (the rollout says).
     replaces: list[tuple[float, frozenset[str]]] = attrs.field(factory=list)
+    #: Replacing turns submitted while the root's turn ran: each may have interrupted the tree
+    #: (a cause for a child's end) even where no rollout says so, as when a crash image was
+    #: taken after the replaced turn's children ended and before its own abort was written.
+    may_have_replaced: list[tuple[float, str]] = attrs.field(factory=list)
 
     def interrupted(self, root: relay.Session, path: str) -> None:
         self.interrupts.append((time.time(), path))
@@ -273,6 +278,8 @@ async def act(run: Run, root: relay.Session, action: tuple[Any, ...]) -> None:
             await parent.agents.close(path)
         case ("replace",):
             run.replaces.append((time.time(), run.open_below(root, "/root")))
+            if root.statistics().running_turn is not None:
+                run.may_have_replaced.append((run.replaces[-1][0], "/root"))
             root.submit_nowait(relay.UserTurn(items=[relay.Text("again")], on_busy="replace"))
         case _:
             raise AssertionError(action)
@@ -311,18 +318,41 @@ def stamp(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-#: The server thread's heartbeat: when its loop ran (every TICK seconds while it could).
+#: The heartbeats, every TICK seconds while each could run: of the server thread's loop, and of
+#: the tree's own loop (the test's ``trio.run``).
 TICKS: collections.deque[float] = collections.deque(maxlen=200_000)
+LOOP_TICKS: collections.deque[float] = collections.deque(maxlen=200_000)
 TICK = 0.005
+#: An example that has not ended after this long has hung: its tasks are listed, and it fails.
+EXAMPLE_LIMIT_S = 120.0
+
+
+def stalls(
+    ticks: Iterator[float] | tuple[float, ...], start: float, end: float
+) -> list[tuple[float, float]]:
+    """The spans between ``start`` and ``end`` in which a heartbeat was more than a few ticks
+    late."""
+    beats = [t for t in ticks if start - 1 <= t <= end + 1]
+    return [
+        (max(earlier + TICK, start), min(later, end))
+        for earlier, later in itertools.pairwise(beats)
+        if later - earlier > 4 * TICK and later > start and earlier + TICK < end
+    ]
 
 
 def stalled(start: float, end: float) -> float:
-    """How long, between ``start`` and ``end``, the process did not run (its heartbeat was
-    more than a few ticks late): the machine's doing, not the tree's, and not counted."""
-    # A copy made at once: the server thread appends while this reads.
-    ticks = [t for t in tuple(TICKS) if start - 1 <= t <= end]
-    gaps = (later - earlier for earlier, later in itertools.pairwise(ticks) if later > start)
-    return sum(gap - TICK for gap in gaps if gap > 4 * TICK)
+    """How long, between ``start`` and ``end``, either loop could not run (the server's, or
+    the tree's: the machine ran other work, as on a loaded machine): the machine's doing, not
+    the tree's, and not counted. A span both stalled is counted once."""
+    # Copies made at once: the server thread appends while this reads.
+    spans = sorted(stalls(tuple(TICKS), start, end) + stalls(tuple(LOOP_TICKS), start, end))
+    total, reached = 0.0, start
+    for begin, finish in spans:
+        begin = max(begin, reached)
+        if finish > begin:
+            total += finish - begin
+            reached = finish
+    return total
 
 
 def late(received: float, since: float) -> float:
@@ -388,7 +418,8 @@ def check_cause(run: Run, path: str, status: str, at: float) -> None:
                 f"{path} ended {status} {at - then:.3f} s after {target} was interrupted"
             )
     before = at + 0.002
-    told = [p for t, p in run.interrupts + run.closes if below(p, path) and t <= before]
+    causes = run.interrupts + run.closes + run.may_have_replaced
+    told = [p for t, p in causes if below(p, path) and t <= before]
     failed = [p for p, plan in run.plan_of.items() if plan.fails and below(p, path)]
     stopped = [t for t in run.stops if t <= before]
     if status == "completed":
@@ -464,12 +495,18 @@ def test_the_tree_stops_when_told_and_only_what_was_told(
     # Between examples nothing is in flight: the script is swapped whole.
     model_server.script = parse_model_script(script_of(tree))
     TICKS.clear()
+    LOOP_TICKS.clear()
     first = model_server.request_count
     assert model_server.base_url is not None
     base_url = model_server.base_url
 
     async def main() -> Path:
-        return await play(run, config(base_url, workspace / "sessions"), steps, workspace)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(heartbeat)
+            nursery.start_soon(watchdog, run)
+            root_file = await play(run, config(base_url, workspace / "sessions"), steps, workspace)
+            nursery.cancel_scope.cancel()
+        return root_file
 
     root_file = trio.run(main)
     run.replaced(root_file)
@@ -480,6 +517,43 @@ def test_the_tree_stops_when_told_and_only_what_was_told(
     for session in run.sessions:
         assert session.closed
         assert not list(session.agents.descendants()), "a session outlived its root"
+
+
+async def heartbeat() -> None:
+    while True:
+        LOOP_TICKS.append(time.time())
+        await trio.sleep(TICK)
+
+
+async def watchdog(run: Run) -> None:
+    """Fail an example that hangs, saying where each of its tasks waits."""
+    await trio.sleep(EXAMPLE_LIMIT_S)
+    sessions = [(s.id, s.closed, open_paths(s)) for s in run.sessions]
+    lines = "\n".join(task_lines(trio.lowlevel.current_root_task()))
+    message = f"the example did not end in {EXAMPLE_LIMIT_S:.0f} s; sessions {sessions}; tasks:"
+    print(message, lines, sep="\n", file=sys.stderr, flush=True)
+    raise AssertionError(message)
+
+
+def task_lines(task: trio.lowlevel.Task, depth: int = 0) -> Iterator[str]:
+    """``task`` and the tasks under it, each with where it waits."""
+    yield f"{'  ' * depth}{task.name}: {waits_at(task.coro)}"
+    for nursery in task.child_nurseries:
+        for child in nursery.child_tasks:
+            yield from task_lines(child, depth + 1)
+
+
+def waits_at(coro: Any) -> str:
+    """The innermost frame of a coroutine chain outside the libraries (trio, anyio, httpx)."""
+    at = "?"
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "ag_frame", None)
+        frame = frame or getattr(coro, "gi_frame", None)
+        if frame is not None and "site-packages" not in frame.f_code.co_filename:
+            at = f"{frame.f_code.co_filename}:{frame.f_lineno} ({frame.f_code.co_name})"
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "ag_await", None)
+        coro = coro or getattr(coro, "gi_yieldfrom", None)
+    return at
 
 
 async def play(

@@ -349,9 +349,9 @@ class Agents:
                 child.session.halt()
 
     def shut_all(self) -> None:
-        """Ask every open child to shut down, at once: no ``await``, so no child works on while
-        this session ends its own turn; each does the same for its children as it begins to
-        shut down. A child still opening is shut down as soon as it is open."""
+        """Ask every open descendant to shut down, at once: no ``await``, so none works on while
+        this session ends its own turn, nor waits for its parent's loop to pass the word on, as
+        an interrupt tells the tree. A child still opening is shut down as soon as it is open."""
         if self.closing:
             return
         self.closing = True
@@ -568,7 +568,9 @@ class Agents:
 
 
 def _shut(session: ChildSession) -> None:
-    """Ask ``session`` to shut down, unless it has begun to already (nothing to ask then)."""
+    """Ask ``session`` and every descendant of it to shut down, unless it has begun to already
+    (nothing to ask then)."""
+    session.agents.shut_all()
     try:
         session.submit_nowait(p.Shutdown())
     except (ClosedSessionError, anyio.ClosedResourceError, anyio.BrokenResourceError):
