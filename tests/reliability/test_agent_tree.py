@@ -327,9 +327,7 @@ TICK = 0.005
 EXAMPLE_LIMIT_S = 120.0
 
 
-def stalls(
-    ticks: Iterator[float] | tuple[float, ...], start: float, end: float
-) -> list[tuple[float, float]]:
+def stalls(ticks: tuple[float, ...], start: float, end: float) -> list[tuple[float, float]]:
     """The spans between ``start`` and ``end`` in which a heartbeat was more than a few ticks
     late."""
     beats = [t for t in ticks if start - 1 <= t <= end + 1]
@@ -551,8 +549,8 @@ def waits_at(coro: Any) -> str:
         frame = frame or getattr(coro, "gi_frame", None)
         if frame is not None and "site-packages" not in frame.f_code.co_filename:
             at = f"{frame.f_code.co_filename}:{frame.f_lineno} ({frame.f_code.co_name})"
-        coro = getattr(coro, "cr_await", None) or getattr(coro, "ag_await", None)
-        coro = coro or getattr(coro, "gi_yieldfrom", None)
+        awaited = getattr(coro, "cr_await", None) or getattr(coro, "ag_await", None)
+        coro = awaited or getattr(coro, "gi_yieldfrom", None)
     return at
 
 
