@@ -47,6 +47,7 @@ async def open_sessions(args: argparse.Namespace) -> None:
         model_script=args.model, rollout=relay.RolloutConfig(dir=args.rollout_dir)
     )
     async with connect(args.address, namespace=args.namespace) as client, AsyncExitStack() as stack:
+        opened = []
         for n in range(args.count):
             session = await stack.enter_async_context(client.open_session(config))
             session.detach()
@@ -56,6 +57,10 @@ async def open_sessions(args: argparse.Namespace) -> None:
                 turn_id = await session.submit(turn(f"turn {k} of {n}"), id=f"s{n}-t{k}")
                 await until(events, relay.TurnComplete, turn_id)
                 done.append(turn_id)
+            opened.append((n, session, events, done))
+        # The busy turns start together, once every session is open: each is still at work
+        # when the caller goes on, however long the opening took on a loaded machine.
+        for n, session, events, done in opened:
             busy = None
             if args.busy:
                 busy = await session.submit(turn(f"busy {n}"), id=f"s{n}-busy")

@@ -474,8 +474,9 @@ def test_a_frozen_node_loses_its_sessions_and_wakes_to_no_write_that_counts(
 ) -> None:
     cluster = fresh_cluster(["a", "b", "c"])
     ok(up(cluster, "node", shared, "--hosts", "3"))
-    # Naps that end while the node is frozen, or soon after it wakes.
-    model = write_model(tmp_path / "model.json", nap=9)
+    # Naps that end while the node is frozen, or soon after it wakes (the freeze lasts until
+    # every session moved and ran a turn: a lease and a few seconds).
+    model = write_model(tmp_path / "model.json", nap=15)
     sessions = open_busy(cluster, "node", shared, model, 6)
     hosts = listing(cluster, "node")["hosts"]
     # A node other than the head (which holds the registry and Ray's own state).
