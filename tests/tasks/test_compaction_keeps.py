@@ -21,7 +21,12 @@ from relay._core._work_state import (
     standout_lines,
 )
 from relay.tasks._steps import ANSWER_CHARS, latest_answer
-from relay.tasks.compaction._history import MASK_MARKER, RECENT_READS_MARKER, recent_reads
+from relay.tasks.compaction._history import (
+    MASK_MARKER,
+    RECENT_READS_MARKER,
+    placed_reads,
+    recent_reads,
+)
 
 
 def build_log(lines: int, planted: dict[int, str]) -> str:
@@ -182,3 +187,85 @@ async def test_after_a_compaction_the_request_names_the_failure_a_rerun_fixed(
     [entry] = [line for line in after.splitlines() if "sh check.sh →" in line]
     assert "sh check.sh → exit 0" in entry and "earlier run: exit 1; found: " in entry
     assert EXPECTED[f"{runner}.fail.txt"]["failed"][0] in entry
+
+
+def test_the_files_placed_back_are_the_harnesss_message_not_the_users() -> None:
+    message = recent_reads(read("1", "src/a.py", "A = 1\n"), 500)
+    assert message is not None
+    assert relay.lowlevel.message_kind(message) == "contextual"
+
+
+def test_an_earlier_compactions_files_are_placed_back_again_newer_reads_first() -> None:
+    first = recent_reads([*read("1", "src/a.py", "A = 1\n"), *read("2", "b.md", "--- x\n")], 500)
+    assert first is not None
+    # After that compaction the reads are gone from the history but for its message; a newer
+    # read of one of its files stands for it.
+    history = [first, user_message("next"), *read("3", "src/a.py", "A = 2\n")]
+    again = recent_reads(history, 500)
+    assert again is not None
+    text = again.text()
+    assert "--- src/a.py ---\nA = 2\n" in text and "A = 1" not in text
+    assert "--- b.md ---\n--- x\n" in text
+    assert text.index("src/a.py") < text.index("b.md"), "newest first"
+    # Placed back from its own message alone, it is the same text.
+    assert recent_reads([first, user_message("next")], 500) == first
+
+
+async def test_a_second_compaction_places_the_files_read_back_once_after_the_record(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    (tmp_path / "app.py").write_text("LIMIT = 7\n")
+    script = {
+        "responses": [
+            {"function_call": {"name": "read_file", "arguments": {"path": "app.py"}}},
+            "LIMIT is 7.",
+            "the summary",
+            "noted",
+            "the second summary",
+            "ok",
+        ]
+    }
+    config = relay.Config(
+        cwd=str(tmp_path),
+        features=relay.Features(work_state=True),
+        recent_reads_token_budget=500,
+        rollout=relay.RolloutConfig(enabled=False),
+    )
+    async with testing.open_test_session(script, config=config) as t:
+        await t.turns("look")
+        await t.submit(relay.Compact())
+        await t.wait_for(relay.TurnComplete, 2)
+        await t.turns("next")
+        await t.submit(relay.Compact())
+        await t.wait_for(relay.TurnComplete, 4)
+        await t.turns("go on")
+    texts = testing.user_texts(t.model.requests[-1])
+    [record] = [n for n, text in enumerate(texts) if text.startswith("<work_state>")]
+    listed, placed = texts[record].split(f"\n{RECENT_READS_MARKER}\n")
+    assert "--- app.py ---\nLIMIT = 7" in placed, "the file follows the record, in its message"
+    assert "app.py" not in listed, "and the record does not list it again"
+    assert sum(text.count("LIMIT = 7") for text in texts) == 1
+    assert texts.index("next") < record, "the user's messages come before both"
+
+
+def _not_a_heading(text: str) -> bool:
+    return not any(line.startswith("--- ") and line.endswith(" ---") for line in text.split("\n"))
+
+
+@given(
+    st.dictionaries(
+        st.text(min_size=1, max_size=30).filter(lambda p: "\n" not in p and "\r" not in p),
+        st.text(min_size=1, max_size=200).filter(_not_a_heading),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_the_files_placed_back_read_back_as_they_were(files: dict[str, str]) -> None:
+    history = [
+        item for n, (path, text) in enumerate(files.items()) for item in read(str(n), path, text)
+    ]
+    placed = [(p, t) for p, t in files.items() if not t.startswith((MASK_MARKER, "error: "))]
+    message = recent_reads(history, 10**6)
+    assert (message is None) == (not placed)
+    if message is not None:
+        assert placed_reads(message.text()) == list(reversed(placed))

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 import relay
 from relay import testing
-from relay._base._tokens import approx_tokens
+from relay._base._tokens import approx_tokens, item_tokens
 from relay._core._budget import auto_compact_limit
 from relay._core._sampling import reads_bound
-from relay._core._work_state import record_bound
+from relay._core._work_state import RECORD_FRAME_BYTES, record_bound
 from relay.tasks.compaction._history import recent_reads, render_work_state
 from relay.testing import turn_ended
 
@@ -107,7 +107,18 @@ kinds = st.sampled_from(["read", "list", "command", "error", "answer", "deploy_s
 @given(st.lists(st.builds(relay.lowlevel.WorkEntry, kinds, texts), max_size=12))
 def test_the_records_bound_holds_the_record_as_it_is_rendered(entries: list[Any]) -> None:
     rendered = render_work_state(entries, budget=10**9)
-    assert record_bound(entries) >= (approx_tokens(rendered) if rendered is not None else 0)
+    counted = item_tokens(relay.user_message(rendered)) if rendered is not None else 0
+    assert record_bound(entries) >= counted
+
+
+def test_the_records_frame_is_counted_as_it_is_written() -> None:
+    # The bound is only as tight as its frame: a frame that grows past it would overflow the
+    # room kept for the record, one that shrinks leaves that room unused.
+    frame = render_work_state([relay.lowlevel.WorkEntry("x", "")], budget=10**9)
+    assert frame is not None
+    # Less its one heading and its one empty entry, "X:\n- \n" with JSON's two-byte newlines.
+    counted = item_tokens(relay.user_message(frame)) * 4
+    assert counted - 3 <= RECORD_FRAME_BYTES + 8 <= counted
 
 
 @given(st.lists(st.tuples(st.text(min_size=1, max_size=40), texts), max_size=6))
@@ -122,3 +133,13 @@ def test_the_reads_bound_holds_the_files_as_they_are_placed_back(
     placed = recent_reads(history, budget=10**9)
     expected = approx_tokens(placed.text()) if isinstance(placed, relay.Message) else 0
     assert reads_bound(history) >= expected
+
+
+def test_the_reads_bound_holds_the_files_an_earlier_compaction_placed_back() -> None:
+    call = relay.FunctionCall("read_file", json.dumps({"path": "a.py"}), "call-1")
+    first = recent_reads([call, relay.FunctionCallOutput("call-1", "A = 1\n" * 300)], 10**9)
+    assert first is not None
+    # After that compaction the file is in its message alone; the next one places it back.
+    again = recent_reads([first, relay.user_message("next")], budget=10**9)
+    assert again is not None
+    assert reads_bound([first, relay.user_message("next")]) >= approx_tokens(again.text())

@@ -375,9 +375,11 @@ async def test_two_refused_answers_install_the_sessions_own_record(
     after = testing.user_texts(t.model.requests[-1])
     assert relay.lowlevel.summary_text(FALLBACK_SUMMARY) in after
     record = next(text for text in after if text.startswith("<work_state>"))
-    assert "report.txt" in record
-    # The files read are placed back beside it, whatever the model answered.
-    assert any(text.startswith("<recent_reads>") and "row 11" in text for text in after)
+    assert "- Read it." in record
+    # The file read is placed back after it, whatever the model answered (and so it is not
+    # listed again among the files read).
+    listed, placed = record.split("\n<recent_reads>\n")
+    assert "row 11" in placed and "report.txt" not in listed
 
 
 async def test_with_the_record_off_the_fallback_lists_the_calls_itself(

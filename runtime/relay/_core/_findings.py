@@ -22,11 +22,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 #: At most this many lines of one output are kept.
-FOUND_MAX_LINES = 10
+FOUND_MAX_LINES = 8
 #: Each kept line is cut to this many characters.
 FOUND_LINE_CHARS = 200
 #: All kept lines together take at most this many characters.
-FOUND_TOTAL_CHARS = 1200
+FOUND_TOTAL_CHARS = 600
 #: Lines longer than this are not read whole: the scan looks at their first characters only.
 _SCAN_CHARS = 2000
 

@@ -29,6 +29,7 @@ CONTEXTUAL_MARKERS = (
     "<turn_aborted>",
     "<context_window>",
     "<work_state>",
+    "<recent_reads>",
     "<subagent_notification>",
 )
 

@@ -360,7 +360,7 @@ READS_FRAME_BYTES, READ_HEADING_BYTES = 256, 16
 
 def reads_bound(history: Sequence[p.ResponseItem]) -> int:
     """Tokens (estimate units) the files ``read_file`` read in ``history`` take at most when a
-    compaction places them back (0: none was read)."""
+    compaction places them back, with those an earlier compaction placed back (0: none)."""
     calls = {
         item.call_id: item.arguments
         for item in history
@@ -373,7 +373,22 @@ def reads_bound(history: Sequence[p.ResponseItem]) -> int:
         for item in history
         if isinstance(item, p.FunctionCallOutput) and item.call_id in calls
     )
+    size += sum(_placed_before(item) for item in history)
     return tokens_for_bytes(READS_FRAME_BYTES + size) if size else 0
+
+
+#: The messages a compaction places files back in (the record's, or their own), and where the
+#: files begin in it.
+_PLACED_IN, _READS_OPEN = ("<work_state>", "<recent_reads>"), "<recent_reads>\n"
+
+
+def _placed_before(item: p.ResponseItem) -> int:
+    """Bytes of the files an earlier compaction placed back in ``item`` (0: it placed none)."""
+    if not (isinstance(item, p.Message) and item.role == "user"):
+        return 0
+    text = item.text()
+    at = text.find(_READS_OPEN) if text.startswith(_PLACED_IN) else -1
+    return len(text[at:].encode("utf-8")) if at >= 0 else 0
 
 
 def placed_tokens(view: TaskView, budget: TokenBudget) -> int:

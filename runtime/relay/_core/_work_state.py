@@ -13,6 +13,7 @@ its arguments.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import ClassVar
@@ -344,20 +345,25 @@ def kind_heading(kind: str) -> str:
     return KIND_HEADINGS.get(kind, kind.replace("_", " ").capitalize())
 
 
-#: Bytes of the rendered record's frame (its tags and the sentence that opens it): a bound.
-RECORD_FRAME_BYTES = 336
+#: Bytes of the record's message around its headings and entries, as a history counts a
+#: message (its JSON: the tags and the sentence that open and close the record, a user message).
+RECORD_FRAME_BYTES = 255
+
+
+def _counted(text: str) -> int:
+    """Bytes of ``text`` as a message's JSON holds it (escapes counted)."""
+    return len(json.dumps(text, ensure_ascii=False).encode("utf-8")) - 2
 
 
 def record_bound(entries: Sequence[WorkEntry]) -> int:
-    """Tokens (estimate units) the record of ``entries`` takes at most, rendered whole: 0 when
-    there is nothing to place. A compaction reserves this much, or the record's budget when that
-    is less, beside the messages it keeps."""
+    """Tokens (estimate units) the record's message of ``entries`` takes at most, rendered whole,
+    as a history counts it: 0 when there is nothing to place. A compaction reserves this much,
+    or the record's budget when that is less, beside the messages it keeps."""
     if not entries:
         return 0
-    headings = sum(
-        len(kind_heading(kind).encode("utf-8")) + 2 for kind in {e.kind for e in entries}
-    )
-    lines = sum(len(entry.text.encode("utf-8")) + 3 for entry in entries)
+    # A heading is "Heading:\n", an entry "- text\n": a newline is two bytes in JSON.
+    headings = sum(_counted(kind_heading(kind)) + 3 for kind in {e.kind for e in entries})
+    lines = sum(_counted(entry.text) + 4 for entry in entries)
     return tokens_for_bytes(RECORD_FRAME_BYTES + headings + lines)
 
 

@@ -97,7 +97,7 @@ def with_record(
         include_entries=(
             view.config.features.work_state or view.config.compaction.save_state or refused
         ),
-        also=[reads] if reads is not None else [],
+        reads=reads,
         # Codex's placement makes Codex's history: the latest message as the backend kept it.
         latest=(
             latest_user_message(view.history, view.budget.window)
