@@ -123,6 +123,16 @@ def test_masked_outputs_and_a_zero_budget_place_nothing_back() -> None:
 # ------------------------------------------------------------------ through a session
 
 
+def recording(work: Path) -> relay.Config:
+    """A session in ``work`` that keeps the record and places back up to 500 tokens of files."""
+    return relay.Config(
+        cwd=str(work),
+        features=relay.Features(work_state=True),
+        recent_reads_token_budget=500,
+        rollout=relay.RolloutConfig(enabled=False),
+    )
+
+
 async def test_a_compaction_keeps_the_stood_out_line_the_latest_answer_and_the_reads(
     autojump_clock: trio.testing.MockClock, tmp_path: Path
 ) -> None:
@@ -138,13 +148,7 @@ async def test_a_compaction_keeps_the_stood_out_line_the_latest_answer_and_the_r
             "ok",
         ]
     }
-    config = relay.Config(
-        cwd=str(work),
-        features=relay.Features(work_state=True),
-        recent_reads_token_budget=500,
-        rollout=relay.RolloutConfig(enabled=False),
-    )
-    async with testing.open_test_session(script, config=config) as t:
+    async with testing.open_test_session(script, config=recording(work)) as t:
         await t.turns("look")
         await t.submit(relay.Compact())
         await t.wait_for(relay.TurnComplete, 2)
@@ -225,13 +229,7 @@ async def test_a_second_compaction_places_the_files_read_back_once_after_the_rec
             "ok",
         ]
     }
-    config = relay.Config(
-        cwd=str(tmp_path),
-        features=relay.Features(work_state=True),
-        recent_reads_token_budget=500,
-        rollout=relay.RolloutConfig(enabled=False),
-    )
-    async with testing.open_test_session(script, config=config) as t:
+    async with testing.open_test_session(script, config=recording(tmp_path)) as t:
         await t.turns("look")
         await t.submit(relay.Compact())
         await t.wait_for(relay.TurnComplete, 2)
