@@ -116,6 +116,57 @@ def test_each_shape_of_line_is_ranked(line: str, rank: int) -> None:
     assert line_rank(line.strip()) == rank
 
 
+#: Lines of the captured outputs that say nothing of what failed: a build tool's advice, a bare
+#: heading, a diff's legend, jest's matcher.
+BOILERPLATE = [
+    "[ERROR] Please refer to /work/proj/target/surefire-reports for the individual test results.",
+    "[ERROR] -> [Help 1]",
+    "[ERROR] Re-run Maven using the -X switch to enable full debug logging.",
+    "[ERROR] Failed to execute goal org.apache.maven.plugins:maven-surefire-plugin:2.22.3:test"
+    " (default-test) on project money: There are test failures.",
+    "[ERROR] Failures:",
+    "failures:",
+    "error: test failed, to rerun pass `--lib`",
+    "- Expected",
+    "+ Received",
+    "+ expected - actual",
+    "expect(received).toBe(expected) // Object.is equality",
+    "> There were failing tests. See the report at: file:///work/proj/build/reports/index.html",
+]
+
+
+@pytest.mark.parametrize("line", BOILERPLATE)
+def test_a_build_tools_advice_and_headings_are_no_findings(line: str) -> None:
+    assert line_rank(line) == 0
+    assert failure_lines(f"{line}\nFAILED a.py::test_b") == ["FAILED a.py::test_b"]
+
+
+def test_no_failing_runs_entry_keeps_boilerplate() -> None:
+    for name in FAILING:
+        entry = command_run(["run-checks"], 1, output(name))
+        for line in BOILERPLATE:
+            assert f'"{line}"' not in entry.text, f"{name} keeps {line!r}"
+
+
+@pytest.mark.parametrize(
+    ("name", "last"),
+    [
+        ("maven.pass.txt", "[INFO] BUILD SUCCESS"),
+        ("vitest.pass.txt", "Tests  9 passed (9)"),
+        ("jest.pass.txt", "Tests:       9 passed, 9 total"),
+        (
+            "cargo.fail.txt",
+            "test result: FAILED. 7 passed; 1 failed; 0 ignored; 0 measured;"
+            " 0 filtered out; finished in 0.00s",
+        ),
+        ("unittest.pass.txt", "OK"),
+    ],
+)
+def test_the_last_line_is_the_last_that_says_how_the_run_ended(name: str, last: str) -> None:
+    # Not a rule of dashes, a timing, nor advice on how to run it again.
+    assert last_line(output(name)) == last
+
+
 lines_of_any_shape = st.lists(
     st.one_of(
         st.text(max_size=300),

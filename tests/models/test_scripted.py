@@ -11,7 +11,8 @@ from relay import testing
 from relay._base import _protocol as p
 from relay._base._errors import ScriptError
 from relay._core._history import Prefix
-from relay._models._script import UsageEstimator, parse_model_script
+from relay._core._summary import summary_prefix, summary_text
+from relay._models._script import UsageEstimator, extractive_summary, parse_model_script
 from relay._models._scripted import REQUEST_LOG
 
 
@@ -78,3 +79,37 @@ def test_a_json_reply_is_a_message_of_its_value_written_as_json() -> None:
     )
     with pytest.raises(ScriptError, match=r"^model script: responses\[0\]\.json: not JSON: "):
         parse_model_script({"responses": [{"json": float("nan")}]})
+
+
+def _call(name: str, arguments: str, call_id: str) -> p.FunctionCall:
+    return p.FunctionCall(name=name, arguments=arguments, call_id=call_id)
+
+
+def test_the_fallback_summary_carries_an_earlier_note_and_lists_no_note_as_a_request() -> None:
+    # After a second compaction the scripted model's summary listed the first one's note as
+    # one of the user's requests, with the whole note inside: each compaction nested the last.
+    first = extractive_summary(
+        [
+            p.user_message("read notes.txt"),
+            _call("read_file", '{"path": "notes.txt"}', "c1"),
+            _call("shell", '{"argv": ["sh", "check.sh"]}', "c2"),
+            p.assistant_message("read it"),
+        ],
+        skip_last_user=False,
+    )
+    second = extractive_summary(
+        [
+            p.user_message("read notes.txt"),
+            p.user_message(summary_text(first)),
+            p.user_message("run it again"),
+            _call("shell", '{"argv": ["sh", "check.sh"]}', "c3"),
+            _call("read_file", '{"path": "todo.txt"}', "c4"),
+            p.assistant_message("it passes"),
+        ],
+        skip_last_user=False,
+    )
+    assert summary_prefix() not in second
+    requests = second.split("Files touched:")[0]
+    assert requests == "Requests so far:\n- read notes.txt\n- run it again\n"
+    assert "Files touched:\n- notes.txt\n- todo.txt\n" in second
+    assert "Commands run:\n- sh check.sh\nLast answer: it passes" in second

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import trio
 import trio.testing
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import relay
@@ -20,13 +20,14 @@ from relay._core._work_state import (
     lines_that_stood_out,
     standout_lines,
 )
-from relay.tasks._steps import ANSWER_CHARS, latest_answer
+from relay.tasks._steps import ANSWER_CHARS, REPEATED_WORDS, latest_answer
 from relay.tasks.compaction._history import (
     MASK_MARKER,
     RECENT_READS_MARKER,
     placed_reads,
     recent_reads,
 )
+from relay.tasks.compaction._summary_check import written_tool_call
 
 
 def build_log(lines: int, planted: dict[int, str]) -> str:
@@ -86,6 +87,30 @@ def test_the_latest_answer_is_one_line_and_keeps_its_end() -> None:
     assert long is not None and len(long.text) == ANSWER_CHARS
     assert long.text.endswith("Decision: keep the API.") and long.text.startswith("…")
     assert latest_answer("  \n ") is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"name": "shell", "arguments": {"argv": ["sh", "tools/check.sh"]}}',
+        '<tool_call>\n{"name": "read_file", "arguments": {"path": "a.py"}}\n</tool_call>',
+        '"test", "package", "install", ' * 40,
+        "I will run the tests. " * 30,
+    ],
+)
+def test_an_answer_that_is_a_call_or_a_loop_is_not_kept(text: str) -> None:
+    # A small model's answer was a tool call written as text, or the same words until its
+    # answer limit: the record kept 600 characters of it as "the model's latest answer".
+    assert latest_answer(text) is None
+
+
+@given(st.text(min_size=1, max_size=400).filter(lambda text: bool(text.split())))
+def test_a_short_answer_of_any_words_is_kept(text: str) -> None:
+    assume(not written_tool_call(text))
+    words = text.split()
+    assume(len(words) < REPEATED_WORDS or len(set(words)) == len(words))
+    entry = latest_answer(text)
+    assert entry is not None and entry.text == " ".join(words)
 
 
 def read(call_id: str, path: str, output: str) -> list[relay.ResponseItem]:

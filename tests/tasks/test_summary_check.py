@@ -21,6 +21,7 @@ from relay.tasks.compaction._summary_check import (
     EMPTY,
     FALLBACK_SUMMARY,
     MIN_COPIED,
+    PROMPT_COPY,
     TOOL_CALL,
     fallback_summary,
     refusal_note,
@@ -193,6 +194,34 @@ def test_a_short_output_repeated_is_no_evidence_of_a_copy() -> None:
 
 WORDS = sorted({word for word in REAL_SUMMARY.lower().split() if word.isalpha()})
 
+# What Qwen2.5-Coder-0.5B answered to the summary request on llama-server: the request's own
+# opening sentence, installed as the summary.
+PROMPT_ECHOES = [
+    "Your context is about to be replaced, and another model will continue this work.",
+    "The context is about to be replaced, and another model will continue this work.",
+    "Write it in plain sentences, not JSON and not a tool call. Say what the user asked for, "
+    "decided and ruled out.",
+]
+
+
+@pytest.mark.parametrize("text", PROMPT_ECHOES)
+def test_a_copy_of_the_summary_request_is_refused(text: str) -> None:
+    prompt = relay.lowlevel.compaction_prompt(relay.Config())
+    assert summary_refusal(text, HISTORY, prompt) == PROMPT_COPY
+    assert summary_refusal(text, HISTORY) is None  # without the prompt, nothing to copy
+
+
+def test_a_summary_in_the_requests_words_is_accepted() -> None:
+    prompt = relay.lowlevel.compaction_prompt(relay.Config())
+    summary = (
+        "The user asked for the failing parser tests to be fixed and ruled out touching the "
+        "lexer. The tests that failed: test_escaped_quotes_in_strings and test_nested_lists. "
+        "The file changed is parser.py; what is left to do is the evaluator's division by zero."
+    )
+    assert summary_refusal(summary, HISTORY, prompt) is None
+    assert summary_refusal(REAL_SUMMARY, HISTORY, prompt) is None
+
+
 prose = st.lists(
     st.lists(st.sampled_from(WORDS), min_size=4, max_size=20).map(
         lambda words: " ".join(words).capitalize() + "."
@@ -211,6 +240,8 @@ def test_any_prose_summary_not_overlapping_the_history_is_accepted(
 ) -> None:
     history = [item for n, out in enumerate(outputs) for item in shell_run(f"c{n}", out)]
     assert summary_refusal(summary, history) is None
+    prompt = relay.lowlevel.compaction_prompt(relay.Config())
+    assert summary_refusal(summary, history, prompt) is None
 
 
 @given(
@@ -354,6 +385,26 @@ async def test_a_tool_call_then_a_summary_installs_the_second_answer(
     assert relay.lowlevel.to_json(receipt)["summary_retried"] is True
     assert "summary_refused" not in relay.lowlevel.to_json(receipt)
     assert not [w for w in warnings(t) if "refused" in w]
+
+
+async def test_an_echo_of_the_request_then_a_summary_installs_the_second_answer(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    config = session_config(tmp_path)
+    script = read_then_compact(PROMPT_ECHOES[0], GOOD)
+    async with testing.open_test_session(script, config=config) as t:
+        await compact_once(t)
+    _, second = summary_requests(t)
+    assert testing.user_texts(second)[-1].endswith(
+        "Your previous answer was not a summary: it is mostly a copy of the summary request. "
+        "Answer with a plain-text summary of the conversation; do not call tools or copy a "
+        "tool's output."
+    )
+    after = testing.user_texts(t.model.requests[-1])
+    assert relay.lowlevel.summary_text(GOOD) in after
+    assert not any(PROMPT_ECHOES[0] in text for text in after)
+    [receipt] = receipts(t)
+    assert receipt.summary_retried and receipt.summary_refused is None
 
 
 async def test_two_refused_answers_install_the_sessions_own_record(

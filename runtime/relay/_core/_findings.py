@@ -26,7 +26,7 @@ FOUND_MAX_LINES = 8
 #: Each kept line is cut to this many characters.
 FOUND_LINE_CHARS = 200
 #: All kept lines together take at most this many characters.
-FOUND_TOTAL_CHARS = 600
+FOUND_TOTAL_CHARS = 400
 #: Lines longer than this are not read whole: the scan looks at their first characters only.
 _SCAN_CHARS = 2000
 
@@ -92,6 +92,65 @@ _MESSAGE_PARTS = (
 )
 
 
+#: A line that starts with one of these (after a ``[LEVEL]`` tag) is a build tool's advice or
+#: the frame around its findings: it names no test and carries no message of its own.
+_BOILERPLATE_STARTS = (
+    "Please refer to",  # Maven: where the reports are
+    "-> [Help",  # Maven
+    "[Help ",  # Maven: the link
+    "Re-run Maven",
+    "To see the full stack trace",
+    "For more information about the errors",
+    "Failed to execute goal",  # Maven: the plugin that failed; the failures are apart
+    "error: test failed, to rerun pass",  # cargo
+    "> There were failing tests. See the report",  # Gradle
+    "expect(received)",  # jest: the matcher; its Expected and Received lines follow
+)
+#: Words of a diff's legend (``- Expected``, ``+ Received``, ``+ expected - actual``).
+_LEGEND_WORDS = frozenset(("+", "-", "expected", "actual", "received"))
+#: A last line that starts with one of these (after its tag) times or closes the run.
+_TRAILER_STARTS = (
+    "Total time:",  # Maven
+    "Finished at:",
+    "Duration ",  # vitest
+    "Start at ",
+    "Time:",  # jest
+    "Snapshots:",
+    "Ran all test suites",
+)
+
+
+def _untagged(line: str) -> str:
+    """``line`` without a leading level tag such as Maven's ``[ERROR]`` or ``[INFO]``."""
+    if line.startswith("["):
+        end = line.find("]", 1, 12)
+        if end > 1 and line[1:end].isalpha() and line[1:end].isupper():
+            return line[end + 1 :].strip()
+    return line
+
+
+def _is_source_excerpt(line: str) -> bool:
+    """A line of the test's source a runner quotes: pytest's ``>       assert x == 3``, or
+    jest's and vitest's ``> 32 |     expect(x)`` and ``15| expect(x)``."""
+    if line.startswith(">   "):
+        return True
+    number, bar, _ = line.lstrip("> ").partition("|")
+    return bool(bar) and number.strip().isdecimal()
+
+
+def _is_boilerplate(line: str) -> bool:
+    """A line of advice, a bare heading (``failures:``), a diff's legend or a line of source."""
+    if _is_source_excerpt(line):
+        return True
+    text = _untagged(line)
+    if text.startswith(_BOILERPLATE_STARTS):
+        return True
+    if text.endswith(":") and " " not in text:
+        return True
+    words = [word for word in text.lower().split() if not word.isdecimal()]
+    return bool(words) and words[0] in "+-" and set(words) <= _LEGEND_WORDS
+
+
 def _is_rule_line(line: str) -> bool:
     """A linter's finding: ``3:7  error  message  rule`` (eslint), or a rule code such as
     ``F401`` or ``E501`` beside a ``path:line:col:`` (ruff), or ruff's ``--> path:line:col``."""
@@ -135,7 +194,13 @@ def _is_numbered_heading(line: str) -> bool:
 
 def line_rank(line: str) -> int:
     """How much ``line`` (stripped) says about a failure: 2, it names what failed or erred; 1,
-    it carries a failure's message; 0, neither."""
+    it carries a failure's message; 0, neither (a build tool's advice among them)."""
+    if line.startswith("[INFO]") or _is_boilerplate(line):  # Maven's passing news at INFO
+        return 0
+    return _plain_rank(line)
+
+
+def _plain_rank(line: str) -> int:
     if line.startswith(_NAMING_STARTS) or _is_numbered_heading(line) or _is_rule_line(line):
         return 2
     if any(part in line for part in _NAMING_PARTS) or line.endswith(" failed"):
@@ -165,9 +230,12 @@ def failure_lines(output: str) -> list[str]:
     ranked: list[tuple[int, int, str]] = []
     seen: set[str] = set()
     heading: tuple[int, str] | None = None
+    advice: str | None = None
     for at, line in enumerate(_lines(output)):
         rank = line_rank(line)
         cut = line[:FOUND_LINE_CHARS]
+        if advice is None and rank == 0 and _plain_rank(line) == 2:
+            advice = cut
         if rank == 2 and heading is not None and _is_position(line.split(None, 1)[0]):
             # eslint names the file on a line of its own above its findings.
             ranked.append((2, heading[0], heading[1]))
@@ -179,7 +247,9 @@ def failure_lines(output: str) -> list[str]:
             seen.add(cut)
             ranked.append((rank, at, cut))
     if not any(rank == 2 for rank, _, _ in ranked):
-        return []
+        # A tool that says what failed only in its advice (Maven's "Failed to execute goal …:
+        # Could not resolve dependencies") keeps that line.
+        return [advice] if advice is not None else []
     chosen: list[tuple[int, str]] = []
     total = 0
     # Stable: within a rank, the earlier line first.
@@ -192,12 +262,21 @@ def failure_lines(output: str) -> list[str]:
 
 
 def last_line(output: str) -> str | None:
-    """The last line of ``output`` that is not blank, cut to :data:`FOUND_LINE_CHARS`."""
+    """The last line of ``output`` that says how the run ended, cut to :data:`FOUND_LINE_CHARS`:
+    not blank, not a rule of dashes, not a timing, not advice on how to run it again; the last
+    line that is not blank when every line is one of those."""
+    fallback: str | None = None
     for raw in reversed(output[-_SCAN_CHARS * 4 :].splitlines()):
         line = raw.strip()
-        if line:
+        if not line:
+            continue
+        fallback = fallback or line[:FOUND_LINE_CHARS]
+        text = _untagged(line)
+        if any(c.isalnum() for c in text) and not (
+            text.startswith(_TRAILER_STARTS) or _is_boilerplate(line)
+        ):
             return line[:FOUND_LINE_CHARS]
-    return None
+    return fallback
 
 
 __all__ = [

@@ -26,6 +26,7 @@ from .._base._errors import ModelError, ScriptError, classify_http_error
 from .._base._tokens import approx_tokens
 from .._base._unicode import mended
 from .._core._history import Prefix, is_contextual, last_agent_text
+from .._core._summary import is_summary, real_user_messages
 from ._responses import stream_events_for, usage_from_json
 
 _REPLY_SHAPES = ("output", "text", "json", "function_call", "compaction", "http_error")
@@ -362,11 +363,25 @@ def _input_items(body: Mapping[str, Any]) -> list[p.ResponseItem]:
 
 
 def _real_user_texts(items: Sequence[p.ResponseItem]) -> list[str]:
-    return [
-        item.text()
-        for item in items
-        if isinstance(item, p.Message) and item.role == "user" and not is_contextual(item)
-    ]
+    return [item.text() for item in real_user_messages(items)]
+
+
+def _earlier_notes(items: Sequence[p.ResponseItem]) -> tuple[list[str], list[str]]:
+    """The files and commands an earlier note of :func:`extractive_summary` listed: a new note
+    carries them, as a summary carries what the one before it said."""
+    listed: dict[str, list[str]] = {"Files touched:": [], "Commands run:": []}
+    for item in items:
+        if not (isinstance(item, p.Message) and is_summary(item)):
+            continue
+        heading: str | None = None
+        for line in item.text().splitlines():
+            if line in listed:
+                heading = line
+            elif heading is not None and line.startswith("- "):
+                listed[heading].append(line[2:])
+            else:
+                heading = None
+    return listed["Files touched:"], listed["Commands run:"]
 
 
 def _mentions(items: Sequence[p.ResponseItem]) -> tuple[list[str], list[str]]:
@@ -393,11 +408,16 @@ def _mentions(items: Sequence[p.ResponseItem]) -> tuple[list[str], list[str]]:
 
 
 def extractive_summary(items: Sequence[p.ResponseItem], *, skip_last_user: bool) -> str:
-    """A deterministic summary: the user's requests, files and commands, the last answer."""
+    """A deterministic summary: the user's requests, files and commands, the last answer.
+
+    An earlier note in ``items`` is no request: its files and commands come first in this one."""
     requests = _real_user_texts(items)
     if skip_last_user and requests:
         requests = requests[:-1]
+    earlier_files, earlier_commands = _earlier_notes(items)
     files, commands = _mentions(items)
+    files = list(dict.fromkeys([*earlier_files, *files]))
+    commands = list(dict.fromkeys([*earlier_commands, *commands]))
     lines = ["Requests so far:"]
     lines += [f"- {text}" for text in requests] or ["- (none)"]
     if files:

@@ -48,6 +48,7 @@ from relay.lowlevel import (
 
 from ._guard import LoopGuard, loop_message, loop_warning, step_limit_message
 from .compaction._policy import limit_reached
+from .compaction._summary_check import written_tool_call
 
 #: The name of the tool a model calls to ask for a fresh window (``features.token_budget``).
 NEW_CONTEXT_WINDOW = "new_context_window"
@@ -64,11 +65,26 @@ def _as_given(items: Sequence[relay.InputItem]) -> Sequence[relay.InputItem]:
     return items
 
 
+#: An answer of at least this many words whose word triples are mostly repeats is a model
+#: running in a loop until its answer limit, not an answer.
+REPEATED_WORDS = 24
+
+
+def repeats_itself(words: Sequence[str]) -> bool:
+    """Whether ``words`` go round in a loop: fewer than a quarter of their triples differ."""
+    if len(words) < REPEATED_WORDS:
+        return False
+    triples = list(zip(words, words[1:], words[2:], strict=False))
+    return len(set(triples)) * 4 < len(triples)
+
+
 def latest_answer(text: str) -> WorkEntry | None:
     """The model's latest answer to the user (one entry, replaced by the next): what it last
-    concluded or decided, in its own words."""
-    flat = " ".join(text.split())
-    if not flat:
+    concluded or decided, in its own words. A tool call written as text, or words that go
+    round in a loop, are no answer: None, and the record keeps the answer before."""
+    words = text.split()
+    flat = " ".join(words)
+    if not flat or repeats_itself(words) or written_tool_call(text):
         return None
     if len(flat) > ANSWER_CHARS:
         flat = "…" + flat[-(ANSWER_CHARS - 1) :]

@@ -63,12 +63,13 @@ class LocalBackend:
         tools = settings.placement == "cache_aware"
         asking = _Summary(ctx, request.model, shown)
         result, model = await asking.sample(prompt, tools=tools)
-        first = _refusal(result, history)
+        first = _refusal(result, history, prompt)
         second: str | None = None
         if first is not None:
             # Once more, with no tools offered and the prompt saying what was wrong.
-            result, model = await asking.sample(retry_prompt(prompt, first), tools=False)
-            second = _refusal(result, history)
+            again = retry_prompt(prompt, first)
+            result, model = await asking.sample(again, tools=False)
+            second = _refusal(result, history, again)
         asking.report_trimmed()
         refused = refusal_note(first, second) if first is not None and second is not None else None
         if refused is None:
@@ -95,12 +96,14 @@ class LocalBackend:
         )
 
 
-def _refusal(result: SampleResult, history: Sequence[relay.ResponseItem]) -> str | None:
-    """Why an answer to the summary request is not a summary; None when it is one."""
+def _refusal(
+    result: SampleResult, history: Sequence[relay.ResponseItem], prompt: str
+) -> str | None:
+    """Why an answer to the summary request ``prompt`` is not a summary; None when it is one."""
     text = result.last_agent_message or ""
     if not text.strip() and result.tool_calls:
         return f"it is a call of the tool {result.tool_calls[0].name}"
-    return summary_refusal(text, history)
+    return summary_refusal(text, history, prompt)
 
 
 class _Summary:

@@ -4,7 +4,8 @@ is checked"). Plain functions, tested without an event loop.
 :func:`summary_refusal` says why an answer is not a summary, or None when it is one. An answer
 is refused when it is empty, when it is a tool call written as text (JSON with a tool's name and
 arguments, or a model's own call syntax such as ``<tool_call>…</tool_call>``) that the prose
-around it does not outweigh, or when most of it is a copy of one tool output of the history.
+around it does not outweigh, when most of it is a copy of one tool output of the history, or
+when most of it is the summary request's own words.
 The work is bounded: the head of a long answer and of each output is read, and each output is
 looked at through a handful of sample probes before it is measured.
 
@@ -29,6 +30,12 @@ EMPTY = "it is empty"
 
 #: The reason of an answer that is a tool call written as text.
 TOOL_CALL = "it is a tool call written as text"
+
+#: The reason of an answer that is mostly the summary request's own words.
+PROMPT_COPY = "it is mostly a copy of the summary request"
+
+#: Runs of this many words found in the summary request make an answer's words copied.
+PROMPT_RUN = 4
 
 #: The share of an answer's characters (spaces aside) that, found verbatim in one tool output,
 #: make it a copy of that output rather than a summary.
@@ -98,8 +105,11 @@ class CheckedResult(BackendResult):
     """The first answer was refused and the second, asked for without tools, was installed."""
 
 
-def summary_refusal(summary: str, history: Sequence[relay.ResponseItem]) -> str | None:
-    """Why ``summary`` is not a summary of ``history``, in a few words; None when it is one."""
+def summary_refusal(
+    summary: str, history: Sequence[relay.ResponseItem], prompt: str | None = None
+) -> str | None:
+    """Why ``summary`` is not a summary of ``history``, asked for with ``prompt``, in a few
+    words; None when it is one."""
     text = summary[:ANSWER_SCAN]
     if not text.strip():
         return EMPTY
@@ -107,7 +117,7 @@ def summary_refusal(summary: str, history: Sequence[relay.ResponseItem]) -> str 
         return TOOL_CALL
     copied = copied_output(text[:COPY_SCAN], history)
     if copied is None:
-        return None
+        return PROMPT_COPY if prompt and copied_prompt(text[:COPY_SCAN], prompt) else None
     call_id, tool = copied
     named = f" ({tool})" if tool else ""
     return f"it is mostly a copy of the output of call {call_id}{named}"
@@ -327,6 +337,27 @@ def copied_output(
     return best[1], names.get(best[1])
 
 
+def copied_prompt(text: str, prompt: str) -> bool:
+    """Whether most of ``text`` repeats the summary request ``prompt``: at least
+    :data:`COPY_SHARE` of its words (and :data:`MIN_COPIED` characters) stand in runs of
+    :data:`PROMPT_RUN` words that the request holds too, case and punctuation aside. A small
+    model answers the request with its own opening sentence."""
+    words = _WORD.findall(text.lower())
+    if len(words) < PROMPT_RUN:
+        return False
+    own = _WORD.findall(prompt[:OUTPUT_SCAN].lower())
+    runs = {tuple(own[at : at + PROMPT_RUN]) for at in range(len(own) - PROMPT_RUN + 1)}
+    covered = [False] * len(words)
+    for at in range(len(words) - PROMPT_RUN + 1):
+        if tuple(words[at : at + PROMPT_RUN]) in runs:
+            covered[at : at + PROMPT_RUN] = [True] * PROMPT_RUN
+    copied = [len(word) for word, hit in zip(words, covered, strict=True) if hit]
+    return sum(copied) >= MIN_COPIED and len(copied) >= COPY_SHARE * len(words)
+
+
+_WORD = re.compile(r"[^\W_]+")
+
+
 def _scanned(output: str) -> str:
     if len(output) <= OUTPUT_SCAN:
         return output
@@ -447,9 +478,11 @@ __all__ = [
     "COPY_SHARE",
     "EMPTY",
     "FALLBACK_SUMMARY",
+    "PROMPT_COPY",
     "TOOL_CALL",
     "CheckedResult",
     "copied_output",
+    "copied_prompt",
     "fallback_summary",
     "refusal_note",
     "refusal_warning",
