@@ -4,8 +4,9 @@ is checked"). Plain functions, tested without an event loop.
 :func:`summary_refusal` says why an answer is not a summary, or None when it is one. An answer
 is refused when it is empty, when it is a tool call written as text (JSON with a tool's name and
 arguments, or a model's own call syntax such as ``<tool_call>…</tool_call>``) that the prose
-around it does not outweigh, when most of it is a copy of one tool output of the history, or
-when most of it is the summary request's own words.
+around it does not outweigh, when most of it is a copy of one tool output or of one of the
+harness's messages of the history (the record, the files placed back), or when most of it is
+the summary request's own words.
 The work is bounded: the head of a long answer and of each output is read, and each output is
 looked at through a handful of sample probes before it is measured.
 
@@ -23,7 +24,7 @@ from collections.abc import Iterator, Sequence
 import attrs
 
 import relay
-from relay.lowlevel import BackendResult
+from relay.lowlevel import BackendResult, message_kind
 
 #: The reason of an answer that holds no text.
 EMPTY = "it is empty"
@@ -117,6 +118,9 @@ def summary_refusal(
         return TOOL_CALL
     copied = copied_output(text[:COPY_SCAN], history)
     if copied is None:
+        marker = copied_harness_message(text[:COPY_SCAN], history)
+        if marker is not None:
+            return f"it is mostly a copy of the session's {marker} message"
         return PROMPT_COPY if prompt and copied_prompt(text[:COPY_SCAN], prompt) else None
     call_id, tool = copied
     named = f" ({tool})" if tool else ""
@@ -337,6 +341,38 @@ def copied_output(
     return best[1], names.get(best[1])
 
 
+def copied_harness_message(text: str, history: Sequence[relay.ResponseItem]) -> str | None:
+    """The opening tag (``<work_state>``) of the harness's message of ``history`` (the record,
+    the files placed back, the initial context) that at least :data:`COPY_SHARE` of ``text``
+    is a verbatim copy of, measured as :func:`copied_output` measures; None when none is. A
+    compaction places these messages again itself: a summary that copies one says nothing."""
+    visible = _visible(text)
+    if visible < MIN_COPIED:
+        return None
+    probes = _probes(text)
+    weights = [_visible(piece) for _start, _end, piece in probes]
+    total = sum(weights)
+    lines = _lines(text)
+    for item in reversed(history):
+        if message_kind(item) != "contextual" or not isinstance(item, relay.Message):
+            continue
+        own = item.text()
+        if len(own) < MIN_COPIED or not total:
+            continue
+        share = _copied_share(_scanned(own), text, probes, weights, lines) / total
+        if share * visible >= MIN_COPIED and share >= COPY_SHARE:
+            return _opening_tag(own)
+    return None
+
+
+def _opening_tag(text: str) -> str:
+    """``<work_state>`` for a message that opens with ``<work_state>`` (or
+    ``<project_instructions path="…">``); ``context`` for one that opens with no tag."""
+    head = text.lstrip()
+    name = head[1:].split(">", 1)[0].split(None, 1)[0] if head.startswith("<") else ""
+    return f"<{name}>" if name.replace("_", "").isalnum() else "context"
+
+
 def copied_prompt(text: str, prompt: str) -> bool:
     """Whether most of ``text`` repeats the summary request ``prompt``: at least
     :data:`COPY_SHARE` of its words (and :data:`MIN_COPIED` characters) stand in runs of
@@ -481,6 +517,7 @@ __all__ = [
     "PROMPT_COPY",
     "TOOL_CALL",
     "CheckedResult",
+    "copied_harness_message",
     "copied_output",
     "copied_prompt",
     "fallback_summary",
