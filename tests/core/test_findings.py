@@ -192,6 +192,19 @@ def test_any_output_gives_bounded_lines_of_its_own(
     assert len(entry.text) <= len("x → exit 1") + FOUND_TOTAL_CHARS + 40 * FOUND_MAX_LINES
 
 
+@given(lines_of_any_shape, st.sampled_from(["\n", "\r\n"]))
+def test_the_last_line_of_any_output_is_one_of_its_lines(lines: list[str], newline: str) -> None:
+    text = newline.join(lines)
+    last = last_line(text)
+    if not text.strip():
+        assert last is None
+    if last is not None:
+        assert 0 < len(last) <= FOUND_LINE_CHARS
+        assert any(line.strip().startswith(last) for line in text.splitlines())
+    if lines and lines[-1].strip() and "\r" not in lines[-1] and "\n" not in lines[-1]:
+        assert last is not None  # a last line that is not blank is always found
+
+
 @given(st.lists(st.text(alphabet="abc .:=", max_size=60), max_size=200), st.integers(0, 200))
 def test_a_failure_among_any_other_lines_is_found(noise: list[str], at: int) -> None:
     planted = "FAILED tests/test_money.py::test_total_rounds_half_up - assert 2 == 3"

@@ -10,7 +10,9 @@ cargo's ``test name ... FAILED`` and ``panicked at``, jest's ``●`` and vitest'
 mypy's ``file:line: error:``. The lines that carry a message (``AssertionError``,
 ``expected``, ``but was``) come beside them. :func:`failure_lines` keeps such lines, those that
 name what failed first, within a bound: the work-state record states them for every command
-(``docs/compaction.md``).
+(``docs/compaction.md``). A build tool's advice and the frame around its findings (Maven's
+``Please refer to`` and ``[INFO]`` lines, cargo's ``to rerun pass``, a diff's legend, quoted
+source) are no findings, and :func:`last_line` is the last line that says how the run ended.
 
 Invariant: plain functions of their arguments, scanning characters (no pattern engine): they
 are tested against real outputs of each program (``tests/core/runner_outputs``) and with
