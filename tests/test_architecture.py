@@ -74,6 +74,7 @@ USER_TURN = frozenset(
         "relay.tasks.compaction._auto",
         "relay.tasks.compaction._background",
         "relay.tasks.compaction._policy",
+        "relay.tasks.compaction._summary_check",
     }
 )
 
