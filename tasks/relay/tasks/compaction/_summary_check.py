@@ -314,13 +314,9 @@ def copied_output(
     or ``* `` left out. An output where no line and none of a few sample probes is found is
     passed over without more.
     """
-    visible = _visible(text)
-    if visible < MIN_COPIED:
+    copy = _Probed.of(text)
+    if copy is None:
         return None
-    probes = _probes(text)
-    weights = [_visible(piece) for _start, _end, piece in probes]
-    total = sum(weights)
-    lines = _lines(text)
     names = {
         item.call_id: item.name
         for item in history
@@ -330,11 +326,8 @@ def copied_output(
     for item in history:
         if not isinstance(item, relay.FunctionCallOutput | relay.CustomToolCallOutput):
             continue
-        if len(item.output) < MIN_COPIED or not total:
-            continue
-        share = _copied_share(_scanned(item.output), text, probes, weights, lines) / total
-        copy = share * visible >= MIN_COPIED and share >= COPY_SHARE
-        if copy and (best is None or share >= best[0]):
+        share = copy.share_of(item.output)
+        if share is not None and (best is None or share >= best[0]):
             best = (share, item.call_id)
     if best is None:
         return None
@@ -346,23 +339,44 @@ def copied_harness_message(text: str, history: Sequence[relay.ResponseItem]) -> 
     the files placed back, the initial context) that at least :data:`COPY_SHARE` of ``text``
     is a verbatim copy of, measured as :func:`copied_output` measures; None when none is. A
     compaction places these messages again itself: a summary that copies one says nothing."""
-    visible = _visible(text)
-    if visible < MIN_COPIED:
+    copy = _Probed.of(text)
+    if copy is None:
         return None
-    probes = _probes(text)
-    weights = [_visible(piece) for _start, _end, piece in probes]
-    total = sum(weights)
-    lines = _lines(text)
     for item in reversed(history):
-        if message_kind(item) != "contextual" or not isinstance(item, relay.Message):
+        if not (message_kind(item) == "contextual" and isinstance(item, relay.Message)):
             continue
-        own = item.text()
-        if len(own) < MIN_COPIED or not total:
-            continue
-        share = _copied_share(_scanned(own), text, probes, weights, lines) / total
-        if share * visible >= MIN_COPIED and share >= COPY_SHARE:
-            return _opening_tag(own)
+        if copy.share_of(item.text()) is not None:
+            return _opening_tag(item.text())
     return None
+
+
+@attrs.frozen
+class _Probed:
+    """An answer cut into the probes the copy check looks for in a source."""
+
+    text: str
+    visible: int
+    probes: list[tuple[int, int, str]]
+    weights: list[int]
+    lines: list[tuple[int, int, str]]
+
+    @classmethod
+    def of(cls, text: str) -> _Probed | None:
+        """``text`` probed; None when too little of it could be copied to tell."""
+        visible = _visible(text)
+        probes = _probes(text)
+        weights = [_visible(piece) for _start, _end, piece in probes]
+        if visible < MIN_COPIED or not sum(weights):
+            return None
+        return cls(text, visible, probes, weights, _lines(text))
+
+    def share_of(self, source: str) -> float | None:
+        """The share of the answer copied from ``source``, when it makes the answer a copy."""
+        if len(source) < MIN_COPIED:
+            return None
+        copied = _copied_share(_scanned(source), self.text, self.probes, self.weights, self.lines)
+        share = copied / sum(self.weights)
+        return share if share * self.visible >= MIN_COPIED and share >= COPY_SHARE else None
 
 
 def _opening_tag(text: str) -> str:
