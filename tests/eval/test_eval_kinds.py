@@ -183,6 +183,41 @@ async def test_a_request_answered_from_memory_is_read_by_the_server_before_a_mea
     assert (len(model.prompts), other.warmed) == (3, 0)
 
 
+async def test_every_request_answered_from_memory_since_the_last_computed_one_is_read_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Run b repeats run a's turn and summary request, both answered from memory. A session
+    # alone would have left both in the server's prompt cache (llama-server keeps earlier
+    # prompts in memory): the turn's prompt holds the head the request after the compaction
+    # begins with, the summary request does not. Both are read again, in order, before the
+    # measured request; reading only the latest would leave the head unread.
+    model = CountingModel()
+    shared = SharedSummaries(model)
+    turn, summary = prompt("/w", "run the tests"), prompt("/w")
+    first = shared.for_run("/w")
+    for p in (turn, summary):
+        async with first.stream(p) as events:
+            assert [e async for e in events]
+    run = shared.for_run("/w")
+    for p in (turn, summary):
+        async with run.stream(p) as events:
+            assert [e async for e in events]
+    after = prompt("/w", "what next?")
+    await run.warm_for(after)
+    async with run.stream(after) as events:
+        assert [e async for e in events]
+    sent = [(p.input[0].text(), p.max_output_tokens) for p in model.prompts]  # type: ignore[union-attr]
+    assert sent[2:] == [
+        ("cwd /w: run the tests", 1),
+        ("cwd /w: summarize", 1),
+        ("cwd /w: what next?", None),
+    ]
+    assert run.warmed == 2
+    # A computed request ends the list: what came before it the server has read.
+    await run.warm_for(prompt("/w", "later"))
+    assert (len(model.prompts), run.warmed) == (5, 2)
+
+
 def test_the_key_leaves_out_what_differs_between_runs_of_one_case() -> None:
     assert request_key(prompt("/tmp/a", cache_key="x"), "/tmp/a") == request_key(
         prompt("/tmp/b", cache_key="y"), "/tmp/b"

@@ -113,6 +113,41 @@ def test_a_short_answer_of_any_words_is_kept(text: str) -> None:
     assert entry is not None and entry.text == " ".join(words)
 
 
+ASKED = (
+    "We are working on the billing service. Constraint: never change anything under "
+    "migrations/. Decision: we store money as integer cents. Acknowledge in one sentence.\n"
+    "Read config/limits.py and tell me what MAX_RETRIES is set to."
+)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # A small model answered the user's first message with the message itself.
+        "We are working on the billing service. Constraint: never change anything under "
+        "migrations/. Decision: we store money as integer cents. Acknowledge in one sentence.",
+        "Read config/limits.py and tell me what MAX_RETRIES is set to.",
+    ],
+)
+def test_an_answer_that_repeats_what_the_user_asked_is_not_kept(text: str) -> None:
+    # The user's messages are kept verbatim: an echo of one in the record says nothing new.
+    assert latest_answer(text, ASKED) is None
+    assert latest_answer(text) is not None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "MAX_RETRIES is set to 7.",
+        "MAX_RETRIES is set to 7 in config/limits.py.",
+        "Understood: we store money as integer cents and leave migrations/ alone.",
+    ],
+)
+def test_an_answer_in_the_users_words_that_adds_its_own_is_kept(text: str) -> None:
+    entry = latest_answer(text, ASKED)
+    assert entry is not None and entry.text == text
+
+
 def read(call_id: str, path: str, output: str) -> list[relay.ResponseItem]:
     return [
         relay.FunctionCall("read_file", json.dumps({"path": path}), call_id),
@@ -183,6 +218,21 @@ async def test_a_compaction_keeps_the_stood_out_line_the_latest_answer_and_the_r
     assert "Decision: raise LIMIT after a test." in after
     assert "--- app.py ---\nLIMIT = 7" in after
     assert "--- build.log ---" not in after, "the log is over the budget"
+
+
+async def test_an_echo_of_the_users_message_does_not_replace_the_answer_before(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    task = "We are working on billing. Decision: money is stored as integer cents. Acknowledge."
+    script = {"responses": ["Noted: integer cents.", task, "the summary", "ok"]}
+    async with testing.open_test_session(script, config=recording(tmp_path)) as t:
+        await t.turns("Decision: money is integer cents. Acknowledge.", task)
+        await t.submit(relay.Compact())
+        await t.wait_for(relay.TurnComplete, 3)
+        await t.turns("go on")
+    after = "\n".join(testing.user_texts(t.model.requests[-1]))
+    assert "- Noted: integer cents." in after
+    assert after.count("Acknowledge.") == 2, "each of the user's messages once, no echo"
 
 
 RUNNER_OUTPUTS = Path(__file__).parents[1] / "core" / "runner_outputs"

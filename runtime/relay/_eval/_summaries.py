@@ -118,30 +118,34 @@ class RunSummaries:
     """Each request of the run, in order: how long the model took to answer it."""
     compact_durations_ms: list[int] = attrs.field(factory=list)
     """The same, of its summary requests alone."""
-    unread: Prompt | None = None
-    """The run's latest request, when it was answered from memory: the server never read it."""
+    unread: list[Prompt] = attrs.field(factory=list)
+    """The run's requests since its latest computed one, in order: each was answered from
+    memory, and the server never read it."""
     warmed: int = 0
     """Requests sent again for the server's prompt cache (:meth:`warm_for`)."""
 
     async def warm_for(self, prompt: Prompt) -> None:
-        """Before ``prompt`` goes to the server, let the server read the run's latest request
-        if it was answered from memory: that request is sent with an answer limit of one
-        token. A server's prompt cache then holds what this run alone would have left there,
-        and what ``prompt`` reads anew is measured against it (the first request after a
+        """Before ``prompt`` goes to the server, let the server read the run's requests that
+        were answered from memory since its latest computed one, in order, each sent with an
+        answer limit of one token. A server's prompt cache then holds what this run alone
+        would have left there (llama-server keeps earlier prompts besides the latest), and
+        what ``prompt`` reads anew is measured against it (the first request after a
         compaction, docs/eval.md). Nothing is sent when ``prompt`` itself will be answered
         from memory, or the latest request was computed."""
-        if self.unread is None or self.shared.knows(prompt, self.cwd):
+        if not self.unread or self.shared.knows(prompt, self.cwd):
             return
-        unread, self.unread = self.unread, None
-        async with self.shared.inner.stream(attrs.evolve(unread, max_output_tokens=1)) as events:
-            async for _ in events:
-                pass
-        self.warmed += 1
+        unread, self.unread = self.unread, []
+        for earlier in unread:
+            limited = attrs.evolve(earlier, max_output_tokens=1)
+            async with self.shared.inner.stream(limited) as events:
+                async for _ in events:
+                    pass
+            self.warmed += 1
 
     @asynccontextmanager
     async def stream(self, prompt: Prompt) -> AsyncIterator[AsyncIterator[ModelEvent]]:
         events, duration, replayed = await self.shared.answer(prompt, self.cwd)
-        self.unread = prompt if replayed else None
+        self.unread = [*self.unread, prompt] if replayed else []
         self.durations_ms.append(duration)
         if prompt.purpose == "compact":
             self.compact_durations_ms.append(duration)

@@ -47,8 +47,9 @@ from relay.lowlevel import (
 )
 
 from ._guard import LoopGuard, loop_message, loop_warning, step_limit_message
+from .compaction._history import real_user_messages
 from .compaction._policy import limit_reached
-from .compaction._summary_check import written_tool_call
+from .compaction._summary_check import copied_prompt, written_tool_call
 
 #: The name of the tool a model calls to ask for a fresh window (``features.token_budget``).
 NEW_CONTEXT_WINDOW = "new_context_window"
@@ -70,6 +71,11 @@ def _as_given(items: Sequence[relay.InputItem]) -> Sequence[relay.InputItem]:
 REPEATED_WORDS = 24
 
 
+#: The share of an answer's words that, found in runs of the user's messages, make it an
+#: echo of them rather than an answer.
+ECHO_SHARE = 0.9
+
+
 def repeats_itself(words: Sequence[str]) -> bool:
     """Whether ``words`` go round in a loop: fewer than a quarter of their triples differ."""
     if len(words) < REPEATED_WORDS:
@@ -78,13 +84,16 @@ def repeats_itself(words: Sequence[str]) -> bool:
     return len(set(triples)) * 4 < len(triples)
 
 
-def latest_answer(text: str) -> WorkEntry | None:
+def latest_answer(text: str, asked: str = "") -> WorkEntry | None:
     """The model's latest answer to the user (one entry, replaced by the next): what it last
-    concluded or decided, in its own words. A tool call written as text, or words that go
-    round in a loop, are no answer: None, and the record keeps the answer before."""
+    concluded or decided, in its own words. A tool call written as text, words that go round
+    in a loop, or the user's own words back (``asked``: the user's messages, which the session
+    keeps anyway) are no answer: None, and the record keeps the answer before."""
     words = text.split()
     flat = " ".join(words)
     if not flat or repeats_itself(words) or written_tool_call(text):
+        return None
+    if asked and copied_prompt(text, asked, share=ECHO_SHARE):
         return None
     if len(flat) > ANSWER_CHARS:
         flat = "…" + flat[-(ANSWER_CHARS - 1) :]
@@ -194,7 +203,8 @@ class TurnSteps:
         result = await ctx.sample(ctx.view.prompt(output_schema=self.output_schema))
         self.called_tools = bool(result.tool_calls)
         if not result.tool_calls and result.last_agent_message:
-            answer = latest_answer(result.last_agent_message)
+            asked = "\n".join(m.text() for m in real_user_messages(ctx.view.history))
+            answer = latest_answer(result.last_agent_message, asked)
             if answer is not None:
                 ctx.note(answer)
         return result
@@ -272,6 +282,7 @@ def keep_steered(ctx: relay.TaskContext, prepare: Prepare = _as_given) -> None:
 
 __all__ = [
     "ANSWER_CHARS",
+    "ECHO_SHARE",
     "NEW_CONTEXT_WINDOW",
     "Prepare",
     "TurnSteps",

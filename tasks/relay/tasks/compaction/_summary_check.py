@@ -83,10 +83,8 @@ RETRY_SENTENCE = (
 
 #: What stands for the summary when the second answer was refused too.
 FALLBACK_SUMMARY = (
-    "No summary was written of the conversation before this point: the model's answers to the "
-    "summary request were not summaries. The session's own records stand in its place: the "
-    "user's messages kept before this one, the work-state record and the files read, where "
-    "there are any."
+    "No summary of the conversation before this point: the answers to the summary request "
+    "were not summaries. The user's messages and the session's own records stand in for it."
 )
 
 #: How many of the latest tool calls the fallback lists when the work-state record is off.
@@ -387,11 +385,11 @@ def _opening_tag(text: str) -> str:
     return f"<{name}>" if name.replace("_", "").isalnum() else "context"
 
 
-def copied_prompt(text: str, prompt: str) -> bool:
-    """Whether most of ``text`` repeats the summary request ``prompt``: at least
-    :data:`COPY_SHARE` of its words (and :data:`MIN_COPIED` characters) stand in runs of
-    :data:`PROMPT_RUN` words that the request holds too, case and punctuation aside. A small
-    model answers the request with its own opening sentence."""
+def copied_prompt(text: str, prompt: str, share: float = COPY_SHARE) -> bool:
+    """Whether most of ``text`` repeats the summary request ``prompt``: at least ``share`` of
+    its words (and :data:`MIN_COPIED` characters) stand in runs of :data:`PROMPT_RUN` words
+    that the request holds too, case and punctuation aside. A small model answers the request
+    with its own opening sentence."""
     words = _WORD.findall(text.lower())
     if len(words) < PROMPT_RUN:
         return False
@@ -402,7 +400,7 @@ def copied_prompt(text: str, prompt: str) -> bool:
         if tuple(words[at : at + PROMPT_RUN]) in runs:
             covered[at : at + PROMPT_RUN] = [True] * PROMPT_RUN
     copied = [len(word) for word, hit in zip(words, covered, strict=True) if hit]
-    return sum(copied) >= MIN_COPIED and len(copied) >= COPY_SHARE * len(words)
+    return sum(copied) >= MIN_COPIED and len(copied) >= share * len(words)
 
 
 _WORD = re.compile(r"[^\W_]+")
