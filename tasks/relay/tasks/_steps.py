@@ -75,6 +75,9 @@ REPEATED_WORDS = 24
 #: echo of them rather than an answer.
 ECHO_SHARE = 0.9
 
+#: How much of the user's latest messages (characters, newest kept) an answer is compared to.
+ECHO_SCAN = 50_000
+
 
 def repeats_itself(words: Sequence[str]) -> bool:
     """Whether ``words`` go round in a loop: fewer than a quarter of their triples differ."""
@@ -204,7 +207,7 @@ class TurnSteps:
         self.called_tools = bool(result.tool_calls)
         if not result.tool_calls and result.last_agent_message:
             asked = "\n".join(m.text() for m in real_user_messages(ctx.view.history))
-            answer = latest_answer(result.last_agent_message, asked)
+            answer = latest_answer(result.last_agent_message, asked[-ECHO_SCAN:])
             if answer is not None:
                 ctx.note(answer)
         return result
@@ -282,6 +285,7 @@ def keep_steered(ctx: relay.TaskContext, prepare: Prepare = _as_given) -> None:
 
 __all__ = [
     "ANSWER_CHARS",
+    "ECHO_SCAN",
     "ECHO_SHARE",
     "NEW_CONTEXT_WINDOW",
     "Prepare",
