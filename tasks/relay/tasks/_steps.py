@@ -47,7 +47,6 @@ from relay.lowlevel import (
 )
 
 from ._guard import LoopGuard, loop_message, loop_warning, step_limit_message
-from .compaction._history import real_user_messages
 from .compaction._policy import limit_reached
 from .compaction._summary_check import copied_prompt, written_tool_call
 
@@ -75,7 +74,8 @@ REPEATED_WORDS = 24
 #: echo of them rather than an answer.
 ECHO_SHARE = 0.9
 
-#: How much of the user's latest messages (characters, newest kept) an answer is compared to.
+#: How much of the latest messages in the user's role (characters, newest kept) an answer is
+#: compared with.
 ECHO_SCAN = 50_000
 
 
@@ -90,8 +90,9 @@ def repeats_itself(words: Sequence[str]) -> bool:
 def latest_answer(text: str, asked: str = "") -> WorkEntry | None:
     """The model's latest answer to the user (one entry, replaced by the next): what it last
     concluded or decided, in its own words. A tool call written as text, words that go round
-    in a loop, or the user's own words back (``asked``: the user's messages, which the session
-    keeps anyway) are no answer: None, and the record keeps the answer before."""
+    in a loop, or the user's own words back (``asked``: the messages in the user's role, which
+    a compaction places again anyway) are no answer: None, and the record keeps the answer
+    before."""
     words = text.split()
     flat = " ".join(words)
     if not flat or repeats_itself(words) or written_tool_call(text):
@@ -206,7 +207,11 @@ class TurnSteps:
         result = await ctx.sample(ctx.view.prompt(output_schema=self.output_schema))
         self.called_tools = bool(result.tool_calls)
         if not result.tool_calls and result.last_agent_message:
-            asked = "\n".join(m.text() for m in real_user_messages(ctx.view.history))
+            asked = "\n".join(
+                item.text()
+                for item in ctx.view.history
+                if isinstance(item, relay.Message) and item.role == "user"
+            )
             answer = latest_answer(result.last_agent_message, asked[-ECHO_SCAN:])
             if answer is not None:
                 ctx.note(answer)
