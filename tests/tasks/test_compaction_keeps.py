@@ -20,7 +20,13 @@ from relay._core._work_state import (
     lines_that_stood_out,
     standout_lines,
 )
-from relay.tasks._steps import ANSWER_CHARS, REPEATED_WORDS, latest_answer
+from relay.tasks._steps import (
+    ANSWER_CHARS,
+    ECHO_SCAN,
+    REPEATED_WORDS,
+    latest_answer,
+    latest_asked,
+)
 from relay.tasks.compaction._history import (
     MASK_MARKER,
     RECENT_READS_MARKER,
@@ -146,6 +152,17 @@ def test_an_answer_that_repeats_what_the_user_asked_is_not_kept(text: str) -> No
 def test_an_answer_in_the_users_words_that_adds_its_own_is_kept(text: str) -> None:
     entry = latest_answer(text, ASKED)
     assert entry is not None and entry.text == text
+
+
+@pytest.mark.parametrize("sizes", [(), (10,), (30_000, 30_000, 5), (ECHO_SCAN - 1, 1, 3)])
+def test_what_an_answer_is_compared_with_is_the_tail_of_the_users_messages(
+    sizes: tuple[int, ...],
+) -> None:
+    history: list[relay.ResponseItem] = []
+    for number, size in enumerate(sizes):
+        history += [user_message(str(number) * size), relay.assistant_message("ok " * 9)]
+    whole = "\n".join(str(number) * size for number, size in enumerate(sizes))
+    assert latest_asked(history) == whole[-ECHO_SCAN:]
 
 
 def read(call_id: str, path: str, output: str) -> list[relay.ResponseItem]:

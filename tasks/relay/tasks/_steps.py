@@ -87,6 +87,20 @@ def repeats_itself(words: Sequence[str]) -> bool:
     return len(set(triples)) * 4 < len(triples)
 
 
+def latest_asked(history: Sequence[relay.ResponseItem]) -> str:
+    """The latest :data:`ECHO_SCAN` characters of the messages in the user's role, oldest
+    first: read from the end, so a long history costs no more than its tail."""
+    texts: list[str] = []
+    size = 0
+    for item in reversed(history):
+        if isinstance(item, relay.Message) and item.role == "user":
+            texts.append(item.text())
+            size += len(texts[-1]) + 1
+            if size >= ECHO_SCAN:
+                break
+    return "\n".join(reversed(texts))[-ECHO_SCAN:]
+
+
 def latest_answer(text: str, asked: str = "") -> WorkEntry | None:
     """The model's latest answer to the user (one entry, replaced by the next): what it last
     concluded or decided, in its own words. A tool call written as text, words that go round
@@ -207,12 +221,7 @@ class TurnSteps:
         result = await ctx.sample(ctx.view.prompt(output_schema=self.output_schema))
         self.called_tools = bool(result.tool_calls)
         if not result.tool_calls and result.last_agent_message:
-            asked = "\n".join(
-                item.text()
-                for item in ctx.view.history
-                if isinstance(item, relay.Message) and item.role == "user"
-            )
-            answer = latest_answer(result.last_agent_message, asked[-ECHO_SCAN:])
+            answer = latest_answer(result.last_agent_message, latest_asked(ctx.view.history))
             if answer is not None:
                 ctx.note(answer)
         return result
@@ -298,4 +307,5 @@ __all__ = [
     "cut_answer_warning",
     "keep_steered",
     "latest_answer",
+    "latest_asked",
 ]

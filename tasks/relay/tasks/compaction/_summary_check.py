@@ -386,10 +386,10 @@ def _opening_tag(text: str) -> str:
 
 
 def copied_prompt(text: str, prompt: str, share: float = COPY_SHARE) -> bool:
-    """Whether most of ``text`` repeats the summary request ``prompt``: at least ``share`` of
-    its words (and :data:`MIN_COPIED` characters) stand in runs of :data:`PROMPT_RUN` words
-    that the request holds too, case and punctuation aside. A small model answers the request
-    with its own opening sentence."""
+    """Whether most of ``text`` repeats ``prompt`` (the summary request, or what the user
+    asked): at least ``share`` of its words (and :data:`MIN_COPIED` characters) stand in runs
+    of :data:`PROMPT_RUN` words that ``prompt`` holds too, case and punctuation aside. A small
+    model answers the request with its own opening sentence."""
     words = _WORD.findall(text.lower())
     if len(words) < PROMPT_RUN:
         return False
