@@ -373,6 +373,10 @@ async def compact_once(t: testing.TestSession) -> None:
     await t.turns("go on")
 
 
+def is_summary_text(text: str) -> bool:
+    return relay.lowlevel.message_kind(relay.user_message(text)) == "summary"
+
+
 def receipts(t: testing.TestSession) -> list[relay.CompactionReceipt]:
     return [
         m.item.receipt
@@ -455,9 +459,12 @@ async def test_two_refused_answers_install_the_sessions_own_record(
     [warning] = [w for w in warnings(t) if "refused" in w]
     assert TOOL_CALL in warning and copy in warning
     after = testing.user_texts(t.model.requests[-1])
-    assert relay.lowlevel.summary_text(FALLBACK_SUMMARY) in after
-    record = next(text for text in after if text.startswith("<work_state>"))
+    # The record stands for the summary: no summary message is installed beside it.
+    assert not any(is_summary_text(text) for text in after)
+    assert not any(FALLBACK_SUMMARY in text for text in after)
+    [record] = [text for text in after if text.startswith("<work_state>")]
     assert "- Read it." in record
+    assert after[-1] == "go on", "the new turn's message follows the record"
     # The file read is placed back after it, whatever the model answered (and so it is not
     # listed again among the files read).
     listed, placed = record.split("\n<recent_reads>\n")
@@ -544,8 +551,9 @@ async def test_a_background_summary_is_checked_and_reported_where_it_is_installe
         assert refused == []
     else:
         assert receipt.summary_refused == f"{TOOL_CALL}; the second answer: {EMPTY}"
-        assert relay.lowlevel.summary_text(FALLBACK_SUMMARY) in testing.user_texts(third)
-        assert any(text.startswith("<work_state>") for text in testing.user_texts(third))
+        texts = testing.user_texts(third)
+        assert not any(is_summary_text(text) for text in texts)
+        assert any(text.startswith("<work_state>") for text in texts)
         [warning] = refused
         assert TOOL_CALL in warning
         # Reported inside the turn that installed it.

@@ -136,6 +136,26 @@ def test_an_empty_record_changes_nothing() -> None:
     assert carry_work_state(history, WorkState(), 2_000, include_entries=True) == history
 
 
+def test_a_refused_summary_leaves_the_record_in_its_place_and_nothing_beside_it() -> None:
+    record = WorkState([command_run(["make"], 2)], ["Never touch vendor/."])
+    kept = p.user_message("Fix the build.")
+    fallback = p.user_message(summary_prefix() + "\nNo summary: the answers were not summaries.")
+    out = carry_work_state([kept, fallback], record, 2_000, include_entries=True, refused=True)
+    texts = [item.text() for item in out if isinstance(item, p.Message)]
+    assert texts[:2] == ["Fix the build.", "Never touch vendor/."]
+    assert texts[2].startswith(WORK_STATE_MARKER) and "- make → exit 2" in texts[2]
+    assert len(out) == 3, "the summary that stood for the model's is left out"
+
+
+def test_a_refused_summary_stays_when_there_is_no_record_to_stand_for_it() -> None:
+    fallback = p.user_message(summary_prefix() + "\nNo summary: the answers were not summaries.")
+    history: list[p.ResponseItem] = [p.user_message("hi"), fallback]
+    pinned = WorkState([], ["Never touch vendor/."])
+    for record in (WorkState(), pinned):
+        out = carry_work_state(history, record, 2_000, include_entries=True, refused=True)
+        assert out[-1] == fallback
+
+
 def test_old_outputs_are_masked_and_recent_ones_kept() -> None:
     old = "x" * 40_000
     recent = "y" * 4_000

@@ -347,7 +347,7 @@ def kind_heading(kind: str) -> str:
 
 #: Bytes of the record's message around its headings and entries, as a history counts a
 #: message (its JSON: the tags and the sentence that open and close the record, a user message).
-RECORD_FRAME_BYTES = 255
+RECORD_FRAME_BYTES = 228
 
 
 def _counted(text: str) -> int:

@@ -85,7 +85,8 @@ def with_record(
 ) -> list[relay.ResponseItem]:
     """``history`` with the pinned user messages, (when ``features.work_state`` is on, or
     the model's summary was ``refused``) the rendered work-state record, and
-    (``recent_reads_token_budget``) the files read placed in it."""
+    (``recent_reads_token_budget``) the files read placed in it. A record placed after a
+    ``refused`` summary stands for it (:func:`carry_work_state`)."""
     view = backend.view
     # The files read are counted as estimated, whatever a server's count says of the rest.
     budget = attrs.evolve(view.budget, ratio=1.0).share(view.config.recent_reads_token_budget)
@@ -104,6 +105,7 @@ def with_record(
             if view.config.compaction.placement == "cache_aware"
             else None
         ),
+        refused=refused,
     )
 
 
