@@ -132,6 +132,13 @@ async def test_a_newer_epoch_takes_a_locked_file_over_and_fences_the_older_write
             # The old host wakes up and finishes a turn: nothing of it reaches the file.
             size = path.stat().st_size
             late = await run_turn(old, "a late turn", "t-late")
+            # The fence is found when the writer hands its lines over, which may come after the
+            # turn's end; the fenced session then shuts down: read on to its last event.
+            async for event in reader(old):
+                late.append(event)
+                if isinstance(event.msg, relay.ShutdownComplete):
+                    break
+            assert isinstance(late[-1].msg, relay.ShutdownComplete)
             assert path.stat().st_size == size
             assert any(
                 isinstance(e.msg, relay.ErrorEvent)
