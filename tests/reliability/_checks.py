@@ -63,9 +63,16 @@ def expected_backend(config: relay.Config) -> Backend:
 
 
 def check_compacted_part(
-    items: Sequence[relay.ResponseItem], backend: str, said: Collection[str] = ()
+    items: Sequence[relay.ResponseItem],
+    backend: str,
+    said: Collection[str] = (),
+    *,
+    refused: bool = False,
 ) -> None:
     """The history a compaction installed ends as its backend promises (docs/compaction.md).
+
+    When the model's summary was ``refused``, the work-state record, where one was placed,
+    stands last in its place, and no summary is installed beside it.
 
     ``said`` holds the texts the user sent: a fresh window may hold one of them, verbatim (the
     latest user message, which every compaction keeps).
@@ -83,7 +90,11 @@ def check_compacted_part(
         assert len(kept) <= 1, f"a fresh window holds more than the latest message: {kept}"
         return
     last = items[-1] if items else None
-    if backend == Backend.LOCAL:
+    if backend == Backend.LOCAL and refused and not any(is_summary(i) for i in items):
+        assert isinstance(last, relay.Message) and last.text().startswith("<work_state>"), (
+            f"a refused summary, and no record last: {last!r}"
+        )
+    elif backend == Backend.LOCAL:
         assert last is not None and is_summary(last), f"summary not last: {last!r}"
     elif backend == Backend.REMOTE_V2 or any(isinstance(item, relay.Compaction) for item in items):
         # V1 installs what the server answered, filtered: an answer without a compaction

@@ -57,6 +57,7 @@ import relay
 from relay import testing
 from relay._base._rollout_lines import Compacted
 from relay._base._tokens import ApproxEstimator
+from relay._core._summary import is_summary
 from relay._rollout._reader import read_rollout
 from relay._rollout._resume import INTERRUPTED_OUTPUT, reconstruct
 from relay.tasks.compaction import Compactor
@@ -628,7 +629,12 @@ def check_end(
         assert line.replacement_history is not None
         assert line.receipt == receipt
         if not receipt.background:
-            check_compacted_part(line.replacement_history, receipt.backend, probe.sent)
+            check_compacted_part(
+                line.replacement_history,
+                receipt.backend,
+                probe.sent,
+                refused=receipt.summary_refused is not None,
+            )
 
 
 def _records(path: Path) -> list[dict[str, Any]]:
@@ -699,6 +705,13 @@ def _installs(line: Compacted, install: BackgroundInstall, sent: set[str]) -> bo
     assert line.replacement_history is not None
     result = [i for i in install.result if not _is_record(i)]
     placed = [i for i in line.replacement_history if not _is_record(i)]
+    if (
+        line.receipt is not None
+        and line.receipt.summary_refused is not None
+        and any(_is_record(i) for i in line.replacement_history)
+    ):
+        # The record stands for a refused summary: the result's summary is left out.
+        result = [i for i in result if not is_summary(i)]
     latest = [
         i
         for i in placed
