@@ -18,6 +18,7 @@ from relay._rollout._lines import CompactedLine, Rollout
 from relay._rollout._reader import read_rollout
 from relay._rollout._resume import reconstruct
 from relay.tasks.compaction import Backend
+from relay.tasks.compaction._history import WORK_STATE_MARKER
 
 CALLS = (relay.FunctionCall, relay.CustomToolCall)
 OUTPUTS = (relay.FunctionCallOutput, relay.CustomToolCallOutput)
@@ -91,7 +92,7 @@ def check_compacted_part(
         return
     last = items[-1] if items else None
     if backend == Backend.LOCAL and refused and not any(is_summary(i) for i in items):
-        assert isinstance(last, relay.Message) and last.text().startswith("<work_state>"), (
+        assert isinstance(last, relay.Message) and last.text().startswith(WORK_STATE_MARKER), (
             f"a refused summary, and no record last: {last!r}"
         )
     elif backend == Backend.LOCAL:
